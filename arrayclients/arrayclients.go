@@ -1,0 +1,206 @@
+// Package arrayclients fences Kubernetes nodes at Dell storage arrays.
+//
+// One adapter per array family (PowerFlex, PowerStore, PowerScale, PowerMax,
+// Unity) wraps the official Dell Go client. Every adapter follows the same
+// life cycle so that the fencing ledger can hold the plan before anything on
+// the array changes:
+//
+//	Resolve(node)   -> Identity   (learned while the node is healthy)
+//	Plan(identity)  -> Plan       (read-only: exactly what a fence removes)
+//	Apply(plan)                   (removes it; idempotent)
+//	Verify(plan)    -> Verification (read-back: fenced or not, with evidence)
+//	Undo(plan)                    (restores exactly what the plan holds; idempotent)
+//	Health(identity)-> Health     (the array's own view of the node)
+package arrayclients
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+)
+
+// Family names an array family. The values are the ones used in configuration.
+type Family string
+
+// The supported array families.
+const (
+	PowerFlex  Family = "powerflex"
+	PowerStore Family = "powerstore"
+	PowerScale Family = "powerscale"
+	PowerMax   Family = "powermax"
+	Unity      Family = "unity"
+)
+
+// Families lists every supported family in a stable order.
+var Families = []Family{PowerFlex, PowerStore, PowerScale, PowerMax, Unity}
+
+// CSI driver names whose CSINode node IDs identify a node on an array.
+const (
+	DriverPowerFlex  = "csi-vxflexos.dellemc.com"
+	DriverPowerStore = "csi-powerstore.dellemc.com"
+	DriverPowerScale = "csi-isilon.dellemc.com"
+	DriverPowerMax   = "csi-powermax.dellemc.com"
+	DriverUnity      = "csi-unity.dellemc.com"
+)
+
+// Sentinel errors. Adapters wrap them with the array, node and operation.
+var (
+	// ErrNoIdentity means the node has no identity on this array: there is
+	// nothing to fence there. It is not a failure.
+	ErrNoIdentity = errors.New("node has no identity on this array")
+	// ErrAmbiguousIdentity means more than one array object could be this
+	// node. Fencing is blocked until an operator resolves it (for example
+	// with a per-node override in the configuration).
+	ErrAmbiguousIdentity = errors.New("node identity on this array is ambiguous")
+	// ErrUnreachable means the array's API could not be reached or did not
+	// authenticate; the array's view of the node is unknown.
+	ErrUnreachable = errors.New("array unreachable")
+	// ErrPlanMismatch means a plan was handed to an adapter of another array
+	// or family, or its entries do not decode.
+	ErrPlanMismatch = errors.New("plan does not belong to this array")
+)
+
+// Node is what fenced knows of a Kubernetes node when it resolves the node's
+// identity on an array. It is filled from the Node and CSINode objects while
+// the node is healthy, plus per-node overrides from the configuration.
+type Node struct {
+	// Cluster is the configured name of the Kubernetes cluster.
+	Cluster string `json:"cluster"`
+	// Name is the Kubernetes node name.
+	Name string `json:"name"`
+	// Addresses holds the node's InternalIP and ExternalIP addresses.
+	Addresses []string `json:"addresses,omitempty"`
+	// Hostname is the node's Hostname address (short name), if any.
+	Hostname string `json:"hostname,omitempty"`
+	// FQDN is the node's fully qualified name, if known.
+	FQDN string `json:"fqdn,omitempty"`
+	// CSINodeIDs maps a CSI driver name to the node ID that driver reported
+	// in the node's CSINode object.
+	CSINodeIDs map[string]string `json:"csiNodeIDs,omitempty"`
+	// Override, when set, names the array object that is this node, in the
+	// family's own terms (SDC GUID, host name, export client strings
+	// separated by commas). It replaces CSINode-based resolution.
+	Override string `json:"override,omitempty"`
+}
+
+// Identity is a node's resolved identity on one array. It is serializable so
+// the ledger can keep it: a fence never depends on reading a dead node's
+// CSINode for the first time.
+type Identity struct {
+	Array  string `json:"array"`
+	Family Family `json:"family"`
+	// Node is the Kubernetes node name.
+	Node string `json:"node"`
+	// ObjectID is the array object's ID (SDC ID, host ID); empty for
+	// PowerScale, which has no host object.
+	ObjectID string `json:"objectID,omitempty"`
+	// ObjectName is the array object's name (SDC name, host name).
+	ObjectName string `json:"objectName,omitempty"`
+	// Keys are further exact identifiers: SDC GUID and IPs, initiator
+	// port names, PowerScale export client strings (IP, name, FQDN).
+	Keys []string `json:"keys,omitempty"`
+	// ResolvedAt is when the identity was read from the array.
+	ResolvedAt time.Time `json:"resolvedAt"`
+}
+
+// Plan is the serializable record of exactly what a fence removes on one
+// array. It is committed to the ledger before the array is changed, and it is
+// everything Undo needs.
+type Plan struct {
+	Array    string   `json:"array"`
+	Family   Family   `json:"family"`
+	Identity Identity `json:"identity"`
+	// Entries is the family-specific list of what will be removed (volume
+	// mappings with access modes and limits, initiators, export client
+	// entries with their list, LUN host-access entries).
+	Entries json.RawMessage `json:"entries"`
+	// Summary is a short human-readable description for status and logs.
+	Summary string `json:"summary"`
+	// CreatedAt is when the plan was read from the array.
+	CreatedAt time.Time `json:"createdAt"`
+}
+
+// Verification is what a read-back of the array shows.
+type Verification struct {
+	// Fenced is true when the node's identity has no access left on the
+	// array: none of the plan's entries and nothing else.
+	Fenced bool `json:"fenced"`
+	// Restored is true when every entry of the plan is present again.
+	Restored bool `json:"restored"`
+	// Remaining lists access the identity still has (evidence for "not fenced").
+	Remaining []string `json:"remaining,omitempty"`
+	// Missing lists plan entries that are absent (evidence for "not restored").
+	Missing []string `json:"missing,omitempty"`
+	// CheckedAt is when the read-back was made.
+	CheckedAt time.Time `json:"checkedAt"`
+}
+
+// Connectivity is the array's view of a node's storage paths.
+type Connectivity string
+
+// Connectivity values.
+const (
+	Connected    Connectivity = "connected"
+	Disconnected Connectivity = "disconnected"
+	// ConnectivityUnknown is reported when the array cannot tell (PowerScale
+	// has no session state) or cannot be reached. It never means healthy.
+	ConnectivityUnknown Connectivity = "unknown"
+)
+
+// IOState is the array's view of a node's I/O.
+type IOState string
+
+// IOState values.
+const (
+	IOActive  IOState = "active"
+	IOIdle    IOState = "idle"
+	IOUnknown IOState = "unknown"
+)
+
+// Health is the array's view of a node at one moment.
+type Health struct {
+	Array        string       `json:"array"`
+	Node         string       `json:"node"`
+	Connectivity Connectivity `json:"connectivity"`
+	IO           IOState      `json:"io"`
+	// Reason explains an unknown state or names the signal used.
+	Reason string `json:"reason,omitempty"`
+	// SampledAt is the time of the array sample the verdict rests on.
+	SampledAt time.Time `json:"sampledAt"`
+}
+
+// Adapter fences nodes on one array. Implementations are safe for concurrent
+// use and bound every call by the context and the array's request timeout.
+type Adapter interface {
+	// Name is the configured array name.
+	Name() string
+	// Family is the array's family.
+	Family() Family
+	// Resolve finds the array object that is exactly this node. It returns
+	// ErrNoIdentity when there is none and ErrAmbiguousIdentity when more
+	// than one object could be it. It never writes.
+	Resolve(ctx context.Context, node Node) (Identity, error)
+	// Plan reads what fencing the identity will remove. It never writes.
+	Plan(ctx context.Context, id Identity) (Plan, error)
+	// Apply removes what the plan lists. Repeating it is harmless.
+	Apply(ctx context.Context, plan Plan) error
+	// Verify reads the array back.
+	Verify(ctx context.Context, plan Plan) (Verification, error)
+	// Undo restores exactly what the plan lists. Repeating it is harmless.
+	Undo(ctx context.Context, plan Plan) error
+	// Health reports the array's view of the node.
+	Health(ctx context.Context, id Identity) (Health, error)
+	// Check reports whether the array is reachable and authenticated.
+	Check(ctx context.Context) CheckResult
+}
+
+// CheckResult is one array's connectivity check, for /status and /readyz.
+type CheckResult struct {
+	Array      string    `json:"array"`
+	Family     Family    `json:"family"`
+	Reachable  bool      `json:"reachable"`
+	APIVersion string    `json:"apiVersion,omitempty"`
+	Error      string    `json:"error,omitempty"`
+	CheckedAt  time.Time `json:"checkedAt"`
+}

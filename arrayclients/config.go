@@ -1,0 +1,46 @@
+package arrayclients
+
+import "time"
+
+// Config is what an adapter needs to talk to one array. The daemon fills it
+// from the validated configuration file; secrets arrive already read from
+// their files and must never be logged.
+type Config struct {
+	// Name is the array's configured name, unique in the configuration.
+	Name string
+	// Family selects the adapter.
+	Family Family
+	// Endpoint is the array's management URL (scheme, host, port; PowerStore
+	// adapters append /api/rest themselves when it is missing).
+	Endpoint string
+	// Username and Password authenticate to the array's REST API.
+	Username string
+	Password string `json:"-"`
+	// Insecure skips TLS verification (test arrays only).
+	Insecure bool
+	// CAFile is a PEM bundle that signs the array's certificate.
+	CAFile string
+	// RequestTimeout bounds every request to the array.
+	RequestTimeout time.Duration
+
+	// SystemID selects the PowerFlex system (by ID or, when SystemName is
+	// set, by name).
+	SystemID   string
+	SystemName string
+	// SymmetrixID selects the PowerMax array behind a Unisphere endpoint.
+	SymmetrixID string
+	// Zone is the PowerScale access zone of the exports (default "System").
+	Zone string
+	// SessionAuth selects PowerScale session authentication instead of
+	// Basic authentication on every request.
+	SessionAuth bool
+	// PowerStoreFenceMode is "initiators" (remove the host's initiators,
+	// default) or "detach" (detach each volume from the host).
+	PowerStoreFenceMode string
+	// ChapSecrets maps a PowerStore initiator port name to its CHAP secret,
+	// needed to re-add a CHAP initiator on unfence.
+	ChapSecrets map[string]string `json:"-"`
+}
+
+// DefaultRequestTimeout bounds array requests when the configuration does not.
+const DefaultRequestTimeout = 10 * time.Second
