@@ -1,0 +1,341 @@
+package detector
+
+import (
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/fenced-project/fenced/arrayclients"
+)
+
+// Result is the outcome of one evaluation.
+type Result struct {
+	Cluster string
+	// Verdicts holds every known node's verdict, sorted by node name.
+	Verdicts []Verdict
+	// Changes holds the verdicts whose state or reason changed at this
+	// evaluation (the ones to publish).
+	Changes []Verdict
+	// Counts holds the number of nodes per state.
+	Counts map[State]int
+	// Probe names the nodes to probe before the next evaluation (kubelet
+	// port, Lease read-back, arrays), sorted.
+	Probe []string
+	// Doubt is set when this replica doubts its own view; every node is then
+	// Blocked with this reason.
+	Doubt Reason
+	// Storm is the storm guard's state.
+	Storm StormState
+	// NextCheck is when the machine should be evaluated again if no
+	// observation arrives first. It is always after the evaluation time.
+	NextCheck time.Time
+}
+
+// StormState is the storm guard's state.
+type StormState struct {
+	Active bool `json:"active"`
+	// Unhealthy is the number of nodes that were late or failed.
+	Unhealthy int `json:"unhealthy"`
+	// Limit is the storm limit resolved for Total nodes.
+	Limit int `json:"limit"`
+	Total int `json:"total"`
+	// Since is when the guard became active.
+	Since time.Time `json:"since,omitzero"`
+	// CooldownUntil is set once the count is back under the limit.
+	CooldownUntil time.Time `json:"cooldownUntil,omitzero"`
+}
+
+type stormTracker struct {
+	state StormState
+	over  bool
+}
+
+func (s *stormTracker) update(unhealthy, limit, total int, cooldown time.Duration, now time.Time) {
+	s.state.Unhealthy, s.state.Limit, s.state.Total = unhealthy, limit, total
+	if unhealthy > limit {
+		if !s.state.Active {
+			s.state.Since = now
+		}
+		s.state.Active, s.over = true, true
+		s.state.CooldownUntil = time.Time{}
+		return
+	}
+	if s.over {
+		s.over = false
+		s.state.CooldownUntil = now.Add(cooldown)
+	}
+	if s.state.Active && !now.Before(s.state.CooldownUntil) {
+		s.state.Active = false
+		s.state.Since, s.state.CooldownUntil = time.Time{}, time.Time{}
+	}
+}
+
+// Evaluate gives every known node a verdict at time now, given this
+// replica's view of itself. It changes the machine's state (phases, settle
+// and storm tracking) but does nothing else.
+func (m *Machine) Evaluate(self Self, now time.Time) Result {
+	p := m.policy
+	res := Result{Cluster: m.cluster, Counts: map[State]int{}}
+	doubt := m.selfDoubt(self, now)
+	if doubt == ReasonNone && m.doubt != ReasonNone {
+		m.viewRestoredAt = now
+	}
+	m.doubt = doubt
+	res.Doubt = doubt
+
+	names := make([]string, 0, len(m.nodes))
+	for name, n := range m.nodes {
+		if n.known {
+			names = append(names, name)
+		}
+	}
+	sort.Strings(names)
+	next := now.Add(p.PollInterval)
+	if doubt == ReasonNone {
+		next = time.Time{}
+	}
+	consider := func(t time.Time) {
+		if t.After(now) && (next.IsZero() || t.Before(next)) {
+			next = t
+		}
+	}
+
+	type ages struct {
+		age         time.Duration
+		late, stale bool
+	}
+	hb := make(map[string]ages, len(names))
+	for _, name := range names {
+		n := m.nodes[name]
+		ref := laterOf(laterOf(n.renewObservedAt, n.firstSeen), m.viewRestoredAt)
+		a := now.Sub(ref)
+		hb[name] = ages{age: a, late: a >= p.ProbeAfter, stale: a >= p.HeartbeatGrace}
+		if doubt != ReasonNone {
+			continue
+		}
+		consider(ref.Add(p.ProbeAfter))
+		consider(ref.Add(p.HeartbeatGrace))
+		if hb[name].stale {
+			if n.phase == phaseHealthy {
+				n.phase = phaseSuspect
+				n.staleSince = ref.Add(p.HeartbeatGrace)
+				n.suspectReason = ReasonHeartbeatStale
+			}
+			n.freshSince = time.Time{}
+		} else if n.phase != phaseHealthy && !n.freshSince.IsZero() {
+			if now.Sub(n.freshSince) >= p.SettlePeriod {
+				n.phase = phaseHealthy
+				n.staleSince, n.freshSince, n.failedAt = time.Time{}, time.Time{}, time.Time{}
+				n.partitioned, n.corroboratedBy, n.suspectReason = false, nil, ReasonNone
+			} else {
+				consider(n.freshSince.Add(p.SettlePeriod))
+			}
+		}
+	}
+
+	if doubt == ReasonNone {
+		unhealthy := 0
+		for _, name := range names {
+			if hb[name].late || m.nodes[name].phase == phaseFailed {
+				unhealthy++
+			}
+		}
+		m.storm.update(unhealthy, p.MaxUnhealthy.Of(len(names)), len(names), p.StormCooldown, now)
+		if m.storm.state.Active {
+			consider(m.storm.state.CooldownUntil)
+		}
+		for _, lag := range m.lags {
+			consider(lag.since.Add(p.WatchLagTolerance))
+		}
+	}
+	res.Storm = m.storm.state
+
+	for _, name := range names {
+		n := m.nodes[name]
+		a := hb[name]
+		v := Verdict{Cluster: m.cluster, Node: name, EvaluatedAt: now}
+		v.Evidence = m.evidence(n, a.age, self, now)
+		if doubt == ReasonNone && a.late && n.phase != phaseFailed {
+			res.Probe = append(res.Probe, name)
+			consider(now.Add(p.PollInterval))
+		}
+		switch {
+		case doubt != ReasonNone:
+			v.State, v.Reason = Blocked, doubt
+		case n.phase == phaseHealthy:
+			v.State = Healthy
+		case n.phase == phaseFailed:
+			v.State, v.Reason = Failed, ReasonHeartbeatStale
+		case !a.stale:
+			v.State, v.Reason = Suspect, n.suspectReason
+		default:
+			m.decide(n, &v, self, now)
+		}
+		v.Partitioned = n.partitioned && v.State != Healthy
+		if v.State == Failed {
+			v.Evidence.CorroboratedBy = slices.Clone(n.corroboratedBy)
+		}
+		if v.State != n.state || v.Reason != n.reason || n.since.IsZero() {
+			n.state, n.reason, n.since = v.State, v.Reason, now
+			v.Since = now
+			res.Changes = append(res.Changes, v)
+		}
+		v.Since = n.since
+		res.Counts[v.State]++
+		res.Verdicts = append(res.Verdicts, v)
+	}
+	if next.IsZero() {
+		next = now.Add(p.HeartbeatGrace)
+	}
+	res.NextCheck = next
+	return res
+}
+
+// decide handles a suspect node whose heartbeat is stale: Failed when the
+// corroboration holds, the Lease read-back agrees and no guard blocks it.
+func (m *Machine) decide(n *nodeState, v *Verdict, self Self, now time.Time) {
+	p := m.policy
+	k := v.Evidence.Kubelet
+	n.partitioned = k.Reachable > 0
+	reason := ReasonHeartbeatStale
+	if n.partitioned {
+		reason = ReasonPartitioned
+	}
+	n.suspectReason = reason
+	kubeletDead := k.Majority && !(n.partitioned && p.Partitioned == PartitionHold)
+	arrayDead := len(n.idArrays) > 0
+	for _, name := range n.idArrays {
+		st, ok := n.arrays[name]
+		arrayDead = arrayDead && ok && m.quiet(st, now)
+	}
+	var by []string
+	if kubeletDead {
+		by = append(by, "kubelet")
+	}
+	if arrayDead {
+		by = append(by, "array")
+	}
+	var corroborated bool
+	switch p.Corroboration {
+	case CorroborateKubelet:
+		corroborated = kubeletDead
+	case CorroborateArray:
+		corroborated = arrayDead
+	case CorroborateEither:
+		corroborated = kubeletDead || arrayDead
+	case CorroborateBoth:
+		corroborated = kubeletDead && arrayDead
+	case CorroborateNone:
+		corroborated, by = true, append(by, "heartbeat-only")
+	}
+	confirmed := !n.leaseConfirmedAt.IsZero() && now.Sub(n.leaseConfirmedAt) <= p.EvidenceMaxAge
+	if !corroborated || !confirmed {
+		v.State, v.Reason = Suspect, reason
+		return
+	}
+	block := ReasonNone
+	switch {
+	case m.storm.state.Active:
+		block = ReasonStorm
+	case !self.Quorum:
+		block = ReasonNoQuorum
+	case self.Paused:
+		block = ReasonPaused
+	case len(n.ambiguous) > 0:
+		block = ReasonIdentityAmbiguous
+	}
+	if block != ReasonNone {
+		v.State, v.Reason = Blocked, block
+		v.Evidence.WouldFail = true
+		return
+	}
+	n.phase = phaseFailed
+	n.failedAt = now
+	n.corroboratedBy = by
+	v.State, v.Reason = Failed, ReasonHeartbeatStale
+	v.Evidence.FailedAt = now
+}
+
+func (m *Machine) quiet(st *arrayState, now time.Time) bool {
+	return !st.quietSince.IsZero() &&
+		now.Sub(st.last.ObservedAt) <= m.policy.EvidenceMaxAge &&
+		now.Sub(st.quietSince) >= m.policy.IOSampleWindow
+}
+
+func (m *Machine) selfDoubt(self Self, now time.Time) Reason {
+	p := m.policy
+	if !self.APIReachable || self.APICheckedAt.IsZero() || now.Sub(self.APICheckedAt) > p.APICheckMaxAge {
+		return ReasonAPIServerUnreachable
+	}
+	if !self.WatchSynced || self.WatchError != "" {
+		return ReasonWatchStale
+	}
+	for _, lag := range m.lags {
+		if now.Sub(lag.since) >= p.WatchLagTolerance {
+			return ReasonWatchStale
+		}
+	}
+	return ReasonNone
+}
+
+func (m *Machine) evidence(n *nodeState, age time.Duration, self Self, now time.Time) Evidence {
+	p := m.policy
+	e := Evidence{
+		LeaseRenewTime:   n.renewTime,
+		RenewObservedAt:  n.renewObservedAt,
+		HeartbeatAge:     age,
+		LeaseMissing:     !n.hasLease,
+		LeaseConfirmedAt: n.leaseConfirmedAt,
+		Ready:            n.ready,
+		StaleSince:       n.staleSince,
+		SettlingSince:    n.freshSince,
+		FailedAt:         n.failedAt,
+		AmbiguousArrays:  slices.Clone(n.ambiguous),
+	}
+	replicas := max(self.Replicas, 1)
+	e.Kubelet.Replicas = replicas
+	replicaNames := make([]string, 0, len(n.probes))
+	for r := range n.probes {
+		replicaNames = append(replicaNames, r)
+	}
+	sort.Strings(replicaNames)
+	for _, r := range replicaNames {
+		pr := n.probes[r]
+		if d := now.Sub(pr.At); d > p.EvidenceMaxAge || d < -p.EvidenceMaxAge {
+			continue
+		}
+		e.Kubelet.Probes = append(e.Kubelet.Probes, pr)
+		if pr.Reachable {
+			e.Kubelet.Reachable++
+		} else {
+			e.Kubelet.Unreachable++
+		}
+	}
+	e.Kubelet.Majority = e.Kubelet.Unreachable >= replicas/2+1
+	arrays := slices.Clone(n.idArrays)
+	for a := range n.arrays {
+		if !slices.Contains(arrays, a) {
+			arrays = append(arrays, a)
+		}
+	}
+	sort.Strings(arrays)
+	for _, a := range arrays {
+		ae := ArrayEvidence{Array: a}
+		if st, ok := n.arrays[a]; ok {
+			ae.Connectivity = st.last.Health.Connectivity
+			ae.IO = st.last.Health.IO
+			ae.Error = st.last.Err
+			ae.SampledAt = st.last.ObservedAt
+			ae.QuietSince = st.quietSince
+			ae.Quiet = m.quiet(st, now)
+		}
+		if ae.Connectivity == "" {
+			ae.Connectivity = arrayclients.ConnectivityUnknown
+		}
+		if ae.IO == "" {
+			ae.IO = arrayclients.IOUnknown
+		}
+		e.Arrays = append(e.Arrays, ae)
+	}
+	return e
+}

@@ -1,0 +1,266 @@
+package detector
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/fenced-project/fenced/arrayclients"
+)
+
+// Machine is the detector's deterministic core for one cluster. It is fed
+// observations and evaluated at a time passed in; it starts no goroutines,
+// does no I/O and reads no clock, so equal inputs give equal verdicts. It is
+// not safe for concurrent use: one goroutine (the Runner's loop) owns it.
+type Machine struct {
+	cluster string
+	policy  Policy
+	nodes   map[string]*nodeState
+	// lags records Lease read-backs that showed a renewal the watch had not
+	// delivered yet, by node.
+	lags map[string]watchLag
+	// doubt is the self-doubt reason of the last evaluation.
+	doubt Reason
+	// viewRestoredAt is when the last self-doubt ended; heartbeat ages are
+	// never measured from before it.
+	viewRestoredAt time.Time
+	storm          stormTracker
+}
+
+type phase int
+
+const (
+	phaseHealthy phase = iota
+	phaseSuspect
+	phaseFailed
+)
+
+type nodeState struct {
+	// known is set once the Node object has been seen.
+	known     bool
+	firstSeen time.Time
+	ready     string
+
+	hasLease         bool
+	leaseMissing     bool
+	renewTime        time.Time
+	holder           string
+	renewObservedAt  time.Time
+	leaseConfirmedAt time.Time
+
+	probes    map[string]ProbeObservation
+	arrays    map[string]*arrayState
+	idArrays  []string
+	ambiguous []string
+
+	phase          phase
+	staleSince     time.Time
+	freshSince     time.Time
+	failedAt       time.Time
+	suspectReason  Reason
+	partitioned    bool
+	corroboratedBy []string
+
+	// Last verdict given.
+	state  State
+	reason Reason
+	since  time.Time
+}
+
+type arrayState struct {
+	last       ArrayObservation
+	quietSince time.Time
+}
+
+type watchLag struct {
+	since     time.Time
+	renewTime time.Time
+}
+
+// NewMachine returns a machine for the named cluster, or an error naming the
+// policy field that is out of range.
+func NewMachine(cluster string, p Policy) (*Machine, error) {
+	if err := p.Validate(); err != nil {
+		return nil, fmt.Errorf("detector for cluster %q: %w", cluster, err)
+	}
+	return &Machine{
+		cluster: cluster,
+		policy:  p,
+		nodes:   map[string]*nodeState{},
+		lags:    map[string]watchLag{},
+	}, nil
+}
+
+// Policy returns the machine's policy.
+func (m *Machine) Policy() Policy { return m.policy }
+
+func (m *Machine) node(name string) *nodeState {
+	n, ok := m.nodes[name]
+	if !ok {
+		n = &nodeState{
+			probes: map[string]ProbeObservation{},
+			arrays: map[string]*arrayState{},
+			state:  Healthy,
+		}
+		m.nodes[name] = n
+	}
+	return n
+}
+
+// ObserveNode records a sighting of a Node object. A deleted Node is
+// forgotten together with everything observed about it.
+func (m *Machine) ObserveNode(o NodeObservation) {
+	if o.Node == "" {
+		return
+	}
+	if o.Deleted {
+		delete(m.nodes, o.Node)
+		delete(m.lags, o.Node)
+		return
+	}
+	n := m.node(o.Node)
+	if !n.known {
+		n.known = true
+		n.firstSeen = o.ObservedAt
+	}
+	n.ready = o.Ready
+}
+
+// ObserveLease records a sighting of a node's Lease. Only a change of
+// renewTime (or the first sighting) counts as a renewal, timed by
+// ObservedAt. A read-back that agrees with the watch confirms it; one that
+// shows a renewal the watch has not delivered counts as the renewal and marks
+// the watch as lagging until the watch catches up.
+func (m *Machine) ObserveLease(o LeaseObservation) {
+	if o.Node == "" {
+		return
+	}
+	n, ok := m.nodes[o.Node]
+	if !ok && o.Deleted {
+		return
+	}
+	if !ok {
+		n = m.node(o.Node)
+	}
+	if o.Deleted {
+		if o.ReadBack {
+			if n.hasLease {
+				m.lags[o.Node] = watchLag{since: o.ObservedAt}
+			}
+			n.leaseConfirmedAt = o.ObservedAt
+		} else {
+			delete(m.lags, o.Node)
+		}
+		n.hasLease = false
+		n.leaseMissing = true
+		if !n.known {
+			delete(m.nodes, o.Node)
+		}
+		return
+	}
+	if o.ReadBack {
+		switch {
+		case n.hasLease && o.RenewTime.Equal(n.renewTime):
+			n.leaseConfirmedAt = laterOf(n.leaseConfirmedAt, o.ObservedAt)
+			return
+		case n.hasLease && o.RenewTime.Before(n.renewTime):
+			return
+		}
+		if lag, ok := m.lags[o.Node]; !ok || lag.renewTime.Before(o.RenewTime) {
+			since := o.ObservedAt
+			if ok {
+				since = lag.since
+			}
+			m.lags[o.Node] = watchLag{since: since, renewTime: o.RenewTime}
+		}
+	} else {
+		if lag, ok := m.lags[o.Node]; ok && !o.RenewTime.Before(lag.renewTime) {
+			delete(m.lags, o.Node)
+		}
+		if n.hasLease && o.RenewTime.Equal(n.renewTime) {
+			n.holder = o.Holder
+			return
+		}
+	}
+	m.renewal(n, o)
+}
+
+func (m *Machine) renewal(n *nodeState, o LeaseObservation) {
+	at := laterOf(o.ObservedAt, n.renewObservedAt)
+	prev := laterOf(n.renewObservedAt, n.firstSeen)
+	if n.phase != phaseHealthy && (n.freshSince.IsZero() || (!prev.IsZero() && at.Sub(prev) >= m.policy.HeartbeatGrace)) {
+		n.freshSince = at
+	}
+	n.hasLease = true
+	n.leaseMissing = false
+	n.renewTime = o.RenewTime
+	n.holder = o.Holder
+	n.renewObservedAt = at
+}
+
+// ObserveProbe records one replica's kubelet probe of a node. Only the
+// newest probe per replica is kept.
+func (m *Machine) ObserveProbe(o ProbeObservation) {
+	n, ok := m.nodes[o.Node]
+	if !ok || o.Replica == "" {
+		return
+	}
+	if prev, ok := n.probes[o.Replica]; ok && prev.At.After(o.At) {
+		return
+	}
+	n.probes[o.Replica] = o
+}
+
+// ObserveArray records one array's view of a node. A sample counts as quiet
+// when the array answered, sees no connection (disconnected, or unknown for
+// families without session state) and reports idle I/O; anything else ends
+// the quiet run.
+func (m *Machine) ObserveArray(o ArrayObservation) {
+	n, ok := m.nodes[o.Node]
+	if !ok || o.Array == "" {
+		return
+	}
+	st, ok := n.arrays[o.Array]
+	if !ok {
+		st = &arrayState{}
+		n.arrays[o.Array] = st
+	}
+	if st.last.ObservedAt.After(o.ObservedAt) {
+		return
+	}
+	quiet := o.Err == "" && o.Health.Connectivity != arrayclients.Connected && o.Health.IO == arrayclients.IOIdle
+	switch {
+	case !quiet:
+		st.quietSince = time.Time{}
+	case st.quietSince.IsZero():
+		st.quietSince = o.ObservedAt
+	}
+	st.last = o
+}
+
+// ObserveIdentities records on which arrays the node has a learned identity
+// and where it is ambiguous.
+func (m *Machine) ObserveIdentities(o IdentityObservation) {
+	n, ok := m.nodes[o.Node]
+	if !ok {
+		return
+	}
+	n.idArrays = sortedCopy(o.Arrays)
+	n.ambiguous = sortedCopy(o.Ambiguous)
+}
+
+func sortedCopy(s []string) []string {
+	if len(s) == 0 {
+		return nil
+	}
+	c := slices.Clone(s)
+	slices.Sort(c)
+	return slices.Compact(c)
+}
+
+func laterOf(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
