@@ -1,0 +1,369 @@
+package powerstore
+
+import (
+	"net/http"
+	"sort"
+
+	"github.com/fenced-project/fenced/tests/arraysim/simcore"
+)
+
+// nullable renders "" as JSON null, as the array does for unset references.
+func nullable(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+// renderHostLocked renders a host as GET host returns it.
+func (s *Sim) renderHostLocked(h *host) map[string]any {
+	ports := make([]string, 0, len(h.Initiators))
+	for p := range h.Initiators {
+		ports = append(ports, p)
+	}
+	sort.Strings(ports)
+	inits := make([]map[string]any, 0, len(ports))
+	for _, p := range ports {
+		in := h.Initiators[p]
+		sessions := []map[string]any{}
+		if h.Connected {
+			for _, node := range []string{"A", "B"} {
+				sess := map[string]any{"appliance_id": s.applianceID, "node_id": s.applianceID + "-node-" + node}
+				if in.PortType == "FC" {
+					sess["fc_port_id"] = uuidFor("fc_port", s.applianceID+node)
+					sess["port_name"] = "58:cc:f0:90:4d:20:0" + map[string]string{"A": "1", "B": "2"}[node] + ":f2"
+				} else {
+					sess["eth_port_id"] = uuidFor("eth_port", s.applianceID+node)
+					sess["port_name"] = "iqn.2015-10.com.dell:dellemc-powerstore-" + s.applianceID + "-" + node
+				}
+				sessions = append(sessions, sess)
+			}
+		}
+		inits = append(inits, map[string]any{
+			"port_name": in.PortName, "port_type": in.PortType, "active_sessions": sessions,
+			"chap_single_username": nullable(in.ChapSingleUsername),
+			"chap_mutual_username": nullable(in.ChapMutualUsername),
+		})
+	}
+	mapped := []map[string]any{}
+	for _, m := range s.sortedMappingsLocked() {
+		if m.HostID == h.ID {
+			mapped = append(mapped, map[string]any{"id": m.ID, "host_id": m.HostID, "volume_id": m.VolumeID})
+		}
+	}
+	return map[string]any{
+		"id": h.ID, "name": h.Name, "description": nullable(h.Description),
+		"os_type": h.OSType, "os_type_l10n": h.OSType, "type": "External", "type_l10n": "External",
+		"host_group_id": nullable(h.GroupID), "host_connectivity": "Local_Only",
+		"host_connectivity_l10n": "Local Only", "host_initiators": inits, "mapped_hosts": mapped,
+	}
+}
+
+func (s *Sim) sortedMappingsLocked() []*mapping {
+	out := make([]*mapping, 0, len(s.mappings))
+	for _, m := range s.mappings {
+		out = append(out, m)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// initiatorOwnerLocked returns the host that has port name p, if any.
+func (s *Sim) initiatorOwnerLocked(p string) *host {
+	for _, h := range s.hosts {
+		if _, ok := h.Initiators[p]; ok {
+			return h
+		}
+	}
+	return nil
+}
+
+// hostModify is the body of PATCH host/<id>.
+type hostModify struct {
+	AddInitiators    *[]initiatorBody `json:"add_initiators"`
+	RemoveInitiators *[]string        `json:"remove_initiators"`
+	ModifyInitiators *[]any           `json:"modify_initiators"`
+	Name             *string          `json:"name"`
+	Description      *string          `json:"description"`
+	ForceInternal    *bool            `json:"force_internal"`
+	HostConnectivity *string          `json:"host_connectivity"`
+}
+
+// initiatorBody is one initiator of add_initiators.
+type initiatorBody struct {
+	PortName           *string `json:"port_name"`
+	PortType           *string `json:"port_type"`
+	ChapSingleUsername *string `json:"chap_single_username"`
+	ChapSinglePassword *string `json:"chap_single_password"`
+	ChapMutualUsername *string `json:"chap_mutual_username"`
+	ChapMutualPassword *string `json:"chap_mutual_password"`
+}
+
+func deref(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
+}
+
+// attachBody is the body of attach and detach.
+type attachBody struct {
+	VolumeID          *string `json:"volume_id"`
+	LogicalUnitNumber *int64  `json:"logical_unit_number"`
+}
+
+func (s *Sim) serveHost(w http.ResponseWriter, r *http.Request, id, action string, body []byte) *apiError {
+	switch {
+	case id == "" && r.Method == http.MethodGet:
+		q, e := s.parseQuery(r, "id", "name", "host_group_id", "os_type")
+		if e != nil {
+			return e
+		}
+		s.mu.Lock()
+		rows := make([]row, 0, len(s.hosts))
+		for _, h := range s.hosts {
+			rows = append(rows, row{fields: map[string]string{"id": h.ID, "name": h.Name,
+				"host_group_id": h.GroupID, "os_type": h.OSType}, obj: s.renderHostLocked(h)})
+		}
+		s.mu.Unlock()
+		writePage(w, rows, q)
+		return nil
+	case id != "" && action == "" && r.Method == http.MethodGet:
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		h, ok := s.hosts[id]
+		if !ok {
+			return errf(http.StatusNotFound, "host %s not found", id)
+		}
+		simcore.WriteJSON(w, http.StatusOK, s.renderHostLocked(h))
+		return nil
+	case id != "" && action == "" && r.Method == http.MethodPatch:
+		var mod hostModify
+		if e := decodeBody(body, &mod); e != nil {
+			return e
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if e := s.modifyHostLocked(id, mod); e != nil {
+			return e
+		}
+		noContent(w)
+		return nil
+	case id != "" && (action == "attach" || action == "detach") && r.Method == http.MethodPost:
+		var b attachBody
+		if e := decodeBody(body, &b); e != nil {
+			return e
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if _, ok := s.hosts[id]; !ok {
+			return errf(http.StatusNotFound, "host %s not found", id)
+		}
+		if e := s.attachDetachLocked(id, "", action, b); e != nil {
+			return e
+		}
+		noContent(w)
+		return nil
+	}
+	return errf(http.StatusMethodNotAllowed, "%s host %s %s is not supported", r.Method, id, action)
+}
+
+// modifyHostLocked validates a whole PATCH before changing anything.
+func (s *Sim) modifyHostLocked(id string, mod hostModify) *apiError {
+	h, ok := s.hosts[id]
+	if !ok {
+		return errf(http.StatusNotFound, "host %s not found", id)
+	}
+	if mod.ModifyInitiators != nil {
+		return errf(http.StatusBadRequest, "modify_initiators is not supported by the simulator")
+	}
+	if mod.Name != nil {
+		if *mod.Name == "" || len(*mod.Name) > maxHostNameLen {
+			return errf(http.StatusBadRequest, "name %q: want 1..%d characters", *mod.Name, maxHostNameLen)
+		}
+		for _, other := range s.hosts {
+			if other.ID != id && other.Name == *mod.Name {
+				return errf(http.StatusBadRequest, "host name %q is already in use", *mod.Name)
+			}
+		}
+	}
+	removing := map[string]bool{}
+	if mod.RemoveInitiators != nil {
+		for _, p := range *mod.RemoveInitiators {
+			if _, ok := h.Initiators[p]; !ok {
+				return errf(http.StatusBadRequest, "initiator %q is not associated with host %s", p, h.Name)
+			}
+			removing[p] = true
+		}
+	}
+	var adds []*initiator
+	if mod.AddInitiators != nil {
+		seen := map[string]bool{}
+		for i, b := range *mod.AddInitiators {
+			p, pt := deref(b.PortName), deref(b.PortType)
+			if p == "" {
+				return errf(http.StatusBadRequest, "add_initiators[%d].port_name is required", i)
+			}
+			if !validPortType(pt) {
+				return errf(http.StatusBadRequest, "add_initiators[%d].port_type %q: want iSCSI, FC or NVMe", i, pt)
+			}
+			owner := s.initiatorOwnerLocked(p)
+			if seen[p] || (owner != nil && !(owner.ID == id && removing[p])) {
+				return &apiError{status: http.StatusBadRequest, code: codePortRegistered,
+					msg: "One of the provided port names is already registered with another host. Please use port names unique to all hosts."}
+			}
+			seen[p] = true
+			in := &initiator{PortName: p, PortType: pt,
+				ChapSingleUsername: deref(b.ChapSingleUsername), ChapSinglePassword: deref(b.ChapSinglePassword),
+				ChapMutualUsername: deref(b.ChapMutualUsername), ChapMutualPassword: deref(b.ChapMutualPassword)}
+			if (in.ChapSingleUsername == "") != (in.ChapSinglePassword == "") {
+				return errf(http.StatusBadRequest, "add_initiators[%d]: chap_single_username and chap_single_password go together", i)
+			}
+			if (in.ChapMutualUsername == "") != (in.ChapMutualPassword == "") {
+				return errf(http.StatusBadRequest, "add_initiators[%d]: chap_mutual_username and chap_mutual_password go together", i)
+			}
+			if in.ChapMutualUsername != "" && in.ChapSingleUsername == "" {
+				return errf(http.StatusBadRequest, "add_initiators[%d]: mutual CHAP needs single CHAP", i)
+			}
+			adds = append(adds, in)
+		}
+	}
+	for p := range removing {
+		delete(h.Initiators, p)
+	}
+	for _, in := range adds {
+		h.Initiators[in.PortName] = in
+	}
+	if mod.Name != nil {
+		h.Name = *mod.Name
+	}
+	if mod.Description != nil {
+		h.Description = *mod.Description
+	}
+	return nil
+}
+
+// attachDetachLocked attaches or detaches a volume to a host or a group.
+func (s *Sim) attachDetachLocked(hostID, groupID, action string, b attachBody) *apiError {
+	volID := deref(b.VolumeID)
+	if volID == "" {
+		return errf(http.StatusBadRequest, "volume_id is required")
+	}
+	if _, ok := s.volumes[volID]; !ok {
+		return errf(http.StatusNotFound, "volume %s not found", volID)
+	}
+	if action == "detach" {
+		if b.LogicalUnitNumber != nil {
+			return errf(http.StatusBadRequest, "logical_unit_number is not a detach parameter")
+		}
+		mid := mappingID(hostID, groupID, volID)
+		if _, ok := s.mappings[mid]; !ok {
+			return errf(http.StatusBadRequest, "volume %s is not attached to this host or host group", volID)
+		}
+		delete(s.mappings, mid)
+		return nil
+	}
+	var lun int64
+	if b.LogicalUnitNumber != nil {
+		lun = *b.LogicalUnitNumber
+	}
+	if msg, status := s.attachLocked(hostID, groupID, volID, lun); status != 0 {
+		return errf(status, "%s", msg)
+	}
+	return nil
+}
+
+// attachLocked maps a volume; it returns a message and status on refusal.
+// A LUN of 0 picks the lowest free LUN from 1.
+func (s *Sim) attachLocked(hostID, groupID, volID string, lun int64) (string, int) {
+	if lun < 0 || lun > 16383 {
+		return "logical_unit_number must be 0..16383", http.StatusBadRequest
+	}
+	mid := mappingID(hostID, groupID, volID)
+	if _, dup := s.mappings[mid]; dup {
+		return "volume " + volID + " is already attached to this host or host group", http.StatusUnprocessableEntity
+	}
+	used := map[int64]bool{}
+	for _, m := range s.mappings {
+		if (hostID != "" && m.HostID == hostID) || (groupID != "" && m.GroupID == groupID) {
+			used[m.LUN] = true
+		}
+	}
+	if lun == 0 {
+		for lun = 1; used[lun]; lun++ {
+		}
+	} else if used[lun] {
+		return "logical unit number is already in use on this host or host group", http.StatusBadRequest
+	}
+	s.mappings[mid] = &mapping{ID: mid, HostID: hostID, GroupID: groupID, VolumeID: volID, LUN: lun}
+	return "", 0
+}
+
+// renderMappingLocked renders a host_volume_mapping.
+func (s *Sim) renderMappingLocked(m *mapping) map[string]any {
+	return map[string]any{"id": m.ID, "host_id": nullable(m.HostID), "host_group_id": nullable(m.GroupID),
+		"volume_id": m.VolumeID, "logical_unit_number": m.LUN,
+		"volume": map[string]any{"appliance_id": s.applianceID}}
+}
+
+func (s *Sim) serveMappings(w http.ResponseWriter, r *http.Request, id, action string) *apiError {
+	if r.Method != http.MethodGet || action != "" {
+		return errf(http.StatusMethodNotAllowed, "host_volume_mapping is read-only")
+	}
+	if id != "" {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		m, ok := s.mappings[id]
+		if !ok {
+			return errf(http.StatusNotFound, "host_volume_mapping %s not found", id)
+		}
+		simcore.WriteJSON(w, http.StatusOK, s.renderMappingLocked(m))
+		return nil
+	}
+	q, e := s.parseQuery(r, "id", "host_id", "host_group_id", "volume_id")
+	if e != nil {
+		return e
+	}
+	s.mu.Lock()
+	rows := make([]row, 0, len(s.mappings))
+	for _, m := range s.mappings {
+		rows = append(rows, row{fields: map[string]string{"id": m.ID, "host_id": m.HostID,
+			"host_group_id": m.GroupID, "volume_id": m.VolumeID}, obj: s.renderMappingLocked(m)})
+	}
+	s.mu.Unlock()
+	writePage(w, rows, q)
+	return nil
+}
+
+func (s *Sim) renderVolumeLocked(v *volume) map[string]any {
+	return map[string]any{"id": v.ID, "name": v.Name, "size": v.Size, "wwn": v.WWN,
+		"appliance_id": s.applianceID, "state": "Ready", "type": "Primary"}
+}
+
+func (s *Sim) serveVolumes(w http.ResponseWriter, r *http.Request, id, action string) *apiError {
+	if r.Method != http.MethodGet || action != "" {
+		return errf(http.StatusMethodNotAllowed, "the simulator serves volume reads only")
+	}
+	if id != "" {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		v, ok := s.volumes[id]
+		if !ok {
+			return errf(http.StatusNotFound, "volume %s not found", id)
+		}
+		simcore.WriteJSON(w, http.StatusOK, s.renderVolumeLocked(v))
+		return nil
+	}
+	q, e := s.parseQuery(r, "id", "name")
+	if e != nil {
+		return e
+	}
+	s.mu.Lock()
+	rows := make([]row, 0, len(s.volumes))
+	for _, v := range s.volumes {
+		rows = append(rows, row{fields: map[string]string{"id": v.ID, "name": v.Name}, obj: s.renderVolumeLocked(v)})
+	}
+	s.mu.Unlock()
+	writePage(w, rows, q)
+	return nil
+}

@@ -1,0 +1,326 @@
+// Package powerstore simulates the PowerStore REST API (/api/rest) closely
+// enough that the real gopowerstore client (v1.22.0) accepts it as an array.
+//
+// It models what fencing touches: login sessions (DELL-EMC-TOKEN header and
+// auth_cookie), hosts with initiators and their active sessions, host
+// groups, volumes, host-volume mappings (attach/detach), PATCH host
+// add/remove initiators, PATCH host_group add/remove hosts, and
+// metrics/generate for performance_metrics_by_volume. Sim implements
+// simcore.Family; wrap it with simcore.New to get faults, the audit log and
+// the /_sim/ admin endpoints.
+//
+// Behaviour on repeats follows the array (see README): detaching a volume
+// that is not attached answers 400, attaching twice 422, removing an
+// initiator the host does not have 400, adding a port name that any host
+// already has 400. Bad credentials answer 401; a stale session (see
+// ExpireSessions) answers 403 so the client logs in again.
+package powerstore
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/fenced-project/fenced/tests/arraysim/simcore"
+)
+
+// Sim is one simulated PowerStore cluster. It is safe for concurrent use.
+type Sim struct {
+	mu sync.Mutex
+
+	username    string
+	password    string
+	applianceID string
+	clusterName string
+	release     string
+	// defaultLimit and maxLimit bound collection pages (206 + Content-Range
+	// when a page is not the whole collection).
+	defaultLimit int
+	maxLimit     int
+
+	hosts    map[string]*host // by id
+	groups   map[string]*hostGroup
+	volumes  map[string]*volume
+	mappings map[string]*mapping
+
+	// sessions maps an auth_cookie value to its DELL-EMC-TOKEN.
+	sessions   map[string]string
+	sessionSeq int64
+
+	// now is the clock used for metric timestamps (tests may replace it).
+	now func() time.Time
+}
+
+var _ simcore.Family = (*Sim)(nil)
+
+// host is a PowerStore host object.
+type host struct {
+	ID          string
+	Name        string
+	Description string
+	OSType      string
+	GroupID     string
+	Initiators  map[string]*initiator // by port name
+	// Connected is the array-side signal: initiators have active sessions.
+	Connected bool
+	// IOActive is the array-side signal: volumes reachable through this
+	// host report I/O (while the host still has initiators).
+	IOActive bool
+}
+
+// initiator is one host initiator. Passwords are write-only on the array.
+type initiator struct {
+	PortName           string
+	PortType           string
+	ChapSingleUsername string
+	ChapSinglePassword string
+	ChapMutualUsername string
+	ChapMutualPassword string
+}
+
+// hostGroup is a PowerStore host group.
+type hostGroup struct {
+	ID          string
+	Name        string
+	Description string
+}
+
+// volume is a block volume.
+type volume struct {
+	ID   string
+	Name string
+	Size int64
+	WWN  string
+}
+
+// mapping is one host-volume (or host-group-volume) mapping.
+type mapping struct {
+	ID       string
+	HostID   string
+	GroupID  string
+	VolumeID string
+	LUN      int64
+}
+
+// uuidFor derives a stable UUID-shaped id from a kind and a name, so a
+// fixture always produces the same ids and a re-created mapping gets the id
+// it had before (which keeps state dumps comparable across fence/unfence).
+func uuidFor(kind, name string) string {
+	sum := sha256.Sum256([]byte(kind + "\x00" + name))
+	h := hex.EncodeToString(sum[:16])
+	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
+}
+
+// mappingID is the id of the mapping of volume volID to a host or group.
+func mappingID(hostID, groupID, volID string) string {
+	return uuidFor("mapping", hostID+"/"+groupID+"/"+volID)
+}
+
+// secretFingerprint identifies a CHAP secret in dumps without revealing it.
+func secretFingerprint(s string) string {
+	if s == "" {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(s))
+	return "sha256:" + hex.EncodeToString(sum[:6])
+}
+
+// Snapshot is the simulator's state as JSON-friendly values in a
+// deterministic order. Sessions are left out: they are not array state a
+// fence changes.
+type Snapshot struct {
+	Hosts      []HostState      `json:"hosts"`
+	HostGroups []HostGroupState `json:"hostGroups"`
+	Volumes    []VolumeState    `json:"volumes"`
+	Mappings   []MappingState   `json:"mappings"`
+}
+
+// HostState is a host in a Snapshot.
+type HostState struct {
+	ID          string           `json:"id"`
+	Name        string           `json:"name"`
+	OSType      string           `json:"osType"`
+	HostGroupID string           `json:"hostGroupId,omitempty"`
+	Connected   bool             `json:"connected"`
+	IOActive    bool             `json:"ioActive"`
+	Initiators  []InitiatorState `json:"initiators"`
+}
+
+// InitiatorState is an initiator in a Snapshot; CHAP secrets appear only as
+// fingerprints.
+type InitiatorState struct {
+	PortName           string `json:"port_name"`
+	PortType           string `json:"portType"`
+	ChapSingleUsername string `json:"chapSingleUsername,omitempty"`
+	ChapSingleSecret   string `json:"chapSingleSecret,omitempty"`
+	ChapMutualUsername string `json:"chapMutualUsername,omitempty"`
+	ChapMutualSecret   string `json:"chapMutualSecret,omitempty"`
+}
+
+// HostGroupState is a host group in a Snapshot.
+type HostGroupState struct {
+	ID      string   `json:"id"`
+	Name    string   `json:"name"`
+	HostIDs []string `json:"hostIds"`
+}
+
+// VolumeState is a volume in a Snapshot.
+type VolumeState struct {
+	ID   string `json:"id"`
+	Name string `json:"name"`
+	Size int64  `json:"size"`
+}
+
+// MappingState is a mapping in a Snapshot.
+type MappingState struct {
+	ID          string `json:"id"`
+	HostID      string `json:"hostId,omitempty"`
+	HostGroupID string `json:"hostGroupId,omitempty"`
+	VolumeID    string `json:"volumeId"`
+	LUN         int64  `json:"lun"`
+}
+
+// Snapshot returns the full state in a deterministic order.
+func (s *Sim) Snapshot() any {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.snapshotLocked()
+}
+
+// State returns the full state as a typed Snapshot.
+func (s *Sim) State() Snapshot {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.snapshotLocked()
+}
+
+func (s *Sim) snapshotLocked() Snapshot {
+	snap := Snapshot{
+		Hosts:      []HostState{},
+		HostGroups: []HostGroupState{},
+		Volumes:    []VolumeState{},
+		Mappings:   []MappingState{},
+	}
+	for _, h := range s.hosts {
+		hs := HostState{ID: h.ID, Name: h.Name, OSType: h.OSType, HostGroupID: h.GroupID,
+			Connected: h.Connected, IOActive: h.IOActive, Initiators: []InitiatorState{}}
+		for _, in := range h.Initiators {
+			hs.Initiators = append(hs.Initiators, InitiatorState{
+				PortName: in.PortName, PortType: in.PortType,
+				ChapSingleUsername: in.ChapSingleUsername, ChapSingleSecret: secretFingerprint(in.ChapSinglePassword),
+				ChapMutualUsername: in.ChapMutualUsername, ChapMutualSecret: secretFingerprint(in.ChapMutualPassword),
+			})
+		}
+		sort.Slice(hs.Initiators, func(i, j int) bool { return hs.Initiators[i].PortName < hs.Initiators[j].PortName })
+		snap.Hosts = append(snap.Hosts, hs)
+	}
+	sort.Slice(snap.Hosts, func(i, j int) bool { return snap.Hosts[i].Name < snap.Hosts[j].Name })
+	for _, g := range s.groups {
+		gs := HostGroupState{ID: g.ID, Name: g.Name, HostIDs: s.groupMembersLocked(g.ID)}
+		snap.HostGroups = append(snap.HostGroups, gs)
+	}
+	sort.Slice(snap.HostGroups, func(i, j int) bool { return snap.HostGroups[i].Name < snap.HostGroups[j].Name })
+	for _, v := range s.volumes {
+		snap.Volumes = append(snap.Volumes, VolumeState{ID: v.ID, Name: v.Name, Size: v.Size})
+	}
+	sort.Slice(snap.Volumes, func(i, j int) bool { return snap.Volumes[i].Name < snap.Volumes[j].Name })
+	for _, m := range s.mappings {
+		snap.Mappings = append(snap.Mappings, MappingState{ID: m.ID, HostID: m.HostID,
+			HostGroupID: m.GroupID, VolumeID: m.VolumeID, LUN: m.LUN})
+	}
+	sort.Slice(snap.Mappings, func(i, j int) bool { return snap.Mappings[i].ID < snap.Mappings[j].ID })
+	return snap
+}
+
+// groupMembersLocked lists the sorted ids of a group's hosts.
+func (s *Sim) groupMembersLocked(groupID string) []string {
+	ids := []string{}
+	for _, h := range s.hosts {
+		if h.GroupID == groupID {
+			ids = append(ids, h.ID)
+		}
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+// SetSignals sets a host's array-side signals. hostRef is the host's id or
+// name. Connected controls the initiators' active_sessions; IOActive makes
+// the volumes reachable through the host report I/O in metrics/generate.
+func (s *Sim) SetSignals(hostRef string, sig simcore.Signals) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	h := s.findHostLocked(hostRef)
+	if h == nil {
+		return fmt.Errorf("powerstore sim: no host with id or name %q", hostRef)
+	}
+	if sig.Connected != nil {
+		h.Connected = *sig.Connected
+	}
+	if sig.IOActive != nil {
+		h.IOActive = *sig.IOActive
+	}
+	return nil
+}
+
+// findHostLocked finds a host by id or name.
+func (s *Sim) findHostLocked(ref string) *host {
+	if h, ok := s.hosts[ref]; ok {
+		return h
+	}
+	for _, h := range s.hosts {
+		if h.Name == ref {
+			return h
+		}
+	}
+	return nil
+}
+
+// HostID returns the id of the host named name.
+func (s *Sim) HostID(name string) (string, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, h := range s.hosts {
+		if h.Name == name {
+			return h.ID, true
+		}
+	}
+	return "", false
+}
+
+// ExpireSessions invalidates every login session, as an array restart or an
+// idle timeout would. The next request carrying an old auth_cookie gets 403
+// and the client logs in again.
+func (s *Sim) ExpireSessions() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sessions = map[string]string{}
+}
+
+// SetClock replaces the clock used for metric timestamps.
+func (s *Sim) SetClock(now func() time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.now = now
+}
+
+// volumeActiveLocked reports whether a volume shows I/O: some host that
+// reaches it (directly or through its group) has the IOActive signal and
+// still has at least one initiator.
+func (s *Sim) volumeActiveLocked(volID string) bool {
+	for _, m := range s.mappings {
+		if m.VolumeID != volID {
+			continue
+		}
+		for _, h := range s.hosts {
+			reaches := (m.HostID != "" && m.HostID == h.ID) || (m.GroupID != "" && m.GroupID == h.GroupID)
+			if reaches && h.IOActive && len(h.Initiators) > 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
