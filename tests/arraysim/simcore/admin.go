@@ -18,6 +18,7 @@ import (
 //	DELETE /_sim/faults/{id}
 //	GET    /_sim/audit[?writes=1][&since=SEQ] -> JSON lines of AuditEntry
 //	DELETE /_sim/audit                 (clear)
+//	POST   /_sim/expire-sessions       (families implementing SessionExpirer)
 func (s *Server) serveAdmin(w http.ResponseWriter, r *http.Request) {
 	path := strings.TrimSuffix(strings.TrimPrefix(r.URL.Path, "/_sim"), "/")
 	switch {
@@ -57,6 +58,14 @@ func (s *Server) serveAdmin(w http.ResponseWriter, r *http.Request) {
 		s.adminAudit(w, r)
 	case path == "/audit" && r.Method == http.MethodDelete:
 		s.ClearAudit()
+		w.WriteHeader(http.StatusNoContent)
+	case path == "/expire-sessions" && r.Method == http.MethodPost:
+		exp, ok := s.fam.(SessionExpirer)
+		if !ok {
+			adminError(w, http.StatusNotImplemented, "family %T has no sessions to expire", s.fam)
+			return
+		}
+		exp.ExpireSessions()
 		w.WriteHeader(http.StatusNoContent)
 	default:
 		adminError(w, http.StatusNotFound, "no admin endpoint %s %s", r.Method, r.URL.Path)

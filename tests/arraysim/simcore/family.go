@@ -31,6 +31,14 @@ type Family interface {
 	ErrorBody(status int, msg string) []byte
 }
 
+// SessionExpirer is implemented by families with login sessions or tokens.
+// ExpireSessions invalidates every session so the next request with an old
+// token gets the array's "not authenticated" answer and the client must log
+// in again. It is served at POST /_sim/expire-sessions.
+type SessionExpirer interface {
+	ExpireSessions()
+}
+
 // Signals are array-side health signals of one host; nil fields are left
 // unchanged.
 type Signals struct {

@@ -348,3 +348,25 @@ func TestAuditLimit(t *testing.T) {
 	assert.Equal(t, int64(5), srv.LastSeq())
 	assert.Len(t, srv.AuditSince(4), 1)
 }
+
+type expiringKV struct {
+	*kvFamily
+	expired int
+}
+
+func (e *expiringKV) ExpireSessions() { e.expired++ }
+
+func TestExpireSessions(t *testing.T) {
+	_, _, l, c := serve(t, false)
+	st, _ := do(t, c, http.MethodPost, l.URL+"/_sim/expire-sessions", "")
+	assert.Equal(t, http.StatusNotImplemented, st)
+
+	fam := &expiringKV{kvFamily: newKV()}
+	srv := simcore.New("kv-2", fam, nil)
+	l2, err := simcore.Serve(srv, "127.0.0.1:0", false, "")
+	require.NoError(t, err)
+	defer l2.Close()
+	st, _ = do(t, c, http.MethodPost, l2.URL+"/_sim/expire-sessions", "")
+	assert.Equal(t, http.StatusNoContent, st)
+	assert.Equal(t, 1, fam.expired)
+}
