@@ -1,0 +1,100 @@
+// Package kube is fenced's access to the Kubernetes API servers of the
+// clusters it protects: clientsets built from a kubeconfig, shared informers
+// for Nodes, node Leases and CSINodes, a liveness check of the API server,
+// a direct probe of a node's kubelet port, and the conversion of a Node and
+// its CSINode into the identity inputs the arrays are resolved from.
+package kube
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// LeaseNamespace is where kubelets renew their node Leases.
+const LeaseNamespace = "kube-node-lease"
+
+// ErrNoKubeletAddress means a Node has no InternalIP to probe.
+var ErrNoKubeletAddress = errors.New("node has no InternalIP address")
+
+// Config says how to reach one cluster's API server.
+type Config struct {
+	// Kubeconfig is the path of the kubeconfig file. Required.
+	Kubeconfig string
+	// Context selects a kubeconfig context; empty uses the current one.
+	Context string
+	// QPS and Burst bound the client's request rate. Defaults 20 and 40:
+	// informers cost one list and one watch each; the rest are read-backs
+	// and liveness checks of a few nodes at a time.
+	QPS   float32
+	Burst int
+	// RequestTimeout bounds every request that is not a watch. Default 10s.
+	RequestTimeout time.Duration
+	// DialTimeout bounds TCP connects to the API server. Default 5s.
+	DialTimeout time.Duration
+	// UserAgent names the client in the API server's logs. Default "fenced".
+	UserAgent string
+}
+
+// DefaultConfig returns the documented defaults (Kubeconfig unset).
+func DefaultConfig() Config {
+	return Config{QPS: 20, Burst: 40, RequestTimeout: 10 * time.Second, DialTimeout: 5 * time.Second, UserAgent: "fenced"}
+}
+
+// Clients holds a cluster's two clientsets: one for watches (no overall
+// request timeout, which would cut every watch short) and one for plain
+// requests (bounded by RequestTimeout).
+type Clients struct {
+	Watch    kubernetes.Interface
+	Requests kubernetes.Interface
+}
+
+// NewClients builds the clientsets from the kubeconfig.
+func NewClients(cfg Config) (*Clients, error) {
+	if cfg.Kubeconfig == "" {
+		return nil, errors.New("kubeconfig: path is empty")
+	}
+	def := DefaultConfig()
+	if cfg.QPS <= 0 {
+		cfg.QPS = def.QPS
+	}
+	if cfg.Burst <= 0 {
+		cfg.Burst = def.Burst
+	}
+	if cfg.RequestTimeout <= 0 {
+		cfg.RequestTimeout = def.RequestTimeout
+	}
+	if cfg.DialTimeout <= 0 {
+		cfg.DialTimeout = def.DialTimeout
+	}
+	if cfg.UserAgent == "" {
+		cfg.UserAgent = def.UserAgent
+	}
+	loading := &clientcmd.ClientConfigLoadingRules{ExplicitPath: cfg.Kubeconfig}
+	overrides := &clientcmd.ConfigOverrides{CurrentContext: cfg.Context}
+	rc, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(loading, overrides).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig %s: %w", cfg.Kubeconfig, err)
+	}
+	rc.QPS, rc.Burst, rc.UserAgent = cfg.QPS, cfg.Burst, cfg.UserAgent
+	dialer := &net.Dialer{Timeout: cfg.DialTimeout, KeepAlive: 30 * time.Second}
+	rc.Dial = dialer.DialContext
+	watch := rest.CopyConfig(rc)
+	watch.Timeout = 0
+	req := rest.CopyConfig(rc)
+	req.Timeout = cfg.RequestTimeout
+	wc, err := kubernetes.NewForConfig(watch)
+	if err != nil {
+		return nil, fmt.Errorf("watch client for %s: %w", rc.Host, err)
+	}
+	qc, err := kubernetes.NewForConfig(req)
+	if err != nil {
+		return nil, fmt.Errorf("request client for %s: %w", rc.Host, err)
+	}
+	return &Clients{Watch: wc, Requests: qc}, nil
+}
