@@ -1,0 +1,337 @@
+package arrayclients
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"time"
+
+	pmaxtypes "github.com/dell/gopowermax/v2/types/v100"
+)
+
+// PowerMaxAdapter fences a node by removing its initiators from its host (the
+// initiator group csi-powermax created for it) and unfences by adding them
+// back. The host's masking view, storage group and volumes are untouched:
+// without initiators the view grants the node no path.
+type PowerMaxAdapter struct {
+	cfg      Config
+	prefixes PowerMaxPrefixes
+	conn     *pmaxConn
+	log      *slog.Logger
+	now      func() time.Time
+}
+
+var _ Adapter = (*PowerMaxAdapter)(nil)
+
+// PowerMaxPrefixes gives csi-powermax's cluster prefix
+// (X_CSI_K8S_CLUSTER_PREFIX) per configured cluster name; the key "" is the
+// default for clusters not listed.
+type PowerMaxPrefixes map[string]string
+
+// powerMaxHostSuffixes are what csi-powermax appends to a node's host ID per
+// protocol: iSCSI (none), Fibre Channel and NVMe/TCP.
+var powerMaxHostSuffixes = []string{"", "-FC", "-NVMETCP"}
+
+// PowerMaxEntries is the Entries record of a PowerMax plan.
+type PowerMaxEntries struct {
+	SymmetrixID string `json:"symmetrixId"`
+	HostID      string `json:"hostId"`
+	HostType    string `json:"hostType,omitempty"`
+	// Initiators are the bare IQNs/WWNs/NQNs the fence removes from the host.
+	Initiators []string `json:"initiators"`
+	// MaskingViews are evidence: what the host's initiators gave access to.
+	MaskingViews []PowerMaxView `json:"maskingViews,omitempty"`
+}
+
+// PowerMaxView is one masking view of the fenced host.
+type PowerMaxView struct {
+	ID           string `json:"id"`
+	StorageGroup string `json:"storageGroup,omitempty"`
+	PortGroup    string `json:"portGroup,omitempty"`
+}
+
+// NewPowerMax builds a PowerMax adapter. It sends nothing until first used.
+func NewPowerMax(cfg Config, prefixes PowerMaxPrefixes, logger *slog.Logger) (*PowerMaxAdapter, error) {
+	if cfg.RequestTimeout <= 0 {
+		cfg.RequestTimeout = DefaultRequestTimeout
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	for cluster, p := range prefixes {
+		if p == "" || len(p) > 3 || !pmaxHostIDRE.MatchString(p) {
+			return nil, fmt.Errorf("powermax %s: cluster prefix %q for cluster %q: want 1..3 letters or digits", cfg.Name, p, cluster)
+		}
+	}
+	conn, err := newPmaxConn(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("powermax %s: %w", cfg.Name, err)
+	}
+	return &PowerMaxAdapter{cfg: cfg, prefixes: prefixes, conn: conn, log: logger.With("array", cfg.Name, "family", PowerMax), now: time.Now}, nil
+}
+
+// Name is the configured array name.
+func (a *PowerMaxAdapter) Name() string { return a.cfg.Name }
+
+// Family is PowerMax.
+func (a *PowerMaxAdapter) Family() Family { return PowerMax }
+
+func (a *PowerMaxAdapter) errf(op, node string, err error) error {
+	return fmt.Errorf("powermax %s: %s %s: %w", a.cfg.Name, op, node, err)
+}
+
+// candidates lists the host IDs that can be this node, exactly: the
+// override, or csi-powermax's csi-node-<prefix>-<nodeID>[-FC|-NVMETCP].
+func (a *PowerMaxAdapter) candidates(node Node) ([]string, error) {
+	if node.Override != "" {
+		if !pmaxHostIDRE.MatchString(node.Override) {
+			return nil, fmt.Errorf("override %q is not a PowerMax host name (letters, digits, '-', '_', at most 64)", node.Override)
+		}
+		return []string{node.Override}, nil
+	}
+	nodeID := node.CSINodeIDs[DriverPowerMax]
+	if nodeID == "" {
+		return nil, fmt.Errorf("%w: the node has no %s CSINode ID and no override", ErrNoIdentity, DriverPowerMax)
+	}
+	prefix, ok := a.prefixes[node.Cluster]
+	if !ok {
+		prefix, ok = a.prefixes[""]
+	}
+	if !ok {
+		// Not ErrNoIdentity: a missing setting must not read as "nothing to fence here".
+		return nil, fmt.Errorf("no csi-powermax cluster prefix is configured for cluster %q: cannot name the node's host", node.Cluster)
+	}
+	var out []string
+	for _, suffix := range powerMaxHostSuffixes {
+		id := "csi-node-" + prefix + "-" + nodeID + suffix
+		if !pmaxHostIDRE.MatchString(id) {
+			return nil, fmt.Errorf("csi-powermax node ID %q gives host ID %q, which is not a PowerMax host name", nodeID, id)
+		}
+		out = append(out, id)
+	}
+	return out, nil
+}
+
+// Resolve finds the one host that is this node. A node with hosts for two
+// protocols is ambiguous: fencing one would leave the other's paths.
+func (a *PowerMaxAdapter) Resolve(ctx context.Context, node Node) (Identity, error) {
+	cands, err := a.candidates(node)
+	if err != nil {
+		return Identity{}, a.errf("resolve", node.Name, err)
+	}
+	var found []*pmaxtypes.Host
+	for _, id := range cands {
+		h, err := a.conn.getHost(ctx, id)
+		if pmaxtypes.IsNotFoundError(err) {
+			continue
+		}
+		if err != nil {
+			return Identity{}, a.errf("resolve", node.Name, fmt.Errorf("read host %s: %w", id, err))
+		}
+		found = append(found, h)
+	}
+	switch len(found) {
+	case 0:
+		return Identity{}, a.errf("resolve", node.Name, fmt.Errorf("%w: no host %s", ErrNoIdentity, strings.Join(cands, " or ")))
+	case 1:
+	default:
+		var ids []string
+		for _, h := range found {
+			ids = append(ids, h.HostID)
+		}
+		return Identity{}, a.errf("resolve", node.Name, fmt.Errorf("%w: hosts %s all match; set an override naming one", ErrAmbiguousIdentity, strings.Join(ids, ", ")))
+	}
+	h := found[0]
+	return Identity{
+		Array: a.cfg.Name, Family: PowerMax, Node: node.Name,
+		ObjectID: h.HostID, ObjectName: h.HostID, Keys: slices.Sorted(slices.Values(h.Initiators)),
+		ResolvedAt: a.now().UTC(),
+	}, nil
+}
+
+func (a *PowerMaxAdapter) checkIdentity(id Identity) error {
+	if id.Array != a.cfg.Name || id.Family != PowerMax || !pmaxHostIDRE.MatchString(id.ObjectID) {
+		return fmt.Errorf("%w: identity of %s/%s host %q", ErrPlanMismatch, id.Family, id.Array, id.ObjectID)
+	}
+	return nil
+}
+
+// Plan records the host's initiators (and its masking views as evidence).
+func (a *PowerMaxAdapter) Plan(ctx context.Context, id Identity) (Plan, error) {
+	if err := a.checkIdentity(id); err != nil {
+		return Plan{}, a.errf("plan", id.Node, err)
+	}
+	h, err := a.conn.getHost(ctx, id.ObjectID)
+	if err != nil {
+		return Plan{}, a.errf("plan", id.Node, fmt.Errorf("read host %s: %w", id.ObjectID, err))
+	}
+	e := PowerMaxEntries{
+		SymmetrixID: a.cfg.SymmetrixID, HostID: h.HostID, HostType: h.HostType,
+		Initiators: slices.Sorted(slices.Values(h.Initiators)),
+	}
+	c, err := a.conn.get(ctx)
+	if err != nil {
+		return Plan{}, a.errf("plan", id.Node, err)
+	}
+	for _, mvID := range h.MaskingviewIDs {
+		rctx, cancel := pmaxTimeout(ctx, a.cfg.RequestTimeout)
+		mv, err := c.GetMaskingViewByID(rctx, a.cfg.SymmetrixID, mvID)
+		cancel()
+		if err != nil {
+			return Plan{}, a.errf("plan", id.Node, fmt.Errorf("read masking view %s: %w", mvID, classifyPmax(err)))
+		}
+		e.MaskingViews = append(e.MaskingViews, PowerMaxView{ID: mvID, StorageGroup: mv.StorageGroupID, PortGroup: mv.PortGroupID})
+	}
+	raw, err := json.Marshal(e)
+	if err != nil {
+		return Plan{}, a.errf("plan", id.Node, err)
+	}
+	views := make([]string, 0, len(e.MaskingViews))
+	for _, v := range e.MaskingViews {
+		views = append(views, v.ID)
+	}
+	return Plan{
+		Array: a.cfg.Name, Family: PowerMax, Identity: id, Entries: raw,
+		Summary: fmt.Sprintf("remove %d initiator(s) %s from host %s (masking views %s)",
+			len(e.Initiators), strings.Join(e.Initiators, ", "), h.HostID, strings.Join(views, ", ")),
+		CreatedAt: a.now().UTC(),
+	}, nil
+}
+
+func (a *PowerMaxAdapter) entries(p Plan) (PowerMaxEntries, error) {
+	var e PowerMaxEntries
+	if p.Array != a.cfg.Name || p.Family != PowerMax {
+		return e, fmt.Errorf("%w: plan of %s/%s", ErrPlanMismatch, p.Family, p.Array)
+	}
+	if err := json.Unmarshal(p.Entries, &e); err != nil {
+		return e, fmt.Errorf("%w: entries: %v", ErrPlanMismatch, err)
+	}
+	if e.SymmetrixID != a.cfg.SymmetrixID || e.HostID != p.Identity.ObjectID || !pmaxHostIDRE.MatchString(e.HostID) {
+		return e, fmt.Errorf("%w: plan for Symmetrix %s host %q", ErrPlanMismatch, e.SymmetrixID, e.HostID)
+	}
+	for _, in := range e.Initiators {
+		if !pmaxInitiatorRE.MatchString(in) {
+			return e, fmt.Errorf("%w: initiator %q", ErrPlanMismatch, in)
+		}
+	}
+	return e, nil
+}
+
+// Apply removes the plan's initiators that the host still has, reading the
+// host right before the write. Nothing left to remove means no write.
+func (a *PowerMaxAdapter) Apply(ctx context.Context, p Plan) error {
+	return a.edit(ctx, p, "apply", func(current, planned []string) []string {
+		return slices.DeleteFunc(slices.Clone(current), func(in string) bool { return slices.Contains(planned, in) })
+	})
+}
+
+// Undo adds back the plan's initiators the host lacks, keeping any others.
+func (a *PowerMaxAdapter) Undo(ctx context.Context, p Plan) error {
+	return a.edit(ctx, p, "undo", func(current, planned []string) []string {
+		out := slices.Clone(current)
+		for _, in := range planned {
+			if !slices.Contains(out, in) {
+				out = append(out, in)
+			}
+		}
+		return out
+	})
+}
+
+// edit sets the host's initiators to want(current, planned) with
+// UpdateHostInitiators, which diffs against the host it is given.
+func (a *PowerMaxAdapter) edit(ctx context.Context, p Plan, op string, want func(current, planned []string) []string) error {
+	e, err := a.entries(p)
+	if err != nil {
+		return a.errf(op, p.Identity.Node, err)
+	}
+	h, err := a.conn.getHost(ctx, e.HostID)
+	if err != nil {
+		return a.errf(op, p.Identity.Node, fmt.Errorf("read host %s: %w", e.HostID, err))
+	}
+	target := want(h.Initiators, e.Initiators)
+	if pmaxSameSet(target, h.Initiators) {
+		a.log.DebugContext(ctx, "nothing to change", "op", op, "node", p.Identity.Node, "host", e.HostID)
+		return nil
+	}
+	c, err := a.conn.get(ctx)
+	if err != nil {
+		return a.errf(op, p.Identity.Node, err)
+	}
+	rctx, cancel := pmaxTimeout(ctx, a.cfg.RequestTimeout)
+	defer cancel()
+	if _, err := c.UpdateHostInitiators(rctx, a.cfg.SymmetrixID, h, target); err != nil {
+		return a.errf(op, p.Identity.Node, fmt.Errorf("update initiators of host %s: %w", e.HostID, classifyPmax(err)))
+	}
+	a.log.InfoContext(ctx, "host initiators changed", "op", op, "node", p.Identity.Node, "host", e.HostID,
+		"before", len(h.Initiators), "after", len(target))
+	return nil
+}
+
+// Verify reads the host back: fenced when it has no initiator at all.
+func (a *PowerMaxAdapter) Verify(ctx context.Context, p Plan) (Verification, error) {
+	e, err := a.entries(p)
+	if err != nil {
+		return Verification{}, a.errf("verify", p.Identity.Node, err)
+	}
+	h, err := a.conn.getHost(ctx, e.HostID)
+	if pmaxtypes.IsNotFoundError(err) {
+		// No host, no initiator group: the node has no path, and nothing
+		// of the plan is there.
+		return Verification{Fenced: true, Missing: pmaxPrefixAll("initiator ", e.Initiators), CheckedAt: a.now().UTC()}, nil
+	}
+	if err != nil {
+		return Verification{}, a.errf("verify", p.Identity.Node, fmt.Errorf("read host %s: %w", e.HostID, err))
+	}
+	v := Verification{CheckedAt: a.now().UTC()}
+	for _, in := range slices.Sorted(slices.Values(h.Initiators)) {
+		v.Remaining = append(v.Remaining, fmt.Sprintf("initiator %s in host %s", in, e.HostID))
+	}
+	for _, in := range e.Initiators {
+		if !slices.Contains(h.Initiators, in) {
+			v.Missing = append(v.Missing, "initiator "+in)
+		}
+	}
+	v.Fenced = len(v.Remaining) == 0
+	v.Restored = len(v.Missing) == 0
+	return v, nil
+}
+
+// Check authenticates and reads the API version and the Symmetrix.
+func (a *PowerMaxAdapter) Check(ctx context.Context) CheckResult {
+	r := CheckResult{Array: a.cfg.Name, Family: PowerMax, CheckedAt: a.now().UTC()}
+	c, err := a.conn.get(ctx)
+	if err != nil {
+		r.Error = err.Error()
+		return r
+	}
+	rctx, cancel := pmaxTimeout(ctx, a.cfg.RequestTimeout)
+	defer cancel()
+	v, err := c.GetVersionDetails(rctx)
+	if err != nil {
+		r.Error = fmt.Sprintf("read version: %v", classifyPmax(err))
+		return r
+	}
+	if _, err := c.GetSymmetrixByID(rctx, a.cfg.SymmetrixID); err != nil {
+		r.Error = fmt.Sprintf("read Symmetrix %s: %v", a.cfg.SymmetrixID, classifyPmax(err))
+		return r
+	}
+	r.Reachable = true
+	r.APIVersion = v.Version + " (api " + v.APIVersion + ")"
+	return r
+}
+
+func pmaxSameSet(a, b []string) bool {
+	return slices.Equal(slices.Sorted(slices.Values(a)), slices.Sorted(slices.Values(b)))
+}
+
+func pmaxPrefixAll(prefix string, items []string) []string {
+	out := make([]string, 0, len(items))
+	for _, s := range items {
+		out = append(out, prefix+s)
+	}
+	return out
+}
