@@ -39,7 +39,10 @@ type Sim struct {
 	sessions map[string]string
 }
 
-var _ simcore.Family = (*Sim)(nil)
+var (
+	_ simcore.Family         = (*Sim)(nil)
+	_ simcore.SessionExpirer = (*Sim)(nil)
+)
 
 // export is one NFS export.
 type export struct {

@@ -128,11 +128,6 @@ func (s *Sim) modifyGroupLocked(id string, mod hostGroupModify) *apiError {
 			if h.GroupID != "" && !(h.GroupID == id && remove[hid]) {
 				return errf(http.StatusBadRequest, "host %s already belongs to a host group", h.Name)
 			}
-			for _, m := range s.mappings {
-				if m.HostID == hid {
-					return errf(http.StatusBadRequest, "host %s has its own volume mappings and cannot join a host group", h.Name)
-				}
-			}
 			add = append(add, hid)
 		}
 	}

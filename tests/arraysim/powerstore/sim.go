@@ -54,7 +54,10 @@ type Sim struct {
 	now func() time.Time
 }
 
-var _ simcore.Family = (*Sim)(nil)
+var (
+	_ simcore.Family         = (*Sim)(nil)
+	_ simcore.SessionExpirer = (*Sim)(nil)
+)
 
 // host is a PowerStore host object.
 type host struct {

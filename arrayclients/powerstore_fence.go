@@ -1,0 +1,416 @@
+package arrayclients
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/dell/gopowerstore"
+)
+
+// psEntries is the PowerStore part of a Plan.
+type psEntries struct {
+	Mode     string `json:"mode"`
+	HostID   string `json:"hostID"`
+	HostName string `json:"hostName"`
+	// Initiators are removed in "initiators" mode.
+	Initiators []psInitiator `json:"initiators,omitempty"`
+	// Attachments are detached in "detach" mode.
+	Attachments []psAttachment `json:"attachments,omitempty"`
+	// HostGroup is left in "detach" mode (its volumes reach the host too).
+	HostGroup *psHostGroup `json:"hostGroup,omitempty"`
+}
+
+// psInitiator is one initiator as the plan records it. CHAP secrets cannot
+// be read back: Undo takes them from Config.ChapSecrets.
+type psInitiator struct {
+	PortName           string `json:"portName"`
+	PortType           string `json:"portType"`
+	ChapSingleUsername string `json:"chapSingleUsername,omitempty"`
+	ChapMutualUsername string `json:"chapMutualUsername,omitempty"`
+}
+
+func (i psInitiator) String() string { return fmt.Sprintf("initiator %s (%s)", i.PortName, i.PortType) }
+
+// psAttachment is one host-volume attachment.
+type psAttachment struct {
+	VolumeID string `json:"volumeID"`
+	LUN      int64  `json:"logicalUnitNumber"`
+}
+
+// psHostGroup is the host group the host belonged to.
+type psHostGroup struct {
+	ID   string `json:"id"`
+	Name string `json:"name"`
+}
+
+// MutualChapSecretKey is the Config.ChapSecrets key of an initiator's
+// mutual CHAP secret (its single CHAP secret is keyed by the port name).
+func MutualChapSecretKey(portName string) string { return portName + "/mutual" }
+
+func (a *PowerStoreAdapter) checkIdentity(id Identity) error {
+	if id.Family != PowerStore || id.Array != a.cfg.Name || id.ObjectID == "" {
+		return fmt.Errorf("%w: identity of %s array %s (host %q)", ErrPlanMismatch, id.Family, id.Array, id.ObjectID)
+	}
+	return nil
+}
+
+// Plan reads the host and records what a fence removes.
+func (a *PowerStoreAdapter) Plan(ctx context.Context, id Identity) (Plan, error) {
+	fail := func(err error) (Plan, error) {
+		return Plan{}, fmt.Errorf("powerstore array %s: plan fence of node %s (host %s): %w", a.cfg.Name, id.Node, id.ObjectName, err)
+	}
+	if err := a.checkIdentity(id); err != nil {
+		return fail(err)
+	}
+	e := psEntries{Mode: a.mode, HostID: id.ObjectID, HostName: id.ObjectName}
+	var summary string
+	err := a.with(ctx, func(c gopowerstore.Client) error {
+		h, ok, err := a.getHost(ctx, c, id.ObjectID)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return fmt.Errorf("%w: host %s no longer exists", ErrNoIdentity, id.ObjectID)
+		}
+		if h.Name != id.ObjectName {
+			return fmt.Errorf("host %s is now named %q, not %q: resolve the node again", h.ID, h.Name, id.ObjectName)
+		}
+		if a.mode == PowerStoreModeInitiators {
+			for _, in := range h.Initiators {
+				if in.PortName == "" {
+					return fmt.Errorf("host %s has an initiator without a port name", h.Name)
+				}
+				e.Initiators = append(e.Initiators, psInitiator{PortName: in.PortName, PortType: string(in.PortType),
+					ChapSingleUsername: in.ChapSingleUsername, ChapMutualUsername: in.ChapMutualUsername})
+			}
+			sort.Slice(e.Initiators, func(i, j int) bool { return e.Initiators[i].PortName < e.Initiators[j].PortName })
+			var names []string
+			for _, in := range e.Initiators {
+				names = append(names, in.String())
+			}
+			summary = fmt.Sprintf("remove %d initiators from host %s: %s", len(e.Initiators), h.Name, strings.Join(names, ", "))
+			return nil
+		}
+		maps, err := a.mappings(ctx, c, "host_id", h.ID)
+		if err != nil {
+			return err
+		}
+		for _, m := range maps {
+			e.Attachments = append(e.Attachments, psAttachment{VolumeID: m.VolumeID, LUN: m.LogicalUnitNumber})
+		}
+		sort.Slice(e.Attachments, func(i, j int) bool { return e.Attachments[i].VolumeID < e.Attachments[j].VolumeID })
+		summary = fmt.Sprintf("detach %d volumes from host %s", len(e.Attachments), h.Name)
+		if h.HostGroupID != "" {
+			rctx, cancel := a.reqCtx(ctx)
+			g, err := c.GetHostGroup(rctx, h.HostGroupID)
+			cancel()
+			if err != nil {
+				return fmt.Errorf("read host group %s: %w", h.HostGroupID, err)
+			}
+			e.HostGroup = &psHostGroup{ID: h.HostGroupID, Name: g.Name}
+			summary += fmt.Sprintf(" and remove it from host group %s", g.Name)
+		}
+		return nil
+	})
+	if err != nil {
+		return fail(psClassify(err))
+	}
+	raw, err := json.Marshal(e)
+	if err != nil {
+		return fail(err)
+	}
+	return Plan{Array: a.cfg.Name, Family: PowerStore, Identity: id, Entries: raw,
+		Summary: summary, CreatedAt: time.Now().UTC()}, nil
+}
+
+// Apply removes what the plan lists that is still there: one PATCH for
+// the initiators, or one detach per attached volume and one host-group
+// PATCH. Nothing left to remove means no write.
+func (a *PowerStoreAdapter) Apply(ctx context.Context, plan Plan) error {
+	fail := func(err error) error {
+		if err == nil {
+			return nil
+		}
+		return fmt.Errorf("powerstore array %s: apply fence of node %s (host %s): %w", a.cfg.Name, plan.Identity.Node, plan.Identity.ObjectName, err)
+	}
+	e, err := a.decodePlan(plan)
+	if err != nil {
+		return fail(err)
+	}
+	return fail(psClassify(a.with(ctx, func(c gopowerstore.Client) error {
+		h, ok, err := a.getHost(ctx, c, e.HostID)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return nil // the host is gone: nothing to remove
+		}
+		if e.Mode == PowerStoreModeInitiators {
+			present := map[string]bool{}
+			for _, in := range h.Initiators {
+				present[in.PortName] = true
+			}
+			var remove []string
+			for _, in := range e.Initiators {
+				if present[in.PortName] {
+					remove = append(remove, in.PortName)
+				}
+			}
+			if len(remove) == 0 {
+				return nil
+			}
+			rctx, cancel := a.reqCtx(ctx)
+			defer cancel()
+			if _, err := c.ModifyHost(rctx, &gopowerstore.HostModify{RemoveInitiators: &remove}, h.ID); err != nil {
+				return fmt.Errorf("remove initiators %s: %w", strings.Join(remove, ", "), err)
+			}
+			return nil
+		}
+		maps, err := a.mappings(ctx, c, "host_id", h.ID)
+		if err != nil {
+			return err
+		}
+		attached := map[string]bool{}
+		for _, m := range maps {
+			attached[m.VolumeID] = true
+		}
+		for _, at := range e.Attachments {
+			if !attached[at.VolumeID] {
+				continue
+			}
+			vol := at.VolumeID
+			rctx, cancel := a.reqCtx(ctx)
+			_, err := c.DetachVolumeFromHost(rctx, h.ID, &gopowerstore.HostVolumeDetach{VolumeID: &vol})
+			cancel()
+			if err != nil && psStatus(err) != 400 { // 400: not attached (detached meanwhile)
+				return fmt.Errorf("detach volume %s: %w", vol, err)
+			}
+		}
+		if e.HostGroup != nil && h.HostGroupID == e.HostGroup.ID {
+			rctx, cancel := a.reqCtx(ctx)
+			defer cancel()
+			if _, err := c.ModifyHostGroup(rctx, &gopowerstore.HostGroupModify{RemoveHostIDs: []string{h.ID}}, e.HostGroup.ID); err != nil {
+				return fmt.Errorf("remove host from host group %s: %w", e.HostGroup.Name, err)
+			}
+		}
+		return nil
+	})))
+}
+
+// Verify reads the host back. In initiators mode the node is fenced when
+// its host has no initiator and no other host carries one of the plan's
+// port names; in detach mode when the host has no mapping and is in no
+// host group.
+func (a *PowerStoreAdapter) Verify(ctx context.Context, plan Plan) (Verification, error) {
+	fail := func(err error) (Verification, error) {
+		return Verification{}, fmt.Errorf("powerstore array %s: verify fence of node %s (host %s): %w", a.cfg.Name, plan.Identity.Node, plan.Identity.ObjectName, err)
+	}
+	e, err := a.decodePlan(plan)
+	if err != nil {
+		return fail(err)
+	}
+	v := Verification{}
+	err = a.with(ctx, func(c gopowerstore.Client) error {
+		h, ok, err := a.getHost(ctx, c, e.HostID)
+		if err != nil {
+			return err
+		}
+		if e.Mode == PowerStoreModeInitiators {
+			return a.verifyInitiators(ctx, c, e, h, ok, &v)
+		}
+		return a.verifyDetach(ctx, c, e, h, ok, &v)
+	})
+	if err != nil {
+		return fail(psClassify(err))
+	}
+	v.Fenced = len(v.Remaining) == 0
+	v.Restored = len(v.Missing) == 0
+	v.CheckedAt = time.Now().UTC()
+	return v, nil
+}
+
+func (a *PowerStoreAdapter) verifyInitiators(ctx context.Context, c gopowerstore.Client, e psEntries, h gopowerstore.Host, exists bool, v *Verification) error {
+	have := map[string]gopowerstore.InitiatorInstance{}
+	if exists {
+		for _, in := range h.Initiators {
+			have[in.PortName] = in
+			v.Remaining = append(v.Remaining, fmt.Sprintf("initiator %s (%s) on host %s", in.PortName, in.PortType, h.Name))
+		}
+	}
+	for _, want := range e.Initiators {
+		got, ok := have[want.PortName]
+		switch {
+		case !exists:
+			v.Missing = append(v.Missing, want.String()+": host "+e.HostName+" no longer exists")
+		case !ok:
+			v.Missing = append(v.Missing, want.String())
+		case string(got.PortType) != want.PortType || got.ChapSingleUsername != want.ChapSingleUsername ||
+			got.ChapMutualUsername != want.ChapMutualUsername:
+			v.Missing = append(v.Missing, want.String()+": type or CHAP user differs")
+		}
+	}
+	// The same port names registered on another host would give the node
+	// its paths back: list every host to be sure.
+	rctx, cancel := context.WithTimeout(ctx, 4*a.timeout)
+	defer cancel()
+	hosts, err := c.GetHosts(rctx)
+	if err != nil {
+		return fmt.Errorf("list hosts: %w", err)
+	}
+	planned := map[string]bool{}
+	for _, in := range e.Initiators {
+		planned[in.PortName] = true
+	}
+	for _, other := range hosts {
+		if other.ID == e.HostID {
+			continue
+		}
+		for _, in := range other.Initiators {
+			if planned[in.PortName] {
+				v.Remaining = append(v.Remaining, fmt.Sprintf("initiator %s is registered on host %s", in.PortName, other.Name))
+			}
+		}
+	}
+	return nil
+}
+
+func (a *PowerStoreAdapter) verifyDetach(ctx context.Context, c gopowerstore.Client, e psEntries, h gopowerstore.Host, exists bool, v *Verification) error {
+	if !exists {
+		v.Missing = append(v.Missing, "host "+e.HostName+" no longer exists")
+		return nil
+	}
+	maps, err := a.mappings(ctx, c, "host_id", h.ID)
+	if err != nil {
+		return err
+	}
+	attached := map[string]int64{}
+	for _, m := range maps {
+		attached[m.VolumeID] = m.LogicalUnitNumber
+		v.Remaining = append(v.Remaining, fmt.Sprintf("volume %s attached to host %s at LUN %d", m.VolumeID, h.Name, m.LogicalUnitNumber))
+	}
+	if h.HostGroupID != "" {
+		gm, err := a.mappings(ctx, c, "host_group_id", h.HostGroupID)
+		if err != nil {
+			return err
+		}
+		v.Remaining = append(v.Remaining, fmt.Sprintf("host %s is in host group %s with %d mapped volumes", h.Name, h.HostGroupID, len(gm)))
+	}
+	for _, at := range e.Attachments {
+		if lun, ok := attached[at.VolumeID]; !ok || lun != at.LUN {
+			v.Missing = append(v.Missing, fmt.Sprintf("volume %s at LUN %d", at.VolumeID, at.LUN))
+		}
+	}
+	if e.HostGroup != nil && h.HostGroupID != e.HostGroup.ID {
+		v.Missing = append(v.Missing, "membership of host group "+e.HostGroup.Name)
+	}
+	return nil
+}
+
+// Undo restores what the plan lists that is missing: one PATCH adding the
+// initiators back (with CHAP secrets from the configuration), or the host
+// group membership and one attach per volume at its recorded LUN.
+func (a *PowerStoreAdapter) Undo(ctx context.Context, plan Plan) error {
+	fail := func(err error) error {
+		if err == nil {
+			return nil
+		}
+		return fmt.Errorf("powerstore array %s: undo fence of node %s (host %s): %w", a.cfg.Name, plan.Identity.Node, plan.Identity.ObjectName, err)
+	}
+	e, err := a.decodePlan(plan)
+	if err != nil {
+		return fail(err)
+	}
+	return fail(psClassify(a.with(ctx, func(c gopowerstore.Client) error {
+		h, ok, err := a.getHost(ctx, c, e.HostID)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return fmt.Errorf("host %s (%s) no longer exists: cannot restore", e.HostName, e.HostID)
+		}
+		if e.Mode == PowerStoreModeInitiators {
+			return a.undoInitiators(ctx, c, e, h)
+		}
+		return a.undoDetach(ctx, c, e, h)
+	})))
+}
+
+func (a *PowerStoreAdapter) undoInitiators(ctx context.Context, c gopowerstore.Client, e psEntries, h gopowerstore.Host) error {
+	present := map[string]bool{}
+	for _, in := range h.Initiators {
+		present[in.PortName] = true
+	}
+	var add []gopowerstore.InitiatorCreateModify
+	for _, in := range e.Initiators {
+		if present[in.PortName] {
+			continue
+		}
+		pn, pt := in.PortName, gopowerstore.InitiatorProtocolTypeEnum(in.PortType)
+		m := gopowerstore.InitiatorCreateModify{PortName: &pn, PortType: &pt}
+		if in.ChapSingleUsername != "" {
+			secret, ok := a.cfg.ChapSecrets[in.PortName]
+			if !ok || secret == "" {
+				return fmt.Errorf("initiator %s uses CHAP user %s but chapSecrets has no secret for it", in.PortName, in.ChapSingleUsername)
+			}
+			user := in.ChapSingleUsername
+			m.ChapSingleUsername, m.ChapSinglePassword = &user, &secret
+		}
+		if in.ChapMutualUsername != "" {
+			secret, ok := a.cfg.ChapSecrets[MutualChapSecretKey(in.PortName)]
+			if !ok || secret == "" {
+				return fmt.Errorf("initiator %s uses mutual CHAP user %s but chapSecrets has no %q", in.PortName, in.ChapMutualUsername, MutualChapSecretKey(in.PortName))
+			}
+			user := in.ChapMutualUsername
+			m.ChapMutualUsername, m.ChapMutualPassword = &user, &secret
+		}
+		add = append(add, m)
+	}
+	if len(add) == 0 {
+		return nil
+	}
+	rctx, cancel := a.reqCtx(ctx)
+	defer cancel()
+	if _, err := c.ModifyHost(rctx, &gopowerstore.HostModify{AddInitiators: &add}, h.ID); err != nil {
+		return fmt.Errorf("add %d initiators back: %w", len(add), err)
+	}
+	return nil
+}
+
+func (a *PowerStoreAdapter) undoDetach(ctx context.Context, c gopowerstore.Client, e psEntries, h gopowerstore.Host) error {
+	if e.HostGroup != nil && h.HostGroupID != e.HostGroup.ID {
+		if h.HostGroupID != "" {
+			return fmt.Errorf("host %s is now in host group %s, not %s", h.Name, h.HostGroupID, e.HostGroup.Name)
+		}
+		rctx, cancel := a.reqCtx(ctx)
+		_, err := c.ModifyHostGroup(rctx, &gopowerstore.HostGroupModify{AddHostIDs: []string{h.ID}}, e.HostGroup.ID)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("add host back to host group %s: %w", e.HostGroup.Name, err)
+		}
+	}
+	maps, err := a.mappings(ctx, c, "host_id", h.ID)
+	if err != nil {
+		return err
+	}
+	attached := map[string]bool{}
+	for _, m := range maps {
+		attached[m.VolumeID] = true
+	}
+	for _, at := range e.Attachments {
+		if attached[at.VolumeID] {
+			continue
+		}
+		vol, lun := at.VolumeID, at.LUN
+		rctx, cancel := a.reqCtx(ctx)
+		_, err := c.AttachVolumeToHost(rctx, h.ID, &gopowerstore.HostVolumeAttach{VolumeID: &vol, LogicalUnitNumber: &lun})
+		cancel()
+		if err != nil && psStatus(err) != 422 { // 422: attached meanwhile
+			return fmt.Errorf("attach volume %s at LUN %d: %w", vol, lun, err)
+		}
+	}
+	return nil
+}
