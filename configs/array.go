@@ -1,0 +1,132 @@
+package configs
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/fenced-project/fenced/arrayclients"
+)
+
+// Array is one storage array fenced can fence nodes at.
+type Array struct {
+	// Name identifies the array in clusters[].arrays, logs and metrics; a
+	// DNS label, unique in the file.
+	Name string `mapstructure:"name"`
+	// Family is powerflex, powerstore, powerscale, powermax or unity.
+	Family arrayclients.Family `mapstructure:"family"`
+	// Endpoint is the management REST API's URL (https://host[:port]).
+	Endpoint string `mapstructure:"endpoint"`
+	// Username authenticates to the REST API.
+	Username string `mapstructure:"username"`
+	// PasswordFile holds the password (path or credential:NAME); one
+	// trailing newline is ignored. Exactly one of PasswordFile and Password.
+	PasswordFile string `mapstructure:"passwordFile"`
+	// Password is an inline password, refused unless allowInlineSecrets is
+	// true. Meant for throw-away test setups only.
+	Password Secret `mapstructure:"password"`
+	// CAFile is a PEM bundle that signs the array's certificate (path or
+	// credential:NAME). Default: the system's roots.
+	CAFile string `mapstructure:"caFile"`
+	// Insecure skips TLS verification. Test arrays only; conflicts with CAFile.
+	Insecure bool `mapstructure:"insecure"`
+	// RequestTimeout bounds every request to the array. Default 10s.
+	RequestTimeout time.Duration `mapstructure:"requestTimeout"`
+
+	// PowerFlex holds PowerFlex-only settings.
+	PowerFlex PowerFlexOptions `mapstructure:"powerflex"`
+	// PowerMax holds PowerMax-only settings.
+	PowerMax PowerMaxOptions `mapstructure:"powermax"`
+	// PowerScale holds PowerScale-only settings.
+	PowerScale PowerScaleOptions `mapstructure:"powerscale"`
+	// PowerStore holds PowerStore-only settings.
+	PowerStore PowerStoreOptions `mapstructure:"powerstore"`
+}
+
+// PowerFlexOptions select the PowerFlex system. At least one is required.
+type PowerFlexOptions struct {
+	// SystemID is the system's ID (as in the CSI driver's secret).
+	SystemID string `mapstructure:"systemID"`
+	// SystemName is the system's name.
+	SystemName string `mapstructure:"systemName"`
+}
+
+// PowerMaxOptions select the array behind a Unisphere endpoint.
+type PowerMaxOptions struct {
+	// SymmetrixID is the 12-digit array ID. Required.
+	SymmetrixID string `mapstructure:"symmetrixID"`
+}
+
+// PowerScaleOptions are PowerScale (OneFS) settings.
+type PowerScaleOptions struct {
+	// Zone is the access zone of the exports. Default System.
+	Zone string `mapstructure:"zone"`
+	// SessionAuth uses session authentication instead of Basic
+	// authentication on every request. Default false.
+	SessionAuth bool `mapstructure:"sessionAuth"`
+}
+
+// PowerStoreOptions are PowerStore settings.
+type PowerStoreOptions struct {
+	// FenceMode is initiators (remove the host's initiators; default) or
+	// detach (detach each volume from the host).
+	FenceMode string `mapstructure:"fenceMode"`
+	// ChapSecretsFile (path or credential:NAME) is a YAML map from initiator
+	// port name to CHAP secret, needed to re-add CHAP initiators on unfence.
+	ChapSecretsFile string `mapstructure:"chapSecretsFile"`
+}
+
+// PowerStore fence modes.
+const (
+	FenceModeInitiators = "initiators"
+	FenceModeDetach     = "detach"
+)
+
+// DefaultPowerScaleZone is the access zone used when none is configured.
+const DefaultPowerScaleZone = "System"
+
+// DefaultArray returns the values every arrays[] entry starts from.
+// Family-specific defaults (PowerScale zone, PowerStore fence mode) are
+// applied to arrays of that family only.
+func DefaultArray() Array {
+	return Array{RequestTimeout: arrayclients.DefaultRequestTimeout}
+}
+
+// applyFamilyDefaults fills the defaults that depend on the family.
+func (a *Array) applyFamilyDefaults() {
+	switch a.Family {
+	case arrayclients.PowerScale:
+		if a.PowerScale.Zone == "" {
+			a.PowerScale.Zone = DefaultPowerScaleZone
+		}
+	case arrayclients.PowerStore:
+		if a.PowerStore.FenceMode == "" {
+			a.PowerStore.FenceMode = FenceModeInitiators
+		}
+	}
+}
+
+// Secret is a string that never shows itself: it prints, logs and encodes
+// as [REDACTED]. Use Reveal to get the value.
+type Secret string
+
+const redacted = "[REDACTED]"
+
+// Reveal returns the secret's value.
+func (s Secret) Reveal() string { return string(s) }
+
+// String implements fmt.Stringer.
+func (s Secret) String() string {
+	if s == "" {
+		return ""
+	}
+	return redacted
+}
+
+// GoString implements fmt.GoStringer.
+func (s Secret) GoString() string { return s.String() }
+
+// MarshalText implements encoding.TextMarshaler (and so JSON and YAML).
+func (s Secret) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+
+// LogValue implements slog.LogValuer.
+func (s Secret) LogValue() slog.Value { return slog.StringValue(s.String()) }

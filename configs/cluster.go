@@ -1,0 +1,114 @@
+package configs
+
+import "time"
+
+// Cluster is one Kubernetes cluster fenced protects.
+type Cluster struct {
+	// Name identifies the cluster in logs, metrics and commands; a DNS label,
+	// unique in the file.
+	Name string `mapstructure:"name"`
+	// Kubeconfig is the path (or credential:NAME) of a kubeconfig with the
+	// permissions fenced needs. Required. An unreachable API server makes
+	// the cluster not ready; it never stops the daemon.
+	Kubeconfig string `mapstructure:"kubeconfig"`
+	// HeartbeatGrace is how long a node's kubelet heartbeat (its Lease in
+	// kube-node-lease) may be stale before the node is suspected.
+	// Default 40s, Kubernetes' own node-monitor grace period.
+	HeartbeatGrace time.Duration `mapstructure:"heartbeatGrace"`
+	// PollInterval is how often each replica probes kubelets and arrays.
+	// Default 2s; less than HeartbeatGrace.
+	PollInterval time.Duration `mapstructure:"pollInterval"`
+	// Corroboration is what must confirm a stale heartbeat before a node is
+	// declared failed: kubelet (the kubelet port is unreachable from a
+	// majority of replicas), array (the arrays see no connection and no
+	// I/O), either (default), both, or none (the stale heartbeat alone).
+	Corroboration Corroboration `mapstructure:"corroboration"`
+	// IOWindow is how far back array I/O counters are compared when deciding
+	// whether a node still does I/O. Default 30s.
+	IOWindow time.Duration `mapstructure:"ioWindow"`
+	// StormLimit is the most nodes that may be failed at once, as a count
+	// ("3") or a percentage of the cluster's nodes ("33%", rounded up).
+	// Beyond it nothing is fenced. Default 33%.
+	StormLimit StormLimit `mapstructure:"stormLimit"`
+	// StormCooldown is how long fencing stays suspended after the storm
+	// limit was exceeded, counted from when it is no longer exceeded.
+	// Default 5m.
+	StormCooldown time.Duration `mapstructure:"stormCooldown"`
+	// SettlePeriod is how long a rebooted node's heartbeats must be fresh
+	// before it is unfenced. Default 2m.
+	SettlePeriod time.Duration `mapstructure:"settlePeriod"`
+	// ProtectionSelector is a Kubernetes label selector: pods matching it on
+	// a fenced node are force-deleted like StatefulSet pods. Default: none.
+	ProtectionSelector string `mapstructure:"protectionSelector"`
+	// DryRun decides and reports, but never writes to arrays or the API
+	// server. Default false.
+	DryRun bool `mapstructure:"dryRun"`
+	// Arrays names the entries of the top-level arrays list that serve this
+	// cluster. A node is fenced on every one where it has an identity.
+	Arrays []string `mapstructure:"arrays"`
+	// StoragePathLoss optionally treats a node whose arrays report its
+	// storage paths lost as failed, even with a healthy kubelet.
+	StoragePathLoss StoragePathLoss `mapstructure:"storagePathLoss"`
+	// Nodes holds per-node identity overrides.
+	Nodes []NodeOverride `mapstructure:"nodes"`
+}
+
+// Corroboration policies.
+type Corroboration string
+
+// The corroboration policies.
+const (
+	CorroborateKubelet Corroboration = "kubelet"
+	CorroborateArray   Corroboration = "array"
+	CorroborateEither  Corroboration = "either"
+	CorroborateBoth    Corroboration = "both"
+	CorroborateNone    Corroboration = "none"
+)
+
+// Corroborations lists the valid policies.
+func Corroborations() []Corroboration {
+	return []Corroboration{CorroborateKubelet, CorroborateArray, CorroborateEither, CorroborateBoth, CorroborateNone}
+}
+
+// StoragePathLoss configures fencing on lost storage paths.
+type StoragePathLoss struct {
+	// Enabled turns it on. Default false.
+	Enabled bool `mapstructure:"enabled"`
+	// Grace is how long every array serving the node must report it
+	// disconnected. Default 2m.
+	Grace time.Duration `mapstructure:"grace"`
+	// MaxDisconnected is the most nodes (count or percentage) that may be
+	// fenced this way at once; more at once points at the storage network,
+	// not the nodes. Default 1.
+	MaxDisconnected StormLimit `mapstructure:"maxDisconnected"`
+}
+
+// NodeOverride pins a node's identity on arrays where CSINode-based
+// resolution cannot find it or finds more than one candidate.
+type NodeOverride struct {
+	// Name is the Kubernetes node name.
+	Name string `mapstructure:"name"`
+	// Arrays maps an array name (one of the cluster's arrays) to the node's
+	// identity there in the family's terms: PowerFlex SDC GUID, PowerStore,
+	// PowerMax or Unity host name, PowerScale export client strings
+	// separated by commas.
+	Arrays map[string]string `mapstructure:"arrays"`
+}
+
+// DefaultCluster returns the values every clusters[] entry starts from.
+func DefaultCluster() Cluster {
+	return Cluster{
+		HeartbeatGrace: 40 * time.Second,
+		PollInterval:   2 * time.Second,
+		Corroboration:  CorroborateEither,
+		IOWindow:       30 * time.Second,
+		StormLimit:     Percent(33),
+		StormCooldown:  5 * time.Minute,
+		SettlePeriod:   2 * time.Minute,
+		StoragePathLoss: StoragePathLoss{
+			Enabled:         false,
+			Grace:           2 * time.Minute,
+			MaxDisconnected: Count(1),
+		},
+	}
+}

@@ -1,0 +1,216 @@
+// Package configs holds fenced's configuration: the typed schema, its
+// defaults, loading from one YAML file per management host (with FENCED_*
+// environment overrides), and validation that names every bad field with its
+// YAML line. The example configurations shipped with fenced live next to this
+// code, and a test validates every one of them.
+package configs
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Config is the whole configuration of one fenced replica. The YAML keys are
+// the camelCase names in the mapstructure tags.
+type Config struct {
+	// AllowInlineSecrets permits arrays[].password in the file itself.
+	// Default false: secrets come from files or systemd credentials.
+	AllowInlineSecrets bool `mapstructure:"allowInlineSecrets"`
+	// Replica is this replica's identity and Raft endpoint.
+	Replica Replica `mapstructure:"replica"`
+	// Peers lists the OTHER members of the Raft group (not this replica).
+	// Empty means a single-replica group.
+	Peers []Peer `mapstructure:"peers"`
+	// Raft holds the Raft timings shared by the group.
+	Raft Raft `mapstructure:"raft"`
+	// HTTP is the status, metrics and API endpoint.
+	HTTP HTTP `mapstructure:"http"`
+	// Log selects the log format and level.
+	Log Log `mapstructure:"log"`
+	// Clusters lists the Kubernetes clusters this group protects. Empty is
+	// allowed: the daemon runs and serves HTTP, protecting nothing.
+	Clusters []Cluster `mapstructure:"clusters"`
+	// Arrays lists the storage arrays clusters may fence at.
+	Arrays []Array `mapstructure:"arrays"`
+
+	// baseDir is the directory relative file paths were resolved against.
+	baseDir string
+	// unchecked lists credential references that could not be checked
+	// because no credentials directory was known.
+	unchecked []string
+}
+
+// Replica is this replica's identity.
+type Replica struct {
+	// ID names the replica in the Raft group; a DNS label, unique in the group.
+	ID string `mapstructure:"id"`
+	// DataDir holds the Raft log, snapshots and the fencing ledger.
+	// Default /var/lib/fenced (the unit's StateDirectory).
+	DataDir string `mapstructure:"dataDir"`
+	// RaftBindAddress is the host:port Raft listens on. Default 0.0.0.0:7441.
+	RaftBindAddress string `mapstructure:"raftBindAddress"`
+	// RaftAdvertiseAddress is the host:port peers reach this replica's Raft
+	// at. Default: the bind address, which must then name a specific host.
+	RaftAdvertiseAddress string `mapstructure:"raftAdvertiseAddress"`
+	// TLS secures Raft traffic between replicas with mutual TLS. All three
+	// files or none.
+	TLS PeerTLS `mapstructure:"tls"`
+}
+
+// PeerTLS is mutual TLS between replicas. Every file field accepts a path
+// or credential:NAME (see ResolveFile).
+type PeerTLS struct {
+	// CertFile is this replica's certificate (PEM).
+	CertFile string `mapstructure:"certFile"`
+	// KeyFile is the certificate's private key (PEM).
+	KeyFile string `mapstructure:"keyFile"`
+	// CAFile signs every replica's certificate (PEM).
+	CAFile string `mapstructure:"caFile"`
+}
+
+// Enabled reports whether any TLS file is set.
+func (t PeerTLS) Enabled() bool { return t.CertFile != "" || t.KeyFile != "" || t.CAFile != "" }
+
+// Peer is another member of the Raft group.
+type Peer struct {
+	// ID is the peer's replica.id.
+	ID string `mapstructure:"id"`
+	// RaftAddress is the peer's replica.raftAdvertiseAddress (host:port).
+	RaftAddress string `mapstructure:"raftAddress"`
+	// HTTPAddress is the URL of the peer's HTTP endpoint
+	// (http.advertiseURL), used to forward requests to the leader.
+	HTTPAddress string `mapstructure:"httpAddress"`
+}
+
+// Raft holds Raft timings. The defaults suit replicas on one LAN: a failed
+// leader is replaced within about two to three seconds.
+type Raft struct {
+	// HeartbeatTimeout: a follower without contact from the leader for this
+	// long starts an election. Default 1s.
+	HeartbeatTimeout time.Duration `mapstructure:"heartbeatTimeout"`
+	// ElectionTimeout: a candidate without a result for this long retries.
+	// Default 1s; at least HeartbeatTimeout.
+	ElectionTimeout time.Duration `mapstructure:"electionTimeout"`
+	// LeaderLeaseTimeout: a leader that cannot reach a quorum for this long
+	// steps down (and stops writing). Default 500ms; at most HeartbeatTimeout.
+	LeaderLeaseTimeout time.Duration `mapstructure:"leaderLeaseTimeout"`
+	// CommitTimeout bounds how long the leader batches log entries before
+	// sending them. Default 50ms.
+	CommitTimeout time.Duration `mapstructure:"commitTimeout"`
+	// SnapshotInterval is how often Raft checks whether to snapshot.
+	// Default 2m.
+	SnapshotInterval time.Duration `mapstructure:"snapshotInterval"`
+	// SnapshotThreshold is how many new log entries trigger a snapshot.
+	// Default 8192.
+	SnapshotThreshold uint64 `mapstructure:"snapshotThreshold"`
+}
+
+// HTTP is the endpoint serving /healthz, /readyz, /status, /metrics and the
+// API later components add.
+type HTTP struct {
+	// Listen is the host:port to listen on. Default 127.0.0.1:7440.
+	Listen string `mapstructure:"listen"`
+	// AdvertiseURL is how peers and operators reach this endpoint
+	// (http:// or https://). Default: derived from Listen.
+	AdvertiseURL string `mapstructure:"advertiseURL"`
+	// TLS serves HTTPS; without it the endpoint is plain HTTP.
+	TLS ServerTLS `mapstructure:"tls"`
+	// TokenFile holds the bearer token mutating API calls must present
+	// (path or credential:NAME). Optional.
+	TokenFile string `mapstructure:"tokenFile"`
+	// ReadOnlyLoopbackOnly (default true) refuses a plain-HTTP listener on
+	// anything but a loopback address: without TLS the endpoint is read-only
+	// and local. Set false only behind a TLS-terminating proxy.
+	ReadOnlyLoopbackOnly bool `mapstructure:"readOnlyLoopbackOnly"`
+}
+
+// ServerTLS is the HTTP endpoint's TLS. File fields accept a path or
+// credential:NAME.
+type ServerTLS struct {
+	// CertFile and KeyFile are the server certificate and key (PEM). Both or
+	// neither.
+	CertFile string `mapstructure:"certFile"`
+	KeyFile  string `mapstructure:"keyFile"`
+	// ClientCAFile, when set, verifies client certificates (a verified client
+	// certificate authorizes mutating calls like a token does).
+	ClientCAFile string `mapstructure:"clientCAFile"`
+}
+
+// Enabled reports whether HTTPS is configured.
+func (t ServerTLS) Enabled() bool { return t.CertFile != "" || t.KeyFile != "" }
+
+// Log selects logging. Under systemd (stderr connected to the journal) fenced
+// writes native journal entries regardless of Format.
+type Log struct {
+	// Format is text (default) or json.
+	Format string `mapstructure:"format"`
+	// Level is debug, info (default), warn or error.
+	Level string `mapstructure:"level"`
+}
+
+// Log formats and levels.
+const (
+	LogFormatText = "text"
+	LogFormatJSON = "json"
+)
+
+// DefaultConfig returns the configuration every file starts from. List
+// elements (clusters, arrays, peers, node overrides) start from
+// DefaultCluster, DefaultArray and zero values respectively.
+func DefaultConfig() Config {
+	return Config{
+		AllowInlineSecrets: false,
+		Replica: Replica{
+			DataDir:         "/var/lib/fenced",
+			RaftBindAddress: "0.0.0.0:7441",
+		},
+		Raft: Raft{
+			HeartbeatTimeout:   time.Second,
+			ElectionTimeout:    time.Second,
+			LeaderLeaseTimeout: 500 * time.Millisecond,
+			CommitTimeout:      50 * time.Millisecond,
+			SnapshotInterval:   2 * time.Minute,
+			SnapshotThreshold:  8192,
+		},
+		HTTP: HTTP{
+			Listen:               "127.0.0.1:7440",
+			ReadOnlyLoopbackOnly: true,
+		},
+		Log: Log{Format: LogFormatText, Level: "info"},
+	}
+}
+
+// UncheckedCredentials lists credential:NAME references Load could not
+// check because no credentials directory was given.
+func (c *Config) UncheckedCredentials() []string { return c.unchecked }
+
+// Summary describes the configuration in one line.
+func (c *Config) Summary() string {
+	fams := map[string]bool{}
+	for _, a := range c.Arrays {
+		fams[string(a.Family)] = true
+	}
+	names := make([]string, 0, len(fams))
+	for f := range fams {
+		names = append(names, f)
+	}
+	sort.Strings(names)
+	s := fmt.Sprintf("replica %s, %s, %s, %s", c.Replica.ID,
+		plural(len(c.Peers), "peer"), plural(len(c.Clusters), "cluster"), plural(len(c.Arrays), "array"))
+	if len(names) > 0 {
+		s += " (" + strings.Join(names, ", ") + ")"
+	}
+	if n := len(c.unchecked); n > 0 {
+		s += fmt.Sprintf("; %s not checked (no credentials directory)", plural(n, "credential reference"))
+	}
+	return s
+}
+
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}

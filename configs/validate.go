@@ -1,0 +1,455 @@
+package configs
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/fenced-project/fenced/arrayclients"
+)
+
+// checker collects problems.
+type checker struct {
+	probs []Problem
+}
+
+func (c *checker) add(path, format string, args ...any) {
+	c.probs = append(c.probs, Problem{Path: path, Message: fmt.Sprintf(format, args...)})
+}
+
+// validate checks everything decoding cannot: required fields, names,
+// addresses, references between sections, limits and referenced files. It
+// is the one place where the configuration's rules live.
+func validate(cfg *Config, root *yaml.Node, opts Options) []Problem {
+	c := &checker{}
+	c.replica(cfg)
+	c.peers(cfg)
+	c.raft(cfg.Raft)
+	c.http(cfg.HTTP)
+	c.log(cfg.Log)
+	arrays := c.arrays(cfg, root)
+	c.clusters(cfg, root, arrays)
+	if !opts.SkipFileChecks {
+		cfg.unchecked = c.files(cfg, opts.CredentialsDir)
+	}
+	return c.probs
+}
+
+// name checks a DNS-label name (replica ids, cluster and array names).
+func (c *checker) name(path, v string) bool {
+	if v == "" {
+		c.add(path, "required")
+		return false
+	}
+	if errs := validation.IsDNS1123Label(v); len(errs) > 0 {
+		c.add(path, "invalid name %q: want lower-case letters, digits and '-', starting and ending with a letter or digit, at most 63 characters", v)
+		return false
+	}
+	return true
+}
+
+// hostPort checks a host:port address.
+func (c *checker) hostPort(path, v string, required bool) bool {
+	if v == "" {
+		if required {
+			c.add(path, "required")
+		}
+		return false
+	}
+	host, port, err := net.SplitHostPort(v)
+	if err != nil {
+		c.add(path, "invalid address %q: want host:port", v)
+		return false
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		c.add(path, "invalid port in %q: want 1-65535", v)
+		return false
+	}
+	if host != "" && net.ParseIP(host) == nil && len(validation.IsDNS1123Subdomain(strings.ToLower(host))) > 0 {
+		c.add(path, "invalid host in %q", v)
+		return false
+	}
+	return true
+}
+
+// unspecifiedHost reports whether a host:port listens on all addresses.
+func unspecifiedHost(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsUnspecified()
+}
+
+// loopbackHost reports whether a host:port is a loopback address.
+func loopbackHost(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// httpURL checks an http(s) URL with a host.
+func (c *checker) httpURL(path, v string, required bool) bool {
+	if v == "" {
+		if required {
+			c.add(path, "required")
+		}
+		return false
+	}
+	u, err := url.Parse(v)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		c.add(path, "invalid URL %q: want http:// or https:// with a host", v)
+		return false
+	}
+	if u.User != nil {
+		c.add(path, "the URL must not carry credentials")
+		return false
+	}
+	return true
+}
+
+// positive checks a duration is at least min.
+func (c *checker) atLeast(path string, d, minimum time.Duration) {
+	if d < minimum {
+		c.add(path, "%v is too short: want at least %v", d, minimum)
+	}
+}
+
+func (c *checker) replica(cfg *Config) {
+	r := cfg.Replica
+	c.name("replica.id", r.ID)
+	switch {
+	case r.DataDir == "":
+		c.add("replica.dataDir", "required")
+	case !filepath.IsAbs(r.DataDir):
+		c.add("replica.dataDir", "%q is not an absolute path", r.DataDir)
+	}
+	c.hostPort("replica.raftBindAddress", r.RaftBindAddress, true)
+	switch {
+	case r.RaftAdvertiseAddress == "" && r.RaftBindAddress != "":
+		c.add("replica.raftAdvertiseAddress", "required when raftBindAddress %q listens on all addresses", r.RaftBindAddress)
+	case r.RaftAdvertiseAddress != "":
+		if c.hostPort("replica.raftAdvertiseAddress", r.RaftAdvertiseAddress, true) && unspecifiedHost(r.RaftAdvertiseAddress) {
+			c.add("replica.raftAdvertiseAddress", "%q is not an address peers can reach", r.RaftAdvertiseAddress)
+		}
+	}
+	if t := r.TLS; t.Enabled() {
+		for _, f := range []struct{ path, v string }{
+			{"replica.tls.certFile", t.CertFile}, {"replica.tls.keyFile", t.KeyFile}, {"replica.tls.caFile", t.CAFile},
+		} {
+			if f.v == "" {
+				c.add(f.path, "required when replica.tls is used (certFile, keyFile and caFile go together)")
+			}
+		}
+	}
+}
+
+func (c *checker) peers(cfg *Config) {
+	ids := map[string]string{cfg.Replica.ID: "replica.id"}
+	addrs := map[string]string{}
+	if cfg.Replica.RaftAdvertiseAddress != "" {
+		addrs[cfg.Replica.RaftAdvertiseAddress] = "replica.raftAdvertiseAddress"
+	}
+	for i, p := range cfg.Peers {
+		base := fmt.Sprintf("peers[%d]", i)
+		if c.name(base+".id", p.ID) {
+			if prev, dup := ids[p.ID]; dup {
+				c.add(base+".id", "duplicate replica id %q (also %s)", p.ID, prev)
+			} else {
+				ids[p.ID] = base + ".id"
+			}
+		}
+		if c.hostPort(base+".raftAddress", p.RaftAddress, true) {
+			if unspecifiedHost(p.RaftAddress) {
+				c.add(base+".raftAddress", "%q is not an address this replica can reach", p.RaftAddress)
+			} else if prev, dup := addrs[p.RaftAddress]; dup {
+				c.add(base+".raftAddress", "duplicate Raft address %q (also %s)", p.RaftAddress, prev)
+			} else {
+				addrs[p.RaftAddress] = base + ".raftAddress"
+			}
+		}
+		c.httpURL(base+".httpAddress", p.HTTPAddress, true)
+	}
+}
+
+func (c *checker) raft(r Raft) {
+	// The bounds are hashicorp/raft's own, so a bad value is reported here
+	// rather than when the group starts.
+	c.atLeast("raft.heartbeatTimeout", r.HeartbeatTimeout, 5*time.Millisecond)
+	c.atLeast("raft.electionTimeout", r.ElectionTimeout, 5*time.Millisecond)
+	c.atLeast("raft.leaderLeaseTimeout", r.LeaderLeaseTimeout, 5*time.Millisecond)
+	c.atLeast("raft.commitTimeout", r.CommitTimeout, time.Millisecond)
+	c.atLeast("raft.snapshotInterval", r.SnapshotInterval, 5*time.Millisecond)
+	if r.ElectionTimeout < r.HeartbeatTimeout {
+		c.add("raft.electionTimeout", "%v is shorter than raft.heartbeatTimeout %v", r.ElectionTimeout, r.HeartbeatTimeout)
+	}
+	if r.LeaderLeaseTimeout > r.HeartbeatTimeout {
+		c.add("raft.leaderLeaseTimeout", "%v is longer than raft.heartbeatTimeout %v", r.LeaderLeaseTimeout, r.HeartbeatTimeout)
+	}
+	if r.SnapshotThreshold < 1 {
+		c.add("raft.snapshotThreshold", "want at least 1")
+	}
+}
+
+func (c *checker) http(h HTTP) {
+	listenOK := c.hostPort("http.listen", h.Listen, true)
+	c.httpURL("http.advertiseURL", h.AdvertiseURL, false)
+	t := h.TLS
+	if t.Enabled() && (t.CertFile == "" || t.KeyFile == "") {
+		if t.CertFile == "" {
+			c.add("http.tls.certFile", "required with http.tls.keyFile")
+		} else {
+			c.add("http.tls.keyFile", "required with http.tls.certFile")
+		}
+	}
+	if t.ClientCAFile != "" && !t.Enabled() {
+		c.add("http.tls.clientCAFile", "needs http.tls.certFile and keyFile: client certificates need HTTPS")
+	}
+	if listenOK && !t.Enabled() && h.ReadOnlyLoopbackOnly && !loopbackHost(h.Listen) {
+		c.add("http.listen", "plain HTTP on %q: without http.tls the endpoint must listen on a loopback address (or set readOnlyLoopbackOnly: false behind a TLS proxy)", h.Listen)
+	}
+}
+
+func (c *checker) log(l Log) {
+	if l.Format != LogFormatText && l.Format != LogFormatJSON {
+		c.add("log.format", "unknown format %q: want text or json", l.Format)
+	}
+	switch strings.ToLower(l.Level) {
+	case "debug", "info", "warn", "error":
+	default:
+		c.add("log.level", "unknown level %q: want debug, info, warn or error", l.Level)
+	}
+}
+
+var symmetrixID = regexp.MustCompile(`^[0-9]{12}$`)
+
+// arrays checks the arrays and returns the valid names.
+func (c *checker) arrays(cfg *Config, root *yaml.Node) map[string]bool {
+	names := map[string]bool{}
+	where := map[string]string{}
+	for i, a := range cfg.Arrays {
+		base := fmt.Sprintf("arrays[%d]", i)
+		if c.name(base+".name", a.Name) {
+			if prev, dup := where[a.Name]; dup {
+				c.add(base+".name", "duplicate array name %q (also %s)", a.Name, prev)
+			} else {
+				where[a.Name] = base + ".name"
+				names[a.Name] = true
+			}
+		}
+		if a.Family == "" {
+			c.add(base+".family", "required: one of %s", familyList())
+		} else if !slices.Contains(arrayclients.Families, a.Family) {
+			c.add(base+".family", "unknown family %q: want one of %s", a.Family, familyList())
+		}
+		c.httpURL(base+".endpoint", a.Endpoint, true)
+		if a.Username == "" {
+			c.add(base+".username", "required")
+		}
+		switch {
+		case a.Password != "" && !cfg.AllowInlineSecrets:
+			c.add(base+".password", "inline passwords are refused: use passwordFile (a file or credential:NAME), or set allowInlineSecrets: true for a throw-away setup")
+		case a.Password != "" && a.PasswordFile != "":
+			c.add(base+".password", "give passwordFile or password, not both")
+		case a.Password == "" && a.PasswordFile == "":
+			c.add(base+".passwordFile", "required")
+		}
+		if a.Insecure && a.CAFile != "" {
+			c.add(base+".insecure", "conflicts with caFile: verify with the CA or skip verification, not both")
+		}
+		if a.RequestTimeout < 100*time.Millisecond || a.RequestTimeout > 10*time.Minute {
+			c.add(base+".requestTimeout", "%v is out of range: want 100ms to 10m", a.RequestTimeout)
+		}
+		c.familyOptions(base, a, root)
+	}
+	return names
+}
+
+func familyList() string {
+	s := make([]string, len(arrayclients.Families))
+	for i, f := range arrayclients.Families {
+		s[i] = string(f)
+	}
+	return strings.Join(s, ", ")
+}
+
+// familyOptions checks the family-specific blocks: only the array's own
+// family's block may appear, and its required fields must be set.
+func (c *checker) familyOptions(base string, a Array, root *yaml.Node) {
+	for _, f := range []arrayclients.Family{arrayclients.PowerFlex, arrayclients.PowerMax, arrayclients.PowerScale, arrayclients.PowerStore} {
+		if f != a.Family && a.Family != "" && lookup(root, base+"."+string(f)) != nil {
+			c.add(base+"."+string(f), "only for family %s; this array is %s", f, a.Family)
+		}
+	}
+	switch a.Family {
+	case arrayclients.PowerFlex:
+		if a.PowerFlex.SystemID == "" && a.PowerFlex.SystemName == "" {
+			c.add(base+".powerflex.systemID", "required: the PowerFlex system ID (or powerflex.systemName)")
+		}
+	case arrayclients.PowerMax:
+		if !symmetrixID.MatchString(a.PowerMax.SymmetrixID) {
+			if a.PowerMax.SymmetrixID == "" {
+				c.add(base+".powermax.symmetrixID", "required: the 12-digit array ID")
+			} else {
+				c.add(base+".powermax.symmetrixID", "invalid ID %q: want 12 digits", a.PowerMax.SymmetrixID)
+			}
+		}
+	case arrayclients.PowerScale:
+		if a.PowerScale.Zone == "" {
+			c.add(base+".powerscale.zone", "must not be empty")
+		}
+	case arrayclients.PowerStore:
+		if m := a.PowerStore.FenceMode; m != FenceModeInitiators && m != FenceModeDetach {
+			c.add(base+".powerstore.fenceMode", "unknown mode %q: want initiators or detach", m)
+		}
+	}
+}
+
+func (c *checker) clusters(cfg *Config, root *yaml.Node, arrays map[string]bool) {
+	where := map[string]string{}
+	for i, cl := range cfg.Clusters {
+		base := fmt.Sprintf("clusters[%d]", i)
+		if c.name(base+".name", cl.Name) {
+			if prev, dup := where[cl.Name]; dup {
+				c.add(base+".name", "duplicate cluster name %q (also %s)", cl.Name, prev)
+			} else {
+				where[cl.Name] = base + ".name"
+			}
+		}
+		if cl.Kubeconfig == "" {
+			c.add(base+".kubeconfig", "required")
+		}
+		c.atLeast(base+".pollInterval", cl.PollInterval, 100*time.Millisecond)
+		c.atLeast(base+".heartbeatGrace", cl.HeartbeatGrace, time.Second)
+		if cl.PollInterval >= cl.HeartbeatGrace && cl.PollInterval > 0 {
+			c.add(base+".pollInterval", "%v is not shorter than heartbeatGrace %v", cl.PollInterval, cl.HeartbeatGrace)
+		}
+		if !slices.Contains(Corroborations(), cl.Corroboration) {
+			c.add(base+".corroboration", "unknown policy %q: want kubelet, array, either, both or none", cl.Corroboration)
+		}
+		c.atLeast(base+".ioWindow", cl.IOWindow, time.Second)
+		if cl.StormLimit.IsZero() {
+			c.add(base+".stormLimit", "required: a count (\"3\") or a percentage (\"33%%\")")
+		}
+		c.atLeast(base+".stormCooldown", cl.StormCooldown, 0)
+		c.atLeast(base+".settlePeriod", cl.SettlePeriod, time.Second)
+		if cl.ProtectionSelector != "" {
+			if _, err := labels.Parse(cl.ProtectionSelector); err != nil {
+				c.add(base+".protectionSelector", "invalid label selector: %v", err)
+			}
+		}
+		seen := map[string]int{}
+		for j, name := range cl.Arrays {
+			p := fmt.Sprintf("%s.arrays[%d]", base, j)
+			switch prev, dup := seen[name]; {
+			case !arrays[name]:
+				c.add(p, "unknown array %q", name)
+			case dup:
+				c.add(p, "array %q listed twice (also %s.arrays[%d])", name, base, prev)
+			default:
+				seen[name] = j
+			}
+		}
+		if len(cl.Arrays) == 0 && (cl.Corroboration == CorroborateArray || cl.Corroboration == CorroborateBoth) {
+			c.add(base+".corroboration", "%q needs arrays: the cluster lists none", cl.Corroboration)
+		}
+		if s := cl.StoragePathLoss; s.Enabled {
+			if len(cl.Arrays) == 0 {
+				c.add(base+".storagePathLoss.enabled", "needs arrays: the cluster lists none")
+			}
+			c.atLeast(base+".storagePathLoss.grace", s.Grace, time.Second)
+			if s.MaxDisconnected.IsZero() {
+				c.add(base+".storagePathLoss.maxDisconnected", "required: a count or a percentage")
+			}
+		}
+		c.nodes(base, cl, root)
+	}
+}
+
+// nodes checks per-node overrides. Array names are checked as the file
+// spells them: the decoder folds map keys to lower case.
+func (c *checker) nodes(base string, cl Cluster, root *yaml.Node) {
+	names := map[string]string{}
+	for j, n := range cl.Nodes {
+		p := fmt.Sprintf("%s.nodes[%d]", base, j)
+		switch {
+		case n.Name == "":
+			c.add(p+".name", "required")
+		case len(validation.IsDNS1123Subdomain(n.Name)) > 0:
+			c.add(p+".name", "invalid node name %q", n.Name)
+		default:
+			if prev, dup := names[n.Name]; dup {
+				c.add(p+".name", "node %q given twice (also %s)", n.Name, prev)
+			}
+			names[n.Name] = p
+		}
+		if len(n.Arrays) == 0 {
+			c.add(p+".arrays", "required: map an array name to the node's identity there")
+		}
+		if m := lookup(root, p+".arrays"); m != nil && m.Kind == yaml.MappingNode {
+			for k := 0; k+1 < len(m.Content); k += 2 {
+				key := m.Content[k].Value
+				kp := p + ".arrays." + key
+				switch {
+				case key != strings.ToLower(key):
+					c.probs = append(c.probs, Problem{Path: kp, Line: m.Content[k].Line, Message: fmt.Sprintf("array names are lower-case: write %q", strings.ToLower(key))})
+				case !slices.Contains(cl.Arrays, key):
+					c.probs = append(c.probs, Problem{Path: kp, Line: m.Content[k].Line, Message: fmt.Sprintf("array %q is not one of this cluster's arrays", key)})
+				case strings.TrimSpace(m.Content[k+1].Value) == "":
+					c.probs = append(c.probs, Problem{Path: kp, Line: m.Content[k].Line, Message: "the identity must not be empty"})
+				}
+			}
+		}
+	}
+}
+
+// files checks that referenced files exist and returns the credential
+// references it could not check.
+func (c *checker) files(cfg *Config, credDir string) []string {
+	var unchecked []string
+	for _, f := range cfg.fileRefs() {
+		ref := *f.ref
+		if ref == "" {
+			continue
+		}
+		if IsCredential(ref) {
+			if _, err := credentialName(ref); err != nil {
+				c.add(f.path, "%v", err)
+				continue
+			}
+			if credDir == "" {
+				unchecked = append(unchecked, ref)
+				continue
+			}
+		}
+		p, err := ResolveFile(ref, credDir)
+		if err != nil {
+			c.add(f.path, "%v", err)
+			continue
+		}
+		if err := checkFile(p); err != nil {
+			c.add(f.path, "%v", err)
+		}
+	}
+	return unchecked
+}
