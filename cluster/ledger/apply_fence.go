@@ -1,0 +1,256 @@
+package ledger
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"sort"
+
+	"github.com/fenced-project/fenced/arrayclients"
+)
+
+// MaxSteps bounds the steps kept in one fence record (the oldest go first).
+const MaxSteps = 100
+
+// lookupFence finds the open record named by ref.
+func lookupFence(s *State, t MessageType, ref fenceRef) (*NodeState, *Fence, error) {
+	n := s.node(ref.Cluster, ref.Node)
+	if n == nil {
+		return nil, nil, fmt.Errorf("%s: %w: node %s/%s", t, ErrNotFound, ref.Cluster, ref.Node)
+	}
+	if n.Fence == nil || n.Fence.ID != ref.FenceID {
+		for _, h := range n.History {
+			if h.ID == ref.FenceID {
+				return nil, nil, fmt.Errorf("%s: %w: fence %s of %s/%s is %s", t, ErrConflict, ref.FenceID,
+					ref.Cluster, ref.Node, h.State)
+			}
+		}
+		return nil, nil, fmt.Errorf("%s: %w: fence %s is not open on %s/%s", t, ErrNotFound, ref.FenceID,
+			ref.Cluster, ref.Node)
+	}
+	return n, n.Fence, nil
+}
+
+func expectState(t MessageType, f *Fence, want FenceState) error {
+	if f.State != want {
+		return fmt.Errorf("%s: %w: fence %s is %s, expected %s", t, ErrConflict, f.ID, f.State, want)
+	}
+	return nil
+}
+
+func sortPlans(plans []arrayclients.Plan) {
+	sort.Slice(plans, func(i, j int) bool { return plans[i].Array < plans[j].Array })
+}
+
+func unionStrings(list, more []string) []string {
+	for _, v := range more {
+		if !slices.Contains(list, v) {
+			list = append(list, v)
+		}
+	}
+	return list
+}
+
+func (f *Fence) plan(array string) (arrayclients.Plan, bool) {
+	for _, p := range f.Plans {
+		if p.Array == array {
+			return p, true
+		}
+	}
+	return arrayclients.Plan{}, false
+}
+
+func applyOpenFence(s *State, index uint64, c *OpenFence) error {
+	n := s.node(c.Cluster, c.Node)
+	if n != nil && n.Fence != nil {
+		return fmt.Errorf("%s: %w: %s/%s already has fence %s in %s", c.Type(), ErrConflict,
+			c.Cluster, c.Node, n.Fence.ID, n.Fence.State)
+	}
+	if c.Origin == OriginVerdict && s.Paused(c.Cluster) {
+		return fmt.Errorf("%s: %w: not opening a fence of %s/%s on a verdict", c.Type(), ErrPaused, c.Cluster, c.Node)
+	}
+	n = s.ensureNode(c.Cluster, c.Node)
+	f := &Fence{
+		ID: FenceID(index), Cluster: c.Cluster, Node: c.Node, Kind: KindFence, Origin: c.Origin,
+		Operator: c.Operator, Reason: c.Reason, State: StateIntent,
+		Identities:      maps.Clone(n.Identities),
+		IdentitiesKnown: !n.IdentitiesAt.IsZero(),
+		Plans:           slices.Clone(c.Plans),
+		Results:         map[string]*ArrayResult{},
+		PodUIDs:         unionStrings(nil, c.PodUIDs),
+		BootID:          c.BootID,
+		Steps: []Step{{To: StateIntent, Term: c.Term, Index: index, At: c.At, By: c.By,
+			Operator: c.Operator, Note: c.Reason}},
+		OpenedAt:  c.At,
+		UpdatedAt: c.At,
+	}
+	sortPlans(f.Plans)
+	n.Fence = f
+	if c.Origin == OriginOperator {
+		s.recordAction(index, Action{At: c.At, Operator: c.Operator, Action: "fence", Reason: c.Reason,
+			Cluster: c.Cluster, Node: c.Node, FenceID: f.ID})
+	}
+	return nil
+}
+
+func applyAmendFence(s *State, index uint64, c *AmendFence) error {
+	_, f, err := lookupFence(s, c.Type(), fenceRef{c.Cluster, c.Node, c.FenceID})
+	if err != nil {
+		return err
+	}
+	if err := expectState(c.Type(), f, c.Expect); err != nil {
+		return err
+	}
+	for _, p := range c.Plans {
+		if r := f.Results[p.Array]; r != nil && r.Attempts > 0 {
+			return fmt.Errorf("%s: %w: fence %s already operated on array %s with its plan", c.Type(),
+				ErrConflict, f.ID, p.Array)
+		}
+	}
+	for _, p := range c.Plans {
+		f.Plans = slices.DeleteFunc(f.Plans, func(old arrayclients.Plan) bool { return old.Array == p.Array })
+		f.Plans = append(f.Plans, p)
+	}
+	sortPlans(f.Plans)
+	f.PodUIDs = unionStrings(f.PodUIDs, c.PodUIDs)
+	f.UpdatedAt = c.At
+	return nil
+}
+
+// guardStep checks the conditions of a step beyond Allowed.
+func guardStep(s *State, f *Fence, c *FenceStep) error {
+	t := c.Type()
+	switch c.To {
+	case StateFencing:
+		if f.Kind != KindFence {
+			return fmt.Errorf("%s: %w: fence %s is recovering; it cannot fence again", t, ErrBadTransition, f.ID)
+		}
+		if f.Origin == OriginVerdict && c.Operator == "" && s.Paused(f.Cluster) {
+			return fmt.Errorf("%s: %w: not fencing %s/%s on a verdict", t, ErrPaused, f.Cluster, f.Node)
+		}
+	case StateFenced:
+		if !f.IdentitiesKnown {
+			return fmt.Errorf("%s: %w: identities of %s/%s were never learned; fence %s cannot be proven",
+				t, ErrBadTransition, f.Cluster, f.Node, f.ID)
+		}
+		arrays := slices.Collect(maps.Keys(f.Identities))
+		for _, p := range f.Plans {
+			arrays = append(arrays, p.Array)
+		}
+		slices.Sort(arrays)
+		for _, a := range slices.Compact(arrays) {
+			if _, ok := f.plan(a); !ok {
+				return fmt.Errorf("%s: %w: fence %s has no plan for array %s", t, ErrBadTransition, f.ID, a)
+			}
+			if r := f.Results[a]; r == nil || !r.Verified {
+				return fmt.Errorf("%s: %w: fence %s is not verified on array %s", t, ErrBadTransition, f.ID, a)
+			}
+		}
+	case StateRestored:
+		for _, p := range f.Plans {
+			if r := f.Results[p.Array]; r == nil || !r.RestoreVerified {
+				return fmt.Errorf("%s: %w: fence %s is not verified restored on array %s", t,
+					ErrBadTransition, f.ID, p.Array)
+			}
+		}
+	case StateClosed:
+		if c.From == StateFailed && c.Operator == "" {
+			return fmt.Errorf("%s: %w: only an operator closes failed fence %s", t, ErrBadTransition, f.ID)
+		}
+	}
+	return nil
+}
+
+func applyFenceStep(s *State, index uint64, c *FenceStep) error {
+	n, f, err := lookupFence(s, c.Type(), fenceRef{c.Cluster, c.Node, c.FenceID})
+	if err != nil {
+		return err
+	}
+	if err := expectState(c.Type(), f, c.From); err != nil {
+		return err
+	}
+	if last := f.Steps[len(f.Steps)-1]; last.Term > c.Term {
+		return fmt.Errorf("%s: %w: fence %s stepped in term %d, this step is of term %d", c.Type(),
+			ErrStaleTerm, f.ID, last.Term, c.Term)
+	}
+	if !Allowed(c.From, c.To) {
+		return fmt.Errorf("%s: %w: fence %s from %s to %s", c.Type(), ErrBadTransition, f.ID, c.From, c.To)
+	}
+	if err := guardStep(s, f, c); err != nil {
+		return err
+	}
+
+	switch c.To {
+	case StateFencing:
+		if c.From == StateFailed {
+			for _, r := range f.Results { // a retry proves the fence again
+				r.Verified = false
+			}
+		}
+	case StateUnfenceIntent:
+		f.Kind = KindUnfence
+		if c.BootID != "" {
+			f.UnfenceBootID = c.BootID
+		}
+	case StateFailed, StateAborted:
+		f.FailReason = c.Note
+	}
+	f.State = c.To
+	f.UpdatedAt = c.At
+	f.Steps = appendBounded(f.Steps, Step{From: c.From, To: c.To, Term: c.Term, Index: index, At: c.At,
+		By: c.By, Operator: c.Operator, Note: c.Note}, MaxSteps)
+	if c.Operator != "" {
+		s.recordAction(index, Action{At: c.At, Operator: c.Operator, Action: string(c.To), Reason: c.Note,
+			Cluster: c.Cluster, Node: c.Node, FenceID: f.ID})
+	}
+	if Terminal(c.To) {
+		n.History = appendBounded(n.History, f, MaxHistory)
+		n.Fence = nil
+	}
+	return nil
+}
+
+func applyArrayResult(s *State, c *RecordArrayResult) error {
+	_, f, err := lookupFence(s, c.Type(), fenceRef{c.Cluster, c.Node, c.FenceID})
+	if err != nil {
+		return err
+	}
+	if err := expectState(c.Type(), f, c.Expect); err != nil {
+		return err
+	}
+	if _, ok := f.plan(c.Array); !ok {
+		return fmt.Errorf("%s: %w: fence %s has no plan for array %s", c.Type(), ErrNotFound, f.ID, c.Array)
+	}
+	if f.Results == nil {
+		f.Results = map[string]*ArrayResult{}
+	}
+	r := f.Results[c.Array]
+	if r == nil {
+		r = &ArrayResult{Array: c.Array}
+		f.Results[c.Array] = r
+	}
+	r.Attempts++
+	r.LastOp, r.LastTerm, r.LastAt = c.Op, c.Term, c.At
+	f.UpdatedAt = c.At
+	if !c.OK {
+		r.Failures++
+		r.LastError = c.Error
+		return nil
+	}
+	r.LastError = ""
+	switch c.Op {
+	case OpApply:
+		r.Applied = true
+	case OpVerify:
+		v := *c.Verification
+		r.Verification = &v
+		r.Verified = v.Fenced
+	case OpUndo:
+		r.Undone = true
+	case OpVerifyRestore:
+		v := *c.Verification
+		r.Verification = &v
+		r.RestoreVerified = v.Restored
+	}
+	return nil
+}

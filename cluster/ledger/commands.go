@@ -1,0 +1,285 @@
+package ledger
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/fenced-project/fenced/arrayclients"
+)
+
+// MessageType is the first byte of every command. Values are append-only:
+// a retired type keeps its number and stays decodable.
+type MessageType uint8
+
+// IgnorableFlag marks a type that a replica which does not know it may skip.
+const IgnorableFlag MessageType = 0x80
+
+// Command types.
+const (
+	TypeLeaderEpoch       MessageType = 1
+	TypeSetIdentities     MessageType = 2
+	TypeOpenFence         MessageType = 3
+	TypeAmendFence        MessageType = 4
+	TypeFenceStep         MessageType = 5
+	TypeRecordArrayResult MessageType = 6
+	TypeSetPause          MessageType = 7
+	TypeObserve           MessageType = 8
+	TypeOperatorNote      MessageType = 9
+	TypeForgetNode        MessageType = 10
+)
+
+// Version is the highest command body version this ledger understands.
+const Version = 1
+
+// MaxCommandSize bounds an encoded command.
+const MaxCommandSize = 512 << 10
+
+var typeNames = map[MessageType]string{
+	TypeLeaderEpoch:       "leader-epoch",
+	TypeSetIdentities:     "set-identities",
+	TypeOpenFence:         "open-fence",
+	TypeAmendFence:        "amend-fence",
+	TypeFenceStep:         "fence-step",
+	TypeRecordArrayResult: "record-array-result",
+	TypeSetPause:          "set-pause",
+	TypeObserve:           "observe",
+	TypeOperatorNote:      "operator-note",
+	TypeForgetNode:        "forget-node",
+}
+
+// String names the type for logs.
+func (t MessageType) String() string {
+	if n, ok := typeNames[t]; ok {
+		return n
+	}
+	return fmt.Sprintf("type-%d", uint8(t))
+}
+
+// Meta is carried by every command.
+type Meta struct {
+	// V is the body version, 1..Version.
+	V int `json:"v"`
+	// Term is the term of the leader that composed the command. Apply
+	// refuses the command unless it equals the term of its log entry.
+	Term uint64 `json:"term"`
+	// At is when the leader composed the command; it is the time recorded
+	// for every change the command makes.
+	At time.Time `json:"at"`
+	// By is the replica ID of the leader that composed it.
+	By string `json:"by"`
+}
+
+func (m *Meta) meta() *Meta { return m }
+
+// Command is a ledger command. The implementations are the types below.
+type Command interface {
+	// Type is the command's type byte.
+	Type() MessageType
+	// Validate checks the fields that do not depend on the ledger state.
+	Validate() error
+	meta() *Meta
+}
+
+// LeaderEpoch is written by a new leader once it has caught up. It records
+// the leadership and confirms the term the leader will write with.
+type LeaderEpoch struct {
+	Meta
+	LedgerVersion int `json:"ledgerVersion"`
+}
+
+// SetIdentities records a healthy node's identities on the arrays and its
+// boot ID. It replaces the node's previous identity set.
+type SetIdentities struct {
+	Meta
+	Cluster    string                           `json:"cluster"`
+	Node       string                           `json:"node"`
+	BootID     string                           `json:"bootID"`
+	Identities map[string]arrayclients.Identity `json:"identities"`
+}
+
+// OpenFence opens a fence record in state intent. The node must have no open
+// record. The record's ID is FenceID(index of this entry).
+type OpenFence struct {
+	Meta
+	Cluster  string `json:"cluster"`
+	Node     string `json:"node"`
+	Origin   Origin `json:"origin"`
+	Operator string `json:"operator,omitempty"`
+	Reason   string `json:"reason"`
+	// BootID is the node's boot ID at fence time.
+	BootID string `json:"bootID,omitempty"`
+	// PodUIDs are the pods on the node before the fence.
+	PodUIDs []string `json:"podUIDs,omitempty"`
+	// Plans may be given now or later with AmendFence.
+	Plans []arrayclients.Plan `json:"plans,omitempty"`
+}
+
+// AmendFence adds plans (for arrays that have none yet, or replaces one not
+// applied yet) and pod UIDs to a record in intent or fencing.
+type AmendFence struct {
+	Meta
+	Cluster string              `json:"cluster"`
+	Node    string              `json:"node"`
+	FenceID string              `json:"fenceID"`
+	Expect  FenceState          `json:"expect"`
+	Plans   []arrayclients.Plan `json:"plans,omitempty"`
+	PodUIDs []string            `json:"podUIDs,omitempty"`
+}
+
+// FenceStep moves a fence record from one state to another.
+type FenceStep struct {
+	Meta
+	Cluster string     `json:"cluster"`
+	Node    string     `json:"node"`
+	FenceID string     `json:"fenceID"`
+	From    FenceState `json:"from"`
+	To      FenceState `json:"to"`
+	// Operator is set when an operator asked for the step.
+	Operator string `json:"operator,omitempty"`
+	// Note is the reason (required for failed, aborted and operator steps).
+	Note string `json:"note,omitempty"`
+	// BootID is the node's new boot ID when moving to unfence-intent.
+	BootID string `json:"bootID,omitempty"`
+}
+
+// RecordArrayResult records the outcome of one operation on one array of a
+// fence record. The record must be in Expect, which must be fencing for
+// apply and verify and unfence-intent for undo and verify-restore.
+type RecordArrayResult struct {
+	Meta
+	Cluster string     `json:"cluster"`
+	Node    string     `json:"node"`
+	FenceID string     `json:"fenceID"`
+	Expect  FenceState `json:"expect"`
+	Array   string     `json:"array"`
+	Op      ArrayOp    `json:"op"`
+	OK      bool       `json:"ok"`
+	Error   string     `json:"error,omitempty"`
+	// Verification is required for verify and verify-restore when OK.
+	Verification *arrayclients.Verification `json:"verification,omitempty"`
+}
+
+// SetPause sets or clears the pause flag of a cluster, or the global one
+// when Cluster is empty.
+type SetPause struct {
+	Meta
+	Cluster  string `json:"cluster,omitempty"`
+	Paused   bool   `json:"paused"`
+	Operator string `json:"operator"`
+	Reason   string `json:"reason"`
+}
+
+// Observe records what a replica observes of a subject. It changes the
+// ledger only when OK differs from the recorded value (changes only).
+type Observe struct {
+	Meta
+	Replica string    `json:"replica"`
+	Cluster string    `json:"cluster"`
+	Node    string    `json:"node,omitempty"`
+	Probe   string    `json:"probe"`
+	OK      bool      `json:"ok"`
+	Since   time.Time `json:"since"`
+	Detail  string    `json:"detail,omitempty"`
+}
+
+// OperatorNote records an operator action that has no other command, such
+// as acknowledging a failed fence.
+type OperatorNote struct {
+	Meta
+	Cluster  string `json:"cluster,omitempty"`
+	Node     string `json:"node,omitempty"`
+	FenceID  string `json:"fenceID,omitempty"`
+	Operator string `json:"operator"`
+	Action   string `json:"action"`
+	Reason   string `json:"reason"`
+}
+
+// ForgetNode removes a node that has no open fence record (for example after
+// it was deleted from its cluster), with its observations.
+type ForgetNode struct {
+	Meta
+	Cluster  string `json:"cluster"`
+	Node     string `json:"node"`
+	Operator string `json:"operator,omitempty"`
+	Reason   string `json:"reason"`
+}
+
+// Type implementations.
+func (*LeaderEpoch) Type() MessageType       { return TypeLeaderEpoch }
+func (*SetIdentities) Type() MessageType     { return TypeSetIdentities }
+func (*OpenFence) Type() MessageType         { return TypeOpenFence }
+func (*AmendFence) Type() MessageType        { return TypeAmendFence }
+func (*FenceStep) Type() MessageType         { return TypeFenceStep }
+func (*RecordArrayResult) Type() MessageType { return TypeRecordArrayResult }
+func (*SetPause) Type() MessageType          { return TypeSetPause }
+func (*Observe) Type() MessageType           { return TypeObserve }
+func (*OperatorNote) Type() MessageType      { return TypeOperatorNote }
+func (*ForgetNode) Type() MessageType        { return TypeForgetNode }
+
+// newCommand returns an empty command of type t, or nil for an unknown type.
+func newCommand(t MessageType) Command {
+	switch t {
+	case TypeLeaderEpoch:
+		return &LeaderEpoch{}
+	case TypeSetIdentities:
+		return &SetIdentities{}
+	case TypeOpenFence:
+		return &OpenFence{}
+	case TypeAmendFence:
+		return &AmendFence{}
+	case TypeFenceStep:
+		return &FenceStep{}
+	case TypeRecordArrayResult:
+		return &RecordArrayResult{}
+	case TypeSetPause:
+		return &SetPause{}
+	case TypeObserve:
+		return &Observe{}
+	case TypeOperatorNote:
+		return &OperatorNote{}
+	case TypeForgetNode:
+		return &ForgetNode{}
+	}
+	return nil
+}
+
+// Encode validates a command and encodes it as its type byte followed by
+// its JSON body.
+func Encode(c Command) ([]byte, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	body, err := json.Marshal(c)
+	if err != nil {
+		return nil, fmt.Errorf("encode %s: %w", c.Type(), err)
+	}
+	buf := make([]byte, 0, len(body)+1)
+	buf = append(buf, byte(c.Type()))
+	buf = append(buf, body...)
+	if len(buf) > MaxCommandSize {
+		return nil, fmt.Errorf("encode %s: %w: %d bytes exceeds %d", c.Type(), ErrInvalid, len(buf), MaxCommandSize)
+	}
+	return buf, nil
+}
+
+// Decode decodes and validates an encoded command. An unknown type yields
+// ErrUnknownType; the caller decides whether its IgnorableFlag bit lets it
+// be skipped.
+func Decode(buf []byte) (Command, error) {
+	if len(buf) == 0 {
+		return nil, fmt.Errorf("%w: empty entry", ErrInvalid)
+	}
+	t := MessageType(buf[0])
+	c := newCommand(t)
+	if c == nil {
+		return nil, fmt.Errorf("%w: %d", ErrUnknownType, uint8(t))
+	}
+	if err := json.Unmarshal(buf[1:], c); err != nil {
+		return nil, fmt.Errorf("%w: decode %s: %v", ErrInvalid, t, err)
+	}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}

@@ -1,0 +1,279 @@
+package ledger
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/fenced-project/fenced/arrayclients"
+)
+
+// maxName bounds names (clusters, nodes, arrays, replicas, probes, IDs).
+const maxName = 253
+
+// maxText bounds free text (reasons, notes, errors, details).
+const maxText = 4096
+
+func invalid(t MessageType, format string, args ...any) error {
+	return fmt.Errorf("%w: %s: %s", ErrInvalid, t, fmt.Sprintf(format, args...))
+}
+
+func checkName(t MessageType, field, v string, required bool) error {
+	if v == "" {
+		if required {
+			return invalid(t, "%s is required", field)
+		}
+		return nil
+	}
+	if len(v) > maxName {
+		return invalid(t, "%s is longer than %d bytes", field, maxName)
+	}
+	if strings.ContainsAny(v, "/\x00\n\r\t") {
+		return invalid(t, "%s %q contains a slash or a control character", field, v)
+	}
+	return nil
+}
+
+// checkOperator checks an operator's name, which may hold slashes (a
+// certificate subject, a service account).
+func checkOperator(t MessageType, field, v string, required bool) error {
+	if v == "" && required {
+		return invalid(t, "%s is required", field)
+	}
+	if len(v) > maxName {
+		return invalid(t, "%s is longer than %d bytes", field, maxName)
+	}
+	if strings.ContainsAny(v, "\x00\n\r") {
+		return invalid(t, "%s %q contains a control character", field, v)
+	}
+	return nil
+}
+
+func checkText(t MessageType, field, v string, required bool) error {
+	if v == "" && required {
+		return invalid(t, "%s is required", field)
+	}
+	if len(v) > maxText {
+		return invalid(t, "%s is longer than %d bytes", field, maxText)
+	}
+	return nil
+}
+
+func (m *Meta) validate(t MessageType) error {
+	switch {
+	case m.V < 1:
+		return invalid(t, "v is required")
+	case m.V > Version:
+		return fmt.Errorf("%w: %s: v %d, this ledger understands up to %d", ErrUnsupportedVersion, t, m.V, Version)
+	case m.Term == 0:
+		return invalid(t, "term is required")
+	case m.At.IsZero():
+		return invalid(t, "at is required")
+	}
+	return checkName(t, "by", m.By, true)
+}
+
+func firstErr(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Validate implements Command.
+func (c *LeaderEpoch) Validate() error {
+	if err := c.Meta.validate(c.Type()); err != nil {
+		return err
+	}
+	if c.LedgerVersion < 1 {
+		return invalid(c.Type(), "ledgerVersion is required")
+	}
+	return nil
+}
+
+// Validate implements Command.
+func (c *SetIdentities) Validate() error {
+	t := c.Type()
+	if err := firstErr(c.Meta.validate(t), checkName(t, "cluster", c.Cluster, true),
+		checkName(t, "node", c.Node, true), checkName(t, "bootID", c.BootID, false)); err != nil {
+		return err
+	}
+	for array, id := range c.Identities {
+		if err := checkName(t, "identities key", array, true); err != nil {
+			return err
+		}
+		if id.Array != array {
+			return invalid(t, "identity under %q names array %q", array, id.Array)
+		}
+		if id.Node != c.Node {
+			return invalid(t, "identity on %q names node %q, not %q", array, id.Node, c.Node)
+		}
+	}
+	return nil
+}
+
+func validatePlans(t MessageType, node string, plans []arrayclients.Plan) error {
+	seen := map[string]bool{}
+	for i, p := range plans {
+		if err := checkName(t, fmt.Sprintf("plans[%d].array", i), p.Array, true); err != nil {
+			return err
+		}
+		if seen[p.Array] {
+			return invalid(t, "plans name array %q twice", p.Array)
+		}
+		seen[p.Array] = true
+		if p.Identity.Array != p.Array {
+			return invalid(t, "plans[%d] for %q holds an identity on %q", i, p.Array, p.Identity.Array)
+		}
+		if p.Identity.Node != node {
+			return invalid(t, "plans[%d] is for node %q, not %q", i, p.Identity.Node, node)
+		}
+	}
+	return nil
+}
+
+func validatePods(t MessageType, uids []string) error {
+	for i, uid := range uids {
+		if err := checkName(t, fmt.Sprintf("podUIDs[%d]", i), uid, true); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Validate implements Command.
+func (c *OpenFence) Validate() error {
+	t := c.Type()
+	if err := firstErr(c.Meta.validate(t), checkName(t, "cluster", c.Cluster, true),
+		checkName(t, "node", c.Node, true), checkText(t, "reason", c.Reason, true),
+		checkName(t, "bootID", c.BootID, false), validatePods(t, c.PodUIDs),
+		validatePlans(t, c.Node, c.Plans)); err != nil {
+		return err
+	}
+	switch c.Origin {
+	case OriginVerdict:
+		return checkOperator(t, "operator", c.Operator, false)
+	case OriginOperator:
+		return checkOperator(t, "operator", c.Operator, true)
+	}
+	return invalid(t, "origin %q is not verdict or operator", c.Origin)
+}
+
+// fenceRef names a fence record.
+type fenceRef struct {
+	Cluster, Node, FenceID string
+}
+
+func (c *fenceRef) validate(t MessageType) error {
+	return firstErr(checkName(t, "cluster", c.Cluster, true), checkName(t, "node", c.Node, true),
+		checkName(t, "fenceID", c.FenceID, true))
+}
+
+// Validate implements Command.
+func (c *AmendFence) Validate() error {
+	t := c.Type()
+	ref := fenceRef{c.Cluster, c.Node, c.FenceID}
+	if err := firstErr(c.Meta.validate(t), ref.validate(t), validatePods(t, c.PodUIDs),
+		validatePlans(t, c.Node, c.Plans)); err != nil {
+		return err
+	}
+	if c.Expect != StateIntent && c.Expect != StateFencing {
+		return invalid(t, "expect %q: plans can be amended only in intent or fencing", c.Expect)
+	}
+	if len(c.Plans) == 0 && len(c.PodUIDs) == 0 {
+		return invalid(t, "nothing to amend")
+	}
+	return nil
+}
+
+// Validate implements Command.
+func (c *FenceStep) Validate() error {
+	t := c.Type()
+	ref := fenceRef{c.Cluster, c.Node, c.FenceID}
+	if err := firstErr(c.Meta.validate(t), ref.validate(t), checkOperator(t, "operator", c.Operator, false),
+		checkText(t, "note", c.Note, false), checkName(t, "bootID", c.BootID, false)); err != nil {
+		return err
+	}
+	if !knownState(c.From) {
+		return invalid(t, "from %q is not a fence state", c.From)
+	}
+	if !knownState(c.To) {
+		return invalid(t, "to %q is not a fence state", c.To)
+	}
+	if (c.To == StateFailed || c.To == StateAborted || c.Operator != "") && c.Note == "" {
+		return invalid(t, "note is required for a step to %s or by an operator", c.To)
+	}
+	return nil
+}
+
+// Validate implements Command.
+func (c *RecordArrayResult) Validate() error {
+	t := c.Type()
+	ref := fenceRef{c.Cluster, c.Node, c.FenceID}
+	if err := firstErr(c.Meta.validate(t), ref.validate(t), checkName(t, "array", c.Array, true),
+		checkText(t, "error", c.Error, false)); err != nil {
+		return err
+	}
+	want, ok := opState[c.Op]
+	if !ok {
+		return invalid(t, "op %q is not apply, verify, undo or verify-restore", c.Op)
+	}
+	if c.Expect != want {
+		return invalid(t, "op %s is recorded in %s, not %q", c.Op, want, c.Expect)
+	}
+	if c.OK && c.Error != "" {
+		return invalid(t, "error given for a successful %s", c.Op)
+	}
+	if !c.OK && c.Error == "" {
+		return invalid(t, "error is required for a failed %s", c.Op)
+	}
+	if c.OK && (c.Op == OpVerify || c.Op == OpVerifyRestore) && c.Verification == nil {
+		return invalid(t, "verification is required for %s", c.Op)
+	}
+	return nil
+}
+
+// Validate implements Command.
+func (c *SetPause) Validate() error {
+	t := c.Type()
+	return firstErr(c.Meta.validate(t), checkName(t, "cluster", c.Cluster, false),
+		checkOperator(t, "operator", c.Operator, true), checkText(t, "reason", c.Reason, true))
+}
+
+// Validate implements Command.
+func (c *Observe) Validate() error {
+	t := c.Type()
+	if err := firstErr(c.Meta.validate(t), checkName(t, "replica", c.Replica, true),
+		checkName(t, "cluster", c.Cluster, true), checkName(t, "node", c.Node, false),
+		checkName(t, "probe", c.Probe, true), checkText(t, "detail", c.Detail, false)); err != nil {
+		return err
+	}
+	if c.Since.IsZero() {
+		return invalid(t, "since is required")
+	}
+	return nil
+}
+
+// Validate implements Command.
+func (c *OperatorNote) Validate() error {
+	t := c.Type()
+	if err := firstErr(c.Meta.validate(t), checkName(t, "cluster", c.Cluster, false),
+		checkName(t, "node", c.Node, false), checkName(t, "fenceID", c.FenceID, false),
+		checkOperator(t, "operator", c.Operator, true), checkName(t, "action", c.Action, true),
+		checkText(t, "reason", c.Reason, true)); err != nil {
+		return err
+	}
+	if c.Node != "" && c.Cluster == "" {
+		return invalid(t, "node %q given without its cluster", c.Node)
+	}
+	return nil
+}
+
+// Validate implements Command.
+func (c *ForgetNode) Validate() error {
+	t := c.Type()
+	return firstErr(c.Meta.validate(t), checkName(t, "cluster", c.Cluster, true),
+		checkName(t, "node", c.Node, true), checkOperator(t, "operator", c.Operator, false),
+		checkText(t, "reason", c.Reason, true))
+}
