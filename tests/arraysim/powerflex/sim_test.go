@@ -1,0 +1,397 @@
+package powerflex_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	sio "github.com/dell/goscaleio"
+	siotypes "github.com/dell/goscaleio/types/v1"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/fenced-project/fenced/tests/arraysim/fixture"
+	"github.com/fenced-project/fenced/tests/arraysim/powerflex"
+	"github.com/fenced-project/fenced/tests/arraysim/simcore"
+)
+
+const testFixture = `
+nodes:
+  - {name: worker-1, ip: 127.0.10.1, sdcGUID: 6A1B0001-0000-4000-8000-000000000001}
+  - {name: worker-2, ip: 127.0.10.2, sdcGUID: 6A1B0002-0000-4000-8000-000000000002}
+  - {name: worker-3, ip: 127.0.10.3}
+arrays:
+  - name: pflex-1
+    family: powerflex
+    spec:
+      systems: [{id: 1a2b3c4d5e6f7a8b, name: sys-1}]
+      perNode: {volumes: 3, limitIops: 500, limitBwInMbps: 10}
+      volumes:
+        - name: shared-vol
+          mappings:
+            - {sdc: worker-1, accessMode: ReadOnly}
+            - {sdc: worker-2, accessMode: ReadOnly}
+`
+
+type bed struct {
+	sim    *powerflex.Sim
+	srv    *simcore.Server
+	url    string
+	caFile string
+	fx     *fixture.Fixture
+}
+
+func newBed(t *testing.T, useTLS bool) *bed {
+	t.Helper()
+	fx, err := fixture.Parse([]byte(testFixture))
+	require.NoError(t, err)
+	sim, err := powerflex.New(&fx.Arrays[0].Spec, fx.Nodes)
+	require.NoError(t, err)
+	srv := simcore.New("pflex-1", sim, nil)
+	l, err := simcore.Serve(srv, "127.0.0.1:0", useTLS, t.TempDir())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = l.Close() })
+	return &bed{sim: sim, srv: srv, url: l.URL, caFile: l.CAFile, fx: fx}
+}
+
+// client logs a real goscaleio client in. goscaleio keeps its version
+// header in a package variable, so tests create clients one at a time.
+func (b *bed) client(t *testing.T) *sio.Client {
+	t.Helper()
+	c, err := sio.NewClientWithArgs(b.url, "", 5, false, false, b.caFile)
+	require.NoError(t, err)
+	user, pass := b.sim.Credentials()
+	_, err = c.Authenticate(&sio.ConfigConnect{Endpoint: b.url, Username: user, Password: pass})
+	require.NoError(t, err)
+	return c
+}
+
+func system(t *testing.T, c *sio.Client) *sio.System {
+	t.Helper()
+	sys, err := c.FindSystem("1a2b3c4d5e6f7a8b", "", "")
+	require.NoError(t, err)
+	return sys
+}
+
+func requireSioError(t *testing.T, err error, status int, msgPart string) {
+	t.Helper()
+	require.Error(t, err)
+	var e *siotypes.Error
+	require.True(t, errors.As(err, &e), "want *types.Error, got %T: %v", err, err)
+	assert.Equal(t, status, e.HTTPStatusCode)
+	assert.Contains(t, e.Message, msgPart)
+}
+
+func TestFenceRoundTripWithRealClient(t *testing.T) {
+	for _, useTLS := range []bool{false, true} {
+		t.Run(map[bool]string{false: "http", true: "https"}[useTLS], func(t *testing.T) {
+			b := newBed(t, useTLS)
+			before := b.sim.State()
+			c := b.client(t)
+			assert.Equal(t, "4.5", c.GetConfigConnect().Version)
+			sys := system(t, c)
+
+			n, _ := b.fx.Node("worker-1")
+			sdc, err := sys.FindSdc("SdcGUID", n.CSINodeIDs("")[fixture.DriverPowerFlex])
+			require.NoError(t, err)
+			assert.Equal(t, "worker-1", sdc.Sdc.Name)
+			assert.Equal(t, "Connected", sdc.Sdc.MdmConnectionState)
+			assert.Equal(t, []string{"127.0.10.1"}, sdc.Sdc.SdcIPs)
+			id, err := sys.GetSdcIDByIP("127.0.10.1")
+			require.NoError(t, err)
+			assert.Equal(t, sdc.Sdc.ID, id)
+
+			vols, err := sdc.GetVolume()
+			require.NoError(t, err)
+			require.Len(t, vols, 4, "three own volumes and the shared one")
+			type rec struct {
+				vol, mode string
+				iops, bw  int
+			}
+			var plan []rec
+			for _, v := range vols {
+				for _, m := range v.MappedSdcInfo {
+					if m.SdcID == sdc.Sdc.ID {
+						plan = append(plan, rec{v.ID, m.AccessMode, m.LimitIops, m.LimitBwInMbps})
+					}
+				}
+			}
+			require.Len(t, plan, 4)
+
+			stats, err := sdc.GetStatistics()
+			require.NoError(t, err)
+			assert.Positive(t, stats.UserDataReadBwc.NumOccured+stats.UserDataWriteBwc.NumOccured)
+
+			for _, p := range plan {
+				v := sio.NewVolume(c)
+				v.Volume.ID = p.vol
+				require.NoError(t, v.UnmapVolumeSdc(&siotypes.UnmapVolumeSdcParam{SdcID: sdc.Sdc.ID, IgnoreScsiInitiators: "TRUE"}))
+			}
+			vols, err = sdc.GetVolume()
+			require.NoError(t, err)
+			assert.Empty(t, vols, "fenced: nothing mapped")
+			other, _ := b.sim.SDCID("worker-2")
+			assert.Len(t, b.sim.MappedVolumes(other), 4, "worker-2 untouched")
+
+			for _, p := range plan {
+				v := sio.NewVolume(c)
+				v.Volume.ID = p.vol
+				require.NoError(t, v.MapVolumeSdc(&siotypes.MapVolumeSdcParam{SdcID: sdc.Sdc.ID, AllowMultipleMappings: "TRUE", AccessMode: p.mode}))
+				if p.iops != 0 || p.bw != 0 {
+					require.NoError(t, v.SetMappedSdcLimits(&siotypes.SetMappedSdcLimitsParam{
+						SdcID: sdc.Sdc.ID, IopsLimit: strconv.Itoa(p.iops), BandwidthLimitInKbps: strconv.Itoa(p.bw * 1024),
+					}))
+				}
+			}
+			assert.Equal(t, before, b.sim.State(), "unfence restores the exact state")
+			assert.Len(t, b.srv.AuditWrites(), 4+4+3)
+		})
+	}
+}
+
+func TestRepeatsBehaveLikeTheArray(t *testing.T) {
+	b := newBed(t, false)
+	c := b.client(t)
+	sdcID, _ := b.sim.SDCID("worker-1")
+	volID, ok := b.sim.VolumeID("worker-1-vol-0")
+	require.True(t, ok)
+	v := sio.NewVolume(c)
+	v.Volume.ID = volID
+
+	err := v.MapVolumeSdc(&siotypes.MapVolumeSdcParam{SdcID: sdcID, AllowMultipleMappings: "TRUE", AccessMode: "ReadWrite"})
+	requireSioError(t, err, 500, "already mapped to this SDC")
+
+	require.NoError(t, v.UnmapVolumeSdc(&siotypes.UnmapVolumeSdcParam{SdcID: sdcID, IgnoreScsiInitiators: "TRUE"}))
+	err = v.UnmapVolumeSdc(&siotypes.UnmapVolumeSdcParam{SdcID: sdcID, IgnoreScsiInitiators: "TRUE"})
+	requireSioError(t, err, 500, "not mapped to SDC")
+
+	err = v.SetMappedSdcLimits(&siotypes.SetMappedSdcLimitsParam{SdcID: sdcID, IopsLimit: "10"})
+	requireSioError(t, err, 500, "not mapped to SDC")
+
+	other, _ := b.sim.SDCID("worker-2")
+	err = v.MapVolumeSdc(&siotypes.MapVolumeSdcParam{SdcID: sdcID, AccessMode: "ReadWrite"})
+	require.NoError(t, err, "first mapping needs no allowMultipleMappings")
+	err = v.MapVolumeSdc(&siotypes.MapVolumeSdcParam{SdcID: other, AccessMode: "ReadWrite"})
+	requireSioError(t, err, 500, "Only a single SDC")
+
+	err = v.SetMappedSdcLimits(&siotypes.SetMappedSdcLimitsParam{SdcID: sdcID, BandwidthLimitInKbps: "1000"})
+	requireSioError(t, err, 500, "multiple of 1024")
+	assert.Len(t, b.srv.AuditWrites(), 2, "failed actions change nothing")
+}
+
+func TestNotFoundAndBadRequest(t *testing.T) {
+	b := newBed(t, false)
+	c := b.client(t)
+	sys := system(t, c)
+
+	_, err := sys.GetSdcByID("00000000deadbeef")
+	requireSioError(t, err, 500, "Could not find the SDC")
+	_, err = sys.GetSdcIDByIP("127.9.9.9")
+	requireSioError(t, err, 500, "Could not find the SDC")
+	_, err = sys.FindSdc("SdcGUID", "no-such-guid")
+	require.EqualError(t, err, "Couldn't find SDC")
+
+	v := sio.NewVolume(c)
+	v.Volume.ID = "00000000deadbeef"
+	err = v.UnmapVolumeSdc(&siotypes.UnmapVolumeSdcParam{SdcID: "x"})
+	requireSioError(t, err, 500, "Could not find the volume")
+
+	_, err = c.FindSystem("ffffffffffffffff", "nope", "")
+	require.Error(t, err)
+
+	sdcID, _ := b.sim.SDCID("worker-1")
+	v.Volume.ID, _ = b.sim.VolumeID("worker-2-vol-0")
+	err = v.MapVolumeSdc(&siotypes.MapVolumeSdcParam{SdcID: sdcID, AllowMultipleMappings: "TRUE", AccessMode: "Bogus"})
+	requireSioError(t, err, 400, "Request message is not valid")
+	assert.Empty(t, b.srv.AuditWrites())
+}
+
+func TestAuthentication(t *testing.T) {
+	b := newBed(t, false)
+	c, err := sio.NewClientWithArgs(b.url, "", 5, true, false, "")
+	require.NoError(t, err)
+	_, err = c.Authenticate(&sio.ConfigConnect{Endpoint: b.url, Username: "admin", Password: "wrong"})
+	requireSioError(t, err, 401, "Unauthorized")
+	assert.Equal(t, 0, b.sim.Logins())
+
+	c = b.client(t)
+	require.Equal(t, 1, b.sim.Logins())
+	sys := system(t, c)
+	b.sim.ExpireSessions()
+	sdcs, err := sys.GetSdc()
+	require.NoError(t, err, "a 401 with a JSON body makes the client log in again and retry")
+	assert.Len(t, sdcs, 2)
+	assert.Equal(t, 2, b.sim.Logins())
+
+	// An injected 401 carries the array's JSON body: one re-login, one retry.
+	b.srv.AddFault(simcore.Fault{Kind: simcore.FaultError, Status: 401, Path: "/relationships/Sdc$", Count: 1})
+	_, err = sys.GetSdc()
+	require.NoError(t, err)
+	assert.Equal(t, 3, b.sim.Logins())
+
+	// A 401 that persists after the re-login reaches the caller.
+	id := b.srv.AddFault(simcore.Fault{Kind: simcore.FaultError, Status: 401, Path: "/relationships/Sdc$"})
+	_, err = sys.GetSdc()
+	requireSioError(t, err, 401, "Unauthorized")
+	assert.Equal(t, 4, b.sim.Logins(), "exactly one re-login per call")
+	b.srv.RemoveFault(id)
+}
+
+func TestFaultsReachTheClient(t *testing.T) {
+	b := newBed(t, false)
+	c := b.client(t)
+	sys := system(t, c)
+	sdcPath := "/relationships/Sdc$"
+
+	b.srv.AddFault(simcore.Fault{Kind: simcore.FaultError, Status: 503, Message: "busy", Path: sdcPath, Count: 1})
+	_, err := sys.GetSdc()
+	requireSioError(t, err, 503, "busy")
+
+	// Go's transport retries an idempotent request once when a reused
+	// connection is reset, so a lasting reset is what reaches the caller.
+	id := b.srv.AddFault(simcore.Fault{Kind: simcore.FaultReset, Path: sdcPath})
+	_, err = sys.GetSdc()
+	require.Error(t, err)
+	assert.False(t, errors.As(err, new(*siotypes.Error)), "a reset is a transport error")
+	b.srv.RemoveFault(id)
+
+	b.srv.AddFault(simcore.Fault{Kind: simcore.FaultMalformed, Path: sdcPath, Count: 1})
+	_, err = sys.GetSdc()
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "unexpected EOF")
+
+	b.srv.AddFault(simcore.Fault{Kind: simcore.FaultHang, Path: sdcPath, Count: 1})
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	c.WithContext(ctx)
+	_, err = sys.GetSdc()
+	require.Error(t, err)
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.Less(t, time.Since(start), 5*time.Second, "bounded by the context, not the hang")
+
+	b.srv.AddFault(simcore.Fault{Kind: simcore.FaultLatency, Latency: 50 * time.Millisecond, Path: sdcPath, Count: 1})
+	sdcs, err := sys.GetSdc()
+	require.NoError(t, err)
+	assert.Len(t, sdcs, 2)
+	assert.Empty(t, b.srv.Faults())
+}
+
+func TestHangBoundedByClientTimeout(t *testing.T) {
+	b := newBed(t, false)
+	c, err := sio.NewClientWithArgs(b.url, "", 1, true, false, "")
+	require.NoError(t, err)
+	user, pass := b.sim.Credentials()
+	_, err = c.Authenticate(&sio.ConfigConnect{Username: user, Password: pass})
+	require.NoError(t, err)
+	b.srv.AddFault(simcore.Fault{Kind: simcore.FaultHang, Count: 1})
+	start := time.Now()
+	_, err = c.GetSystems()
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "Client.Timeout")
+	assert.Less(t, time.Since(start), 10*time.Second)
+}
+
+func TestSignals(t *testing.T) {
+	b := newBed(t, false)
+	c := b.client(t)
+	sys := system(t, c)
+	require.NoError(t, b.sim.SetSignals("6a1b0001-0000-4000-8000-000000000001",
+		simcore.Signals{Connected: simcore.Bool(false), IOActive: simcore.Bool(false)}))
+	sdc, err := sys.FindSdc("Name", "worker-1")
+	require.NoError(t, err)
+	assert.Equal(t, "Disconnected", sdc.Sdc.MdmConnectionState)
+	stats, err := sdc.GetStatistics()
+	require.NoError(t, err)
+	assert.Zero(t, stats.UserDataReadBwc.NumOccured+stats.UserDataWriteBwc.NumOccured)
+	assert.Equal(t, 4, stats.NumOfMappedVolumes)
+	metrics, err := sdc.GetVolumeMetrics()
+	require.NoError(t, err)
+	assert.Len(t, metrics, 4)
+
+	err = b.sim.SetSignals("worker-9", simcore.Signals{})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "worker-9")
+	assert.Empty(t, b.srv.AuditWrites(), "signals are not array writes")
+}
+
+func TestBearerAndBasicTokens(t *testing.T) {
+	b := newBed(t, false)
+	// Version 3.6 makes the client send Basic ":token".
+	c, err := sio.NewClientWithArgs(b.url, "3.6", 5, true, false, "")
+	require.NoError(t, err)
+	user, pass := b.sim.Credentials()
+	_, err = c.Authenticate(&sio.ConfigConnect{Username: user, Password: pass})
+	require.NoError(t, err)
+	systems, err := c.GetSystems()
+	require.NoError(t, err)
+	require.Len(t, systems, 1)
+	assert.Equal(t, "sys-1", systems[0].Name)
+
+	req, _ := http.NewRequest(http.MethodGet, b.url+"/api/types/System/instances", nil)
+	req.Header.Set("Authorization", "Bearer not-a-token")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, 401, resp.StatusCode)
+}
+
+func TestConcurrentClients(t *testing.T) {
+	b := newBed(t, false)
+	clients := make([]*sio.Client, 4)
+	for i := range clients {
+		clients[i] = b.client(t)
+	}
+	before := b.sim.State()
+	var wg sync.WaitGroup
+	for i, c := range clients {
+		node := []string{"worker-1", "worker-2", "worker-1", "worker-2"}[i]
+		sdcID, _ := b.sim.SDCID(node)
+		vol, _ := b.sim.VolumeID(fmt.Sprintf("%s-vol-%d", node, i/2))
+		wg.Go(func() {
+			v := sio.NewVolume(c)
+			v.Volume.ID = vol
+			for range 10 {
+				assert.NoError(t, v.UnmapVolumeSdc(&siotypes.UnmapVolumeSdcParam{SdcID: sdcID}))
+				assert.NoError(t, v.MapVolumeSdc(&siotypes.MapVolumeSdcParam{SdcID: sdcID, AccessMode: "ReadWrite", AllowMultipleMappings: "TRUE"}))
+				assert.NoError(t, v.SetMappedSdcLimits(&siotypes.SetMappedSdcLimitsParam{SdcID: sdcID, IopsLimit: "500", BandwidthLimitInKbps: "10240"}))
+			}
+		})
+	}
+	wg.Wait()
+	assert.Equal(t, before, b.sim.State())
+}
+
+func TestSpecErrors(t *testing.T) {
+	nodes := []fixture.Node{{Name: "a", IP: "127.0.0.1", SDCGUID: "G1"}}
+	tcs := []struct {
+		name string
+		spec powerflex.Spec
+		want string
+	}{
+		{"bad system id", powerflex.Spec{Systems: []powerflex.SystemSpec{{ID: "xyz"}}}, "systems[0].id"},
+		{"sdc without guid", powerflex.Spec{SDCs: []powerflex.SDCSpec{{Name: "s", IPs: []string{"127.0.0.2"}}}}, "sdcs[0]: guid: required"},
+		{"sdc without ip", powerflex.Spec{SDCs: []powerflex.SDCSpec{{GUID: "G2"}}}, "sdcs[0]: ips"},
+		{"mapping to unknown sdc", powerflex.Spec{Volumes: []powerflex.VolumeSpec{{Name: "v", Mappings: []powerflex.MappingSpec{{SDC: "zz"}}}}}, `volumes[0]: mappings[0].sdc: "zz" matches 0 SDCs`},
+		{"bad access mode", powerflex.Spec{PerNode: &powerflex.PerNodeSpec{Volumes: 1, AccessMode: "RW"}}, `accessMode: "RW"`},
+		{"duplicate volume", powerflex.Spec{Volumes: []powerflex.VolumeSpec{{Name: "v"}, {Name: "v"}}}, "volumes[1]"},
+		{"negative per-node volumes", powerflex.Spec{PerNode: &powerflex.PerNodeSpec{Volumes: -1}}, "perNode: volumes"},
+	}
+	for _, tc := range tcs {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := powerflex.NewFromSpec(tc.spec, nodes)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.want)
+		})
+	}
+	fx, err := fixture.Parse([]byte("arrays: [{name: p, family: powerflex, spec: {sdcz: []}}]"))
+	require.NoError(t, err)
+	_, err = powerflex.New(&fx.Arrays[0].Spec, nil)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "sdcz")
+}
