@@ -169,6 +169,13 @@ func (s *Sim) ExpireSessions() {
 	clear(s.sessions)
 }
 
+// SetClock replaces the simulator's clock (for tests of sample ageing).
+func (s *Sim) SetClock(now func() time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.now = now
+}
+
 // Logins counts successful logins since the simulator started.
 func (s *Sim) Logins() int {
 	s.mu.Lock()

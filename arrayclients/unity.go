@@ -1,0 +1,411 @@
+package arrayclients
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/dell/gounity"
+	unitytypes "github.com/dell/gounity/apitypes"
+)
+
+// Unity error codes the adapter acts on.
+const (
+	unityNothingToModify = "0x6701020"
+	unityNotFound        = "0x7d13005"
+)
+
+// unityPageSize is the LUN page size for scans; unityMaxPages bounds a scan.
+const (
+	unityPageSize = 500
+	unityMaxPages = 1000
+)
+
+// UnityAdapter fences a node by removing its host from the host access of
+// every LUN that grants it, and unfences by adding it back. gounity writes a
+// LUN's whole host-access list (modifyLun replaces it), so each write is a
+// read-modify-write of that LUN's current list, read right before.
+type UnityAdapter struct {
+	cfg  Config
+	pool *unityPool
+	log  *slog.Logger
+	now  func() time.Time
+
+	mu      sync.Mutex
+	queryID int // real-time metrics query, 0 = none yet
+}
+
+var _ Adapter = (*UnityAdapter)(nil)
+
+// UnityEntries is the Entries record of a Unity plan.
+type UnityEntries struct {
+	HostID   string `json:"hostId"`
+	HostName string `json:"hostName"`
+	// LUNs are the host-access entries the fence removes, in HLU order.
+	LUNs []UnityLUNAccess `json:"luns"`
+}
+
+// UnityLUNAccess is one LUN host-access entry of the fenced host.
+type UnityLUNAccess struct {
+	LUN  string `json:"lun"`
+	Name string `json:"name,omitempty"`
+	HLU  int    `json:"hlu"`
+	// AccessMask is the mask gounity writes ("1", production access): its
+	// LUN reads do not return the mask, and ModifyVolumeExport can set no
+	// other.
+	AccessMask string `json:"accessMask"`
+	// OtherHosts had access too when the plan was made (evidence).
+	OtherHosts []string `json:"otherHosts,omitempty"`
+}
+
+// NewUnity builds a Unity adapter and its gounity clients. It sends nothing
+// until first used.
+func NewUnity(cfg Config, logger *slog.Logger) (*UnityAdapter, error) {
+	if cfg.RequestTimeout <= 0 {
+		cfg.RequestTimeout = DefaultRequestTimeout
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	pool, err := newUnityPool(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("unity %s: %w", cfg.Name, err)
+	}
+	return &UnityAdapter{cfg: cfg, pool: pool, log: logger.With("array", cfg.Name, "family", Unity), now: time.Now}, nil
+}
+
+// Name is the configured array name.
+func (a *UnityAdapter) Name() string { return a.cfg.Name }
+
+// Family is Unity.
+func (a *UnityAdapter) Family() Family { return Unity }
+
+func (a *UnityAdapter) errf(op, node string, err error) error {
+	return fmt.Errorf("unity %s: %s %s: %w", a.cfg.Name, op, node, err)
+}
+
+// unityHostName is the array host name of the node: the override, or the long
+// node name from csi-unity's "<short>,<long>" node ID.
+func unityHostName(node Node) (string, error) {
+	name := node.Override
+	if name == "" {
+		id := node.CSINodeIDs[DriverUnity]
+		if id == "" {
+			return "", fmt.Errorf("%w: the node has no %s CSINode ID and no override", ErrNoIdentity, DriverUnity)
+		}
+		short, long, ok := strings.Cut(id, ",")
+		if !ok || short == "" || long == "" || strings.Contains(long, ",") {
+			return "", fmt.Errorf("%s CSINode ID %q: want <short>,<long>", DriverUnity, id)
+		}
+		name = long
+	}
+	if !unityNameRE.MatchString(name) {
+		return "", fmt.Errorf("host name %q: want letters, digits, '.', '-', '_'", name)
+	}
+	return name, nil
+}
+
+// findHost reads the host by exact name and checks the answer.
+func (a *UnityAdapter) findHost(ctx context.Context, name string) (*unitytypes.Host, error) {
+	var h *unitytypes.Host
+	err := a.pool.call(ctx, func(ctx context.Context, c gounity.UnityClient) error {
+		var err error
+		h, err = c.FindHostByName(ctx, name)
+		return err
+	})
+	switch {
+	case errors.Is(err, gounity.ErrorHostNotFound):
+		return nil, fmt.Errorf("%w: no host named %q", ErrNoIdentity, name)
+	case errors.Is(err, gounity.ErrorMultipleHostFound):
+		return nil, fmt.Errorf("%w: several hosts are named %q; set an override or remove the duplicate", ErrAmbiguousIdentity, name)
+	case err != nil:
+		return nil, fmt.Errorf("find host %q: %w", name, err)
+	case h == nil || h.HostContent.Name != name || !unityIDRE.MatchString(h.HostContent.ID):
+		return nil, fmt.Errorf("array answered host %+v for name %q", h, name)
+	}
+	return h, nil
+}
+
+// Resolve finds the host named exactly by the node's long name.
+func (a *UnityAdapter) Resolve(ctx context.Context, node Node) (Identity, error) {
+	name, err := unityHostName(node)
+	if err != nil {
+		return Identity{}, a.errf("resolve", node.Name, err)
+	}
+	h, err := a.findHost(ctx, name)
+	if err != nil {
+		return Identity{}, a.errf("resolve", node.Name, err)
+	}
+	var keys []string
+	for _, in := range append(slices.Clone(h.HostContent.FcInitiators), h.HostContent.IscsiInitiators...) {
+		if !unityIDRE.MatchString(in.ID) {
+			return Identity{}, a.errf("resolve", node.Name, fmt.Errorf("host %s lists initiator %q", h.HostContent.ID, in.ID))
+		}
+		var hi *unitytypes.HostInitiator
+		err := a.pool.call(ctx, func(ctx context.Context, c gounity.UnityClient) error {
+			var err error
+			hi, err = c.FindHostInitiatorByID(ctx, in.ID)
+			return err
+		})
+		if err != nil {
+			return Identity{}, a.errf("resolve", node.Name, fmt.Errorf("read initiator %s: %w", in.ID, err))
+		}
+		if hi.HostInitiatorContent.InitiatorID != "" {
+			keys = append(keys, hi.HostInitiatorContent.InitiatorID)
+		}
+	}
+	sort.Strings(keys)
+	return Identity{
+		Array: a.cfg.Name, Family: Unity, Node: node.Name, ObjectID: h.HostContent.ID, ObjectName: name,
+		Keys: keys, ResolvedAt: a.now().UTC(),
+	}, nil
+}
+
+func (a *UnityAdapter) checkIdentity(id Identity) error {
+	if id.Array != a.cfg.Name || id.Family != Unity || !unityIDRE.MatchString(id.ObjectID) || !unityNameRE.MatchString(id.ObjectName) {
+		return fmt.Errorf("%w: identity of %s/%s host %q", ErrPlanMismatch, id.Family, id.Array, id.ObjectID)
+	}
+	return nil
+}
+
+// scan lists every LUN, paging from 1 (gounity treats page 0 as page 1).
+// A LUN seen twice means the paging is broken: an error, not a loop.
+func (a *UnityAdapter) scan(ctx context.Context) ([]unitytypes.Volume, error) {
+	var all []unitytypes.Volume
+	seen := map[string]bool{}
+	for page := 1; page <= unityMaxPages; page++ {
+		var vols []unitytypes.Volume
+		err := a.pool.call(ctx, func(ctx context.Context, c gounity.UnityClient) error {
+			var err error
+			vols, _, err = c.ListVolumes(ctx, page, unityPageSize)
+			return err
+		})
+		if err != nil {
+			return nil, fmt.Errorf("list LUNs page %d: %w", page, err)
+		}
+		for _, v := range vols {
+			id := v.VolumeContent.ResourceID
+			if !unityIDRE.MatchString(id) {
+				return nil, fmt.Errorf("list LUNs page %d: LUN ID %q", page, id)
+			}
+			if seen[id] {
+				return nil, fmt.Errorf("list LUNs page %d: LUN %s listed twice", page, id)
+			}
+			seen[id] = true
+			all = append(all, v)
+		}
+		if len(vols) < unityPageSize {
+			return all, nil
+		}
+	}
+	return nil, fmt.Errorf("list LUNs: more than %d pages", unityMaxPages)
+}
+
+// unityAccessOf returns the host's HLU on the LUN and the other hosts with access.
+func unityAccessOf(v unitytypes.Volume, hostID string) (hlu int, has bool, others []string) {
+	for _, ha := range v.VolumeContent.HostAccessResponse {
+		if ha.HostContent.ID == hostID {
+			hlu, has = ha.HLU, true
+		} else if ha.HostContent.ID != "" {
+			others = append(others, ha.HostContent.ID)
+		}
+	}
+	return hlu, has, others
+}
+
+// Plan lists every LUN whose host access includes the host.
+func (a *UnityAdapter) Plan(ctx context.Context, id Identity) (Plan, error) {
+	if err := a.checkIdentity(id); err != nil {
+		return Plan{}, a.errf("plan", id.Node, err)
+	}
+	vols, err := a.scan(ctx)
+	if err != nil {
+		return Plan{}, a.errf("plan", id.Node, err)
+	}
+	e := UnityEntries{HostID: id.ObjectID, HostName: id.ObjectName, LUNs: []UnityLUNAccess{}}
+	for _, v := range vols {
+		if hlu, has, others := unityAccessOf(v, id.ObjectID); has {
+			e.LUNs = append(e.LUNs, UnityLUNAccess{LUN: v.VolumeContent.ResourceID, Name: v.VolumeContent.Name, HLU: hlu, AccessMask: "1", OtherHosts: others})
+		}
+	}
+	sort.Slice(e.LUNs, func(i, j int) bool { return e.LUNs[i].HLU < e.LUNs[j].HLU })
+	raw, err := json.Marshal(e)
+	if err != nil {
+		return Plan{}, a.errf("plan", id.Node, err)
+	}
+	names := make([]string, 0, len(e.LUNs))
+	for _, l := range e.LUNs {
+		names = append(names, fmt.Sprintf("%s(hlu %d)", l.LUN, l.HLU))
+	}
+	return Plan{
+		Array: a.cfg.Name, Family: Unity, Identity: id, Entries: raw,
+		Summary:   fmt.Sprintf("remove host %s (%s) from %d LUN(s): %s", id.ObjectID, id.ObjectName, len(e.LUNs), strings.Join(names, ", ")),
+		CreatedAt: a.now().UTC(),
+	}, nil
+}
+
+func (a *UnityAdapter) entries(p Plan) (UnityEntries, error) {
+	var e UnityEntries
+	if p.Array != a.cfg.Name || p.Family != Unity {
+		return e, fmt.Errorf("%w: plan of %s/%s", ErrPlanMismatch, p.Family, p.Array)
+	}
+	if err := json.Unmarshal(p.Entries, &e); err != nil {
+		return e, fmt.Errorf("%w: entries: %v", ErrPlanMismatch, err)
+	}
+	if e.HostID != p.Identity.ObjectID || !unityIDRE.MatchString(e.HostID) {
+		return e, fmt.Errorf("%w: plan for host %q", ErrPlanMismatch, e.HostID)
+	}
+	for _, l := range e.LUNs {
+		if !unityIDRE.MatchString(l.LUN) || l.HLU < 0 {
+			return e, fmt.Errorf("%w: LUN entry %+v", ErrPlanMismatch, l)
+		}
+	}
+	return e, nil
+}
+
+// readLUN reads one LUN right before a write; found is false when it is gone.
+func (a *UnityAdapter) readLUN(ctx context.Context, id string) (v *unitytypes.Volume, found bool, err error) {
+	err = a.pool.call(ctx, func(ctx context.Context, c gounity.UnityClient) error {
+		var err error
+		v, err = c.FindVolumeByID(ctx, id)
+		return err
+	})
+	if errors.Is(err, gounity.ErrorVolumeNotFound) {
+		return nil, false, nil
+	}
+	if err == nil && (v == nil || v.VolumeContent.ResourceID != id) {
+		err = fmt.Errorf("array answered another LUN for %s", id)
+	}
+	return v, err == nil, err
+}
+
+// writeAccess replaces the LUN's host list. "Nothing to modify" means the
+// list already is what we want.
+func (a *UnityAdapter) writeAccess(ctx context.Context, lun string, hosts []string) error {
+	err := a.pool.call(ctx, func(ctx context.Context, c gounity.UnityClient) error {
+		return c.ModifyVolumeExport(ctx, lun, hosts)
+	})
+	if unityCode(err, unityNothingToModify) {
+		return nil
+	}
+	return err
+}
+
+// Apply removes the host from each planned LUN, one LUN at a time. A LUN
+// that no longer lists the host (or no longer exists) is skipped.
+func (a *UnityAdapter) Apply(ctx context.Context, p Plan) error {
+	e, err := a.entries(p)
+	if err != nil {
+		return a.errf("apply", p.Identity.Node, err)
+	}
+	for _, l := range e.LUNs {
+		v, found, err := a.readLUN(ctx, l.LUN)
+		if err != nil {
+			return a.errf("apply", p.Identity.Node, fmt.Errorf("read LUN %s: %w", l.LUN, err))
+		}
+		if !found {
+			a.log.WarnContext(ctx, "planned LUN no longer exists", "node", p.Identity.Node, "lun", l.LUN)
+			continue
+		}
+		_, has, others := unityAccessOf(*v, e.HostID)
+		if !has {
+			continue
+		}
+		if err := a.writeAccess(ctx, l.LUN, others); err != nil {
+			return a.errf("apply", p.Identity.Node, fmt.Errorf("remove host %s from LUN %s: %w", e.HostID, l.LUN, err))
+		}
+		a.log.InfoContext(ctx, "host access removed", "node", p.Identity.Node, "host", e.HostID, "lun", l.LUN, "kept", len(others))
+	}
+	return nil
+}
+
+// Undo adds the host back to each planned LUN in HLU order, keeping the
+// LUN's other hosts. Unity picks the HLU (gounity cannot send one): the
+// lowest the host does not use, which restores dense HLUs exactly.
+func (a *UnityAdapter) Undo(ctx context.Context, p Plan) error {
+	e, err := a.entries(p)
+	if err != nil {
+		return a.errf("undo", p.Identity.Node, err)
+	}
+	luns := slices.Clone(e.LUNs)
+	sort.SliceStable(luns, func(i, j int) bool { return luns[i].HLU < luns[j].HLU })
+	for _, l := range luns {
+		v, found, err := a.readLUN(ctx, l.LUN)
+		if err != nil {
+			return a.errf("undo", p.Identity.Node, fmt.Errorf("read LUN %s: %w", l.LUN, err))
+		}
+		if !found {
+			a.log.WarnContext(ctx, "planned LUN no longer exists: nothing to restore", "node", p.Identity.Node, "lun", l.LUN)
+			continue
+		}
+		_, has, others := unityAccessOf(*v, e.HostID)
+		if has {
+			continue
+		}
+		if err := a.writeAccess(ctx, l.LUN, append(others, e.HostID)); err != nil {
+			return a.errf("undo", p.Identity.Node, fmt.Errorf("add host %s to LUN %s: %w", e.HostID, l.LUN, err))
+		}
+		a.log.InfoContext(ctx, "host access restored", "node", p.Identity.Node, "host", e.HostID, "lun", l.LUN)
+	}
+	return nil
+}
+
+// Verify scans every LUN: fenced when none grants the host access.
+func (a *UnityAdapter) Verify(ctx context.Context, p Plan) (Verification, error) {
+	e, err := a.entries(p)
+	if err != nil {
+		return Verification{}, a.errf("verify", p.Identity.Node, err)
+	}
+	vols, err := a.scan(ctx)
+	if err != nil {
+		return Verification{}, a.errf("verify", p.Identity.Node, err)
+	}
+	v := Verification{CheckedAt: a.now().UTC()}
+	exists := map[string]bool{}
+	granted := map[string]bool{}
+	for _, vol := range vols {
+		id := vol.VolumeContent.ResourceID
+		exists[id] = true
+		if hlu, has, _ := unityAccessOf(vol, e.HostID); has {
+			granted[id] = true
+			v.Remaining = append(v.Remaining, fmt.Sprintf("LUN %s (%s) grants host %s access at hlu %d", id, vol.VolumeContent.Name, e.HostID, hlu))
+		}
+	}
+	for _, l := range e.LUNs {
+		// A LUN deleted since the plan has nothing to restore.
+		if exists[l.LUN] && !granted[l.LUN] {
+			v.Missing = append(v.Missing, fmt.Sprintf("LUN %s host %s hlu %d", l.LUN, e.HostID, l.HLU))
+		}
+	}
+	v.Fenced = len(v.Remaining) == 0
+	v.Restored = len(v.Missing) == 0
+	return v, nil
+}
+
+// Check reaches the array (basicSystemInfo), then proves the session with
+// the smallest authenticated read. gounity exposes no API version.
+func (a *UnityAdapter) Check(ctx context.Context) CheckResult {
+	r := CheckResult{Array: a.cfg.Name, Family: Unity, CheckedAt: a.now().UTC()}
+	err := a.pool.call(ctx, func(ctx context.Context, c gounity.UnityClient) error {
+		if err := c.BasicSystemInfo(ctx, a.pool.connect()); err != nil {
+			return fmt.Errorf("basic system info: %w", err)
+		}
+		if _, _, err := c.ListVolumes(ctx, 1, 1); err != nil {
+			return fmt.Errorf("list LUNs: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		r.Error = err.Error()
+		return r
+	}
+	r.Reachable = true
+	return r
+}

@@ -1,0 +1,197 @@
+package arrayclients
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/dell/gounity"
+	unitytypes "github.com/dell/gounity/apitypes"
+)
+
+const (
+	// unityInitiatorOK is the health description ID csi-unity takes as
+	// "initiator connected".
+	unityInitiatorOK = "ALRT_COMPONENT_OK"
+	// unityIOPath is the real-time metric csi-unity reads for I/O per LUN.
+	unityIOPath     = "sp.*.storage.lun.*.currentIOCount"
+	unityIOInterval = 5 // seconds
+	unityIOFresh    = 60 * time.Second
+)
+
+// Health reads the array's view of the node: connected when one of its
+// host's initiators is healthy (ALRT_COMPONENT_OK); I/O active when a LUN it
+// has access to has a current I/O count in the latest real-time sample.
+func (a *UnityAdapter) Health(ctx context.Context, id Identity) (Health, error) {
+	out := Health{Array: a.cfg.Name, Node: id.Node, Connectivity: ConnectivityUnknown, IO: IOUnknown, SampledAt: a.now().UTC()}
+	if err := a.checkIdentity(id); err != nil {
+		out.Reason = err.Error()
+		return out, a.errf("health", id.Node, err)
+	}
+	h, err := a.findHost(ctx, id.ObjectName)
+	if err == nil && h.HostContent.ID != id.ObjectID {
+		err = fmt.Errorf("host %q is now %s, was %s: resolve again", id.ObjectName, h.HostContent.ID, id.ObjectID)
+	}
+	if err != nil {
+		out.Reason = fmt.Sprintf("cannot read host %s: %v", id.ObjectName, err)
+		return out, a.errf("health", id.Node, err)
+	}
+	conn, connWhy := a.initiatorHealth(ctx, h)
+	out.Connectivity = conn
+	io, sampled, ioWhy := a.lunIO(ctx, id.ObjectID)
+	out.IO = io
+	if !sampled.IsZero() {
+		out.SampledAt = sampled
+	}
+	out.Reason = connWhy + "; " + ioWhy
+	return out, nil
+}
+
+// initiatorHealth reads every initiator of the host. csi-unity indexes
+// descriptionIds[0] unguarded; an empty list here is "unknown", not a panic.
+func (a *UnityAdapter) initiatorHealth(ctx context.Context, h *unitytypes.Host) (Connectivity, string) {
+	ids := slices.Concat(h.HostContent.FcInitiators, h.HostContent.IscsiInitiators)
+	if len(ids) == 0 {
+		return Disconnected, fmt.Sprintf("host %s has no initiators", h.HostContent.ID)
+	}
+	ok, down, unknown := 0, 0, 0
+	var notes []string
+	for _, in := range ids {
+		var hi *unitytypes.HostInitiator
+		err := a.pool.call(ctx, func(ctx context.Context, c gounity.UnityClient) error {
+			var err error
+			hi, err = c.FindHostInitiatorByID(ctx, in.ID)
+			return err
+		})
+		if err != nil {
+			return ConnectivityUnknown, fmt.Sprintf("read initiator %s: %v", in.ID, err)
+		}
+		switch ds := hi.HostInitiatorContent.Health.DescriptionIDs; {
+		case len(ds) == 0:
+			unknown++
+			notes = append(notes, in.ID+" has no health description")
+		case ds[0] == unityInitiatorOK:
+			ok++
+		default:
+			down++
+			notes = append(notes, in.ID+" "+ds[0])
+		}
+	}
+	switch {
+	case ok > 0:
+		return Connected, fmt.Sprintf("%d of %d initiators healthy", ok, len(ids))
+	case unknown > 0:
+		return ConnectivityUnknown, strings.Join(notes, ", ")
+	}
+	return Disconnected, "no healthy initiator: " + strings.Join(notes, ", ")
+}
+
+// lunIO sums currentIOCount over the host's LUNs from the latest sample of
+// a real-time query the adapter keeps (re-created when it has expired).
+func (a *UnityAdapter) lunIO(ctx context.Context, hostID string) (IOState, time.Time, string) {
+	vols, err := a.scan(ctx)
+	if err != nil {
+		return IOUnknown, time.Time{}, err.Error()
+	}
+	luns := map[string]bool{}
+	for _, v := range vols {
+		if _, has, _ := unityAccessOf(v, hostID); has {
+			luns[v.VolumeContent.ResourceID] = true
+		}
+	}
+	if len(luns) == 0 {
+		return IOIdle, time.Time{}, "no LUN grants the host access"
+	}
+	res, err := a.sample(ctx)
+	if err != nil {
+		return IOUnknown, time.Time{}, err.Error()
+	}
+	if res == nil {
+		return IOUnknown, time.Time{}, "the real-time query has no sample yet"
+	}
+	ts, err := time.Parse(time.RFC3339Nano, res.Timestamp)
+	if err != nil {
+		return IOUnknown, time.Time{}, fmt.Sprintf("sample timestamp %q: %v", res.Timestamp, err)
+	}
+	if age := a.now().Sub(ts); age >= unityIOFresh {
+		return IOUnknown, ts.UTC(), fmt.Sprintf("latest sample is %s old", age.Round(time.Second))
+	}
+	total, seen := 0, 0
+	// values: {"spa": {"sv_1": "3", ...}, "spb": {...}}, strings all the way down.
+	for sp, raw := range res.Values {
+		perLUN, ok := raw.(map[string]any)
+		if !ok {
+			return IOUnknown, ts.UTC(), fmt.Sprintf("sample values of %s are %T, want an object", sp, raw)
+		}
+		for lun, v := range perLUN {
+			if !luns[lun] {
+				continue
+			}
+			s, ok := v.(string)
+			n, err := strconv.Atoi(s)
+			if !ok || err != nil || n < 0 {
+				return IOUnknown, ts.UTC(), fmt.Sprintf("sample value of %s on %s is %v, want a count", lun, sp, v)
+			}
+			total += n
+			seen++
+		}
+	}
+	switch {
+	case seen == 0:
+		return IOUnknown, ts.UTC(), "the sample has none of the host's LUNs"
+	case total > 0:
+		return IOActive, ts.UTC(), fmt.Sprintf("current I/O count %d on %d LUN(s)", total, len(luns))
+	}
+	return IOIdle, ts.UTC(), fmt.Sprintf("no current I/O on %d LUN(s)", len(luns))
+}
+
+// sample returns the latest currentIOCount result. The adapter keeps one
+// query; when it yields nothing (expired on the array) or is gone, a new one
+// is made. A query just made may have no sample yet: nil, nil.
+func (a *UnityAdapter) sample(ctx context.Context) (*unitytypes.MetricResult, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for {
+		created := false
+		if a.queryID == 0 {
+			var q *unitytypes.MetricQueryCreateResponse
+			err := a.pool.call(ctx, func(ctx context.Context, c gounity.UnityClient) error {
+				var err error
+				q, err = c.CreateRealTimeMetricsQuery(ctx, []string{unityIOPath}, unityIOInterval)
+				return err
+			})
+			if err != nil {
+				return nil, fmt.Errorf("create real-time query: %w", err)
+			}
+			if q == nil || q.Content.ID <= 0 {
+				return nil, fmt.Errorf("create real-time query: no query ID in the answer")
+			}
+			a.queryID, created = q.Content.ID, true
+		}
+		var res *unitytypes.MetricQueryResult
+		err := a.pool.call(ctx, func(ctx context.Context, c gounity.UnityClient) error {
+			var err error
+			res, err = c.GetMetricsCollection(ctx, a.queryID)
+			return err
+		})
+		switch {
+		case err != nil && !created && unityCode(err, unityNotFound):
+			a.queryID = 0
+			continue
+		case err != nil:
+			return nil, fmt.Errorf("read real-time query %d: %w", a.queryID, err)
+		}
+		for i := range res.Entries {
+			if e := res.Entries[i].Content; e.Path == unityIOPath {
+				return &e, nil
+			}
+		}
+		if created {
+			return nil, nil
+		}
+		a.queryID = 0
+	}
+}
