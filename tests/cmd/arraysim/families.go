@@ -1,0 +1,38 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/fenced-project/fenced/tests/arraysim/fixture"
+	"github.com/fenced-project/fenced/tests/arraysim/powerflex"
+	"github.com/fenced-project/fenced/tests/arraysim/simcore"
+)
+
+// newFamily builds the simulator of one fixture array. Each family package
+// exports New(spec *yaml.Node, nodes []fixture.Node) (*Sim, error); adding a
+// family is one case line here.
+func newFamily(a fixture.Array, nodes []fixture.Node) (simcore.Family, error) {
+	var (
+		fam simcore.Family
+		err error
+	)
+	switch a.Family {
+	case fixture.PowerFlex:
+		fam, err = asFamily(powerflex.New(&a.Spec, nodes))
+	default:
+		return nil, fmt.Errorf("arrays[%s].family: %q has no simulator in this build", a.Name, a.Family)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("arrays[%s]: %w", a.Name, err)
+	}
+	return fam, nil
+}
+
+// asFamily turns a family constructor's result into a simcore.Family
+// without a typed-nil interface on error.
+func asFamily[S simcore.Family](sim S, err error) (simcore.Family, error) {
+	if err != nil {
+		return nil, err
+	}
+	return sim, nil
+}
