@@ -1,0 +1,145 @@
+// Package clustertest holds helpers for tests of fenced's Raft group: a
+// throwaway certificate authority and free loopback ports.
+package clustertest
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// CA is a throwaway certificate authority.
+type CA struct {
+	Cert    *x509.Certificate
+	Key     *ecdsa.PrivateKey
+	CertPEM []byte
+}
+
+// NewCA creates a CA named name.
+func NewCA(name string) (*CA, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, fmt.Errorf("generate CA key: %w", err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          serial(),
+		Subject:               pkix.Name{CommonName: name},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(24 * time.Hour),
+		IsCA:                  true,
+		BasicConstraintsValid: true,
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return nil, fmt.Errorf("create CA certificate: %w", err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		return nil, fmt.Errorf("parse CA certificate: %w", err)
+	}
+	return &CA{Cert: cert, Key: key, CertPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}, nil
+}
+
+func serial() *big.Int {
+	n, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
+	if err != nil {
+		panic(err) // crypto/rand does not fail on supported platforms
+	}
+	return n
+}
+
+// Leaf is a certificate issued by a CA, with its key, in PEM.
+type Leaf struct {
+	CertPEM, KeyPEM []byte
+}
+
+// Issue creates a certificate for name valid for both server and client
+// authentication, for the DNS name name and the IP addresses ips.
+func (ca *CA) Issue(name string, ips ...net.IP) (*Leaf, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, fmt.Errorf("generate key for %s: %w", name, err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: serial(),
+		Subject:      pkix.Name{CommonName: name},
+		DNSNames:     []string{name},
+		IPAddresses:  ips,
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, &key.PublicKey, ca.Key)
+	if err != nil {
+		return nil, fmt.Errorf("issue certificate for %s: %w", name, err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return nil, fmt.Errorf("encode key for %s: %w", name, err)
+	}
+	return &Leaf{
+		CertPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		KeyPEM:  pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}),
+	}, nil
+}
+
+// TLSCertificate parses the leaf for crypto/tls.
+func (l *Leaf) TLSCertificate() (tls.Certificate, error) {
+	return tls.X509KeyPair(l.CertPEM, l.KeyPEM)
+}
+
+// Files are the paths of a written certificate, key and CA bundle.
+type Files struct {
+	CertFile, KeyFile, CAFile string
+}
+
+// WriteFiles writes a leaf certificate for name (valid for 127.0.0.1 and
+// ::1) with its key and the CA's certificate into dir.
+func (ca *CA) WriteFiles(dir, name string) (Files, error) {
+	leaf, err := ca.Issue(name, net.IPv4(127, 0, 0, 1), net.IPv6loopback)
+	if err != nil {
+		return Files{}, err
+	}
+	f := Files{
+		CertFile: filepath.Join(dir, name+".crt"),
+		KeyFile:  filepath.Join(dir, name+".key"),
+		CAFile:   filepath.Join(dir, name+"-ca.crt"),
+	}
+	for path, data := range map[string][]byte{f.CertFile: leaf.CertPEM, f.KeyFile: leaf.KeyPEM, f.CAFile: ca.CertPEM} {
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			return Files{}, fmt.Errorf("write %s: %w", path, err)
+		}
+	}
+	return f, nil
+}
+
+// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+func FreePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("find a free port: %w", err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// FreeAddr returns "127.0.0.1:port" for a free port.
+func FreeAddr() (string, error) {
+	p, err := FreePort()
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("127.0.0.1:%d", p), nil
+}

@@ -1,0 +1,199 @@
+package transport
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// DialFunc opens a TCP connection. The default is a net.Dialer; tests put a
+// fault-injecting proxy in between with their own.
+type DialFunc func(ctx context.Context, network, address string) (net.Conn, error)
+
+// Options tune a StreamLayer. The zero value is usable.
+type Options struct {
+	// HandshakeTimeout bounds the TLS handshake of an accepted connection
+	// (default 5s). A dialed connection's handshake is bounded by the
+	// timeout Raft passes to Dial.
+	HandshakeTimeout time.Duration
+	// Dial replaces the default dialer.
+	Dial DialFunc
+	// OnReject is called when an accepted connection fails its handshake
+	// (no certificate, a certificate from another CA, not TLS).
+	OnReject func(remote string, err error)
+	// Logger receives handshake failures (default slog.Default()).
+	Logger *slog.Logger
+}
+
+// StreamLayer is a raft.StreamLayer over mutual TLS.
+type StreamLayer struct {
+	ln        net.Listener
+	advertise net.Addr
+	creds     *Credentials
+	opts      Options
+
+	conns     chan net.Conn
+	closeOnce sync.Once
+	closed    chan struct{}
+	wg        sync.WaitGroup
+}
+
+var _ raft.StreamLayer = (*StreamLayer)(nil)
+
+type tcpAddr string
+
+func (a tcpAddr) Network() string { return "tcp" }
+func (a tcpAddr) String() string  { return string(a) }
+
+// Listen listens on bind and advertises advertise to peers (bind when
+// empty; it must then name a specific host).
+func Listen(bind, advertise string, creds *Credentials, opts Options) (*StreamLayer, error) {
+	if opts.HandshakeTimeout <= 0 {
+		opts.HandshakeTimeout = 5 * time.Second
+	}
+	if opts.Dial == nil {
+		opts.Dial = (&net.Dialer{}).DialContext
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	ln, err := net.Listen("tcp", bind)
+	if err != nil {
+		return nil, fmt.Errorf("listen for raft on %s: %w", bind, err)
+	}
+	if advertise == "" {
+		advertise = ln.Addr().String()
+	}
+	if host, _, err := net.SplitHostPort(advertise); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("raft advertise address %q: %w", advertise, err)
+	} else if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		ln.Close()
+		return nil, fmt.Errorf("raft advertise address %q: peers cannot dial an unspecified host", advertise)
+	}
+	s := &StreamLayer{
+		ln: ln, advertise: tcpAddr(advertise), creds: creds, opts: opts,
+		conns: make(chan net.Conn), closed: make(chan struct{}),
+	}
+	s.wg.Add(1)
+	go s.acceptLoop()
+	return s, nil
+}
+
+// acceptLoop accepts TCP connections and hands each to a handshake
+// goroutine, so a slow or hostile client cannot hold up the others.
+func (s *StreamLayer) acceptLoop() {
+	defer s.wg.Done()
+	var delay time.Duration
+	for {
+		raw, err := s.ln.Accept()
+		if err != nil {
+			select {
+			case <-s.closed:
+				return
+			default:
+			}
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+			s.opts.Logger.Warn("raft accept failed", "error", err, "retry_in", delay)
+			select {
+			case <-time.After(delay):
+			case <-s.closed:
+				return
+			}
+			continue
+		}
+		delay = 0
+		s.wg.Add(1)
+		go s.handshake(raw)
+	}
+}
+
+func (s *StreamLayer) handshake(raw net.Conn) {
+	defer s.wg.Done()
+	ctx, cancel := context.WithTimeout(context.Background(), s.opts.HandshakeTimeout)
+	defer cancel()
+	go func() { // abort the handshake when the layer closes
+		select {
+		case <-s.closed:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	conn := tls.Server(raw, s.creds.ServerConfig())
+	if err := conn.HandshakeContext(ctx); err != nil {
+		remote := raw.RemoteAddr().String()
+		s.opts.Logger.Warn("raft peer refused: TLS handshake failed", "remote", remote, "error", err)
+		if s.opts.OnReject != nil {
+			s.opts.OnReject(remote, err)
+		}
+		raw.Close()
+		return
+	}
+	select {
+	case s.conns <- conn:
+	case <-s.closed:
+		conn.Close()
+	}
+}
+
+// Accept returns the next connection whose handshake succeeded.
+func (s *StreamLayer) Accept() (net.Conn, error) {
+	select {
+	case c := <-s.conns:
+		return c, nil
+	case <-s.closed:
+		return nil, net.ErrClosed
+	}
+}
+
+// Close stops listening and waits for pending handshakes to end.
+func (s *StreamLayer) Close() error {
+	var err error
+	s.closeOnce.Do(func() {
+		close(s.closed)
+		err = s.ln.Close()
+		s.wg.Wait()
+	})
+	return err
+}
+
+// Addr is the advertised address.
+func (s *StreamLayer) Addr() net.Addr { return s.advertise }
+
+// ListenAddr is the address actually listened on (useful with port 0).
+func (s *StreamLayer) ListenAddr() net.Addr { return s.ln.Addr() }
+
+// Dial opens a mutual-TLS connection to a peer.
+func (s *StreamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	return s.DialContext(ctx, string(address))
+}
+
+// DialContext opens a mutual-TLS connection to address.
+func (s *StreamLayer) DialContext(ctx context.Context, address string) (net.Conn, error) {
+	host, _, err := net.SplitHostPort(address)
+	if err != nil {
+		return nil, fmt.Errorf("dial raft peer %q: %w", address, err)
+	}
+	raw, err := s.opts.Dial(ctx, "tcp", address)
+	if err != nil {
+		return nil, fmt.Errorf("dial raft peer %s: %w", address, err)
+	}
+	conn := tls.Client(raw, s.creds.ClientConfig(host))
+	if err := conn.HandshakeContext(ctx); err != nil {
+		raw.Close()
+		return nil, fmt.Errorf("TLS handshake with raft peer %s: %w", address, err)
+	}
+	return conn, nil
+}
