@@ -1,0 +1,86 @@
+package arrayclients
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/dell/goisilon"
+)
+
+// Health looks for the node's IP in the cluster's NFS client statistics.
+// Only traffic is a signal: an entry means I/O from the node (and so a
+// working path). NFS keeps no session state, so absence says the node is
+// idle, never that it is disconnected: connectivity stays unknown. When the
+// array cannot be read, both are unknown and the error wraps
+// ErrUnreachable.
+func (a *PowerScaleAdapter) Health(ctx context.Context, id Identity) (Health, error) {
+	hl := Health{Array: a.cfg.Name, Node: id.Node, Connectivity: ConnectivityUnknown, IO: IOUnknown}
+	keys, err := a.checkIdentity(id)
+	if err != nil {
+		hl.Reason = err.Error()
+		return hl, fmt.Errorf("powerscale array %s: health of node %s: %w", a.cfg.Name, id.Node, err)
+	}
+	if keys.ip == nil {
+		hl.Reason = "the identity has no IP address to look for in the client statistics"
+		hl.SampledAt = time.Now().UTC()
+		return hl, nil
+	}
+	err = a.with(ctx, func(c *goisilon.Client) error {
+		stats, err := c.IsIOInProgress(ctx)
+		if err != nil {
+			return fmt.Errorf("read NFS client statistics: %w", err)
+		}
+		hl.SampledAt = time.Now().UTC()
+		if stats != nil {
+			for _, s := range stats.ClientsList {
+				if s == nil {
+					continue
+				}
+				if ip := net.ParseIP(s.RemoteAddr); ip != nil && ip.Equal(keys.ip) {
+					hl.Connectivity, hl.IO = Connected, IOActive
+					hl.Reason = fmt.Sprintf("%s traffic from %s", s.Protocol, s.RemoteAddr)
+					return nil
+				}
+			}
+		}
+		hl.IO = IOIdle
+		hl.Reason = fmt.Sprintf("no NFS client statistics from %s (NFS has no session state: absence is not disconnection)", keys.ip)
+		return nil
+	})
+	if err != nil {
+		err = scClassify(err)
+		hl.Connectivity, hl.IO, hl.Reason = ConnectivityUnknown, IOUnknown, err.Error()
+		return hl, fmt.Errorf("powerscale array %s: health of node %s: %w", a.cfg.Name, id.Node, err)
+	}
+	return hl, nil
+}
+
+// Check reads the cluster configuration: reachable, authenticated, the
+// platform API version and the OneFS release.
+func (a *PowerScaleAdapter) Check(ctx context.Context) CheckResult {
+	res := CheckResult{Array: a.cfg.Name, Family: PowerScale}
+	err := a.with(ctx, func(c *goisilon.Client) error {
+		cfg, err := c.GetClusterConfig(ctx)
+		if err != nil {
+			return err
+		}
+		release := ""
+		if cfg != nil && cfg.OnefsVersion != nil {
+			release = cfg.OnefsVersion.Release
+		}
+		if release == "" {
+			return fmt.Errorf("cluster config has no OneFS release")
+		}
+		res.APIVersion = fmt.Sprintf("platform %d, OneFS %s", c.API.APIVersion(), release)
+		return nil
+	})
+	res.CheckedAt = time.Now().UTC()
+	if err != nil {
+		res.Error = fmt.Sprintf("powerscale array %s: check: %v", a.cfg.Name, scClassify(err))
+		return res
+	}
+	res.Reachable = true
+	return res
+}
