@@ -5,6 +5,8 @@ import (
 
 	"github.com/fenced-project/fenced/tests/arraysim/fixture"
 	"github.com/fenced-project/fenced/tests/arraysim/powerflex"
+	"github.com/fenced-project/fenced/tests/arraysim/powerscale"
+	"github.com/fenced-project/fenced/tests/arraysim/powerstore"
 	"github.com/fenced-project/fenced/tests/arraysim/simcore"
 )
 
@@ -19,6 +21,10 @@ func newFamily(a fixture.Array, nodes []fixture.Node) (simcore.Family, error) {
 	switch a.Family {
 	case fixture.PowerFlex:
 		fam, err = asFamily(powerflex.New(&a.Spec, nodes))
+	case fixture.PowerStore:
+		fam, err = asFamily(powerstore.New(&a.Spec, nodes))
+	case fixture.PowerScale:
+		fam, err = asFamily(powerscale.New(&a.Spec, nodes))
 	default:
 		return nil, fmt.Errorf("arrays[%s].family: %q has no simulator in this build", a.Name, a.Family)
 	}
