@@ -1,0 +1,121 @@
+// Package server is fenced's HTTP endpoint: /healthz, /readyz, /status and
+// /metrics, plus whatever routes the daemon's components add. Components
+// plug in through Handle (routes), AddReadinessCheck, AddStatusProvider and
+// Registry (metrics).
+package server
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/fenced-project/fenced/cmd/fenced/internal/buildinfo"
+)
+
+// Options configure a Server.
+type Options struct {
+	// ReplicaID is reported in /status.
+	ReplicaID string
+	// Build is reported in /status and fenced_build_info.
+	Build buildinfo.Info
+	// Logger receives request errors.
+	Logger *slog.Logger
+	// Token, when set, authorizes mutating requests that present it as
+	// "Authorization: Bearer <token>" (see Authorize).
+	Token string
+	// CheckTimeout bounds each readiness check and status provider.
+	// Default 2s.
+	CheckTimeout time.Duration
+	// Now returns the current time; default time.Now.
+	Now func() time.Time
+}
+
+// Server is the HTTP endpoint. Its methods are safe for concurrent use, and
+// routes, checks and providers may be added while it serves.
+type Server struct {
+	opts      Options
+	mux       *http.ServeMux
+	reg       *prometheus.Registry
+	startedAt time.Time
+
+	mu        sync.RWMutex
+	checks    []namedCheck
+	providers []StatusProvider
+}
+
+// New returns a Server with the built-in routes registered.
+func New(opts Options) *Server {
+	if opts.CheckTimeout <= 0 {
+		opts.CheckTimeout = 2 * time.Second
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{opts: opts, mux: http.NewServeMux(), startedAt: opts.Now()}
+	s.reg = newRegistry(opts.Build)
+	s.mux.HandleFunc("GET /healthz", s.healthz)
+	s.mux.HandleFunc("GET /readyz", s.readyz)
+	s.mux.HandleFunc("GET /status", s.status)
+	s.mux.Handle("GET /metrics", s.metricsHandler())
+	return s
+}
+
+// Handle registers a route. Patterns are net/http.ServeMux patterns and
+// may name a method: Handle("POST /v1/fence", h). Like ServeMux, it panics
+// when the pattern conflicts with one already registered: routes are wired
+// at start-up, and a conflict is a programming error.
+func (s *Server) Handle(pattern string, h http.Handler) { s.mux.Handle(pattern, h) }
+
+// Handler returns the server's root handler.
+func (s *Server) Handler() http.Handler { return s.mux }
+
+// Registry is the server's own Prometheus registry (no global state):
+// components register their collectors here.
+func (s *Server) Registry() *prometheus.Registry { return s.reg }
+
+// StartedAt is when the server was created.
+func (s *Server) StartedAt() time.Time { return s.startedAt }
+
+// Serve serves on ln until ctx is cancelled, then shuts down gracefully,
+// waiting at most shutdownTimeout for requests in flight. tlsConfig, when
+// not nil, makes it HTTPS. It returns nil after a clean shutdown.
+func (s *Server) Serve(ctx context.Context, ln net.Listener, tlsConfig *tls.Config, shutdownTimeout time.Duration) error {
+	hs := &http.Server{
+		Handler:           s.mux,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(s.opts.Logger.Handler(), slog.LevelWarn),
+		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+	}
+	if tlsConfig != nil {
+		ln = tls.NewListener(ln, tlsConfig)
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve http on %s: %w", ln.Addr(), err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil {
+		_ = hs.Close()
+		return fmt.Errorf("shut down http server: %w", err)
+	}
+	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serve http on %s: %w", ln.Addr(), err)
+	}
+	return nil
+}

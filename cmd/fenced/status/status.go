@@ -1,0 +1,164 @@
+// Package status is the schema of the JSON document fenced serves at
+// /status. The server fills it, `fenced status` reads it, and tests decode
+// it; components of the daemon fill the sections they own through status
+// providers. Sections a build does not have (yet) are omitted.
+package status
+
+import "time"
+
+// Status is the document served at /status.
+type Status struct {
+	// Version, Revision and GoVersion describe the build.
+	Version   string `json:"version"`
+	Revision  string `json:"revision,omitempty"`
+	GoVersion string `json:"goVersion"`
+	// ReplicaID is this replica's replica.id.
+	ReplicaID string `json:"replicaID"`
+	// StartedAt is when the process started serving; Uptime is the time
+	// since then as a Go duration rounded to seconds ("1h2m3s"), and
+	// UptimeSeconds the same in seconds.
+	StartedAt     time.Time `json:"startedAt"`
+	Uptime        string    `json:"uptime"`
+	UptimeSeconds float64   `json:"uptimeSeconds"`
+	// Ready is what /readyz answers; Checks are the readiness checks.
+	Ready  bool    `json:"ready"`
+	Checks []Check `json:"checks"`
+
+	// Raft is the replica's view of the Raft group and its ledger.
+	Raft *Raft `json:"raft,omitempty"`
+	// Clusters is one entry per configured cluster.
+	Clusters []Cluster `json:"clusters,omitempty"`
+	// Fences lists fences in progress and recently finished.
+	Fences []Fence `json:"fences,omitempty"`
+	// Arrays is one entry per configured array.
+	Arrays []Array `json:"arrays,omitempty"`
+}
+
+// Check is one readiness check's result.
+type Check struct {
+	Name  string `json:"name"`
+	OK    bool   `json:"ok"`
+	Error string `json:"error,omitempty"`
+}
+
+// Raft is the replica's view of the Raft group.
+type Raft struct {
+	// State is Leader, Follower, Candidate or Shutdown.
+	State string `json:"state"`
+	// Term is the current Raft term.
+	Term uint64 `json:"term"`
+	// LeaderID and LeaderAddress name the leader, when known.
+	LeaderID      string `json:"leaderID,omitempty"`
+	LeaderAddress string `json:"leaderAddress,omitempty"`
+	// LastContact is when a follower last heard from the leader.
+	LastContact *time.Time `json:"lastContact,omitempty"`
+	// CommitIndex, AppliedIndex and LastLogIndex are log positions.
+	CommitIndex  uint64 `json:"commitIndex"`
+	AppliedIndex uint64 `json:"appliedIndex"`
+	LastLogIndex uint64 `json:"lastLogIndex"`
+	// Members is the group's configuration.
+	Members []RaftMember `json:"members,omitempty"`
+	// FencingPaused is the replicated pause flag (`fenced pause`).
+	FencingPaused bool `json:"fencingPaused"`
+}
+
+// RaftMember is one server of the Raft group.
+type RaftMember struct {
+	ID      string `json:"id"`
+	Address string `json:"address"`
+	// Suffrage is Voter, Nonvoter or Staging.
+	Suffrage string `json:"suffrage"`
+	// Self marks this replica.
+	Self bool `json:"self,omitempty"`
+}
+
+// Cluster is one protected Kubernetes cluster.
+type Cluster struct {
+	Name string `json:"name"`
+	// Ready is true when this replica can reach the cluster's API server
+	// and watches it; Error says why not.
+	Ready bool   `json:"ready"`
+	Error string `json:"error,omitempty"`
+	// APIServer is the API server URL from the kubeconfig; ServerVersion
+	// is what it reported.
+	APIServer     string `json:"apiServer,omitempty"`
+	ServerVersion string `json:"serverVersion,omitempty"`
+	// DryRun mirrors the cluster's dryRun setting.
+	DryRun bool `json:"dryRun"`
+	// Nodes counts nodes by verdict.
+	Nodes *NodeCounts `json:"nodes,omitempty"`
+	// Storm is set while the storm limit holds fencing back.
+	Storm *Storm `json:"storm,omitempty"`
+	// Unhealthy lists nodes that are not healthy.
+	Unhealthy []Node `json:"unhealthy,omitempty"`
+	// CheckedAt is when the cluster was last observed.
+	CheckedAt *time.Time `json:"checkedAt,omitempty"`
+}
+
+// NodeCounts counts a cluster's nodes by verdict.
+type NodeCounts struct {
+	Total   int `json:"total"`
+	Healthy int `json:"healthy"`
+	Suspect int `json:"suspect"`
+	Failed  int `json:"failed"`
+	Fenced  int `json:"fenced"`
+}
+
+// Storm describes storm protection holding fencing back.
+type Storm struct {
+	// Limit is the configured limit ("33%"); Allowed is what it means for
+	// the cluster's current size; Unhealthy is how many nodes look failed.
+	Limit     string `json:"limit"`
+	Allowed   int    `json:"allowed"`
+	Unhealthy int    `json:"unhealthy"`
+	// CooldownUntil is when fencing may resume.
+	CooldownUntil *time.Time `json:"cooldownUntil,omitempty"`
+}
+
+// Node is a node that is not healthy.
+type Node struct {
+	Name string `json:"name"`
+	// Verdict is suspect, failed, fenced or needs-reboot.
+	Verdict string `json:"verdict"`
+	// Reason explains the verdict.
+	Reason string `json:"reason,omitempty"`
+	// Since is when the node entered this verdict.
+	Since time.Time `json:"since"`
+}
+
+// Fence is one fence (or unfence) operation on one node.
+type Fence struct {
+	ID      string `json:"id"`
+	Cluster string `json:"cluster"`
+	Node    string `json:"node"`
+	// Phase is the operation's last committed step, e.g. planned, fencing,
+	// fenced, tainted, evicted, done, unfencing, unfenced, failed.
+	Phase string `json:"phase"`
+	// Arrays is the per-array progress.
+	Arrays    []FenceArray `json:"arrays,omitempty"`
+	StartedAt time.Time    `json:"startedAt"`
+	UpdatedAt time.Time    `json:"updatedAt"`
+	// Error is the last error, while the operation retries or after it
+	// failed.
+	Error string `json:"error,omitempty"`
+}
+
+// FenceArray is a fence's progress on one array.
+type FenceArray struct {
+	Array string `json:"array"`
+	// Step is planned, applied, verified, undone or restored.
+	Step string `json:"step"`
+	// Summary says what the plan removes.
+	Summary string `json:"summary,omitempty"`
+	Error   string `json:"error,omitempty"`
+}
+
+// Array is one configured array's connectivity.
+type Array struct {
+	Name       string     `json:"name"`
+	Family     string     `json:"family"`
+	Reachable  bool       `json:"reachable"`
+	APIVersion string     `json:"apiVersion,omitempty"`
+	Error      string     `json:"error,omitempty"`
+	CheckedAt  *time.Time `json:"checkedAt,omitempty"`
+}
