@@ -49,7 +49,7 @@ type env struct {
 	nodes []fixture.Node
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	t.Helper()
 	fx, err := fixture.Parse([]byte(testFixture))
 	require.NoError(t, err)
@@ -65,7 +65,7 @@ func newEnv(t *testing.T) *env {
 }
 
 // client builds the real goisilon client; authType 0 = Basic, 1 = session.
-func (e *env) client(t *testing.T, password string, authType uint8, timeout time.Duration) (*goisilon.Client, error) {
+func (e *env) client(t testing.TB, password string, authType uint8, timeout time.Duration) (*goisilon.Client, error) {
 	t.Helper()
 	c, err := api.New(context.Background(), e.url, powerscale.DefaultUsername, password, "", 0, authType,
 		&api.ClientOptions{Insecure: true, Timeout: timeout})

@@ -50,9 +50,9 @@ type env struct {
 	nodes  []fixture.Node
 }
 
-func newEnv(t *testing.T) *env { return newEnvFrom(t, testFixture) }
+func newEnv(t testing.TB) *env { return newEnvFrom(t, testFixture) }
 
-func newEnvFrom(t *testing.T, fixtureYAML string) *env {
+func newEnvFrom(t testing.TB, fixtureYAML string) *env {
 	t.Helper()
 	fx, err := fixture.Parse([]byte(fixtureYAML))
 	require.NoError(t, err)
@@ -69,7 +69,7 @@ func newEnvFrom(t *testing.T, fixtureYAML string) *env {
 	return e
 }
 
-func (e *env) newClient(t *testing.T, password string, timeout time.Duration) gopowerstore.Client {
+func (e *env) newClient(t testing.TB, password string, timeout time.Duration) gopowerstore.Client {
 	t.Helper()
 	c, err := gopowerstore.NewClientWithArgs(e.url+"/api/rest", powerstore.DefaultUsername, password,
 		gopowerstore.NewClientOptions().SetInsecure(true).SetDefaultTimeout(timeout))
