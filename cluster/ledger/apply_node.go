@@ -48,6 +48,9 @@ func (s *State) recordAction(index uint64, a Action) {
 }
 
 func applyLeaderEpoch(s *State, index uint64, c *LeaderEpoch) error {
+	if n := len(s.Leaders); n > 0 && s.Leaders[n-1].Term == c.Term && s.Leaders[n-1].Replica == c.By {
+		return nil // the same leadership established again: nothing new
+	}
 	if n := len(s.Leaders); n > 0 && s.Leaders[n-1].Term >= c.Term {
 		return fmt.Errorf("%s: %w: epoch of term %d after one of term %d", c.Type(), ErrStaleTerm, c.Term, s.Leaders[n-1].Term)
 	}

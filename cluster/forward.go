@@ -1,0 +1,216 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/fenced-project/fenced/cluster/ledger"
+)
+
+// Headers used when forwarding.
+const (
+	// HeaderForwardHops counts how often a request was forwarded; a request
+	// is forwarded at most twice (a leader change in between), never in a
+	// loop.
+	HeaderForwardHops = "Fenced-Forward-Hops"
+	// HeaderForwardedBy names the replica that forwarded the request.
+	HeaderForwardedBy = "Fenced-Forwarded-By"
+	// HeaderServedBy names the replica whose handler answered.
+	HeaderServedBy = "Fenced-Served-By"
+)
+
+const (
+	maxForwardHops  = 2
+	maxForwardBody  = 1 << 20
+	forwardPollTick = 50 * time.Millisecond
+)
+
+// ForwardOptions configure ForwardingHandler.
+type ForwardOptions struct {
+	// Client sends forwarded requests. Give it the CA (and client
+	// certificate) needed for the peers' HTTPS endpoints. Default: a client
+	// with the default transport.
+	Client *http.Client
+	// Wait is how long to wait for a leader before answering 503 (default
+	// Timings.ForwardWait).
+	Wait time.Duration
+}
+
+// ForwardingHandler wraps the handler of mutating calls. On the leader (once
+// its leadership is established) it calls next. On a follower it forwards the
+// request to the leader's HTTP address, unchanged but for the forwarding
+// headers, and relays the answer. When no leader is known within the wait, or
+// the leader cannot be reached until then, it answers 503 with an ErrorBody
+// whose code is "no_leader". Authentication should be done by next on the
+// leader: the original headers (e.g. Authorization) travel with the request.
+func (n *Node) ForwardingHandler(next http.Handler, opts ForwardOptions) http.Handler {
+	if opts.Client == nil {
+		opts.Client = &http.Client{}
+	}
+	if opts.Wait <= 0 {
+		opts.Wait = n.cfg.Timings.ForwardWait
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n.forward(w, r, next, opts)
+	})
+}
+
+func (n *Node) forward(w http.ResponseWriter, r *http.Request, next http.Handler, opts ForwardOptions) {
+	ctx, cancel := context.WithTimeout(r.Context(), opts.Wait)
+	defer cancel()
+	hops, _ := strconv.Atoi(r.Header.Get(HeaderForwardHops))
+	var body []byte
+	var lastErr error
+	for {
+		l, changed := n.Leadership()
+		if l.Leader {
+			if body != nil {
+				r.Body = io.NopCloser(bytes.NewReader(body))
+			}
+			w.Header().Set(HeaderServedBy, n.cfg.ID)
+			next.ServeHTTP(w, r)
+			return
+		}
+		if li, ok := n.Leader(); ok && li.ID != n.cfg.ID && li.HTTPAddr != "" && hops < maxForwardHops {
+			if body == nil {
+				var err error
+				if body, err = io.ReadAll(io.LimitReader(r.Body, maxForwardBody+1)); err != nil {
+					WriteError(w, fmt.Errorf("%w: read request body: %v", ledger.ErrInvalid, err))
+					return
+				}
+				if len(body) > maxForwardBody {
+					WriteError(w, fmt.Errorf("%w: request body exceeds %d bytes", ledger.ErrInvalid, maxForwardBody))
+					return
+				}
+			}
+			resp, err := n.send(ctx, r, body, hops, li, opts.Client)
+			if err == nil {
+				relay(w, resp, li.ID)
+				return
+			}
+			lastErr = err
+			n.log.Warn("forwarding to the leader failed; retrying", "leader", li.ID, "error", err)
+		}
+		select {
+		case <-ctx.Done():
+			err := fmt.Errorf("%w within %s", ErrNoLeader, opts.Wait)
+			if lastErr != nil {
+				err = fmt.Errorf("%w within %s (last attempt: %v)", ErrNoLeader, opts.Wait, lastErr)
+			}
+			WriteError(w, err)
+			return
+		case <-changed:
+		case <-time.After(forwardPollTick):
+		}
+	}
+}
+
+// hopHeaders are not forwarded (RFC 9110 section 7.6.1).
+var hopHeaders = []string{"Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "Proxy-Connection",
+	"Te", "Trailer", "Transfer-Encoding", "Upgrade"}
+
+func (n *Node) send(ctx context.Context, r *http.Request, body []byte, hops int, li LeaderInfo, client *http.Client) (*http.Response, error) {
+	base, err := httpBase(li.HTTPAddr)
+	if err != nil {
+		return nil, fmt.Errorf("leader %s HTTP address: %w", li.ID, err)
+	}
+	u := *base
+	u.Path = strings.TrimSuffix(base.Path, "/") + r.URL.Path
+	u.RawQuery = r.URL.RawQuery
+	req, err := http.NewRequestWithContext(ctx, r.Method, u.String(), bytes.NewReader(body))
+	if err != nil {
+		return nil, fmt.Errorf("build forwarded request: %w", err)
+	}
+	req.Header = r.Header.Clone()
+	for _, h := range hopHeaders {
+		req.Header.Del(h)
+	}
+	req.Header.Set(HeaderForwardHops, strconv.Itoa(hops+1))
+	req.Header.Set(HeaderForwardedBy, n.cfg.ID)
+	if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+		if prior := r.Header.Get("X-Forwarded-For"); prior != "" {
+			host = prior + ", " + host
+		}
+		req.Header.Set("X-Forwarded-For", host)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("forward %s %s to leader %s: %w", r.Method, r.URL.Path, li.ID, err)
+	}
+	if resp.StatusCode == http.StatusServiceUnavailable && resp.Header.Get(HeaderServedBy) == "" {
+		// The "leader" was not leader any more and could not forward either.
+		resp.Body.Close()
+		return nil, fmt.Errorf("leader %s answered 503", li.ID)
+	}
+	return resp, nil
+}
+
+func relay(w http.ResponseWriter, resp *http.Response, leader string) {
+	defer resp.Body.Close()
+	for k, vs := range resp.Header {
+		for _, v := range vs {
+			w.Header().Add(k, v)
+		}
+	}
+	for _, h := range hopHeaders {
+		w.Header().Del(h)
+	}
+	w.Header().Set(HeaderForwardedBy, leader)
+	w.WriteHeader(resp.StatusCode)
+	io.Copy(w, resp.Body) // the client sees a short body if the leader fails mid-way
+}
+
+// ErrorBody is the JSON body of an error answer.
+type ErrorBody struct {
+	Error string `json:"error"`
+	// Code is a stable machine-readable code: no_leader, not_leader,
+	// conflict, stale_term, bad_step, paused, not_found, invalid, timeout,
+	// internal.
+	Code string `json:"code"`
+}
+
+// WriteError answers with the status and code for err: 503 for no or lost
+// leadership and timeouts, 409 for ledger conflicts, stale terms, refused
+// steps and pauses, 404 for unknown fences or nodes, 400 for invalid
+// commands, 500 otherwise.
+func WriteError(w http.ResponseWriter, err error) {
+	status, code := http.StatusInternalServerError, "internal"
+	for _, m := range []struct {
+		err    error
+		status int
+		code   string
+	}{
+		{ErrNoLeader, http.StatusServiceUnavailable, "no_leader"},
+		{ErrNotLeader, http.StatusServiceUnavailable, "not_leader"},
+		{ErrTimeout, http.StatusServiceUnavailable, "timeout"},
+		{ErrShutdown, http.StatusServiceUnavailable, "not_leader"},
+		{context.DeadlineExceeded, http.StatusServiceUnavailable, "timeout"},
+		{ledger.ErrConflict, http.StatusConflict, "conflict"},
+		{ledger.ErrStaleTerm, http.StatusConflict, "stale_term"},
+		{ledger.ErrBadTransition, http.StatusConflict, "bad_step"},
+		{ledger.ErrPaused, http.StatusConflict, "paused"},
+		{ledger.ErrNotFound, http.StatusNotFound, "not_found"},
+		{ledger.ErrInvalid, http.StatusBadRequest, "invalid"},
+		{ledger.ErrUnsupportedVersion, http.StatusBadRequest, "invalid"},
+	} {
+		if errors.Is(err, m.err) {
+			status, code = m.status, m.code
+			break
+		}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if status == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", "1")
+	}
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(ErrorBody{Error: err.Error(), Code: code})
+}

@@ -1,0 +1,292 @@
+// Package cluster runs fenced's Raft group and holds its replicated fencing
+// ledger (package ledger). A Node is one replica: it persists the Raft log in
+// BoltDB and snapshots in files under the data directory, talks to its peers
+// over mutual TLS, bootstraps the group from the configured peers on its first
+// start, and offers the rest of the daemon a small API: Apply a ledger command
+// and know it committed in this leader's term, observe leadership, verify it
+// before a destructive step, read the ledger consistently, and find the
+// leader's HTTP address to forward to.
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/fenced-project/fenced/cluster/ledger"
+	"github.com/fenced-project/fenced/cluster/transport"
+)
+
+// Node is one replica of the Raft group.
+type Node struct {
+	cfg     Config
+	log     *slog.Logger
+	fsm     *ledger.FSM
+	raft    *raft.Raft
+	store   *raftboltdb.BoltStore
+	stream  *transport.StreamLayer // nil for a single replica without TLS
+	metrics *metrics
+
+	observer *raft.Observer
+	obsCh    chan raft.Observation
+	notifyCh chan bool
+
+	ctx    context.Context // cancelled by Close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu        sync.Mutex
+	peers     []Peer
+	lead      Leadership
+	changed   chan struct{} // closed and replaced on every leadership change
+	peerState map[string]peerContact
+	reconcile chan struct{}
+	closed    bool
+}
+
+// Open starts a replica: it opens (or creates) the stores in cfg.DataDir,
+// starts the transport, bootstraps the group from cfg.Peers when there is no
+// Raft state yet, and starts following. reg, when not nil, receives the
+// replica's metrics. Close stops it.
+func Open(cfg Config, logger *slog.Logger, reg *prometheus.Registry) (*Node, error) {
+	if len(cfg.Peers) == 0 && cfg.ID != "" {
+		addr := cfg.AdvertiseAddr
+		if addr == "" {
+			addr = cfg.BindAddr
+		}
+		cfg.Peers = []Peer{{ID: cfg.ID, RaftAddr: addr, HTTPAddr: cfg.HTTPAdvertise}}
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("raft configuration: %w", err)
+	}
+	if logger == nil {
+		logger = slog.Default()
+	}
+	logger = logger.With("replica", cfg.ID)
+	self, _ := cfg.self()
+	if cfg.HTTPAdvertise == "" {
+		cfg.HTTPAdvertise = self.HTTPAddr
+	}
+	if cfg.AdvertiseAddr == "" {
+		cfg.AdvertiseAddr = self.RaftAddr
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	n := &Node{
+		cfg: cfg, log: logger, fsm: ledger.New(),
+		ctx: ctx, cancel: cancel,
+		peers:     append([]Peer(nil), cfg.Peers...),
+		changed:   make(chan struct{}),
+		peerState: map[string]peerContact{},
+		reconcile: make(chan struct{}, 1),
+		notifyCh:  make(chan bool, 16),
+		obsCh:     make(chan raft.Observation, 64),
+	}
+	n.lead = n.notLeader()
+	if err := n.open(reg); err != nil {
+		cancel()
+		n.closeResources()
+		return nil, err
+	}
+	return n, nil
+}
+
+func (n *Node) open(reg *prometheus.Registry) error {
+	dir := filepath.Join(n.cfg.DataDir, "raft")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("create raft data dir: %w", err)
+	}
+	hl := newHCLog(n.log)
+	store, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(dir, "raft.db")})
+	if err != nil {
+		return fmt.Errorf("open raft store in %s: %w", dir, err)
+	}
+	n.store = store
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(filepath.Join(dir, "snapshots"), n.cfg.Timings.SnapshotRetain, hl.Named("snapshots"))
+	if err != nil {
+		return fmt.Errorf("open snapshot store in %s: %w", dir, err)
+	}
+
+	n.metrics = newMetrics(n)
+	trans, err := n.newTransport(hl)
+	if err != nil {
+		return err
+	}
+
+	rc := n.raftConfig(hl)
+	existing, err := raft.HasExistingState(store, store, snaps)
+	if err != nil {
+		closeTransport(trans)
+		return fmt.Errorf("check for existing raft state: %w", err)
+	}
+	r, err := raft.NewRaft(rc, n.fsm, store, store, snaps, trans)
+	if err != nil {
+		closeTransport(trans)
+		return fmt.Errorf("start raft: %w", err)
+	}
+	n.raft = r
+	if !existing {
+		servers := make([]raft.Server, 0, len(n.peers))
+		for _, p := range n.peers {
+			servers = append(servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(p.ID), Address: raft.ServerAddress(p.RaftAddr)})
+		}
+		n.log.Info("bootstrapping raft group", "peers", len(servers))
+		if err := r.BootstrapCluster(raft.Configuration{Servers: servers}).Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
+			return fmt.Errorf("bootstrap raft group: %w", err)
+		}
+	}
+
+	n.observer = raft.NewObserver(n.obsCh, false, func(o *raft.Observation) bool {
+		switch o.Data.(type) {
+		case raft.FailedHeartbeatObservation, raft.ResumedHeartbeatObservation, raft.LeaderObservation:
+			return true
+		}
+		return false
+	})
+	r.RegisterObserver(n.observer)
+
+	if reg != nil {
+		if err := n.metrics.register(reg); err != nil {
+			return fmt.Errorf("register raft metrics: %w", err)
+		}
+	}
+	n.wg.Add(2)
+	go n.leaderLoop()
+	go n.observeLoop()
+	return nil
+}
+
+func (n *Node) newTransport(hl hclog.Logger) (raft.Transport, error) {
+	if !n.cfg.TLS.enabled() {
+		_, t := raft.NewInmemTransport(raft.ServerAddress(n.cfg.AdvertiseAddr))
+		n.log.Warn("single replica without TLS: raft runs on an in-memory transport and accepts no peers")
+		return t, nil
+	}
+	creds, err := transport.LoadCredentials(n.cfg.TLS.CertFile, n.cfg.TLS.KeyFile, n.cfg.TLS.CAFile, n.cfg.TLS.ServerName)
+	if err != nil {
+		return nil, fmt.Errorf("raft TLS: %w", err)
+	}
+	stream, err := transport.Listen(n.cfg.BindAddr, n.cfg.AdvertiseAddr, creds, transport.Options{
+		HandshakeTimeout: n.cfg.Timings.HandshakeTimeout,
+		Dial:             n.cfg.Dial,
+		OnReject:         func(string, error) { n.metrics.tlsRejected.Inc() },
+		Logger:           n.log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	n.stream = stream
+	return raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		ServerAddressProvider: addressBook{n},
+		Logger:                hl.Named("transport"),
+		Stream:                stream,
+		MaxPool:               3,
+		Timeout:               n.cfg.Timings.IOTimeout,
+	}), nil
+}
+
+func (n *Node) raftConfig(hl hclog.Logger) *raft.Config {
+	t := n.cfg.Timings
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(n.cfg.ID)
+	rc.HeartbeatTimeout = t.HeartbeatTimeout
+	rc.ElectionTimeout = t.ElectionTimeout
+	rc.LeaderLeaseTimeout = t.LeaderLeaseTimeout
+	rc.CommitTimeout = t.CommitTimeout
+	rc.SnapshotInterval = t.SnapshotInterval
+	rc.SnapshotThreshold = t.SnapshotThreshold
+	rc.TrailingLogs = t.TrailingLogs
+	rc.NotifyCh = n.notifyCh
+	rc.Logger = hl.Named("raft")
+	return rc
+}
+
+// addressBook dials peers at the address in this replica's configuration,
+// so a peer's new address takes effect without a membership change.
+type addressBook struct{ n *Node }
+
+func (a addressBook) ServerAddr(id raft.ServerID) (raft.ServerAddress, error) {
+	if p, ok := a.n.peer(string(id)); ok {
+		return raft.ServerAddress(p.RaftAddr), nil
+	}
+	return "", fmt.Errorf("replica %q is not a configured peer", id)
+}
+
+// peer returns the configured peer with this ID.
+func (n *Node) peer(id string) (Peer, bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, p := range n.peers {
+		if p.ID == id {
+			return p, true
+		}
+	}
+	return Peer{}, false
+}
+
+// ID is this replica's ID.
+func (n *Node) ID() string { return n.cfg.ID }
+
+// Ledger is the local ledger. Its reads are local and may lag the leader;
+// use ConsistentRead, or WaitApplied with an index from Apply, when that
+// matters.
+func (n *Node) Ledger() *ledger.FSM { return n.fsm }
+
+// Close stops the replica without leaving the group: the other replicas see
+// it as down, and it rejoins from its data directory when reopened.
+func (n *Node) Close() error {
+	n.mu.Lock()
+	if n.closed {
+		n.mu.Unlock()
+		return nil
+	}
+	n.closed = true
+	n.mu.Unlock()
+	n.cancel()
+	var err error
+	if n.raft != nil {
+		n.raft.DeregisterObserver(n.observer)
+		err = n.raft.Shutdown().Error()
+	}
+	n.wg.Wait()
+	n.setLeadership(n.notLeader())
+	return errors.Join(err, n.closeResources())
+}
+
+func (n *Node) closeResources() error {
+	var errs []error
+	if n.stream != nil {
+		errs = append(errs, n.stream.Close()) // a no-op when Raft closed it
+	}
+	if n.store != nil {
+		errs = append(errs, n.store.Close())
+	}
+	if n.metrics != nil {
+		n.metrics.unregister()
+	}
+	return errors.Join(errs...)
+}
+
+// timeout returns the caller's deadline or the configured ApplyTimeout.
+func (n *Node) timeout(ctx context.Context) time.Duration {
+	if d, ok := ctx.Deadline(); ok {
+		return max(time.Until(d), time.Millisecond)
+	}
+	return n.cfg.Timings.ApplyTimeout
+}
+
+func closeTransport(t raft.Transport) {
+	if c, ok := t.(raft.WithClose); ok {
+		c.Close()
+	}
+}

@@ -1,0 +1,176 @@
+package cluster
+
+import (
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// Status is the Raft section of /status.
+type Status struct {
+	// ID is this replica's ID; State is leader, follower, candidate or
+	// shutdown.
+	ID    string `json:"id"`
+	State string `json:"state"`
+	Term  uint64 `json:"term"`
+	// Leader is the leader this replica knows of (nil when none).
+	Leader *LeaderInfo `json:"leader,omitempty"`
+	// LeaderSince is when this replica's established leadership began.
+	LeaderSince *time.Time `json:"leaderSince,omitempty"`
+	// LastContact is when a follower last heard from the leader.
+	LastContact *time.Time `json:"lastContact,omitempty"`
+	// LastContactSeconds is the age of LastContact (0 on the leader, -1 when
+	// never).
+	LastContactSeconds float64 `json:"lastContactSeconds"`
+	CommitIndex        uint64  `json:"commitIndex"`
+	AppliedIndex       uint64  `json:"appliedIndex"`
+	LastLogIndex       uint64  `json:"lastLogIndex"`
+	// LedgerIndex is the index of the last command the ledger applied.
+	LedgerIndex       uint64 `json:"ledgerIndex"`
+	LastSnapshotIndex uint64 `json:"lastSnapshotIndex"`
+	LastSnapshotTerm  uint64 `json:"lastSnapshotTerm"`
+	// Peers are the members of the Raft configuration plus configured
+	// peers that are not members yet.
+	Peers []PeerStatus `json:"peers"`
+}
+
+// PeerStatus is one member as this replica sees it.
+type PeerStatus struct {
+	ID       string `json:"id"`
+	RaftAddr string `json:"raftAddr"`
+	HTTPAddr string `json:"httpAddr,omitempty"`
+	// Suffrage is voter or nonvoter; "none" for a configured peer that is
+	// not a member yet.
+	Suffrage string `json:"suffrage"`
+	Leader   bool   `json:"leader,omitempty"`
+	Self     bool   `json:"self,omitempty"`
+	// Reachable is known on the leader only: whether the peer answers
+	// heartbeats. LastContact is when it last did (on the leader, for a
+	// peer whose heartbeats fail or that has recovered).
+	Reachable   *bool      `json:"reachable,omitempty"`
+	LastContact *time.Time `json:"lastContact,omitempty"`
+}
+
+// peerContact is the leader's view of one follower's heartbeats.
+type peerContact struct {
+	failing     bool
+	lastContact time.Time
+}
+
+// observeLoop records heartbeat failures and recoveries (the leader's view
+// of each follower) and leader changes.
+func (n *Node) observeLoop() {
+	defer n.wg.Done()
+	for {
+		select {
+		case <-n.ctx.Done():
+			return
+		case o := <-n.obsCh:
+			n.mu.Lock()
+			switch d := o.Data.(type) {
+			case raft.FailedHeartbeatObservation:
+				n.peerState[string(d.PeerID)] = peerContact{failing: true, lastContact: d.LastContact}
+			case raft.ResumedHeartbeatObservation:
+				n.peerState[string(d.PeerID)] = peerContact{lastContact: time.Now()}
+			case raft.LeaderObservation:
+				n.peerState = map[string]peerContact{}
+				n.metrics.leaderChanges.Inc()
+			}
+			n.mu.Unlock()
+		}
+	}
+}
+
+// Status reports this replica's Raft state.
+func (n *Node) Status() Status {
+	st := Status{
+		ID:           n.cfg.ID,
+		State:        strings.ToLower(n.raft.State().String()),
+		Term:         n.raft.CurrentTerm(),
+		CommitIndex:  n.raft.CommitIndex(),
+		AppliedIndex: n.raft.AppliedIndex(),
+		LastLogIndex: n.raft.LastIndex(),
+		LedgerIndex:  n.fsm.AppliedIndex(),
+	}
+	stats := n.raft.Stats()
+	st.LastSnapshotIndex = parseUint(stats["last_snapshot_index"])
+	st.LastSnapshotTerm = parseUint(stats["last_snapshot_term"])
+	leader, hasLeader := n.Leader()
+	if hasLeader {
+		st.Leader = &leader
+	}
+	isLeader := n.raft.State() == raft.Leader
+	switch last := n.raft.LastContact(); {
+	case isLeader:
+		st.LastContactSeconds = 0
+	case last.IsZero():
+		st.LastContactSeconds = -1
+	default:
+		st.LastContact = &last
+		st.LastContactSeconds = time.Since(last).Seconds()
+	}
+
+	n.mu.Lock()
+	if n.lead.Leader {
+		since := n.lead.Since
+		st.LeaderSince = &since
+	}
+	contacts := make(map[string]peerContact, len(n.peerState))
+	for id, c := range n.peerState {
+		contacts[id] = c
+	}
+	configured := append([]Peer(nil), n.peers...)
+	n.mu.Unlock()
+
+	seen := map[string]bool{}
+	var servers []raft.Server
+	if f := n.raft.GetConfiguration(); f.Error() == nil {
+		servers = f.Configuration().Servers
+	}
+	for _, s := range servers {
+		ps := PeerStatus{ID: string(s.ID), RaftAddr: string(s.Address), Suffrage: suffrage(s.Suffrage),
+			Self: string(s.ID) == n.cfg.ID}
+		ps.Leader = hasLeader && ps.ID == leader.ID
+		for _, p := range configured {
+			if p.ID == ps.ID {
+				ps.HTTPAddr = p.HTTPAddr
+			}
+		}
+		if isLeader && !ps.Self {
+			c, known := contacts[ps.ID]
+			reachable := !c.failing
+			ps.Reachable = &reachable
+			if known && !c.lastContact.IsZero() {
+				t := c.lastContact
+				ps.LastContact = &t
+			}
+		}
+		seen[ps.ID] = true
+		st.Peers = append(st.Peers, ps)
+	}
+	for _, p := range configured {
+		if !seen[p.ID] {
+			st.Peers = append(st.Peers, PeerStatus{ID: p.ID, RaftAddr: p.RaftAddr, HTTPAddr: p.HTTPAddr, Suffrage: "none"})
+		}
+	}
+	sort.Slice(st.Peers, func(i, j int) bool { return st.Peers[i].ID < st.Peers[j].ID })
+	return st
+}
+
+func suffrage(s raft.ServerSuffrage) string {
+	switch s {
+	case raft.Voter:
+		return "voter"
+	case raft.Nonvoter:
+		return "nonvoter"
+	}
+	return "staging"
+}
+
+func parseUint(s string) uint64 {
+	v, _ := strconv.ParseUint(s, 10, 64)
+	return v
+}
