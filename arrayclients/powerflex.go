@@ -1,0 +1,414 @@
+package arrayclients
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	siotypes "github.com/dell/goscaleio/types/v1"
+)
+
+// PowerFlexAdapter fences a node by unmapping every volume from its SDC and
+// unfences by mapping them back with the recorded access modes and limits.
+// The SDC is the node's identity: csi-vxflexos reports the SDC GUID as the
+// node's CSI node ID.
+type PowerFlexAdapter struct {
+	cfg    Config
+	logger *slog.Logger
+	pool   *powerFlexPool
+
+	mu     sync.Mutex // guards system
+	system *siotypes.System
+}
+
+var _ Adapter = (*PowerFlexAdapter)(nil)
+
+// PowerFlexEntries is Plan.Entries for PowerFlex: the SDC and every volume
+// mapping a fence removes.
+type PowerFlexEntries struct {
+	SystemID string             `json:"systemID"`
+	SdcID    string             `json:"sdcID"`
+	SdcGUID  string             `json:"sdcGUID"`
+	Mappings []PowerFlexMapping `json:"mappings"`
+}
+
+// PowerFlexMapping is one volume's mapping to the SDC, with what Undo needs
+// to restore it exactly.
+type PowerFlexMapping struct {
+	VolumeID   string `json:"volumeID"`
+	VolumeName string `json:"volumeName,omitempty"`
+	// AccessMode is ReadWrite, ReadOnly or NoAccess.
+	AccessMode string `json:"accessMode"`
+	// LimitIops and LimitBwInMbps are the mapping's limits (0 = unlimited).
+	LimitIops     int `json:"limitIops"`
+	LimitBwInMbps int `json:"limitBwInMbps"`
+}
+
+func (m PowerFlexMapping) String() string {
+	name := m.VolumeID
+	if m.VolumeName != "" {
+		name = m.VolumeName + " (" + m.VolumeID + ")"
+	}
+	return fmt.Sprintf("volume %s %s iops=%d bw=%dMBps", name, m.AccessMode, m.LimitIops, m.LimitBwInMbps)
+}
+
+// NewPowerFlex builds a PowerFlex adapter over goscaleio. It does no I/O:
+// the first call logs in (and learns the API version), later calls reuse
+// the session and log in again when the gateway answers 401.
+func NewPowerFlex(_ context.Context, cfg Config, logger *slog.Logger) (Adapter, error) {
+	return newPowerFlex(cfg, logger)
+}
+
+func newPowerFlex(cfg Config, logger *slog.Logger) (*PowerFlexAdapter, error) {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Endpoint == "" {
+		return nil, fmt.Errorf("powerflex array %s: endpoint: required", cfg.Name)
+	}
+	if cfg.Username == "" || cfg.Password == "" {
+		return nil, fmt.Errorf("powerflex array %s: username and password: required", cfg.Name)
+	}
+	if cfg.RequestTimeout <= 0 {
+		cfg.RequestTimeout = DefaultRequestTimeout
+	}
+	return &PowerFlexAdapter{cfg: cfg, logger: logger, pool: newPowerFlexPool(cfg)}, nil
+}
+
+// Name is the configured array name.
+func (a *PowerFlexAdapter) Name() string { return a.cfg.Name }
+
+// Family is PowerFlex.
+func (a *PowerFlexAdapter) Family() Family { return PowerFlex }
+
+// findSystem returns the configured system (read once, then cached).
+func (a *PowerFlexAdapter) findSystem(k powerFlexCall) (*siotypes.System, error) {
+	a.mu.Lock()
+	sys := a.system
+	a.mu.Unlock()
+	if sys != nil {
+		return sys, nil
+	}
+	all, err := k.systems()
+	if err != nil {
+		return nil, fmt.Errorf("list systems: %w", err)
+	}
+	sys, err = a.selectSystem(all)
+	if err != nil {
+		return nil, err
+	}
+	a.mu.Lock()
+	a.system = sys
+	a.mu.Unlock()
+	return sys, nil
+}
+
+// selectSystem picks the configured system: by SystemID, or by SystemName
+// when set; with neither, the gateway's only system.
+func (a *PowerFlexAdapter) selectSystem(all []*siotypes.System) (*siotypes.System, error) {
+	var match []*siotypes.System
+	var ids []string
+	for _, s := range all {
+		ids = append(ids, s.ID)
+		switch {
+		case a.cfg.SystemID == "" && a.cfg.SystemName == "":
+			match = append(match, s)
+		case a.cfg.SystemID != "" && s.ID == a.cfg.SystemID:
+			match = append(match, s)
+		case a.cfg.SystemName != "" && s.Name == a.cfg.SystemName:
+			match = append(match, s)
+		}
+	}
+	switch len(match) {
+	case 1:
+		return match[0], nil
+	case 0:
+		return nil, fmt.Errorf("system %q (name %q) not found; the gateway has %s",
+			a.cfg.SystemID, a.cfg.SystemName, strings.Join(ids, ", "))
+	default:
+		return nil, fmt.Errorf("the gateway has %d systems (%s): set systemID", len(match), strings.Join(ids, ", "))
+	}
+}
+
+// Resolve finds the SDC whose GUID is the node's csi-vxflexos node ID, or,
+// with an override, the SDC whose ID, name, GUID or one of whose IPs is
+// exactly the override. Exactly one SDC must match.
+func (a *PowerFlexAdapter) Resolve(ctx context.Context, node Node) (Identity, error) {
+	key, byOverride := node.Override, node.Override != ""
+	if !byOverride {
+		key = node.CSINodeIDs[DriverPowerFlex]
+	}
+	if key == "" {
+		return Identity{}, fmt.Errorf("%w: node has no %s node ID and no override", ErrNoIdentity, DriverPowerFlex)
+	}
+	var id Identity
+	err := a.pool.with(ctx, func(k powerFlexCall) error {
+		sys, err := a.findSystem(k)
+		if err != nil {
+			return err
+		}
+		sdcs, err := k.sdcs(sys)
+		if err != nil {
+			return fmt.Errorf("list SDCs: %w", err)
+		}
+		var match []siotypes.Sdc
+		for _, s := range sdcs {
+			if strings.EqualFold(s.SdcGUID, key) ||
+				(byOverride && (s.ID == key || s.Name == key || slices.Contains(sdcIPs(s), key))) {
+				match = append(match, s)
+			}
+		}
+		what := "GUID " + key
+		if byOverride {
+			what = "ID, name, GUID or IP " + key
+		}
+		switch len(match) {
+		case 0:
+			return fmt.Errorf("%w: no SDC with %s in system %s", ErrNoIdentity, what, sys.ID)
+		case 1:
+		default:
+			ids := make([]string, len(match))
+			for i, s := range match {
+				ids[i] = fmt.Sprintf("%s (%s, GUID %s)", s.ID, s.Name, s.SdcGUID)
+			}
+			return fmt.Errorf("%w: %d SDCs match %s: %s", ErrAmbiguousIdentity, len(match), what, strings.Join(ids, "; "))
+		}
+		s := match[0]
+		id = Identity{
+			Array: a.cfg.Name, Family: PowerFlex, Node: node.Name, ObjectID: s.ID, ObjectName: s.Name,
+			Keys: append([]string{s.SdcGUID}, sdcIPs(s)...), ResolvedAt: time.Now().UTC(),
+		}
+		return nil
+	})
+	return id, err
+}
+
+// sdcIPs returns the SDC's IPs (sdcIps, else sdcIp).
+func sdcIPs(s siotypes.Sdc) []string {
+	if len(s.SdcIPs) > 0 {
+		return slices.Clone(s.SdcIPs)
+	}
+	if s.SdcIP != "" {
+		return []string{s.SdcIP}
+	}
+	return nil
+}
+
+// mappingsOf lists the volumes mapped to sdcID, sorted by volume ID.
+func mappingsOf(vols []*siotypes.Volume, sdcID string) []PowerFlexMapping {
+	var out []PowerFlexMapping
+	for _, v := range vols {
+		for _, m := range v.MappedSdcInfo {
+			if m != nil && m.SdcID == sdcID {
+				out = append(out, PowerFlexMapping{
+					VolumeID: v.ID, VolumeName: v.Name, AccessMode: m.AccessMode,
+					LimitIops: m.LimitIops, LimitBwInMbps: m.LimitBwInMbps,
+				})
+			}
+		}
+	}
+	slices.SortFunc(out, func(x, y PowerFlexMapping) int { return strings.Compare(x.VolumeID, y.VolumeID) })
+	return out
+}
+
+// current reads the SDC's volume mappings. found is false when the SDC no
+// longer exists.
+func (a *PowerFlexAdapter) current(k powerFlexCall, sdcID, guid string) (maps []PowerFlexMapping, found bool, err error) {
+	sdc, err := k.sdcByID(sdcID)
+	if powerFlexIs(err, pflexMsgNoSdc) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("read SDC %s: %w", sdcID, err)
+	}
+	if guid != "" && !strings.EqualFold(sdc.Sdc.SdcGUID, guid) {
+		return nil, false, fmt.Errorf("%w: SDC %s now has GUID %s, not %s", ErrNoIdentity, sdcID, sdc.Sdc.SdcGUID, guid)
+	}
+	vols, err := k.sdcVolumes(sdc)
+	if err != nil {
+		return nil, false, fmt.Errorf("list volumes of SDC %s: %w", sdcID, err)
+	}
+	return mappingsOf(vols, sdcID), true, nil
+}
+
+// Plan records every volume mapped to the identity's SDC with its access
+// mode and limits.
+func (a *PowerFlexAdapter) Plan(ctx context.Context, id Identity) (Plan, error) {
+	if id.Array != a.cfg.Name || id.Family != PowerFlex || id.ObjectID == "" {
+		return Plan{}, fmt.Errorf("%w: identity %s/%s/%s", ErrPlanMismatch, id.Family, id.Array, id.ObjectID)
+	}
+	guid := ""
+	if len(id.Keys) > 0 {
+		guid = id.Keys[0]
+	}
+	var p Plan
+	err := a.pool.with(ctx, func(k powerFlexCall) error {
+		sys, err := a.findSystem(k)
+		if err != nil {
+			return err
+		}
+		maps, found, err := a.current(k, id.ObjectID, guid)
+		if err != nil {
+			return err
+		}
+		if !found {
+			return fmt.Errorf("%w: SDC %s no longer exists", ErrNoIdentity, id.ObjectID)
+		}
+		entries := PowerFlexEntries{SystemID: sys.ID, SdcID: id.ObjectID, SdcGUID: guid, Mappings: maps}
+		if entries.Mappings == nil {
+			entries.Mappings = []PowerFlexMapping{}
+		}
+		raw, err := json.Marshal(entries)
+		if err != nil {
+			return fmt.Errorf("encode plan: %w", err)
+		}
+		p = Plan{
+			Array: a.cfg.Name, Family: PowerFlex, Identity: id, Entries: raw, CreatedAt: time.Now().UTC(),
+			Summary: fmt.Sprintf("unmap %d volume(s) from SDC %s (%s)", len(maps), id.ObjectName, id.ObjectID),
+		}
+		return nil
+	})
+	return p, err
+}
+
+// entries decodes a plan of this array.
+func (a *PowerFlexAdapter) entries(p Plan) (PowerFlexEntries, error) {
+	var e PowerFlexEntries
+	if p.Array != a.cfg.Name || p.Family != PowerFlex {
+		return e, fmt.Errorf("%w: plan is for %s array %q", ErrPlanMismatch, p.Family, p.Array)
+	}
+	if err := json.Unmarshal(p.Entries, &e); err != nil {
+		return e, fmt.Errorf("%w: entries: %w", ErrPlanMismatch, err)
+	}
+	if e.SdcID == "" || e.SdcID != p.Identity.ObjectID {
+		return e, fmt.Errorf("%w: entries name SDC %q, identity %q", ErrPlanMismatch, e.SdcID, p.Identity.ObjectID)
+	}
+	return e, nil
+}
+
+// Apply unmaps every planned volume still mapped to the SDC. A mapping
+// that is already gone (or whose volume is gone) counts as done.
+func (a *PowerFlexAdapter) Apply(ctx context.Context, p Plan) error {
+	e, err := a.entries(p)
+	if err != nil {
+		return err
+	}
+	return a.pool.with(ctx, func(k powerFlexCall) error {
+		cur, found, err := a.current(k, e.SdcID, e.SdcGUID)
+		if err != nil {
+			return err
+		}
+		if !found {
+			a.logger.Info("SDC no longer exists: nothing to unmap", "node", p.Identity.Node, "sdc", e.SdcID)
+			return nil
+		}
+		for _, m := range e.Mappings {
+			if !slices.ContainsFunc(cur, func(c PowerFlexMapping) bool { return c.VolumeID == m.VolumeID }) {
+				continue
+			}
+			err := k.unmap(m.VolumeID, e.SdcID)
+			if powerFlexIs(err, pflexMsgNotMapped) || powerFlexIs(err, pflexMsgNoVolume) {
+				continue
+			}
+			if err != nil {
+				return fmt.Errorf("unmap %s: %w", m, err)
+			}
+		}
+		return nil
+	})
+}
+
+// Verify reads the SDC's mappings back: Fenced when none is left, Restored
+// when every planned mapping is present with its access mode and limits.
+func (a *PowerFlexAdapter) Verify(ctx context.Context, p Plan) (Verification, error) {
+	e, err := a.entries(p)
+	if err != nil {
+		return Verification{}, err
+	}
+	var v Verification
+	err = a.pool.with(ctx, func(k powerFlexCall) error {
+		cur, found, err := a.current(k, e.SdcID, e.SdcGUID)
+		if err != nil {
+			return err
+		}
+		v = powerFlexVerify(e.Mappings, cur, found)
+		return nil
+	})
+	return v, err
+}
+
+// powerFlexVerify compares the planned mappings with the current ones.
+func powerFlexVerify(planned, cur []PowerFlexMapping, found bool) Verification {
+	v := Verification{CheckedAt: time.Now().UTC(), Fenced: len(cur) == 0, Restored: found}
+	for _, c := range cur {
+		v.Remaining = append(v.Remaining, c.String())
+	}
+	for _, m := range planned {
+		i := slices.IndexFunc(cur, func(c PowerFlexMapping) bool { return c.VolumeID == m.VolumeID })
+		switch {
+		case !found:
+			v.Missing = append(v.Missing, m.String()+": SDC no longer exists")
+		case i < 0:
+			v.Missing = append(v.Missing, m.String())
+		case cur[i].AccessMode != m.AccessMode || cur[i].LimitIops != m.LimitIops || cur[i].LimitBwInMbps != m.LimitBwInMbps:
+			v.Missing = append(v.Missing, m.String()+": now "+cur[i].String())
+		}
+	}
+	v.Restored = v.Restored && len(v.Missing) == 0
+	return v
+}
+
+// Undo maps every planned volume back with its access mode and restores
+// its limits; mappings already present with the right mode and limits are
+// left alone, so a repeat writes nothing.
+func (a *PowerFlexAdapter) Undo(ctx context.Context, p Plan) error {
+	e, err := a.entries(p)
+	if err != nil {
+		return err
+	}
+	return a.pool.with(ctx, func(k powerFlexCall) error {
+		cur, found, err := a.current(k, e.SdcID, e.SdcGUID)
+		if err != nil {
+			return err
+		}
+		if !found {
+			return fmt.Errorf("%w: SDC %s no longer exists; cannot map %d volume(s) back",
+				ErrNoIdentity, e.SdcID, len(e.Mappings))
+		}
+		var gone []string
+		for _, m := range e.Mappings {
+			i := slices.IndexFunc(cur, func(c PowerFlexMapping) bool { return c.VolumeID == m.VolumeID })
+			have := PowerFlexMapping{}
+			if i >= 0 {
+				have = cur[i]
+			}
+			if i >= 0 && have.AccessMode != m.AccessMode {
+				return fmt.Errorf("%s is mapped with access mode %s, not %s: refusing to change it", m, have.AccessMode, m.AccessMode)
+			}
+			if i < 0 {
+				err := k.mapVolume(m.VolumeID, e.SdcID, m.AccessMode)
+				if powerFlexIs(err, pflexMsgNoVolume) {
+					gone = append(gone, m.String())
+					continue
+				}
+				if err != nil && !powerFlexIs(err, pflexMsgAlreadyMapped) {
+					return fmt.Errorf("map %s: %w", m, err)
+				}
+			}
+			if have.LimitIops != m.LimitIops || have.LimitBwInMbps != m.LimitBwInMbps {
+				if err := k.setLimits(m.VolumeID, e.SdcID, m.LimitIops, m.LimitBwInMbps); err != nil {
+					return fmt.Errorf("restore limits of %s: %w", m, err)
+				}
+			}
+		}
+		if len(gone) > 0 {
+			return fmt.Errorf("volumes no longer exist, cannot map them back: %s", strings.Join(gone, "; "))
+		}
+		return nil
+	})
+}

@@ -1,0 +1,77 @@
+package arrayclients
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Health reports the SDC's mdmConnectionState (Connected / Disconnected)
+// and whether its statistics window shows reads or writes (csi-powerflex's
+// signals). When the array cannot be read, both are unknown with the
+// reason and the error wraps ErrUnreachable.
+func (a *PowerFlexAdapter) Health(ctx context.Context, id Identity) (Health, error) {
+	h := Health{Array: a.cfg.Name, Node: id.Node, Connectivity: ConnectivityUnknown, IO: IOUnknown}
+	if id.Array != a.cfg.Name || id.Family != PowerFlex || id.ObjectID == "" {
+		err := fmt.Errorf("%w: identity %s/%s/%s", ErrPlanMismatch, id.Family, id.Array, id.ObjectID)
+		h.Reason = err.Error()
+		return h, err
+	}
+	err := a.pool.with(ctx, func(k powerFlexCall) error {
+		sdc, err := k.sdcByID(id.ObjectID)
+		if powerFlexIs(err, pflexMsgNoSdc) {
+			return fmt.Errorf("%w: SDC %s no longer exists", ErrNoIdentity, id.ObjectID)
+		}
+		if err != nil {
+			return fmt.Errorf("read SDC %s: %w", id.ObjectID, err)
+		}
+		h.SampledAt = time.Now().UTC()
+		state := sdc.Sdc.MdmConnectionState
+		switch state {
+		case "Connected":
+			h.Connectivity = Connected
+		case "Disconnected":
+			h.Connectivity = Disconnected
+		}
+		stats, err := k.sdcStatistics(sdc)
+		if err != nil {
+			h.Reason = fmt.Sprintf("mdmConnectionState %q; statistics unreadable: %v", state, err)
+			return nil
+		}
+		ops := stats.UserDataReadBwc.NumOccured + stats.UserDataWriteBwc.NumOccured
+		if ops > 0 {
+			h.IO = IOActive
+		} else {
+			h.IO = IOIdle
+		}
+		h.Reason = fmt.Sprintf("mdmConnectionState %q; %d read+write I/Os in the last %ds",
+			state, ops, max(stats.UserDataReadBwc.NumSeconds, stats.UserDataWriteBwc.NumSeconds))
+		return nil
+	})
+	if err != nil {
+		h.Connectivity, h.IO, h.Reason = ConnectivityUnknown, IOUnknown, err.Error()
+		return h, err
+	}
+	return h, nil
+}
+
+// Check logs in (if needed), reads the systems and finds the configured one.
+func (a *PowerFlexAdapter) Check(ctx context.Context) CheckResult {
+	r := CheckResult{Array: a.cfg.Name, Family: PowerFlex}
+	err := a.pool.with(ctx, func(k powerFlexCall) error {
+		all, err := k.systems()
+		if err != nil {
+			return fmt.Errorf("list systems: %w", err)
+		}
+		_, err = a.selectSystem(all)
+		return err
+	})
+	r.CheckedAt = time.Now().UTC()
+	if err != nil {
+		r.Error = err.Error()
+		return r
+	}
+	r.Reachable = true
+	r.APIVersion = a.pool.apiVersion()
+	return r
+}
