@@ -53,8 +53,17 @@ type PowerMaxView struct {
 	PortGroup    string `json:"portGroup,omitempty"`
 }
 
-// NewPowerMax builds a PowerMax adapter. It sends nothing until first used.
-func NewPowerMax(cfg Config, prefixes PowerMaxPrefixes, logger *slog.Logger) (*PowerMaxAdapter, error) {
+// NewPowerMax builds a PowerMax adapter with the family constructor
+// signature. Config has no csi-powermax cluster prefix, so nodes resolve
+// only through per-node overrides until one is given with
+// NewPowerMaxWithPrefixes. It sends nothing until first used.
+func NewPowerMax(ctx context.Context, cfg Config, logger *slog.Logger) (*PowerMaxAdapter, error) {
+	return NewPowerMaxWithPrefixes(ctx, cfg, nil, logger)
+}
+
+// NewPowerMaxWithPrefixes builds a PowerMax adapter that names each node's
+// host csi-node-<prefix>-<nodeID>[-FC|-NVMETCP] with its cluster's prefix.
+func NewPowerMaxWithPrefixes(_ context.Context, cfg Config, prefixes PowerMaxPrefixes, logger *slog.Logger) (*PowerMaxAdapter, error) {
 	if cfg.RequestTimeout <= 0 {
 		cfg.RequestTimeout = DefaultRequestTimeout
 	}
@@ -70,7 +79,7 @@ func NewPowerMax(cfg Config, prefixes PowerMaxPrefixes, logger *slog.Logger) (*P
 	if err != nil {
 		return nil, fmt.Errorf("powermax %s: %w", cfg.Name, err)
 	}
-	return &PowerMaxAdapter{cfg: cfg, prefixes: prefixes, conn: conn, log: logger.With("array", cfg.Name, "family", PowerMax), now: time.Now}, nil
+	return &PowerMaxAdapter{cfg: cfg, prefixes: prefixes, conn: conn, log: logger, now: time.Now}, nil
 }
 
 // Name is the configured array name.
@@ -102,7 +111,7 @@ func (a *PowerMaxAdapter) candidates(node Node) ([]string, error) {
 	}
 	if !ok {
 		// Not ErrNoIdentity: a missing setting must not read as "nothing to fence here".
-		return nil, fmt.Errorf("no csi-powermax cluster prefix is configured for cluster %q: cannot name the node's host", node.Cluster)
+		return nil, fmt.Errorf("no csi-powermax cluster prefix is configured for cluster %q: cannot name the node's host (set a per-node override)", node.Cluster)
 	}
 	var out []string
 	for _, suffix := range powerMaxHostSuffixes {

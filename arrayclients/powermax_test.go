@@ -68,7 +68,7 @@ func startPowerMax(t testing.TB, doc string, timeout time.Duration) pmaxEnv {
 		Name: "pmax-1", Family: arrayclients.PowerMax, Endpoint: l.URL, Username: "smc", Password: "secret",
 		CAFile: l.CAFile, RequestTimeout: timeout, SymmetrixID: pmaxSym,
 	}
-	a, err := arrayclients.NewPowerMax(cfg, arrayclients.PowerMaxPrefixes{"": "TST"}, nil)
+	a, err := arrayclients.NewPowerMaxWithPrefixes(context.Background(), cfg, arrayclients.PowerMaxPrefixes{"": "TST"}, nil)
 	require.NoError(t, err)
 	return pmaxEnv{srv: srv, sim: sim, adapter: a, cfg: cfg, close: l.Close}
 }
@@ -240,7 +240,7 @@ func TestPowerMaxIdentityErrors(t *testing.T) {
 	assert.NotErrorIs(t, err, arrayclients.ErrNoIdentity)
 	assert.ErrorContains(t, err, "override")
 
-	noPrefix, err := arrayclients.NewPowerMax(e.cfg, arrayclients.PowerMaxPrefixes{"other": "OTH"}, nil)
+	noPrefix, err := arrayclients.NewPowerMaxWithPrefixes(ctx, e.cfg, arrayclients.PowerMaxPrefixes{"other": "OTH"}, nil)
 	require.NoError(t, err)
 	_, err = noPrefix.Resolve(ctx, pmaxNode("worker-1"))
 	require.Error(t, err)
@@ -314,7 +314,7 @@ func TestPowerMaxCheckAndAuth(t *testing.T) {
 
 	bad := e.cfg
 	bad.Password = "wrong"
-	a, err := arrayclients.NewPowerMax(bad, arrayclients.PowerMaxPrefixes{"": "TST"}, nil)
+	a, err := arrayclients.NewPowerMaxWithPrefixes(ctx, bad, arrayclients.PowerMaxPrefixes{"": "TST"}, nil)
 	require.NoError(t, err)
 	r = a.Check(ctx)
 	assert.False(t, r.Reachable)
@@ -322,9 +322,9 @@ func TestPowerMaxCheckAndAuth(t *testing.T) {
 	_, err = a.Resolve(ctx, pmaxNode("worker-1"))
 	require.ErrorIs(t, err, arrayclients.ErrUnreachable)
 
-	_, err = arrayclients.NewPowerMax(arrayclients.Config{Name: "p", Endpoint: "https://api.example.com", SymmetrixID: pmaxSym}, nil, nil)
+	_, err = arrayclients.NewPowerMax(ctx, arrayclients.Config{Name: "p", Endpoint: "https://api.example.com", SymmetrixID: pmaxSym}, nil)
 	assert.ErrorContains(t, err, "api")
-	_, err = arrayclients.NewPowerMax(arrayclients.Config{Name: "p", Endpoint: "https://10.0.0.1", SymmetrixID: "46"}, nil, nil)
+	_, err = arrayclients.NewPowerMax(ctx, arrayclients.Config{Name: "p", Endpoint: "https://10.0.0.1", SymmetrixID: "46"}, nil)
 	assert.ErrorContains(t, err, "symmetrixID")
 }
 

@@ -67,7 +67,7 @@ type UnityLUNAccess struct {
 
 // NewUnity builds a Unity adapter and its gounity clients. It sends nothing
 // until first used.
-func NewUnity(cfg Config, logger *slog.Logger) (*UnityAdapter, error) {
+func NewUnity(_ context.Context, cfg Config, logger *slog.Logger) (*UnityAdapter, error) {
 	if cfg.RequestTimeout <= 0 {
 		cfg.RequestTimeout = DefaultRequestTimeout
 	}
@@ -78,7 +78,7 @@ func NewUnity(cfg Config, logger *slog.Logger) (*UnityAdapter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("unity %s: %w", cfg.Name, err)
 	}
-	return &UnityAdapter{cfg: cfg, pool: pool, log: logger.With("array", cfg.Name, "family", Unity), now: time.Now}, nil
+	return &UnityAdapter{cfg: cfg, pool: pool, log: logger, now: time.Now}, nil
 }
 
 // Name is the configured array name.

@@ -16,7 +16,7 @@ import (
 // keeps. gounity re-authenticates inside a request on a 401 by rewriting the
 // client's token without a lock, so a client is never shared between
 // goroutines: each request borrows one from the pool.
-const unityPoolSize = 4
+const unityPoolSize = 8
 
 var (
 	// unityNameRE is a host name we put unescaped into

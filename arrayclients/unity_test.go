@@ -67,7 +67,7 @@ func startUnity(t testing.TB, doc string, timeout time.Duration) unityEnv {
 		Name: "unity-1", Family: arrayclients.Unity, Endpoint: l.URL, Username: "admin", Password: "secret",
 		Insecure: true, RequestTimeout: timeout,
 	}
-	a, err := arrayclients.NewUnity(cfg, nil)
+	a, err := arrayclients.NewUnity(context.Background(), cfg, nil)
 	require.NoError(t, err)
 	return unityEnv{srv: srv, sim: sim, adapter: a, cfg: cfg, close: l.Close}
 }
@@ -289,7 +289,7 @@ func TestUnityReloginAndCheck(t *testing.T) {
 
 	bad := e.cfg
 	bad.Password = "wrong"
-	a, err := arrayclients.NewUnity(bad, nil)
+	a, err := arrayclients.NewUnity(context.Background(), bad, nil)
 	require.NoError(t, err)
 	r = a.Check(ctx)
 	assert.False(t, r.Reachable)
@@ -297,9 +297,9 @@ func TestUnityReloginAndCheck(t *testing.T) {
 	_, err = a.Resolve(ctx, unityNode("worker-1"))
 	require.ErrorIs(t, err, arrayclients.ErrUnreachable)
 
-	_, err = arrayclients.NewUnity(arrayclients.Config{Name: "u", Endpoint: "https://10.0.0.1", CAFile: "/ca.pem"}, nil)
+	_, err = arrayclients.NewUnity(context.Background(), arrayclients.Config{Name: "u", Endpoint: "https://10.0.0.1", CAFile: "/ca.pem"}, nil)
 	assert.ErrorContains(t, err, "caFile")
-	_, err = arrayclients.NewUnity(arrayclients.Config{Name: "u", Endpoint: "https://api.example.com", Insecure: true}, nil)
+	_, err = arrayclients.NewUnity(context.Background(), arrayclients.Config{Name: "u", Endpoint: "https://api.example.com", Insecure: true}, nil)
 	assert.ErrorContains(t, err, "api")
 }
 

@@ -47,7 +47,7 @@ type env struct {
 	caFile string
 }
 
-func start(t *testing.T, doc string, useTLS bool) env {
+func start(t testing.TB, doc string, useTLS bool) env {
 	t.Helper()
 	f, err := fixture.Parse([]byte(doc))
 	require.NoError(t, err)
@@ -60,7 +60,7 @@ func start(t *testing.T, doc string, useTLS bool) env {
 	return env{srv: srv, sim: sim, url: l.URL, caFile: l.CAFile}
 }
 
-func (e env) client(t *testing.T, password string, timeout time.Duration) pmax.Pmax {
+func (e env) client(t testing.TB, password string, timeout time.Duration) pmax.Pmax {
 	t.Helper()
 	c, err := pmax.NewClientWithArgs(e.url, "fenced-test", e.caFile == "", true, e.caFile)
 	require.NoError(t, err)

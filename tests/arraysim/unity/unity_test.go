@@ -48,9 +48,14 @@ type env struct {
 	url string
 }
 
-func start(t *testing.T, useTLS bool) env {
+func start(t testing.TB, useTLS bool) env {
 	t.Helper()
-	f, err := fixture.Parse([]byte(testFixture))
+	return startDoc(t, testFixture, useTLS)
+}
+
+func startDoc(t testing.TB, doc string, useTLS bool) env {
+	t.Helper()
+	f, err := fixture.Parse([]byte(doc))
 	require.NoError(t, err)
 	sim, err := unity.New(&f.Arrays[0].Spec, f.Nodes)
 	require.NoError(t, err)
@@ -63,7 +68,7 @@ func start(t *testing.T, useTLS bool) env {
 
 // client builds a gounity client. gounity has no CA option: TLS needs
 // insecure against the simulator's generated certificate.
-func (e env) client(t *testing.T) gounity.UnityClient {
+func (e env) client(t testing.TB) gounity.UnityClient {
 	t.Helper()
 	ctx := context.Background()
 	c, err := gounity.NewClientWithArgs(ctx, e.url, true)

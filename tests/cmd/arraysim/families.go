@@ -5,9 +5,11 @@ import (
 
 	"github.com/fenced-project/fenced/tests/arraysim/fixture"
 	"github.com/fenced-project/fenced/tests/arraysim/powerflex"
+	"github.com/fenced-project/fenced/tests/arraysim/powermax"
 	"github.com/fenced-project/fenced/tests/arraysim/powerscale"
 	"github.com/fenced-project/fenced/tests/arraysim/powerstore"
 	"github.com/fenced-project/fenced/tests/arraysim/simcore"
+	"github.com/fenced-project/fenced/tests/arraysim/unity"
 )
 
 // newFamily builds the simulator of one fixture array. Each family package
@@ -25,6 +27,10 @@ func newFamily(a fixture.Array, nodes []fixture.Node) (simcore.Family, error) {
 		fam, err = asFamily(powerstore.New(&a.Spec, nodes))
 	case fixture.PowerScale:
 		fam, err = asFamily(powerscale.New(&a.Spec, nodes))
+	case fixture.PowerMax:
+		fam, err = asFamily(powermax.New(&a.Spec, nodes))
+	case fixture.Unity:
+		fam, err = asFamily(unity.New(&a.Spec, nodes))
 	default:
 		return nil, fmt.Errorf("arrays[%s].family: %q has no simulator in this build", a.Name, a.Family)
 	}
