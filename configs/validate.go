@@ -438,7 +438,9 @@ func (c *checker) files(cfg *Config, credDir string) []string {
 				continue
 			}
 			if credDir == "" {
-				unchecked = append(unchecked, ref)
+				if !slices.Contains(unchecked, ref) {
+					unchecked = append(unchecked, ref)
+				}
 				continue
 			}
 		}

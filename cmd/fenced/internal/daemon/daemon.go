@@ -1,0 +1,328 @@
+// Package daemon runs fenced: it owns the HTTP endpoint and the components
+// that make up the replica, starts them with one context, tells systemd
+// about its state (READY, STATUS, WATCHDOG, STOPPING) and stops everything
+// in time when that context is cancelled.
+//
+// Wiring code adds to a Daemon before Run:
+//
+//	d.Handle("POST /v1/fence", d.Authorize(h))   // routes
+//	d.AddReadinessCheck("raft", check)            // /readyz
+//	d.AddStatusProvider(provider)                 // /status sections
+//	d.Registry().MustRegister(collector)          // /metrics
+//	d.AddComponent("raft", run)                   // long-running work
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	sddaemon "github.com/coreos/go-systemd/v22/daemon"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/fenced-project/fenced/arrayclients"
+	"github.com/fenced-project/fenced/cmd/fenced/internal/buildinfo"
+	"github.com/fenced-project/fenced/cmd/fenced/internal/logging"
+	"github.com/fenced-project/fenced/cmd/fenced/internal/server"
+	"github.com/fenced-project/fenced/configs"
+)
+
+// Options adjust a Daemon. Zero values select the production behaviour.
+type Options struct {
+	// Logger is the daemon's logger.
+	Logger *slog.Logger
+	// Redactor receives every secret the daemon reads, so logs hide them.
+	Redactor *logging.Redactor
+	// CredentialsDir resolves credential:NAME references; normally
+	// $CREDENTIALS_DIRECTORY.
+	CredentialsDir string
+	// Build describes the binary.
+	Build buildinfo.Info
+	// Listener, when set, is used instead of listening on http.listen.
+	Listener net.Listener
+	// Notify sends an sd_notify state; default go-systemd's SdNotify,
+	// which does nothing outside systemd.
+	Notify func(state string) error
+	// Watchdog returns systemd's watchdog timeout (0 when disabled);
+	// default go-systemd's SdWatchdogEnabled.
+	Watchdog func() (time.Duration, error)
+	// ShutdownTimeout bounds stopping after the context is cancelled.
+	// Default 4s, inside the 5s a SIGTERM may take.
+	ShutdownTimeout time.Duration
+	// StatusInterval is how often STATUS= is refreshed. Default 10s.
+	StatusInterval time.Duration
+}
+
+// Component is long-running work of the replica. Run runs until ctx is
+// cancelled and then returns nil promptly. Returning an error earlier stops
+// the daemon with that error (systemd then restarts it); returning nil
+// earlier just ends the component.
+type Component struct {
+	Name string
+	Run  func(ctx context.Context) error
+}
+
+// Daemon is one fenced replica.
+type Daemon struct {
+	cfg    *configs.Config
+	opts   Options
+	log    *slog.Logger
+	srv    *server.Server
+	arrays []arrayclients.Config
+
+	mu         sync.Mutex
+	components []Component
+	running    bool
+}
+
+// New prepares a daemon for cfg: it reads the secrets the configuration
+// names (registering them with the redactor) and builds the HTTP server.
+func New(cfg *configs.Config, opts Options) (*Daemon, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Redactor == nil {
+		opts.Redactor = logging.NewRedactor()
+	}
+	if opts.Notify == nil {
+		opts.Notify = func(state string) error { _, err := sddaemon.SdNotify(false, state); return err }
+	}
+	if opts.Watchdog == nil {
+		opts.Watchdog = func() (time.Duration, error) { return sddaemon.SdWatchdogEnabled(false) }
+	}
+	if opts.ShutdownTimeout <= 0 {
+		opts.ShutdownTimeout = 4 * time.Second
+	}
+	if opts.StatusInterval <= 0 {
+		opts.StatusInterval = 10 * time.Second
+	}
+	opts.Redactor.Add(cfg.Secrets(opts.CredentialsDir)...)
+
+	d := &Daemon{cfg: cfg, opts: opts, log: opts.Logger}
+	for _, a := range cfg.Arrays {
+		cc, err := a.ClientConfig(opts.CredentialsDir)
+		if err != nil {
+			return nil, fmt.Errorf("prepare array: %w", err)
+		}
+		opts.Redactor.Add(cc.Password)
+		for _, s := range cc.ChapSecrets {
+			opts.Redactor.Add(s)
+		}
+		d.arrays = append(d.arrays, cc)
+	}
+	var token string
+	if cfg.HTTP.TokenFile != "" {
+		t, err := readToken(cfg.HTTP.TokenFile, opts.CredentialsDir)
+		if err != nil {
+			return nil, err
+		}
+		opts.Redactor.Add(t)
+		token = t
+	}
+	d.srv = server.New(server.Options{ReplicaID: cfg.Replica.ID, Build: opts.Build, Logger: opts.Logger, Token: token})
+	return d, nil
+}
+
+// Config returns the configuration the daemon runs with.
+func (d *Daemon) Config() *configs.Config { return d.cfg }
+
+// Logger returns the daemon's logger.
+func (d *Daemon) Logger() *slog.Logger { return d.log }
+
+// CredentialsDir returns the directory credential:NAME references resolve in.
+func (d *Daemon) CredentialsDir() string { return d.opts.CredentialsDir }
+
+// ArrayConfigs returns one adapter configuration per configured array, with
+// secrets read, in configuration order.
+func (d *Daemon) ArrayConfigs() []arrayclients.Config { return d.arrays }
+
+// Server returns the HTTP server.
+func (d *Daemon) Server() *server.Server { return d.srv }
+
+// Handle adds an HTTP route; see server.Server.Handle.
+func (d *Daemon) Handle(pattern string, h http.Handler) { d.srv.Handle(pattern, h) }
+
+// Authorize wraps a mutating handler so it needs the API token or a client
+// certificate; see server.Server.Authorize.
+func (d *Daemon) Authorize(h http.Handler) http.Handler { return d.srv.Authorize(h) }
+
+// AddReadinessCheck adds a /readyz check; see server.Server.AddReadinessCheck.
+func (d *Daemon) AddReadinessCheck(name string, check server.ReadinessCheck) {
+	d.srv.AddReadinessCheck(name, check)
+}
+
+// AddStatusProvider adds a /status provider; see server.Server.AddStatusProvider.
+func (d *Daemon) AddStatusProvider(p server.StatusProvider) { d.srv.AddStatusProvider(p) }
+
+// Registry is the Prometheus registry served at /metrics.
+func (d *Daemon) Registry() *prometheus.Registry { return d.srv.Registry() }
+
+// AddComponent adds long-running work, started by Run. It must be called
+// before Run.
+func (d *Daemon) AddComponent(name string, run func(ctx context.Context) error) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.running {
+		return fmt.Errorf("add component %s: the daemon is already running", name)
+	}
+	d.components = append(d.components, Component{Name: name, Run: run})
+	return nil
+}
+
+// ErrHTTPStopped is returned when the HTTP server stops on its own.
+var ErrHTTPStopped = errors.New("http server stopped")
+
+// Run runs the replica until ctx is cancelled (a clean stop: it returns
+// nil) or a component fails (it returns the error).
+func (d *Daemon) Run(ctx context.Context) error {
+	d.mu.Lock()
+	d.running = true
+	comps := append([]Component(nil), d.components...)
+	d.mu.Unlock()
+
+	if err := prepareDataDir(d.cfg.Replica.DataDir); err != nil {
+		return err
+	}
+	tlsConfig, err := serverTLS(d.cfg.HTTP.TLS, d.opts.CredentialsDir)
+	if err != nil {
+		return err
+	}
+	ln := d.opts.Listener
+	if ln == nil {
+		if ln, err = net.Listen("tcp", d.cfg.HTTP.Listen); err != nil {
+			return fmt.Errorf("listen on http.listen: %w", err)
+		}
+	}
+
+	compCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type result struct {
+		name string
+		err  error
+	}
+	results := make(chan result, len(comps)+1)
+	var wg sync.WaitGroup
+	start := func(name string, run func(context.Context) error) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results <- result{name: name, err: run(compCtx)}
+		}()
+	}
+	start("http", func(ctx context.Context) error {
+		return d.srv.Serve(ctx, ln, tlsConfig, d.opts.ShutdownTimeout-500*time.Millisecond)
+	})
+	for _, c := range comps {
+		start(c.Name, c.Run)
+	}
+
+	d.notify(sddaemon.SdNotifyReady)
+	d.notify("STATUS=" + d.statusLine(ctx))
+	d.log.Info("fenced started", "replica", d.cfg.Replica.ID, "version", d.opts.Build.Version,
+		"http", ln.Addr().String(), "clusters", len(d.cfg.Clusters), "arrays", len(d.cfg.Arrays))
+
+	var watchdog <-chan time.Time
+	if wd, err := d.opts.Watchdog(); err != nil {
+		d.log.Warn("read systemd watchdog settings", "err", err)
+	} else if wd > 0 {
+		t := time.NewTicker(wd / 2)
+		defer t.Stop()
+		watchdog = t.C
+	}
+	statusTick := time.NewTicker(d.opts.StatusInterval)
+	defer statusTick.Stop()
+
+	var runErr error
+loop:
+	for {
+		select {
+		case <-ctx.Done():
+			d.log.Info("stopping", "reason", context.Cause(ctx))
+			break loop
+		case r := <-results:
+			switch {
+			case r.err != nil:
+				runErr = fmt.Errorf("%s: %w", r.name, r.err)
+				d.log.Error("component failed; stopping", "component", r.name, "err", r.err)
+				break loop
+			case r.name == "http":
+				runErr = ErrHTTPStopped
+				break loop
+			default:
+				d.log.Info("component finished", "component", r.name)
+			}
+		case <-watchdog:
+			// The keep-alive comes from this loop: if it stalls, systemd
+			// restarts the daemon.
+			d.notify(sddaemon.SdNotifyWatchdog)
+		case <-statusTick.C:
+			d.notify("STATUS=" + d.statusLine(ctx))
+		}
+	}
+
+	d.notify(sddaemon.SdNotifyStopping)
+	d.notify("STATUS=stopping")
+	cancel()
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(d.opts.ShutdownTimeout):
+		d.log.Warn("components did not stop in time; exiting anyway", "timeout", d.opts.ShutdownTimeout)
+	}
+drain:
+	for {
+		select {
+		case r := <-results:
+			if r.err != nil && runErr == nil && !errors.Is(r.err, context.Canceled) {
+				d.log.Warn("component stopped with an error", "component", r.name, "err", r.err)
+			}
+		default:
+			break drain
+		}
+	}
+	d.log.Info("fenced stopped")
+	return runErr
+}
+
+// statusLine summarizes readiness for systemd's STATUS=.
+func (d *Daemon) statusLine(ctx context.Context) string {
+	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	ready, checks := d.srv.Ready(cctx)
+	if ready {
+		return fmt.Sprintf("ready: replica %s, %d clusters", d.cfg.Replica.ID, len(d.cfg.Clusters))
+	}
+	for _, c := range checks {
+		if !c.OK {
+			return fmt.Sprintf("not ready: %s: %s", c.Name, c.Error)
+		}
+	}
+	return "not ready"
+}
+
+func (d *Daemon) notify(state string) {
+	if err := d.opts.Notify(state); err != nil {
+		d.log.Warn("sd_notify", "state", state, "err", err)
+	}
+}
+
+// prepareDataDir creates the data directory and checks it is writable.
+func prepareDataDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("data directory: %w", err)
+	}
+	f, err := os.CreateTemp(dir, ".write-check-*")
+	if err != nil {
+		return fmt.Errorf("data directory %s is not writable: %w", dir, err)
+	}
+	name := f.Name()
+	_ = f.Close()
+	return os.Remove(name)
+}

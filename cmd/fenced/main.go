@@ -1,0 +1,73 @@
+// Command fenced is a STONITH-style fencing daemon for Kubernetes nodes
+// whose stateful workloads keep their data on Dell storage arrays.
+//
+//	fenced run --config /etc/fenced/fenced.yaml   run a replica (under systemd)
+//	fenced status [--addr URL] [-o table|json]      show a replica's status
+//	fenced config validate FILE...                  check configuration files
+//	fenced version                                  print the version
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/spf13/cobra"
+)
+
+// Exit codes.
+const (
+	exitOK      = 0
+	exitFailure = 1
+	exitUsage   = 2
+	// exitConfig is sysexits' EX_CONFIG; the unit does not restart on it.
+	exitConfig = 78
+)
+
+// exitError carries an exit code out of a command.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+func main() {
+	os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run executes the command line and returns the exit code.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	root := newRootCmd(stdout, stderr)
+	root.SetArgs(args)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return exitOK
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		if ee.err != nil && ee.err.Error() != "" {
+			fmt.Fprintln(stderr, "fenced:", ee.err)
+		}
+		return ee.code
+	}
+	fmt.Fprintln(stderr, "fenced:", err)
+	return exitUsage
+}
+
+func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
+	root := &cobra.Command{
+		Use:           "fenced",
+		Short:         "Fence failed Kubernetes nodes at their Dell storage arrays",
+		Long:          "fenced fences failed Kubernetes nodes at their Dell storage arrays, then lets their stateful pods restart elsewhere.",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.AddCommand(newRunCmd(), newStatusCmd(), newConfigCmd(), newVersionCmd())
+	return root
+}

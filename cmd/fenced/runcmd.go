@@ -1,0 +1,129 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/fenced-project/fenced/cmd/fenced/internal/apiprobe"
+	"github.com/fenced-project/fenced/cmd/fenced/internal/buildinfo"
+	"github.com/fenced-project/fenced/cmd/fenced/internal/daemon"
+	"github.com/fenced-project/fenced/cmd/fenced/internal/logging"
+	"github.com/fenced-project/fenced/cmd/fenced/status"
+	"github.com/fenced-project/fenced/configs"
+)
+
+type runFlags struct {
+	config    string
+	credDir   string
+	logFormat string
+	logLevel  string
+	logOutput string
+}
+
+func newRunCmd() *cobra.Command {
+	var f runFlags
+	cmd := &cobra.Command{
+		Use:   "run --config FILE",
+		Short: "Run a fenced replica until SIGTERM or SIGINT",
+		Long: `Run a fenced replica. Under systemd it logs to the journal with structured
+fields, reports READY, STATUS, WATCHDOG and STOPPING, and stops within five
+seconds of SIGTERM. An invalid configuration exits with status 78.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runDaemon(cmd, f)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVarP(&f.config, "config", "c", "", "configuration file (required)")
+	fl.StringVar(&f.credDir, "credentials-dir", os.Getenv("CREDENTIALS_DIRECTORY"), "directory credential:NAME references resolve in")
+	fl.StringVar(&f.logFormat, "log-format", "", "text or json (overrides log.format)")
+	fl.StringVar(&f.logLevel, "log-level", "", "debug, info, warn or error (overrides log.level)")
+	fl.StringVar(&f.logOutput, "log-output", string(logging.Auto), "auto (journal when stderr is the journal), journal or stream")
+	_ = cmd.MarkFlagRequired("config")
+	return cmd
+}
+
+func runDaemon(cmd *cobra.Command, f runFlags) error {
+	red := logging.NewRedactor()
+	stderr := cmd.ErrOrStderr()
+	logOpts := logging.Options{Format: f.logFormat, Level: f.logLevel, Output: logging.Output(f.logOutput), Writer: stderr, Redactor: red}
+	boot, err := logging.New(logOpts)
+	if err != nil {
+		return &exitError{code: exitUsage, err: err}
+	}
+
+	cfg, err := configs.Load(f.config, configs.Options{CredentialsDir: f.credDir})
+	if err != nil {
+		var pe *configs.ProblemsError
+		if errors.As(err, &pe) {
+			for _, p := range pe.Problems {
+				boot.Error("configuration problem", "file", f.config, "problem", p.String())
+			}
+			return &exitError{code: exitConfig, err: fmt.Errorf("invalid configuration %s: %d problems", f.config, len(pe.Problems))}
+		}
+		return &exitError{code: exitConfig, err: err}
+	}
+	if logOpts.Format == "" {
+		logOpts.Format = cfg.Log.Format
+	}
+	if logOpts.Level == "" {
+		logOpts.Level = cfg.Log.Level
+	}
+	log, err := logging.New(logOpts)
+	if err != nil {
+		return &exitError{code: exitUsage, err: err}
+	}
+	for _, ref := range cfg.UncheckedCredentials() {
+		log.Warn("credential reference not checked: no credentials directory", "ref", ref)
+	}
+
+	d, err := daemon.New(cfg, daemon.Options{
+		Logger: log, Redactor: red, CredentialsDir: f.credDir, Build: buildinfo.Get(),
+	})
+	if err != nil {
+		log.Error("cannot start", "err", err)
+		return &exitError{code: exitConfig, err: err}
+	}
+	if err := wire(d); err != nil {
+		log.Error("cannot start", "err", err)
+		return &exitError{code: exitFailure, err: err}
+	}
+
+	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	if err := d.Run(ctx); err != nil {
+		log.Error("fenced failed", "err", err)
+		return &exitError{code: exitFailure, err: err}
+	}
+	return nil
+}
+
+// wire adds the replica's components to the daemon. Each cluster's API
+// server is probed so that an unreachable cluster makes the replica not
+// ready rather than stopping it.
+func wire(d *daemon.Daemon) error {
+	cfg := d.Config()
+	probers := make([]*apiprobe.Prober, 0, len(cfg.Clusters))
+	for _, c := range cfg.Clusters {
+		p := apiprobe.New(c, d.CredentialsDir(), d.Logger())
+		probers = append(probers, p)
+		d.AddReadinessCheck("cluster/"+c.Name, p.Check)
+		if err := d.AddComponent("apiprobe/"+c.Name, p.Run); err != nil {
+			return err
+		}
+	}
+	d.AddStatusProvider(func(_ context.Context, st *status.Status) {
+		for _, p := range probers {
+			st.Clusters = append(st.Clusters, p.Status())
+		}
+	})
+	d.Logger().Debug("wired", "clusters", len(probers), slog.Int("arrays", len(d.ArrayConfigs())))
+	return nil
+}

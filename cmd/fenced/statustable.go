@@ -1,0 +1,105 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/fenced-project/fenced/cmd/fenced/status"
+)
+
+// writeTable renders the status document for people.
+func writeTable(out io.Writer, st status.Status) error {
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(w, "Replica:\t%s\n", st.ReplicaID)
+	fmt.Fprintf(w, "Version:\t%s\n", st.Version)
+	fmt.Fprintf(w, "Up:\t%s (since %s)\n", st.Uptime, st.StartedAt.Local().Format(time.RFC3339))
+	fmt.Fprintf(w, "Ready:\t%s\n", yesNo(st.Ready))
+	for _, c := range st.Checks {
+		if c.OK {
+			fmt.Fprintf(w, "  [+] %s\t\n", c.Name)
+		} else {
+			fmt.Fprintf(w, "  [-] %s\t%s\n", c.Name, c.Error)
+		}
+	}
+	if r := st.Raft; r != nil {
+		leader := r.LeaderID
+		if leader == "" {
+			leader = "none"
+		}
+		fmt.Fprintf(w, "Raft:\t%s, term %d, leader %s, commit %d, applied %d\n", r.State, r.Term, leader, r.CommitIndex, r.AppliedIndex)
+		fmt.Fprintf(w, "Fencing paused:\t%s\n", yesNo(r.FencingPaused))
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	if r := st.Raft; r != nil && len(r.Members) > 0 {
+		rows := [][]string{{"MEMBER", "ADDRESS", "SUFFRAGE", ""}}
+		for _, m := range r.Members {
+			self := ""
+			if m.Self {
+				self = "(this replica)"
+			}
+			rows = append(rows, []string{m.ID, m.Address, m.Suffrage, self})
+		}
+		section(out, "", rows)
+	}
+	if len(st.Clusters) > 0 {
+		rows := [][]string{{"CLUSTER", "READY", "NODES", "UNHEALTHY", "DRY RUN", "API SERVER", "ERROR"}}
+		for _, c := range st.Clusters {
+			nodes := "-"
+			if c.Nodes != nil {
+				nodes = fmt.Sprintf("%d", c.Nodes.Total)
+			}
+			bad := make([]string, 0, len(c.Unhealthy))
+			for _, n := range c.Unhealthy {
+				bad = append(bad, n.Name+"="+n.Verdict)
+			}
+			rows = append(rows, []string{c.Name, yesNo(c.Ready), nodes, dash(strings.Join(bad, ",")), yesNo(c.DryRun), dash(c.APIServer), dash(c.Error)})
+		}
+		section(out, "Clusters", rows)
+	}
+	if len(st.Fences) > 0 {
+		rows := [][]string{{"FENCE", "CLUSTER", "NODE", "PHASE", "UPDATED", "ERROR"}}
+		for _, f := range st.Fences {
+			rows = append(rows, []string{f.ID, f.Cluster, f.Node, f.Phase, f.UpdatedAt.Local().Format(time.RFC3339), dash(f.Error)})
+		}
+		section(out, "Fences", rows)
+	}
+	if len(st.Arrays) > 0 {
+		rows := [][]string{{"ARRAY", "FAMILY", "REACHABLE", "API VERSION", "ERROR"}}
+		for _, a := range st.Arrays {
+			rows = append(rows, []string{a.Name, a.Family, yesNo(a.Reachable), dash(a.APIVersion), dash(a.Error)})
+		}
+		section(out, "Arrays", rows)
+	}
+	return nil
+}
+
+func section(out io.Writer, title string, rows [][]string) {
+	fmt.Fprintln(out)
+	if title != "" {
+		fmt.Fprintln(out, title+":")
+	}
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	for _, r := range rows {
+		fmt.Fprintln(w, strings.Join(r, "\t"))
+	}
+	_ = w.Flush()
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
