@@ -255,6 +255,10 @@ func (s *Server) inject(w *statusRecorder, r *http.Request, f *Fault) {
 		_, _ = w.Write([]byte(`{"id":"trunc`))
 	case FaultHang:
 		<-r.Context().Done()
+		// Never answer: returning normally would let net/http send an
+		// implicit "200" with an empty body, which a client still waiting
+		// on the connection reads as success.
+		panic(http.ErrAbortHandler)
 	case FaultReset:
 		resetConn(w, r)
 	}
