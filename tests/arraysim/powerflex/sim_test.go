@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"strconv"
 	"sync"
 	"testing"
@@ -46,7 +47,7 @@ type bed struct {
 	fx     *fixture.Fixture
 }
 
-func newBed(t *testing.T, useTLS bool) *bed {
+func newBed(t testing.TB, useTLS bool) *bed {
 	t.Helper()
 	fx, err := fixture.Parse([]byte(testFixture))
 	require.NoError(t, err)
@@ -61,7 +62,7 @@ func newBed(t *testing.T, useTLS bool) *bed {
 
 // client logs a real goscaleio client in. goscaleio keeps its version
 // header in a package variable, so tests create clients one at a time.
-func (b *bed) client(t *testing.T) *sio.Client {
+func (b *bed) client(t testing.TB) *sio.Client {
 	t.Helper()
 	c, err := sio.NewClientWithArgs(b.url, "", 5, false, false, b.caFile)
 	require.NoError(t, err)
@@ -395,3 +396,13 @@ func TestSpecErrors(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "sdcz")
 }
+
+func newBedB(b *testing.B) *bed {
+	bd := newBed(b, os.Getenv("PFLEX_BENCH_HTTP") == "")
+	bd.srv.SetAuditLimit(10000)
+	return bd
+}
+
+func (b *bed) clientB(tb testing.TB) *sio.Client { return b.client(tb) }
+
+func itoa(n int) string { return strconv.Itoa(n) }
