@@ -66,7 +66,7 @@ func runDaemon(cmd *cobra.Command, f runFlags) error {
 			for _, p := range pe.Problems {
 				boot.Error("configuration problem", "file", f.config, "problem", p.String())
 			}
-			return &exitError{code: exitConfig, err: fmt.Errorf("invalid configuration %s: %d problems", f.config, len(pe.Problems))}
+			return &exitError{code: exitConfig, err: fmt.Errorf("invalid configuration %s (%d problems listed above)", f.config, len(pe.Problems))}
 		}
 		return &exitError{code: exitConfig, err: err}
 	}

@@ -17,13 +17,6 @@ func writeTable(out io.Writer, st status.Status) error {
 	fmt.Fprintf(w, "Version:\t%s\n", st.Version)
 	fmt.Fprintf(w, "Up:\t%s (since %s)\n", st.Uptime, st.StartedAt.Local().Format(time.RFC3339))
 	fmt.Fprintf(w, "Ready:\t%s\n", yesNo(st.Ready))
-	for _, c := range st.Checks {
-		if c.OK {
-			fmt.Fprintf(w, "  [+] %s\t\n", c.Name)
-		} else {
-			fmt.Fprintf(w, "  [-] %s\t%s\n", c.Name, c.Error)
-		}
-	}
 	if r := st.Raft; r != nil {
 		leader := r.LeaderID
 		if leader == "" {
@@ -34,6 +27,13 @@ func writeTable(out io.Writer, st status.Status) error {
 	}
 	if err := w.Flush(); err != nil {
 		return err
+	}
+	for _, c := range st.Checks {
+		if c.OK {
+			fmt.Fprintf(out, "  [+] %s\n", c.Name)
+		} else {
+			fmt.Fprintf(out, "  [-] %s: %s\n", c.Name, c.Error)
+		}
 	}
 	if r := st.Raft; r != nil && len(r.Members) > 0 {
 		rows := [][]string{{"MEMBER", "ADDRESS", "SUFFRAGE", ""}}

@@ -1,0 +1,349 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/fenced-project/fenced/cmd/fenced/status"
+)
+
+const (
+	testVersion = "v0.0.0-test"
+	planted     = "PLANTED-pw-7f3a9c"
+)
+
+// buildFenced builds the binary into a temporary directory, stamping the
+// version the way the Makefile does.
+func buildFenced(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "fenced")
+	pkg := "github.com/fenced-project/fenced/cmd/fenced/internal/buildinfo"
+	cmd := exec.Command("go", "build", "-o", bin,
+		"-ldflags", "-X "+pkg+".version="+testVersion+" -X "+pkg+".revision=testrev", ".")
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "go build: %s", out)
+	return bin
+}
+
+// freeAddr returns a loopback address that was free a moment ago.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	return addr
+}
+
+// devConfig rewrites the shipped single-replica example to a temporary
+// data directory and a free port, appending extra YAML.
+func devConfig(t *testing.T, httpAddr, extra string) string {
+	t.Helper()
+	b, err := os.ReadFile("../../configs/dev-single.yaml")
+	require.NoError(t, err)
+	doc := string(b)
+	dir := t.TempDir()
+	for old, repl := range map[string]string{
+		"dataDir: /var/lib/fenced":        "dataDir: " + filepath.Join(dir, "data"),
+		"listen: 127.0.0.1:7440":          "listen: " + httpAddr,
+		"raftBindAddress: 127.0.0.1:7441": "raftBindAddress: " + freeAddr(t),
+	} {
+		require.Contains(t, doc, old)
+		doc = strings.Replace(doc, old, repl, 1)
+	}
+	if extra != "" {
+		doc = strings.Replace(doc, "clusters: []\narrays: []\n", extra, 1)
+	}
+	p := filepath.Join(dir, "fenced.yaml")
+	require.NoError(t, os.WriteFile(p, []byte(doc), 0o600))
+	return p
+}
+
+// syncBuffer is a bytes.Buffer safe for a process to write while the test reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+type proc struct {
+	cmd    *exec.Cmd
+	stderr *syncBuffer
+	done   chan error
+}
+
+func start(t *testing.T, bin string, args ...string) *proc {
+	t.Helper()
+	p := &proc{cmd: exec.Command(bin, args...), stderr: &syncBuffer{}, done: make(chan error, 1)}
+	p.cmd.Stdout = p.stderr
+	p.cmd.Stderr = p.stderr
+	p.cmd.Env = append(os.Environ(), "JOURNAL_STREAM=", "NOTIFY_SOCKET=", "WATCHDOG_USEC=")
+	require.NoError(t, p.cmd.Start())
+	go func() { p.done <- p.cmd.Wait() }()
+	t.Cleanup(func() {
+		if p.cmd.ProcessState == nil {
+			_ = p.cmd.Process.Kill()
+			<-p.done
+		}
+	})
+	return p
+}
+
+func httpGet(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url) //nolint:noctx // test helper
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, string(b)
+}
+
+// stop sends SIGTERM and returns the exit code and how long exiting took.
+func (p *proc) stop(t *testing.T) (int, time.Duration) {
+	t.Helper()
+	begin := time.Now()
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
+	select {
+	case err := <-p.done:
+		took := time.Since(begin)
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return ee.ExitCode(), took
+		}
+		require.NoError(t, err)
+		return 0, took
+	case <-time.After(30 * time.Second):
+		t.Fatalf("fenced did not exit after SIGTERM\n%s", p.stderr)
+		return -1, 0
+	}
+}
+
+func waitHealthy(t *testing.T, p *proc, base string) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		code, _ := httpGet(t, base+"/healthz")
+		return code == http.StatusOK
+	}, 30*time.Second, 50*time.Millisecond, "fenced never answered /healthz:\n%s", p.stderr)
+}
+
+// TestRunSingleReplica is the issue's acceptance test: the single-replica
+// example serves /healthz, /status and /metrics, and SIGTERM stops it with
+// status 0 within five seconds.
+func TestRunSingleReplica(t *testing.T) {
+	bin := buildFenced(t)
+	addr := freeAddr(t)
+	base := "http://" + addr
+	p := start(t, bin, "run", "--config", devConfig(t, addr, ""))
+	waitHealthy(t, p, base)
+
+	code, body := httpGet(t, base+"/healthz")
+	assert.Equal(t, http.StatusOK, code)
+	assert.Equal(t, "ok\n", body)
+	code, _ = httpGet(t, base+"/readyz")
+	assert.Equal(t, http.StatusOK, code)
+
+	code, body = httpGet(t, base+"/status")
+	require.Equal(t, http.StatusOK, code)
+	var raw map[string]any
+	require.NoError(t, json.Unmarshal([]byte(body), &raw), body)
+	for _, k := range []string{"version", "goVersion", "replicaID", "startedAt", "uptime", "uptimeSeconds", "ready", "checks"} {
+		assert.Contains(t, raw, k)
+	}
+	var st status.Status
+	require.NoError(t, json.Unmarshal([]byte(body), &st))
+	assert.Equal(t, testVersion, st.Version)
+	assert.Equal(t, "testrev", st.Revision)
+	assert.Equal(t, "dev", st.ReplicaID)
+	assert.True(t, st.Ready)
+	assert.WithinDuration(t, time.Now(), st.StartedAt, time.Minute)
+
+	code, body = httpGet(t, base+"/metrics")
+	require.Equal(t, http.StatusOK, code)
+	assert.Contains(t, body, `fenced_build_info{goversion="go`)
+	assert.Contains(t, body, `version="`+testVersion+`"`)
+	assert.Contains(t, body, "go_goroutines")
+	assert.Contains(t, body, "process_resident_memory_bytes")
+
+	out, err := exec.Command(bin, "status", "--addr", base).CombinedOutput()
+	require.NoError(t, err, string(out))
+	assert.Contains(t, string(out), "Replica:  dev")
+	assert.Contains(t, string(out), "Ready:    yes")
+	out, err = exec.Command(bin, "status", "--addr", base, "-o", "json").CombinedOutput()
+	require.NoError(t, err, string(out))
+	require.NoError(t, json.Unmarshal(out, &st))
+
+	exit, took := p.stop(t)
+	t.Logf("exit status %d, %v after SIGTERM", exit, took)
+	assert.Equal(t, 0, exit, p.stderr.String())
+	assert.Less(t, took, 5*time.Second, "SIGTERM must stop fenced within 5 s")
+	assert.Contains(t, p.stderr.String(), "fenced started")
+	assert.Contains(t, p.stderr.String(), "fenced stopped")
+}
+
+// TestRunWithUnreachableCluster checks a cluster whose API server cannot be
+// reached makes the replica not ready instead of stopping it, and that the
+// planted array password never reaches the logs.
+func TestRunWithUnreachableCluster(t *testing.T) {
+	bin := buildFenced(t)
+	dir := t.TempDir()
+	kc := filepath.Join(dir, "kubeconfig")
+	pw := filepath.Join(dir, "pw")
+	require.NoError(t, os.WriteFile(pw, []byte(planted+"\n"), 0o600))
+	require.NoError(t, os.WriteFile(kc, []byte(fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://%s", insecure-skip-tls-verify: true}}]
+users: [{name: u, user: {password: %s, username: admin}}]
+contexts: [{name: c, context: {cluster: c, user: u}}]
+current-context: c
+`, freeAddr(t), planted)), 0o600))
+	extra := fmt.Sprintf(`clusters:
+  - name: lab
+    kubeconfig: %s
+    arrays: [unity-1]
+arrays:
+  - name: unity-1
+    family: unity
+    endpoint: https://%s
+    username: admin
+    passwordFile: %s
+`, kc, freeAddr(t), pw)
+	addr := freeAddr(t)
+	base := "http://" + addr
+	p := start(t, bin, "run", "--config", devConfig(t, addr, extra), "--log-format", "json")
+	waitHealthy(t, p, base)
+
+	require.Eventually(t, func() bool {
+		code, body := httpGet(t, base+"/readyz")
+		return code == http.StatusServiceUnavailable && strings.Contains(body, "[-] cluster/lab: GET https://")
+	}, 30*time.Second, 100*time.Millisecond, p.stderr.String())
+	code, body := httpGet(t, base+"/status")
+	require.Equal(t, http.StatusOK, code)
+	var st status.Status
+	require.NoError(t, json.Unmarshal([]byte(body), &st))
+	assert.False(t, st.Ready)
+	require.Len(t, st.Clusters, 1)
+	assert.Equal(t, "lab", st.Clusters[0].Name)
+	assert.False(t, st.Clusters[0].Ready)
+	assert.NotEmpty(t, st.Clusters[0].Error)
+
+	out, err := exec.Command(bin, "status", "--addr", base).CombinedOutput()
+	require.NoError(t, err, string(out))
+	assert.Contains(t, string(out), "Ready:    no")
+	assert.Contains(t, string(out), "[-] cluster/lab: GET https://")
+
+	exit, took := p.stop(t)
+	assert.Equal(t, 0, exit)
+	assert.Less(t, took, 5*time.Second)
+	logs := p.stderr.String() + body + string(out)
+	assert.Contains(t, logs, "cluster API server unreachable")
+	assert.NotContains(t, logs, planted)
+}
+
+// TestConfigValidateExamples runs `fenced config validate` on every file
+// shipped in configs/.
+func TestConfigValidateExamples(t *testing.T) {
+	bin := buildFenced(t)
+	files, err := filepath.Glob("../../configs/*.yaml")
+	require.NoError(t, err)
+	require.NotEmpty(t, files)
+	for _, f := range files {
+		out, err := exec.Command(bin, "config", "validate", f).CombinedOutput()
+		require.NoError(t, err, "%s: %s", f, out)
+		assert.Equal(t, 1, strings.Count(string(out), "\n"), "one line: %s", out)
+		assert.Contains(t, string(out), f+": valid: replica ")
+	}
+}
+
+// TestConfigValidateBroken checks the CLI refuses broken configurations
+// with the field and line of each problem.
+func TestConfigValidateBroken(t *testing.T) {
+	bin := buildFenced(t)
+	dir := t.TempDir()
+	pw := filepath.Join(dir, "pw")
+	kc := filepath.Join(dir, "kc")
+	require.NoError(t, os.WriteFile(pw, []byte("x\n"), 0o600))
+	require.NoError(t, os.WriteFile(kc, []byte("x\n"), 0o600))
+	base := "replica:\n  id: r1\n  raftBindAddress: 127.0.0.1:7441\n" +
+		"clusters:\n  - name: c1\n    kubeconfig: " + kc + "\n    arrays: [ps-1]\n" +
+		"arrays:\n  - name: ps-1\n    family: powerscale\n    endpoint: https://127.0.0.1:8080\n    username: u\n    passwordFile: " + pw + "\n"
+	tcs := []struct{ name, doc, want string }{
+		{"unknown key", base + "  - nmae: x\n", "arrays[1].nmae: unknown setting (line 14)"},
+		{"bad duration", strings.Replace(base, "    arrays: [ps-1]\n", "    arrays: [ps-1]\n    pollInterval: 2 s\n", 1), `clusters[0].pollInterval: invalid duration "2 s"`},
+		{"missing password file", strings.Replace(base, pw, pw+".gone", 1), "arrays[0].passwordFile: file " + pw + ".gone does not exist (line 13)"},
+		{"unknown array", strings.Replace(base, "[ps-1]", "[ps-1, pstore-2]", 1), `clusters[0].arrays[1]: unknown array "pstore-2" (line 7)`},
+		{"duplicate replica ids", base + "peers:\n  - id: r1\n    raftAddress: 127.0.0.2:7441\n    httpAddress: http://127.0.0.2:7440\n", `peers[0].id: duplicate replica id "r1" (also replica.id) (line 15)`},
+		{"bad percentage", strings.Replace(base, "    arrays: [ps-1]\n", "    arrays: [ps-1]\n    stormLimit: 33.5%\n", 1), `clusters[0].stormLimit: invalid percentage "33.5%": want a whole number from 1% to 100% (line 8)`},
+		{"planted inline password", strings.Replace(base, "    passwordFile: "+pw+"\n", "    password: "+planted+"\n", 1), "arrays[0].password: inline passwords are refused"},
+	}
+	for _, tc := range tcs {
+		t.Run(tc.name, func(t *testing.T) {
+			f := filepath.Join(t.TempDir(), "fenced.yaml")
+			require.NoError(t, os.WriteFile(f, []byte(tc.doc), 0o600))
+			var stdout, stderr bytes.Buffer
+			cmd := exec.Command(bin, "config", "validate", f)
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			err := cmd.Run()
+			var ee *exec.ExitError
+			require.True(t, errors.As(err, &ee), "want a non-zero exit, got %v\n%s", err, stdout.String())
+			assert.Equal(t, 1, ee.ExitCode())
+			assert.Contains(t, stderr.String(), tc.want)
+			assert.NotContains(t, stdout.String()+stderr.String(), planted)
+
+			// fenced run refuses it too, with EX_CONFIG and the same message.
+			cmd = exec.Command(bin, "run", "--config", f)
+			out, err := cmd.CombinedOutput()
+			require.True(t, errors.As(err, &ee), string(out))
+			assert.Equal(t, exitConfig, ee.ExitCode())
+			assert.Contains(t, string(out), strings.ReplaceAll(tc.want, `"`, `\"`))
+			assert.NotContains(t, string(out), planted)
+		})
+	}
+}
+
+func TestVersionCommand(t *testing.T) {
+	bin := buildFenced(t)
+	out, err := exec.Command(bin, "version").CombinedOutput()
+	require.NoError(t, err)
+	assert.Regexp(t, `^fenced v0\.0\.0-test \(revision testrev, go1\.\d+.*\)\n$`, string(out))
+}
+
+// TestCommandsInProcess covers usage errors without a build.
+func TestCommandsInProcess(t *testing.T) {
+	var out, errb bytes.Buffer
+	assert.Equal(t, exitUsage, run(context.Background(), []string{"frobnicate"}, &out, &errb))
+	assert.Equal(t, exitUsage, run(context.Background(), []string{"run"}, &out, &errb), "--config is required")
+	assert.Equal(t, exitUsage, run(context.Background(), []string{"status", "-o", "yaml"}, &out, &errb))
+	assert.Equal(t, exitFailure, run(context.Background(), []string{"status", "--addr", "http://" + freeAddr(t), "--timeout", "2s"}, &out, &errb))
+	assert.Equal(t, exitConfig, run(context.Background(), []string{"run", "--config", filepath.Join(t.TempDir(), "missing.yaml")}, &out, &errb))
+}
