@@ -34,6 +34,10 @@ func newAdapter(ctx context.Context, cfg Config, logger *slog.Logger) (Adapter, 
 		return adapt(NewPowerMax(ctx, cfg, logger))
 	case Unity:
 		return adapt(NewUnity(ctx, cfg, logger))
+	case PowerStore:
+		return NewPowerStore(ctx, cfg, logger)
+	case PowerScale:
+		return NewPowerScale(ctx, cfg, logger)
 	default:
 		return nil, fmt.Errorf("array %s: family %q: no adapter in this build", cfg.Name, cfg.Family)
 	}

@@ -24,7 +24,7 @@ const DefaultPowerScaleZone = "System"
 // powerScaleClients is how many goisilon clients an adapter keeps; each is
 // used by one goroutine at a time (the library re-authenticates a session
 // by writing its credentials without a lock).
-const powerScaleClients = 4
+const powerScaleClients = 8
 
 // powerScaleMaxPages bounds an export listing (goisilon's own loop follows
 // any non-null resume token forever).
@@ -66,9 +66,9 @@ func (a *PowerScaleAdapter) lockExport(id int) func() {
 
 var _ Adapter = (*PowerScaleAdapter)(nil)
 
-// NewPowerScale builds a PowerScale adapter. It makes no request: clients
-// are built (and log in) on first use.
-func NewPowerScale(cfg Config, logger *slog.Logger) (*PowerScaleAdapter, error) {
+// NewPowerScale builds a PowerScale adapter. It makes no request (ctx is
+// unused): clients are built, and log in, on first use.
+func NewPowerScale(_ context.Context, cfg Config, logger *slog.Logger) (Adapter, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
@@ -87,7 +87,7 @@ func NewPowerScale(cfg Config, logger *slog.Logger) (*PowerScaleAdapter, error) 
 		zone = DefaultPowerScaleZone
 	}
 	a := &PowerScaleAdapter{cfg: cfg, zone: zone, timeout: timeout,
-		logger: logger.With("array", cfg.Name, "family", string(PowerScale)),
+		logger: logger,
 		pool:   make(chan *goisilon.Client, powerScaleClients)}
 	for range powerScaleClients {
 		a.pool <- nil
@@ -314,8 +314,11 @@ func (a *PowerScaleAdapter) listExports(ctx context.Context, c *goisilon.Client)
 		if err != nil {
 			return nil, fmt.Errorf("list exports of zone %s: %w", a.zone, err)
 		}
-		if resp == nil {
-			return nil, fmt.Errorf("list exports of zone %s: empty response", a.zone)
+		// A real listing always carries "total"; without it the body was
+		// empty or cut short, and an empty listing must never read as
+		// "no export lists the node".
+		if resp == nil || resp.Total == nil {
+			return nil, fmt.Errorf("list exports of zone %s: response without a total (empty or truncated body)", a.zone)
 		}
 		for _, x := range resp.Exports {
 			if x.ID == nil {
@@ -350,7 +353,8 @@ func (a *PowerScaleAdapter) getExport(ctx context.Context, c *goisilon.Client, i
 		return scExport{}, false, fmt.Errorf("read export %d: %w", id, scSafe(err))
 	}
 	if x == nil {
-		return scExport{}, false, nil
+		// Not found is a 404; a 2xx without an export is a bad answer.
+		return scExport{}, false, fmt.Errorf("read export %d: the array answered without an export", id)
 	}
 	if x.ID != id {
 		return scExport{}, false, fmt.Errorf("read export %d: the array answered with export %d", id, x.ID)

@@ -32,17 +32,18 @@ func (a *PowerScaleAdapter) Health(ctx context.Context, id Identity) (Health, er
 		if err != nil {
 			return fmt.Errorf("read NFS client statistics: %w", err)
 		}
+		if stats == nil || stats.ClientsList == nil {
+			return fmt.Errorf("read NFS client statistics: response without a client list (empty or truncated body)")
+		}
 		hl.SampledAt = time.Now().UTC()
-		if stats != nil {
-			for _, s := range stats.ClientsList {
-				if s == nil {
-					continue
-				}
-				if ip := net.ParseIP(s.RemoteAddr); ip != nil && ip.Equal(keys.ip) {
-					hl.Connectivity, hl.IO = Connected, IOActive
-					hl.Reason = fmt.Sprintf("%s traffic from %s", s.Protocol, s.RemoteAddr)
-					return nil
-				}
+		for _, s := range stats.ClientsList {
+			if s == nil {
+				continue
+			}
+			if ip := net.ParseIP(s.RemoteAddr); ip != nil && ip.Equal(keys.ip) {
+				hl.Connectivity, hl.IO = Connected, IOActive
+				hl.Reason = fmt.Sprintf("%s traffic from %s", s.Protocol, s.RemoteAddr)
+				return nil
 			}
 		}
 		hl.IO = IOIdle

@@ -74,13 +74,13 @@ func newSCEnv(t testing.TB, fixtureYAML string, wrap func(http.Handler) http.Han
 	return e
 }
 
-func (e *scEnv) adapter(t testing.TB, mutate func(*arrayclients.Config)) *arrayclients.PowerScaleAdapter {
+func (e *scEnv) adapter(t testing.TB, mutate func(*arrayclients.Config)) arrayclients.Adapter {
 	t.Helper()
 	cfg := e.cfg
 	if mutate != nil {
 		mutate(&cfg)
 	}
-	a, err := arrayclients.NewPowerScale(cfg, nil)
+	a, err := arrayclients.NewPowerScale(context.Background(), cfg, nil)
 	require.NoError(t, err)
 	return a
 }
@@ -331,7 +331,7 @@ func TestPowerScaleAuth(t *testing.T) {
 	}
 	assert.Positive(t, logins)
 
-	_, err = arrayclients.NewPowerScale(arrayclients.Config{Name: "x", Endpoint: e.url, Username: "u", Password: "p", CAFile: "ca.pem"}, nil)
+	_, err = arrayclients.NewPowerScale(context.Background(), arrayclients.Config{Name: "x", Endpoint: e.url, Username: "u", Password: "p", CAFile: "ca.pem"}, nil)
 	require.ErrorContains(t, err, "caFile")
 }
 

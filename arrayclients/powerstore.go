@@ -25,7 +25,7 @@ const (
 // is used by one goroutine at a time: the library writes its session token
 // without a lock when it logs in again after a 403, so sharing one client
 // between goroutines is a data race.
-const powerStoreClients = 4
+const powerStoreClients = 8
 
 // powerStorePageSize is the page size for collection reads the adapter
 // pages itself (the array's maximum is 2000).
@@ -45,9 +45,13 @@ type PowerStoreAdapter struct {
 var _ Adapter = (*PowerStoreAdapter)(nil)
 
 // NewPowerStore builds a PowerStore adapter. gopowerstore logs in while a
-// client is built (GET login_session), so this makes a few requests; a
-// failed login is not an error here (Check and every call report it).
-func NewPowerStore(cfg Config, logger *slog.Logger) (*PowerStoreAdapter, error) {
+// client is built (GET login_session, bounded by the request timeout, not
+// by ctx: the library takes no context there), so this makes a few
+// requests; a failed login is not an error here (Check and every call
+// report it). Clients are built here, not on first use, because
+// gopowerstore writes a package variable while building one, which would
+// race with requests of clients already in use.
+func NewPowerStore(ctx context.Context, cfg Config, logger *slog.Logger) (Adapter, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
@@ -71,9 +75,12 @@ func NewPowerStore(cfg Config, logger *slog.Logger) (*PowerStoreAdapter, error) 
 		apiURL += "/api/rest"
 	}
 	a := &PowerStoreAdapter{cfg: cfg, mode: mode, timeout: timeout,
-		logger: logger.With("array", cfg.Name, "family", string(PowerStore)),
+		logger: logger,
 		pool:   make(chan gopowerstore.Client, powerStoreClients)}
 	for range powerStoreClients {
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("powerstore array %s: build clients: %w", cfg.Name, err)
+		}
 		opts := gopowerstore.NewClientOptions().SetInsecure(cfg.Insecure).SetDefaultTimeout(timeout)
 		if cfg.CAFile != "" {
 			opts.SetCAFilePath(cfg.CAFile)

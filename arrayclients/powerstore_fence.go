@@ -292,6 +292,13 @@ func (a *PowerStoreAdapter) verifyDetach(ctx context.Context, c gopowerstore.Cli
 		attached[m.VolumeID] = m.LogicalUnitNumber
 		v.Remaining = append(v.Remaining, fmt.Sprintf("volume %s attached to host %s at LUN %d", m.VolumeID, h.Name, m.LogicalUnitNumber))
 	}
+	// The host object lists its mappings too: an empty mapping listing
+	// (an empty 2xx body decodes as no mappings) must not read as fenced.
+	for _, m := range h.MappedHosts {
+		if _, ok := attached[m.VolumeID]; !ok && m.VolumeID != "" {
+			v.Remaining = append(v.Remaining, fmt.Sprintf("volume %s mapped to host %s", m.VolumeID, h.Name))
+		}
+	}
 	if h.HostGroupID != "" {
 		gm, err := a.mappings(ctx, c, "host_group_id", h.HostGroupID)
 		if err != nil {

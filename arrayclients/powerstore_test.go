@@ -80,13 +80,13 @@ func newPSEnv(t testing.TB, fixtureYAML string) *psEnv {
 	return e
 }
 
-func (e *psEnv) adapter(t testing.TB, mutate func(*arrayclients.Config)) *arrayclients.PowerStoreAdapter {
+func (e *psEnv) adapter(t testing.TB, mutate func(*arrayclients.Config)) arrayclients.Adapter {
 	t.Helper()
 	cfg := e.cfg
 	if mutate != nil {
 		mutate(&cfg)
 	}
-	a, err := arrayclients.NewPowerStore(cfg, nil)
+	a, err := arrayclients.NewPowerStore(context.Background(), cfg, nil)
 	require.NoError(t, err)
 	return a
 }
@@ -293,7 +293,7 @@ func TestPowerStoreIdentity(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "csi-node-1a1b2c3d4e5f60718293a4b5c6d7e8f9", id.ObjectName)
 
-	_, err = arrayclients.NewPowerStore(arrayclients.Config{Name: "x", Endpoint: e.url, Username: "u", Password: "p",
+	_, err = arrayclients.NewPowerStore(context.Background(), arrayclients.Config{Name: "x", Endpoint: e.url, Username: "u", Password: "p",
 		PowerStoreFenceMode: "unmap"}, nil)
 	require.ErrorContains(t, err, "powerStoreFenceMode")
 }
