@@ -1,0 +1,141 @@
+package stonith
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+
+	"github.com/fenced-project/fenced/cluster/ledger"
+)
+
+// API routes, relative to the daemon's root.
+const (
+	RouteFence   = "POST /v1/fence"
+	RouteUnfence = "POST /v1/unfence"
+	RoutePause   = "POST /v1/pause"
+	RouteResume  = "POST /v1/resume"
+	RouteFences  = "GET /v1/fences"
+)
+
+const maxBody = 64 << 10
+
+// API is the operator's HTTP interface to the pipeline. The mutating
+// routes need credentials (401 without) and act on the leader; the daemon
+// wraps them with the group's forwarding so a follower passes them on.
+type API struct {
+	c    *Controller
+	auth *Authenticator
+}
+
+// NewAPI returns the API of controller c.
+func NewAPI(c *Controller, auth *Authenticator) *API {
+	return &API{c: c, auth: auth}
+}
+
+// Routes returns the handlers by ServeMux pattern (method and path).
+func (a *API) Routes() map[string]http.Handler {
+	return map[string]http.Handler{
+		RouteFence: a.action(func(ctx context.Context, who string, body []byte) (any, error) {
+			var req FenceRequest
+			if err := decode(body, &req); err != nil {
+				return nil, err
+			}
+			return a.c.Fence(ctx, who, req)
+		}),
+		RouteUnfence: a.action(func(ctx context.Context, who string, body []byte) (any, error) {
+			var req UnfenceRequest
+			if err := decode(body, &req); err != nil {
+				return nil, err
+			}
+			return a.c.Unfence(ctx, who, req)
+		}),
+		RoutePause: a.action(func(ctx context.Context, who string, body []byte) (any, error) {
+			var req PauseRequest
+			if err := decode(body, &req); err != nil {
+				return nil, err
+			}
+			return a.c.SetPause(ctx, who, req, true)
+		}),
+		RouteResume: a.action(func(ctx context.Context, who string, body []byte) (any, error) {
+			var req PauseRequest
+			if err := decode(body, &req); err != nil {
+				return nil, err
+			}
+			return a.c.SetPause(ctx, who, req, false)
+		}),
+		RouteFences: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			writeJSON(w, http.StatusOK, a.c.Status())
+		}),
+	}
+}
+
+// Handler returns a ServeMux serving every route.
+func (a *API) Handler() http.Handler {
+	mux := http.NewServeMux()
+	for pattern, h := range a.Routes() {
+		mux.Handle(pattern, h)
+	}
+	return mux
+}
+
+func decode(body []byte, v any) error {
+	dec := json.NewDecoder(bytesReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("%w: request body: %v", ErrBadRequest, err)
+	}
+	return nil
+}
+
+// action authenticates, reads the body and maps errors to status codes.
+func (a *API) action(fn func(ctx context.Context, who string, body []byte) (any, error)) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		who, ok := a.auth.Authenticate(r)
+		if !ok {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="fenced"`)
+			writeJSON(w, http.StatusUnauthorized, errorBody{Error: "unauthorized: present the API token or a client certificate"})
+			return
+		}
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+		if err != nil {
+			writeJSON(w, http.StatusBadRequest, errorBody{Error: "read request body: " + err.Error()})
+			return
+		}
+		res, err := fn(r.Context(), who, body)
+		if err != nil {
+			writeJSON(w, statusOf(err), errorBody{Error: err.Error()})
+			return
+		}
+		writeJSON(w, http.StatusOK, res)
+	})
+}
+
+type errorBody struct {
+	Error string `json:"error"`
+}
+
+func statusOf(err error) int {
+	switch {
+	case errors.Is(err, ErrBadRequest), errors.Is(err, ledger.ErrInvalid):
+		return http.StatusBadRequest
+	case errors.Is(err, ErrUnknownCluster):
+		return http.StatusNotFound
+	case errors.Is(err, ErrConflict), errors.Is(err, ErrRefused), errors.Is(err, ledger.ErrConflict),
+		errors.Is(err, ledger.ErrBadTransition), errors.Is(err, ledger.ErrPaused):
+		return http.StatusConflict
+	case errors.Is(err, ErrNotLeader):
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusInternalServerError
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}

@@ -1,0 +1,161 @@
+package stonith
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/utils/clock"
+)
+
+// Config wires a Controller. ReplicaID, Ledger, Arrays and Clusters are
+// required.
+type Config struct {
+	// ReplicaID is this replica's ID, written as the author of commands.
+	ReplicaID string
+	// Ledger reads the replicated ledger (the cluster's *ledger.FSM).
+	Ledger LedgerReader
+	// Arrays maps a configured array name to its adapter.
+	Arrays map[string]Array
+	// Clusters are the protected clusters.
+	Clusters []ClusterConfig
+	// Registry receives the metrics; nil registers none.
+	Registry *prometheus.Registry
+	Logger   *slog.Logger
+	Clock    clock.WithTicker
+
+	// ArrayTimeout bounds one array call (default 10s, the adapters'
+	// request timeout). It is also added to the previous leader's lease
+	// before a conflicting step.
+	ArrayTimeout time.Duration
+	// ArrayAttempts is how often one reconcile tries an array call before
+	// it records the failure and requeues (default 3), with ArrayBackoff
+	// (default 500ms, doubled each time) in between.
+	ArrayAttempts int
+	ArrayBackoff  time.Duration
+	// ArrayConcurrency bounds the arrays worked on at once for one node
+	// (default 4).
+	ArrayConcurrency int
+	// KubeTimeout bounds one API server call (default 10s).
+	KubeTimeout time.Duration
+	// Workers is the number of nodes reconciled at once (default 4).
+	Workers int
+	// RetryBase and RetryMax bound the per-node exponential requeue delay
+	// after a failed reconcile (defaults 1s and 1m).
+	RetryBase time.Duration
+	RetryMax  time.Duration
+	// Resync is how often every open record and failed node is reconciled
+	// even without an event (default 5s): it is what notices a settled
+	// node or a cleared array fault.
+	Resync time.Duration
+	// Hook, when set, is called at the named points of the pipeline; if it
+	// returns false the reconcile stops there as if the process had died.
+	// For tests only.
+	Hook func(p Point) bool
+}
+
+// ClusterConfig is one protected cluster.
+type ClusterConfig struct {
+	// Name is the configured cluster name.
+	Name string
+	// Kube is the cluster's API access (a *kube.Writer).
+	Kube KubeAPI
+	// Detector is this replica's detector of the cluster (a
+	// *detector.Runner); nil means no doubt and no storm are known, so
+	// only the direct API server check guards.
+	Detector DetectorStatus
+	// ProtectionSelector selects pods force-deleted like StatefulSet pods;
+	// empty selects none.
+	ProtectionSelector string
+	// SettlePeriod is how long a rebooted node must stay healthy before it
+	// is unfenced (default 2m).
+	SettlePeriod time.Duration
+	// DryRun decides and reports without writing anything.
+	DryRun bool
+}
+
+// DefaultConfig returns a Config with every default set and nothing wired.
+func DefaultConfig() Config {
+	return Config{
+		ArrayTimeout: 10 * time.Second, ArrayAttempts: 3, ArrayBackoff: 500 * time.Millisecond,
+		ArrayConcurrency: 4, KubeTimeout: 10 * time.Second, Workers: 4,
+		RetryBase: time.Second, RetryMax: time.Minute, Resync: 5 * time.Second,
+	}
+}
+
+// withDefaults fills zero values from DefaultConfig.
+func (c Config) withDefaults() Config {
+	d := DefaultConfig()
+	setDur := func(v *time.Duration, def time.Duration) {
+		if *v <= 0 {
+			*v = def
+		}
+	}
+	setInt := func(v *int, def int) {
+		if *v <= 0 {
+			*v = def
+		}
+	}
+	setDur(&c.ArrayTimeout, d.ArrayTimeout)
+	setDur(&c.ArrayBackoff, d.ArrayBackoff)
+	setDur(&c.KubeTimeout, d.KubeTimeout)
+	setDur(&c.RetryBase, d.RetryBase)
+	setDur(&c.RetryMax, d.RetryMax)
+	setDur(&c.Resync, d.Resync)
+	setInt(&c.ArrayAttempts, d.ArrayAttempts)
+	setInt(&c.ArrayConcurrency, d.ArrayConcurrency)
+	setInt(&c.Workers, d.Workers)
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Clock == nil {
+		c.Clock = clock.RealClock{}
+	}
+	for i := range c.Clusters {
+		if c.Clusters[i].SettlePeriod <= 0 {
+			c.Clusters[i].SettlePeriod = 2 * time.Minute
+		}
+	}
+	return c
+}
+
+// validate names the first bad field.
+func (c Config) validate() error {
+	var errs []error
+	if c.ReplicaID == "" {
+		errs = append(errs, errors.New("stonith: replicaID is required"))
+	}
+	if c.Ledger == nil {
+		errs = append(errs, errors.New("stonith: ledger is required"))
+	}
+	for name, a := range c.Arrays {
+		if a == nil {
+			errs = append(errs, fmt.Errorf("stonith: arrays[%s]: adapter is nil", name))
+		} else if a.Name() != name {
+			errs = append(errs, fmt.Errorf("stonith: arrays[%s]: adapter is named %q", name, a.Name()))
+		}
+	}
+	seen := map[string]bool{}
+	for i, cl := range c.Clusters {
+		switch {
+		case cl.Name == "":
+			errs = append(errs, fmt.Errorf("stonith: clusters[%d].name is required", i))
+		case seen[cl.Name]:
+			errs = append(errs, fmt.Errorf("stonith: clusters[%d].name %q is listed twice", i, cl.Name))
+		}
+		seen[cl.Name] = true
+		if cl.Kube == nil {
+			errs = append(errs, fmt.Errorf("stonith: clusters[%s].kube is required", cl.Name))
+		}
+		if _, err := labels.Parse(cl.ProtectionSelector); err != nil {
+			errs = append(errs, fmt.Errorf("stonith: clusters[%s].protectionSelector %q: %w", cl.Name, cl.ProtectionSelector, err))
+		}
+	}
+	if len(c.Clusters) == 0 {
+		errs = append(errs, errors.New("stonith: at least one cluster is required"))
+	}
+	return errors.Join(errs...)
+}

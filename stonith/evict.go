@@ -1,0 +1,177 @@
+package stonith
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/fenced-project/fenced/cluster/ledger"
+	"github.com/fenced-project/fenced/kube"
+)
+
+// The taints of a fenced node.
+const (
+	// TaintFenced keeps new pods off a fenced node; its value is the fence ID.
+	TaintFenced = "fenced.io/fenced"
+	// TaintOutOfService makes Kubernetes (>= 1.28) force-detach the node's
+	// volumes and evict its pods.
+	TaintOutOfService = "node.kubernetes.io/out-of-service"
+	// OutOfServiceValue is the value Kubernetes documents for it.
+	OutOfServiceValue = "nodeshutdown"
+)
+
+// fenceTaints are the taints of fence f.
+func fenceTaints(fenceID string) []corev1.Taint {
+	return []corev1.Taint{
+		{Key: TaintFenced, Value: fenceID, Effect: corev1.TaintEffectNoSchedule},
+		{Key: TaintOutOfService, Value: OutOfServiceValue, Effect: corev1.TaintEffectNoExecute},
+	}
+}
+
+// nodeEvent records an Event on the node; failures are logged only.
+func (c *Controller) nodeEvent(ctx context.Context, cl *clusterRuntime, node, eventType, reason, key, msg string) {
+	kctx, cancel := context.WithTimeout(ctx, c.cfg.KubeTimeout)
+	defer cancel()
+	var uid string
+	if n, err := cl.Kube.GetNode(kctx, node); err == nil {
+		uid = string(n.UID)
+	}
+	if err := cl.Kube.Event(kctx, kube.NodeTarget(node, types.UID(uid)), eventType, reason, key, msg); err != nil {
+		c.log.Warn("record event on node", "cluster", cl.Name, "node", node, "reason", reason, "error", err)
+	}
+}
+
+// stepTaint puts the fence's taints on the node (the record is fenced:
+// every array confirmed by read-back).
+func (c *Controller) stepTaint(ctx context.Context, l Leadership, cl *clusterRuntime, f *ledger.Fence) (result, error) {
+	if w := c.conflictWait(l, f, dirFence); w > 0 {
+		return waitFor(w), nil
+	}
+	if err := c.verifyLeader(ctx, l); err != nil {
+		return done, err
+	}
+	kctx, cancel := context.WithTimeout(ctx, c.cfg.KubeTimeout)
+	defer cancel()
+	start := c.clk.Now()
+	changed, err := cl.Kube.AddTaints(kctx, f.Node, fenceTaints(f.ID)...)
+	if err != nil {
+		return done, fmt.Errorf("fence %s: taint node: %w", f.ID, err)
+	}
+	c.metrics.stepDuration("taint", c.clk.Since(start))
+	if err := c.at(PointTaintWritten); err != nil {
+		return done, err
+	}
+	c.nodeEvent(ctx, cl, f.Node, corev1.EventTypeWarning, "NodeFenced", f.ID,
+		fmt.Sprintf("node fenced by %s on %s (verified by read-back); tainted %s and %s", f.ID,
+			strings.Join(planArrays(f), ", "), TaintFenced, TaintOutOfService))
+	note := "taints already present"
+	if changed {
+		note = "tainted " + TaintFenced + " and " + TaintOutOfService
+	}
+	if err := c.step(ctx, l, f, ledger.StateTainted, note); err != nil {
+		return done, err
+	}
+	if err := c.at(PointTainted); err != nil {
+		return done, err
+	}
+	return next, nil
+}
+
+// stepEvict force-deletes the node's StatefulSet and protected pods.
+func (c *Controller) stepEvict(ctx context.Context, l Leadership, cl *clusterRuntime, f *ledger.Fence) (result, error) {
+	if w := c.conflictWait(l, f, dirFence); w > 0 {
+		return waitFor(w), nil
+	}
+	kctx, cancel := context.WithTimeout(ctx, c.cfg.KubeTimeout)
+	pods, err := cl.Kube.PodsOnNode(kctx, f.Node)
+	cancel()
+	if err != nil {
+		return done, fmt.Errorf("fence %s: %w", f.ID, err)
+	}
+	start := c.clk.Now()
+	var deleted []string
+	for i := range pods {
+		p := &pods[i]
+		if !cl.evictable(p) {
+			continue
+		}
+		if err := c.verifyLeader(ctx, l); err != nil {
+			return done, err
+		}
+		kctx, cancel := context.WithTimeout(ctx, c.cfg.KubeTimeout)
+		if err := cl.Kube.Event(kctx, kube.PodTarget(p), corev1.EventTypeWarning, "FencedPodDeleted", f.ID,
+			fmt.Sprintf("force-deleting pod: node %s is fenced by %s on every array", f.Node, f.ID)); err != nil {
+			c.log.Warn("record event on pod", "cluster", cl.Name, "pod", p.Namespace+"/"+p.Name, "error", err)
+		}
+		gone, err := cl.Kube.ForceDeletePod(kctx, p.Namespace, p.Name, p.UID)
+		cancel()
+		if err != nil {
+			return done, fmt.Errorf("fence %s: %w", f.ID, err)
+		}
+		if gone {
+			c.metrics.podDeleted(cl.Name)
+			deleted = append(deleted, p.Namespace+"/"+p.Name)
+			c.log.Info("force-deleted pod", "cluster", cl.Name, "node", f.Node, "fence", f.ID, "pod", p.Namespace+"/"+p.Name,
+				"uid", string(p.UID))
+		}
+	}
+	c.metrics.stepDuration("evict", c.clk.Since(start))
+	if err := c.at(PointPodsDeleted); err != nil {
+		return done, err
+	}
+	sort.Strings(deleted)
+	c.nodeEvent(ctx, cl, f.Node, corev1.EventTypeWarning, "FencedPodsDeleted", f.ID,
+		fmt.Sprintf("fence %s: force-deleted %d pods: %s", f.ID, len(deleted), truncate(strings.Join(deleted, ", "), 800)))
+	if err := c.step(ctx, l, f, ledger.StateEvicted, truncate(fmt.Sprintf("force-deleted %d pods: %s", len(deleted),
+		strings.Join(deleted, ", ")), 2000)); err != nil {
+		return done, err
+	}
+	c.metrics.fence(cl.Name, ResultEvicted)
+	if f.Origin == ledger.OriginVerdict {
+		from := f.OpenedAt
+		if r, ok := c.reportOf(cl.Name, f.Node); ok && !r.FailedAt.IsZero() {
+			from = r.FailedAt
+		}
+		c.metrics.evicted(c.clk.Since(from))
+	}
+	c.log.Warn("fence complete: node fenced, tainted and its pods force-deleted", "cluster", cl.Name, "node", f.Node,
+		"fence", f.ID, "pods", len(deleted))
+	if err := c.at(PointEvicted); err != nil {
+		return done, err
+	}
+	return waitFor(c.cfg.Resync), nil
+}
+
+// stepUntaint removes the fence's taints (the record is restored: every
+// array's undo was verified).
+func (c *Controller) stepUntaint(ctx context.Context, l Leadership, cl *clusterRuntime, f *ledger.Fence) (result, error) {
+	if w := c.conflictWait(l, f, dirUnfence); w > 0 {
+		return waitFor(w), nil
+	}
+	if err := c.verifyLeader(ctx, l); err != nil {
+		return done, err
+	}
+	kctx, cancel := context.WithTimeout(ctx, c.cfg.KubeTimeout)
+	defer cancel()
+	start := c.clk.Now()
+	if _, err := cl.Kube.RemoveTaints(kctx, f.Node, fenceTaints(f.ID)...); err != nil {
+		return done, fmt.Errorf("fence %s: remove taints: %w", f.ID, err)
+	}
+	c.metrics.stepDuration("untaint", c.clk.Since(start))
+	if err := c.at(PointUntaintWritten); err != nil {
+		return done, err
+	}
+	c.nodeEvent(ctx, cl, f.Node, corev1.EventTypeNormal, "NodeUnfenced", f.ID,
+		fmt.Sprintf("fence %s lifted: access restored and verified on %s; taints removed", f.ID, strings.Join(planArrays(f), ", ")))
+	if err := c.step(ctx, l, f, ledger.StateUntainted, "taints removed"); err != nil {
+		return done, err
+	}
+	if err := c.at(PointUntainted); err != nil {
+		return done, err
+	}
+	return next, nil
+}

@@ -1,0 +1,540 @@
+package stonith
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/fenced-project/fenced/arrayclients"
+	"github.com/fenced-project/fenced/cluster/ledger"
+	"github.com/fenced-project/fenced/detector"
+	"github.com/fenced-project/fenced/kube"
+)
+
+// opLog orders every write the fakes see, arrays and API server alike.
+type opLog struct {
+	mu  sync.Mutex
+	ops []string
+}
+
+func (o *opLog) add(format string, args ...any) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.ops = append(o.ops, fmt.Sprintf(format, args...))
+}
+
+func (o *opLog) list() []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return append([]string(nil), o.ops...)
+}
+
+func (o *opLog) count(op string) int {
+	n := 0
+	for _, s := range o.list() {
+		if s == op {
+			n++
+		}
+	}
+	return n
+}
+
+// fakeGroup is a Raft group reduced to what the FSM sees: entries applied
+// in order with an index and a term, through the real ledger FSM.
+type fakeGroup struct {
+	mu        sync.Mutex
+	fsm       *ledger.FSM
+	index     uint64
+	term      uint64
+	verifyErr error
+}
+
+func newFakeGroup() *fakeGroup { return &fakeGroup{fsm: ledger.New(), term: 1} }
+
+// fakeLead is one leadership of a fakeGroup.
+type fakeLead struct {
+	g      *fakeGroup
+	term   uint64
+	ctx    context.Context
+	cancel context.CancelFunc
+	safeAt time.Time
+}
+
+// lead starts a new term and returns its leadership.
+func (g *fakeGroup) lead(t *testing.T) *fakeLead {
+	g.mu.Lock()
+	g.term++
+	term := g.term
+	g.mu.Unlock()
+	ctx, cancel := context.WithCancel(t.Context())
+	t.Cleanup(cancel)
+	return &fakeLead{g: g, term: term, ctx: ctx, cancel: cancel, safeAt: time.Now()}
+}
+
+func (l *fakeLead) Context() context.Context { return l.ctx }
+func (l *fakeLead) Term() uint64             { return l.term }
+func (l *fakeLead) SafeAt() time.Time        { return l.safeAt }
+
+func (l *fakeLead) VerifyLeader(ctx context.Context) error {
+	l.g.mu.Lock()
+	defer l.g.mu.Unlock()
+	if l.g.term != l.term || l.ctx.Err() != nil {
+		return errors.New("not leader")
+	}
+	return l.g.verifyErr
+}
+
+func (l *fakeLead) Apply(ctx context.Context, cmd ledger.Command) error {
+	buf, err := ledger.Encode(cmd)
+	if err != nil {
+		return err
+	}
+	l.g.mu.Lock()
+	defer l.g.mu.Unlock()
+	if l.g.term != l.term || l.ctx.Err() != nil {
+		return errors.New("not leader")
+	}
+	l.g.index++
+	res := l.g.fsm.Apply(&raft.Log{Index: l.g.index, Term: l.g.term, Type: raft.LogCommand, Data: buf})
+	if e, ok := res.(error); ok {
+		return e
+	}
+	return nil
+}
+
+// raw applies a command as a given term would (to seed the ledger).
+func (g *fakeGroup) must(t *testing.T, cmd ledger.Command) {
+	t.Helper()
+	l := &fakeLead{g: g, term: g.term, ctx: t.Context()}
+	require.NoError(t, l.Apply(t.Context(), cmd))
+}
+
+func (g *fakeGroup) meta() ledger.Meta {
+	return ledger.Meta{V: ledger.Version, Term: g.term, At: time.Now().UTC(), By: "seed"}
+}
+
+func (g *fakeGroup) fence(cluster, node string) *ledger.Fence {
+	var out *ledger.Fence
+	g.fsm.Read(func(s *ledger.State) {
+		if n := s.Node(cluster, node); n != nil && n.Fence != nil {
+			b, _ := json.Marshal(n.Fence)
+			out = &ledger.Fence{}
+			_ = json.Unmarshal(b, out)
+		}
+	})
+	return out
+}
+
+func (g *fakeGroup) history(cluster, node string) []*ledger.Fence {
+	var out []*ledger.Fence
+	g.fsm.Read(func(s *ledger.State) {
+		if n := s.Node(cluster, node); n != nil {
+			out = append(out, n.History...)
+		}
+	})
+	return out
+}
+
+// fakeArray is an array whose node access is one flag, with fault injection.
+type fakeArray struct {
+	name string
+	log  *opLog
+
+	mu        sync.Mutex
+	access    map[string]bool // node -> has access
+	applyErr  error
+	verifyErr error
+	undoErr   error
+	applies   int
+	undos     int
+}
+
+func newFakeArray(name string, log *opLog, nodes ...string) *fakeArray {
+	a := &fakeArray{name: name, log: log, access: map[string]bool{}}
+	for _, n := range nodes {
+		a.access[n] = true
+	}
+	return a
+}
+
+func (a *fakeArray) Name() string { return a.name }
+
+func (a *fakeArray) Plan(_ context.Context, id arrayclients.Identity) (arrayclients.Plan, error) {
+	return arrayclients.Plan{Array: a.name, Family: arrayclients.PowerFlex, Identity: id,
+		Entries: json.RawMessage(`[{"volume":"v1"}]`), Summary: "unmap v1 from " + id.Node, CreatedAt: time.Now().UTC()}, nil
+}
+
+func (a *fakeArray) Apply(_ context.Context, p arrayclients.Plan) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.applyErr != nil {
+		return a.applyErr
+	}
+	a.applies++
+	a.access[p.Identity.Node] = false
+	a.log.add("apply %s %s", a.name, p.Identity.Node)
+	return nil
+}
+
+func (a *fakeArray) Verify(_ context.Context, p arrayclients.Plan) (arrayclients.Verification, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.verifyErr != nil {
+		return arrayclients.Verification{}, a.verifyErr
+	}
+	has := a.access[p.Identity.Node]
+	v := arrayclients.Verification{Fenced: !has, Restored: has, CheckedAt: time.Now().UTC()}
+	if has {
+		v.Remaining = []string{"v1"}
+		a.log.add("verify %s %s access", a.name, p.Identity.Node)
+	} else {
+		v.Missing = []string{"v1"}
+		a.log.add("verify %s %s fenced", a.name, p.Identity.Node)
+	}
+	return v, nil
+}
+
+func (a *fakeArray) Undo(_ context.Context, p arrayclients.Plan) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.undoErr != nil {
+		return a.undoErr
+	}
+	a.undos++
+	a.access[p.Identity.Node] = true
+	a.log.add("undo %s %s", a.name, p.Identity.Node)
+	return nil
+}
+
+func (a *fakeArray) set(fn func(a *fakeArray)) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	fn(a)
+}
+
+func (a *fakeArray) hasAccess(node string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.access[node]
+}
+
+// fakeKube is an API server holding nodes and pods.
+type fakeKube struct {
+	log *opLog
+
+	mu      sync.Mutex
+	apiErr  error
+	nodes   map[string]*corev1.Node
+	pods    map[types.UID]corev1.Pod
+	events  map[string]string // name -> reason
+	deletes int
+}
+
+func newFakeKube(log *opLog) *fakeKube {
+	return &fakeKube{log: log, nodes: map[string]*corev1.Node{}, pods: map[types.UID]corev1.Pod{}, events: map[string]string{}}
+}
+
+func (k *fakeKube) addNode(name, bootID string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID("uid-" + name)}}
+	n.Status.NodeInfo.BootID = bootID
+	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionUnknown}}
+	k.nodes[name] = n
+}
+
+func (k *fakeKube) setNode(name string, fn func(n *corev1.Node)) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	fn(k.nodes[name])
+}
+
+func (k *fakeKube) addPod(ns, name, node string, sts bool, lbls map[string]string) types.UID {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	uid := types.UID(fmt.Sprintf("uid-%s-%s-%d", ns, name, len(k.pods)))
+	p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: uid, Labels: lbls}}
+	p.Spec.NodeName = node
+	p.Status.Phase = corev1.PodRunning
+	if sts {
+		yes := true
+		p.OwnerReferences = []metav1.OwnerReference{{Kind: "StatefulSet", Name: "s", Controller: &yes}}
+	}
+	k.pods[uid] = p
+	return uid
+}
+
+func (k *fakeKube) CheckAPIServer(context.Context) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.apiErr
+}
+
+func (k *fakeKube) GetNode(_ context.Context, name string) (*corev1.Node, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.apiErr != nil {
+		return nil, k.apiErr
+	}
+	n := k.nodes[name]
+	if n == nil {
+		return nil, fmt.Errorf("node %s not found", name)
+	}
+	return n.DeepCopy(), nil
+}
+
+func (k *fakeKube) PodsOnNode(_ context.Context, node string) ([]corev1.Pod, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.apiErr != nil {
+		return nil, k.apiErr
+	}
+	var out []corev1.Pod
+	for _, p := range k.pods {
+		if p.Spec.NodeName == node {
+			out = append(out, *p.DeepCopy())
+		}
+	}
+	return out, nil
+}
+
+func (k *fakeKube) AddTaints(_ context.Context, node string, taints ...corev1.Taint) (bool, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.apiErr != nil {
+		return false, k.apiErr
+	}
+	n := k.nodes[node]
+	changed := false
+	for _, t := range taints {
+		found := false
+		for _, c := range n.Spec.Taints {
+			found = found || (c.Key == t.Key && c.Effect == t.Effect)
+		}
+		if !found {
+			n.Spec.Taints = append(n.Spec.Taints, t)
+			changed = true
+			k.log.add("taint %s %s", node, t.Key)
+		}
+	}
+	return changed, nil
+}
+
+func (k *fakeKube) RemoveTaints(_ context.Context, node string, taints ...corev1.Taint) (bool, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.apiErr != nil {
+		return false, k.apiErr
+	}
+	n := k.nodes[node]
+	var keep []corev1.Taint
+	for _, c := range n.Spec.Taints {
+		drop := false
+		for _, t := range taints {
+			drop = drop || (c.Key == t.Key && c.Effect == t.Effect)
+		}
+		if drop {
+			k.log.add("untaint %s %s", node, c.Key)
+		} else {
+			keep = append(keep, c)
+		}
+	}
+	changed := len(keep) != len(n.Spec.Taints)
+	n.Spec.Taints = keep
+	return changed, nil
+}
+
+func (k *fakeKube) ForceDeletePod(_ context.Context, ns, name string, uid types.UID) (bool, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.apiErr != nil {
+		return false, k.apiErr
+	}
+	p, ok := k.pods[uid]
+	if !ok || p.Namespace != ns || p.Name != name {
+		return false, nil
+	}
+	delete(k.pods, uid)
+	k.deletes++
+	k.log.add("delete %s/%s", ns, name)
+	return true, nil
+}
+
+func (k *fakeKube) Event(_ context.Context, target kube.EventTarget, _, reason, key, _ string) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.events[target.Kind+"/"+target.Name+"/"+reason+"/"+key] = reason
+	return nil
+}
+
+func (k *fakeKube) taints(node string) []string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	var out []string
+	for _, t := range k.nodes[node].Spec.Taints {
+		out = append(out, t.Key+"="+t.Value+":"+string(t.Effect))
+	}
+	return out
+}
+
+func (k *fakeKube) eventReasons() map[string]int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	out := map[string]int{}
+	for _, r := range k.events {
+		out[r]++
+	}
+	return out
+}
+
+// fakeDetector is a detector status.
+type fakeDetector struct {
+	mu sync.Mutex
+	st detector.Status
+}
+
+func (d *fakeDetector) Status() detector.Status {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.st
+}
+
+func (d *fakeDetector) set(fn func(st *detector.Status)) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	fn(&d.st)
+}
+
+// world is a controller wired to fakes: cluster c1, node n1 with
+// identities on arrays a1, a2, a3, two StatefulSet pods, one protected pod
+// and one other pod.
+type world struct {
+	t      *testing.T
+	log    *opLog
+	group  *fakeGroup
+	kube   *fakeKube
+	det    *fakeDetector
+	arrays map[string]*fakeArray
+	reg    *prometheus.Registry
+	cfg    Config
+	ctrl   *Controller
+	stsUID []types.UID
+	other  types.UID
+}
+
+func newWorld(t *testing.T, mutate ...func(cfg *Config)) *world {
+	w := &world{t: t, log: &opLog{}, group: newFakeGroup(), det: &fakeDetector{}, arrays: map[string]*fakeArray{},
+		reg: prometheus.NewRegistry()}
+	w.kube = newFakeKube(w.log)
+	w.kube.addNode("n1", "boot-1")
+	w.kube.addNode("n2", "boot-b")
+	w.stsUID = append(w.stsUID, w.kube.addPod("db", "db-0", "n1", true, nil), w.kube.addPod("db", "db-1", "n1", true, nil))
+	w.stsUID = append(w.stsUID, w.kube.addPod("web", "cache", "n1", false, map[string]string{"fenced.io/protect": "true"}))
+	w.other = w.kube.addPod("web", "frontend", "n1", false, nil)
+	w.kube.addPod("db", "db-2", "n2", true, nil)
+	ids := map[string]arrayclients.Identity{}
+	arrays := map[string]Array{}
+	for _, name := range []string{"a1", "a2", "a3"} {
+		a := newFakeArray(name, w.log, "n1", "n2")
+		w.arrays[name] = a
+		arrays[name] = a
+		ids[name] = arrayclients.Identity{Array: name, Family: arrayclients.PowerFlex, Node: "n1", ObjectID: "sdc-n1"}
+	}
+	w.group.must(t, &ledger.SetIdentities{Meta: w.group.meta(), Cluster: "c1", Node: "n1", BootID: "boot-1", Identities: ids})
+	w.cfg = Config{
+		ReplicaID: "r1", Ledger: w.group.fsm, Arrays: arrays, Registry: w.reg,
+		Logger:       slog.New(slog.NewTextHandler(io.Discard, nil)),
+		ArrayTimeout: time.Second, ArrayAttempts: 2, ArrayBackoff: time.Millisecond,
+		RetryBase: 5 * time.Millisecond, RetryMax: 50 * time.Millisecond, Resync: 20 * time.Millisecond,
+		Clusters: []ClusterConfig{{Name: "c1", Kube: w.kube, Detector: w.det, ProtectionSelector: "fenced.io/protect=true",
+			SettlePeriod: 50 * time.Millisecond}},
+	}
+	for _, m := range mutate {
+		m(&w.cfg)
+	}
+	w.rebuild()
+	return w
+}
+
+// rebuild makes a new controller on the same ledger, arrays and API server
+// (a restarted process).
+func (w *world) rebuild() {
+	w.cfg.Registry = prometheus.NewRegistry()
+	w.reg = w.cfg.Registry
+	c, err := New(w.cfg)
+	require.NoError(w.t, err)
+	w.ctrl = c
+}
+
+// lead runs the controller under a new leadership until the returned stop.
+func (w *world) lead() (*fakeLead, func()) {
+	l := w.group.lead(w.t)
+	errc := make(chan error, 1)
+	go func() { errc <- w.ctrl.Lead(l) }()
+	require.Eventually(w.t, func() bool { return w.ctrl.leadership() != nil }, 5*time.Second, time.Millisecond)
+	return l, func() {
+		l.cancel()
+		require.NoError(w.t, <-errc)
+	}
+}
+
+func (w *world) verdict(node string, s detector.State) {
+	w.ctrl.PublishVerdicts(context.Background(), []detector.Verdict{{Cluster: "c1", Node: node, State: s,
+		Reason: detector.ReasonHeartbeatStale, Since: time.Now()}})
+}
+
+func (w *world) state() ledger.FenceState {
+	if f := w.group.fence("c1", "n1"); f != nil {
+		return f.State
+	}
+	return ""
+}
+
+func (w *world) waitState(s ledger.FenceState) {
+	w.t.Helper()
+	require.Eventually(w.t, func() bool { return w.state() == s }, 10*time.Second, 2*time.Millisecond,
+		"fence never reached %s (is %q); ops %v", s, w.state(), w.log.list())
+}
+
+func (w *world) waitClosed() {
+	w.t.Helper()
+	require.Eventually(w.t, func() bool {
+		h := w.group.history("c1", "n1")
+		return w.group.fence("c1", "n1") == nil && len(h) > 0 && h[len(h)-1].State == ledger.StateClosed
+	}, 10*time.Second, 2*time.Millisecond, "fence never closed (state %q)", w.state())
+}
+
+// value reads a counter or gauge.
+func value(m prometheus.Metric) float64 {
+	var d dto.Metric
+	if err := m.Write(&d); err != nil {
+		panic(err)
+	}
+	if d.Counter != nil {
+		return d.Counter.GetValue()
+	}
+	return d.Gauge.GetValue()
+}
+
+// histCount reads a histogram's sample count.
+func histCount(m prometheus.Metric) uint64 {
+	var d dto.Metric
+	if err := m.Write(&d); err != nil {
+		panic(err)
+	}
+	return d.Histogram.GetSampleCount()
+}

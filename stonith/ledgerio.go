@@ -1,0 +1,152 @@
+package stonith
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"time"
+
+	"github.com/fenced-project/fenced/arrayclients"
+	"github.com/fenced-project/fenced/cluster/ledger"
+)
+
+// nodeView is a copy of what the ledger holds about one node.
+type nodeView struct {
+	// Fence is the open record (a deep copy), nil when none.
+	Fence *ledger.Fence
+	// Identities were learned while the node was healthy; IdentitiesKnown
+	// is false when they never were.
+	Identities      map[string]arrayclients.Identity
+	IdentitiesKnown bool
+	BootID          string
+	// Paused reports the global or cluster pause flag.
+	Paused bool
+}
+
+func (c *Controller) readNode(cluster, node string) nodeView {
+	var v nodeView
+	var raw []byte
+	c.cfg.Ledger.Read(func(s *ledger.State) {
+		v.Paused = s.Paused(cluster)
+		n := s.Node(cluster, node)
+		if n == nil {
+			return
+		}
+		v.Identities = maps.Clone(n.Identities)
+		v.IdentitiesKnown = !n.IdentitiesAt.IsZero()
+		v.BootID = n.BootID
+		if n.Fence != nil {
+			raw, _ = json.Marshal(n.Fence) // a Fence holds only JSON values
+		}
+	})
+	if raw != nil {
+		v.Fence = &ledger.Fence{}
+		if err := json.Unmarshal(raw, v.Fence); err != nil {
+			// The copy of a value just encoded cannot fail to decode.
+			panic(fmt.Sprintf("stonith: copy fence record: %v", err))
+		}
+	}
+	return v
+}
+
+func (c *Controller) meta(l Leadership) ledger.Meta {
+	return ledger.Meta{V: ledger.Version, Term: l.Term(), At: c.clk.Now().UTC(), By: c.cfg.ReplicaID}
+}
+
+// commit writes one command through Raft in this leadership's term.
+func (c *Controller) commit(ctx context.Context, l Leadership, cmd ledger.Command) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("commit %s: %w", cmd.Type(), err)
+	}
+	if err := l.Apply(ctx, cmd); err != nil {
+		return fmt.Errorf("commit %s: %w", cmd.Type(), err)
+	}
+	return nil
+}
+
+// step commits a move of the record from its current state to to.
+func (c *Controller) step(ctx context.Context, l Leadership, f *ledger.Fence, to ledger.FenceState, note string) error {
+	start := c.clk.Now()
+	err := c.commit(ctx, l, &ledger.FenceStep{Meta: c.meta(l), Cluster: f.Cluster, Node: f.Node, FenceID: f.ID,
+		From: f.State, To: to, Note: note})
+	if err != nil {
+		return fmt.Errorf("fence %s of %s/%s: %s -> %s: %w", f.ID, f.Cluster, f.Node, f.State, to, err)
+	}
+	c.log.Info("fence step", "cluster", f.Cluster, "node", f.Node, "fence", f.ID, "from", string(f.State),
+		"to", string(to), "note", note)
+	c.metrics.stepDuration(string(to), c.clk.Since(start))
+	return nil
+}
+
+// record commits the outcome of one array operation.
+func (c *Controller) record(ctx context.Context, l Leadership, f *ledger.Fence, array string, op ledger.ArrayOp,
+	opErr error, v *arrayclients.Verification) error {
+	cmd := &ledger.RecordArrayResult{Meta: c.meta(l), Cluster: f.Cluster, Node: f.Node, FenceID: f.ID,
+		Expect: f.State, Array: array, Op: op, OK: opErr == nil, Verification: v}
+	if opErr != nil {
+		cmd.Error = truncate(opErr.Error(), 1000)
+		cmd.Verification = nil
+	}
+	if err := c.commit(ctx, l, cmd); err != nil {
+		return fmt.Errorf("fence %s: record %s on %s: %w", f.ID, op, array, err)
+	}
+	return nil
+}
+
+// verifyLeader runs before every destructive step: the leadership context
+// must be live and a quorum must confirm this replica still leads.
+func (c *Controller) verifyLeader(ctx context.Context, l Leadership) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("verify leadership: %w", err)
+	}
+	if err := l.VerifyLeader(ctx); err != nil {
+		return fmt.Errorf("verify leadership: %w", err)
+	}
+	return nil
+}
+
+// direction tells whether a state belongs to fencing or to recovery.
+type direction int
+
+const (
+	dirFence direction = iota
+	dirUnfence
+)
+
+func stepDirection(s ledger.Step) direction {
+	switch s.To {
+	case ledger.StateUnfenceIntent, ledger.StateRestored, ledger.StateUntainted, ledger.StateClosed:
+		return dirUnfence
+	case ledger.StateFailed:
+		if s.From == ledger.StateUnfenceIntent {
+			return dirUnfence
+		}
+	}
+	return dirFence
+}
+
+// conflictWait returns how long to wait before this leadership may take a
+// step in direction d on the record: when the last step a previous leader
+// wrote went the other way, that leader may still have writes in flight
+// until its lease ran out plus one array request timeout.
+func (c *Controller) conflictWait(l Leadership, f *ledger.Fence, d direction) time.Duration {
+	for i := len(f.Steps) - 1; i >= 0; i-- {
+		s := f.Steps[i]
+		if s.Term >= l.Term() {
+			continue
+		}
+		if stepDirection(s) == d {
+			return 0
+		}
+		return l.SafeAt().Add(c.cfg.ArrayTimeout).Sub(c.clk.Now())
+	}
+	return 0
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}

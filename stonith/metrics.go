@@ -1,0 +1,76 @@
+package stonith
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Results counted by fenced_fences_total.
+const (
+	ResultEvicted  = "evicted"  // a fence completed: fenced, tainted, pods deleted
+	ResultRestored = "restored" // a recovery completed: record closed
+	ResultAborted  = "aborted"  // abandoned before any array was changed
+	ResultDryRun   = "dry-run"  // a dry-run decided to fence (nothing written)
+	ResultBlocked  = "blocked"  // a fence was found blocked (counted once per episode)
+)
+
+// metrics holds the pipeline's collectors. Labels are bounded: clusters,
+// results and step names, never node names.
+type metrics struct {
+	fences      *prometheus.CounterVec
+	stepSeconds *prometheus.HistogramVec
+	podsDeleted *prometheus.CounterVec
+	toEviction  prometheus.Histogram
+	blocked     *prometheus.GaugeVec
+}
+
+func newMetrics(reg *prometheus.Registry) (*metrics, error) {
+	m := &metrics{
+		fences: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fenced_fences_total",
+			Help: "Fences by cluster and result (evicted, restored, aborted, dry-run, blocked).",
+		}, []string{"cluster", "result"}),
+		stepSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "fenced_fence_step_duration_seconds",
+			Help:    "Duration of one pipeline step (plan, apply, verify, taint, evict, undo, verify-restore, untaint, and ledger commits by target state).",
+			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
+		}, []string{"step"}),
+		podsDeleted: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fenced_pods_deleted_total",
+			Help: "Pods force-deleted from fenced nodes.",
+		}, []string{"cluster"}),
+		toEviction: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "fenced_verdict_to_eviction_seconds",
+			Help:    "Time from a node's Failed verdict to the commit of its eviction.",
+			Buckets: []float64{1, 2, 5, 10, 15, 20, 30, 45, 60, 90, 120, 180, 300, 600},
+		}),
+		blocked: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "fenced_fence_blocked",
+			Help: "Open fences that cannot proceed (an array cannot be fenced or restored); their pods are not deleted.",
+		}, []string{"cluster"}),
+	}
+	if reg != nil {
+		for _, col := range []prometheus.Collector{m.fences, m.stepSeconds, m.podsDeleted, m.toEviction, m.blocked} {
+			if err := reg.Register(col); err != nil {
+				return nil, fmt.Errorf("stonith: register metrics: %w", err)
+			}
+		}
+	}
+	return m, nil
+}
+
+func (m *metrics) fence(cluster, result string) { m.fences.WithLabelValues(cluster, result).Inc() }
+
+func (m *metrics) stepDuration(step string, d time.Duration) {
+	m.stepSeconds.WithLabelValues(step).Observe(d.Seconds())
+}
+
+func (m *metrics) podDeleted(cluster string) { m.podsDeleted.WithLabelValues(cluster).Inc() }
+
+func (m *metrics) evicted(d time.Duration) { m.toEviction.Observe(d.Seconds()) }
+
+func (m *metrics) setBlocked(cluster string, n int) {
+	m.blocked.WithLabelValues(cluster).Set(float64(n))
+}

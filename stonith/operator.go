@@ -1,0 +1,245 @@
+package stonith
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/fenced-project/fenced/cluster/ledger"
+)
+
+// FenceRequest asks to fence a node now (`fenced fence NODE --cluster C
+// --reason R`).
+type FenceRequest struct {
+	Cluster string `json:"cluster"`
+	Node    string `json:"node"`
+	Reason  string `json:"reason"`
+}
+
+// UnfenceRequest asks to restore a fenced node (`fenced unfence NODE
+// --cluster C [--force]`). Without Force the node must have rebooted since
+// the fence (its boot ID changed) and none of its pre-fence pods may still
+// run there; Force skips both checks.
+type UnfenceRequest struct {
+	Cluster string `json:"cluster"`
+	Node    string `json:"node"`
+	Reason  string `json:"reason"`
+	Force   bool   `json:"force,omitempty"`
+}
+
+// PauseRequest pauses or resumes fencing for one cluster, or for all when
+// Cluster is empty.
+type PauseRequest struct {
+	Cluster string `json:"cluster,omitempty"`
+	Reason  string `json:"reason"`
+}
+
+// ActionResult is the answer to an operator action.
+type ActionResult struct {
+	// FenceID and State describe the node's record after the action.
+	FenceID string `json:"fenceID,omitempty"`
+	State   string `json:"state,omitempty"`
+	Message string `json:"message"`
+	// DryRun is set when the cluster is in dry-run: what a fence would do.
+	DryRun *DryRunReport `json:"dryRun,omitempty"`
+}
+
+// leaderContext returns the current leadership and a context that ends
+// with ctx or the leadership.
+func (c *Controller) leaderContext(ctx context.Context) (Leadership, context.Context, context.CancelFunc, error) {
+	l := c.leadership()
+	if l == nil {
+		return nil, nil, nil, ErrNotLeader
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(l.Context(), cancel)
+	return l, cctx, func() { stop(); cancel() }, nil
+}
+
+func (c *Controller) cluster(name string) (*clusterRuntime, error) {
+	cl := c.clusters[name]
+	if cl == nil {
+		return nil, fmt.Errorf("%w: %q", ErrUnknownCluster, name)
+	}
+	return cl, nil
+}
+
+func requireFields(fields ...[2]string) error {
+	for _, f := range fields {
+		if f[1] == "" {
+			return fmt.Errorf("%w: %s is required", ErrBadRequest, f[0])
+		}
+	}
+	return nil
+}
+
+// Fence opens an operator fence of a node; the pipeline then runs it like
+// any other. It is allowed while fencing is paused (the operator decides),
+// but not when the API server cannot be reached or the node's identities
+// were never learned. In dry-run it reports what it would do.
+func (c *Controller) Fence(ctx context.Context, operator string, req FenceRequest) (ActionResult, error) {
+	if err := requireFields([2]string{"cluster", req.Cluster}, [2]string{"node", req.Node},
+		[2]string{"reason", req.Reason}, [2]string{"operator", operator}); err != nil {
+		return ActionResult{}, err
+	}
+	cl, err := c.cluster(req.Cluster)
+	if err != nil {
+		return ActionResult{}, err
+	}
+	l, ctx, cancel, err := c.leaderContext(ctx)
+	if err != nil {
+		return ActionResult{}, err
+	}
+	defer cancel()
+	v := c.readNode(cl.Name, req.Node)
+	if f := v.Fence; f != nil {
+		if f.Kind == ledger.KindFence {
+			return ActionResult{FenceID: f.ID, State: string(f.State), Message: "node already has fence " + f.ID}, nil
+		}
+		return ActionResult{}, fmt.Errorf("%w: fence %s of %s/%s is recovering (%s)", ErrConflict, f.ID, cl.Name, req.Node, f.State)
+	}
+	if !v.IdentitiesKnown {
+		return ActionResult{}, fmt.Errorf("%w: the identities of %s/%s on the arrays were never learned, so a fence could not be proven",
+			ErrRefused, cl.Name, req.Node)
+	}
+	kctx, kcancel := context.WithTimeout(ctx, c.cfg.KubeTimeout)
+	err = cl.Kube.CheckAPIServer(kctx)
+	kcancel()
+	if err != nil {
+		return ActionResult{}, fmt.Errorf("%w: cannot reach the API server of %s: %v", ErrRefused, cl.Name, err)
+	}
+	d, err := c.decide(ctx, cl, req.Node, v)
+	if err != nil {
+		return ActionResult{}, err
+	}
+	if cl.DryRun {
+		rep := &DryRunReport{DecidedAt: c.clk.Now().UTC(), Verdict: "operator: " + req.Reason, Plans: d.Plans,
+			BootID: d.BootID, WouldDelete: d.Evict,
+			WouldTaint: []string{TaintFenced + "=<fence id>:NoSchedule", TaintOutOfService + "=" + OutOfServiceValue + ":NoExecute"}}
+		if len(d.Missing) > 0 {
+			rep.Unplanned = d.Missing
+		}
+		return ActionResult{Message: "dry-run: nothing was written", DryRun: rep}, nil
+	}
+	if err := c.verifyLeader(ctx, l); err != nil {
+		return ActionResult{}, err
+	}
+	err = c.commit(ctx, l, &ledger.OpenFence{Meta: c.meta(l), Cluster: cl.Name, Node: req.Node,
+		Origin: ledger.OriginOperator, Operator: operator, Reason: req.Reason, BootID: d.BootID,
+		PodUIDs: d.PodUIDs, Plans: d.plans.list})
+	if err != nil {
+		return ActionResult{}, fmt.Errorf("open fence of %s/%s: %w", cl.Name, req.Node, err)
+	}
+	c.log.Warn("operator fence opened", "cluster", cl.Name, "node", req.Node, "operator", operator, "reason", req.Reason)
+	c.Enqueue(cl.Name, req.Node)
+	res := ActionResult{Message: "fence opened"}
+	if f := c.readNode(cl.Name, req.Node).Fence; f != nil {
+		res.FenceID, res.State = f.ID, string(f.State)
+	}
+	return res, nil
+}
+
+// Unfence starts the recovery of a fenced node (or abandons a fence that
+// has not changed any array yet).
+func (c *Controller) Unfence(ctx context.Context, operator string, req UnfenceRequest) (ActionResult, error) {
+	if err := requireFields([2]string{"cluster", req.Cluster}, [2]string{"node", req.Node},
+		[2]string{"reason", req.Reason}, [2]string{"operator", operator}); err != nil {
+		return ActionResult{}, err
+	}
+	cl, err := c.cluster(req.Cluster)
+	if err != nil {
+		return ActionResult{}, err
+	}
+	if cl.DryRun {
+		return ActionResult{}, fmt.Errorf("%w: cluster %s is in dry-run; nothing is written", ErrRefused, cl.Name)
+	}
+	l, ctx, cancel, err := c.leaderContext(ctx)
+	if err != nil {
+		return ActionResult{}, err
+	}
+	defer cancel()
+	f := c.readNode(cl.Name, req.Node).Fence
+	if f == nil {
+		return ActionResult{}, fmt.Errorf("%w: %s/%s has no open fence", ErrConflict, cl.Name, req.Node)
+	}
+	if f.Kind == ledger.KindUnfence {
+		return ActionResult{FenceID: f.ID, State: string(f.State), Message: "node is already being unfenced"}, nil
+	}
+	step := &ledger.FenceStep{Meta: c.meta(l), Cluster: cl.Name, Node: req.Node, FenceID: f.ID, From: f.State,
+		To: ledger.StateUnfenceIntent, Operator: operator, Note: req.Reason}
+	if f.State == ledger.StateIntent {
+		step.To = ledger.StateAborted
+	} else {
+		kctx, kcancel := context.WithTimeout(ctx, c.cfg.KubeTimeout)
+		n, nerr := cl.Kube.GetNode(kctx, req.Node)
+		pods, perr := cl.Kube.PodsOnNode(kctx, req.Node)
+		kcancel()
+		if nerr == nil {
+			step.BootID = n.Status.NodeInfo.BootID
+		}
+		if !req.Force {
+			if err := errors.Join(nerr, perr); err != nil {
+				return ActionResult{}, fmt.Errorf("%w: cannot check that %s rebooted: %v (use --force to unfence anyway)",
+					ErrRefused, req.Node, err)
+			}
+			if f.BootID == "" || step.BootID == "" || step.BootID == f.BootID {
+				return ActionResult{}, fmt.Errorf("%w: %s has not rebooted since fence %s (boot ID %q unchanged); reboot it, or use --force",
+					ErrRefused, req.Node, f.ID, f.BootID)
+			}
+			if old := stalePods(f.PodUIDs, pods); len(old) > 0 {
+				return ActionResult{}, fmt.Errorf("%w: pods from before fence %s still run on %s: %v (use --force to unfence anyway)",
+					ErrRefused, f.ID, req.Node, old)
+			}
+		} else {
+			step.Note = "forced: " + req.Reason
+		}
+	}
+	if err := c.commit(ctx, l, step); err != nil {
+		return ActionResult{}, fmt.Errorf("unfence %s/%s: %w", cl.Name, req.Node, err)
+	}
+	c.log.Warn("operator unfence", "cluster", cl.Name, "node", req.Node, "fence", f.ID, "operator", operator,
+		"force", req.Force, "reason", req.Reason)
+	c.Enqueue(cl.Name, req.Node)
+	return ActionResult{FenceID: f.ID, State: string(step.To), Message: "recovery started"}, nil
+}
+
+// SetPause pauses (paused true) or resumes fencing for one cluster or all.
+// While paused no fence is opened on a verdict and no verdict fence changes
+// an array; recoveries and operator fences go on.
+func (c *Controller) SetPause(ctx context.Context, operator string, req PauseRequest, paused bool) (ActionResult, error) {
+	if err := requireFields([2]string{"reason", req.Reason}, [2]string{"operator", operator}); err != nil {
+		return ActionResult{}, err
+	}
+	if req.Cluster != "" {
+		if _, err := c.cluster(req.Cluster); err != nil {
+			return ActionResult{}, err
+		}
+	}
+	l, ctx, cancel, err := c.leaderContext(ctx)
+	if err != nil {
+		return ActionResult{}, err
+	}
+	defer cancel()
+	if err := c.commit(ctx, l, &ledger.SetPause{Meta: c.meta(l), Cluster: req.Cluster, Paused: paused,
+		Operator: operator, Reason: req.Reason}); err != nil {
+		return ActionResult{}, err
+	}
+	scope := "all clusters"
+	if req.Cluster != "" {
+		scope = "cluster " + req.Cluster
+	}
+	verb := "resumed"
+	if paused {
+		verb = "paused"
+	}
+	c.log.Warn("fencing "+verb, "scope", scope, "operator", operator, "reason", req.Reason)
+	if !paused {
+		c.mu.Lock()
+		q := c.queue
+		c.mu.Unlock()
+		if q != nil {
+			c.resync(q)
+		}
+	}
+	return ActionResult{Message: "fencing " + verb + " for " + scope}, nil
+}

@@ -1,0 +1,446 @@
+package stonith
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/fenced-project/fenced/arrayclients"
+	"github.com/fenced-project/fenced/cluster/ledger"
+	"github.com/fenced-project/fenced/detector"
+)
+
+// requireFenceBeforeWrites checks invariant 1 on the ordered op log: every
+// taint and delete of node comes after the last array's apply and its
+// verified read-back.
+func requireFenceBeforeWrites(t *testing.T, ops []string, node string, arrays ...string) {
+	t.Helper()
+	firstWrite := -1
+	for i, op := range ops {
+		if strings.HasPrefix(op, "taint "+node) || strings.HasPrefix(op, "delete ") {
+			firstWrite = i
+			break
+		}
+	}
+	require.NotEqual(t, -1, firstWrite, "no taint or delete at all: %v", ops)
+	for _, a := range arrays {
+		verified := slices.Index(ops, "verify "+a+" "+node+" fenced")
+		require.NotEqual(t, -1, verified, "array %s never verified fenced: %v", a, ops)
+		require.Less(t, verified, firstWrite, "a taint or delete came before %s was verified: %v", a, ops)
+	}
+}
+
+func (w *world) reboot(bootID string) {
+	w.kube.setNode("n1", func(n *corev1.Node) {
+		n.Status.NodeInfo.BootID = bootID
+		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
+	})
+	// After a reboot the node's old pods are gone (the taint manager
+	// evicted them and the kubelet no longer runs them).
+	w.kube.mu.Lock()
+	delete(w.kube.pods, w.other)
+	w.kube.mu.Unlock()
+	w.verdict("n1", detector.Healthy)
+}
+
+func TestPipelineFencesVerifiesTaintsEvicts(t *testing.T) {
+	w := newWorld(t)
+	_, stop := w.lead()
+	defer stop()
+	w.verdict("n1", detector.Failed)
+	w.waitState(ledger.StateEvicted)
+
+	for name, a := range w.arrays {
+		assert.False(t, a.hasAccess("n1"), "n1 still has access on %s", name)
+		assert.True(t, a.hasAccess("n2"), "n2 lost access on %s", name)
+	}
+	assert.ElementsMatch(t, []string{"fenced.io/fenced=" + w.group.fence("c1", "n1").ID + ":NoSchedule",
+		"node.kubernetes.io/out-of-service=nodeshutdown:NoExecute"}, w.kube.taints("n1"))
+	pods, _ := w.kube.PodsOnNode(t.Context(), "n1")
+	require.Len(t, pods, 1, "only the unprotected, non-StatefulSet pod stays")
+	assert.Equal(t, "frontend", pods[0].Name)
+	pods, _ = w.kube.PodsOnNode(t.Context(), "n2")
+	require.Len(t, pods, 1, "pods of other nodes are untouched")
+	requireFenceBeforeWrites(t, w.log.list(), "n1", "a1", "a2", "a3")
+
+	f := w.group.fence("c1", "n1")
+	var states []ledger.FenceState
+	for _, s := range f.Steps {
+		states = append(states, s.To)
+	}
+	assert.Equal(t, []ledger.FenceState{ledger.StateIntent, ledger.StateFencing, ledger.StateFenced,
+		ledger.StateTainted, ledger.StateEvicted}, states)
+	assert.Equal(t, "boot-1", f.BootID)
+	assert.Len(t, f.PodUIDs, 4, "every pod on the node before the fence is recorded")
+	assert.Len(t, f.Plans, 3)
+
+	ev := w.kube.eventReasons()
+	assert.Equal(t, 1, ev["NodeFenced"])
+	assert.Equal(t, 3, ev["FencedPodDeleted"])
+	assert.Equal(t, 1, ev["FencedPodsDeleted"])
+	assert.Equal(t, 1.0, value(w.ctrl.metrics.fences.WithLabelValues("c1", ResultEvicted)))
+	assert.Equal(t, 3.0, value(w.ctrl.metrics.podsDeleted.WithLabelValues("c1")))
+	assert.Equal(t, uint64(1), histCount(w.ctrl.metrics.toEviction))
+
+	st := w.ctrl.Status()
+	require.Len(t, st.Fences, 1)
+	assert.Equal(t, "evicted", st.Fences[0].State)
+	for _, a := range st.Fences[0].Arrays {
+		assert.Equal(t, "verified", a.Step)
+	}
+
+	t.Run("reboot unfences and restores every array", func(t *testing.T) {
+		w.reboot("boot-2")
+		w.waitClosed()
+		for name, a := range w.arrays {
+			assert.True(t, a.hasAccess("n1"), "n1 not restored on %s", name)
+		}
+		assert.Empty(t, w.kube.taints("n1"))
+		h := w.group.history("c1", "n1")
+		assert.Equal(t, "boot-2", h[len(h)-1].UnfenceBootID)
+		assert.Equal(t, 1.0, value(w.ctrl.metrics.fences.WithLabelValues("c1", ResultRestored)))
+		assert.Equal(t, 1, w.kube.eventReasons()["NodeUnfenced"])
+	})
+}
+
+func TestArrayFaultBlocksTaintAndDelete(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		fault func(a *fakeArray)
+		clear func(a *fakeArray)
+	}{
+		{"apply fails", func(a *fakeArray) { a.applyErr = errors.New("injected: 503") },
+			func(a *fakeArray) { a.applyErr = nil }},
+		{"verify fails", func(a *fakeArray) { a.verifyErr = errors.New("injected: reset") },
+			func(a *fakeArray) { a.verifyErr = nil }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWorld(t)
+			w.arrays["a2"].set(tc.fault)
+			_, stop := w.lead()
+			defer stop()
+			w.verdict("n1", detector.Failed)
+			require.Eventually(t, func() bool {
+				st := w.ctrl.Status()
+				return len(st.Fences) == 1 && st.Fences[0].Blocked != ""
+			}, 5*time.Second, 2*time.Millisecond)
+			assert.Contains(t, w.ctrl.Status().Fences[0].Blocked, "a2")
+			assert.Equal(t, 1.0, value(w.ctrl.metrics.blocked.WithLabelValues("c1")))
+			assert.Equal(t, 1, w.kube.eventReasons()["FenceBlocked"])
+			require.Never(t, func() bool {
+				for _, op := range w.log.list() {
+					if strings.HasPrefix(op, "taint") || strings.HasPrefix(op, "delete") {
+						return true
+					}
+				}
+				return false
+			}, 300*time.Millisecond, 5*time.Millisecond, "a taint or delete while an array is not fenced")
+			assert.Equal(t, ledger.StateFencing, w.state())
+			f := w.group.fence("c1", "n1")
+			assert.Greater(t, f.Results["a2"].Failures, 1, "the fence keeps retrying")
+
+			w.arrays["a2"].set(tc.clear)
+			w.waitState(ledger.StateEvicted)
+			requireFenceBeforeWrites(t, w.log.list(), "n1", "a1", "a2", "a3")
+			require.Eventually(t, func() bool {
+				return value(w.ctrl.metrics.blocked.WithLabelValues("c1")) == 0
+			}, time.Second, time.Millisecond)
+		})
+	}
+}
+
+// An array that says yes but still shows access on read-back is not fenced.
+func TestReadBackDecidesNotTheCall(t *testing.T) {
+	w := newWorld(t)
+	lying := &lyingArray{fakeArray: w.arrays["a3"]}
+	w.cfg.Arrays["a3"] = lying
+	w.rebuild()
+	_, stop := w.lead()
+	defer stop()
+	w.verdict("n1", detector.Failed)
+	require.Eventually(t, func() bool {
+		f := w.group.fence("c1", "n1")
+		return f != nil && f.Results["a3"] != nil && f.Results["a3"].Attempts >= 4
+	}, 5*time.Second, 2*time.Millisecond)
+	require.Never(t, func() bool { return w.state() != ledger.StateFencing }, 200*time.Millisecond, 5*time.Millisecond)
+	assert.Zero(t, w.log.count("taint n1 "+TaintFenced))
+	assert.Contains(t, w.ctrl.Status().Fences[0].Blocked, "access remaining")
+}
+
+type lyingArray struct{ *fakeArray }
+
+func (a *lyingArray) Apply(context.Context, arrayclients.Plan) error { return nil }
+
+func TestCrashBetweenStepsResumes(t *testing.T) {
+	for _, p := range Points() {
+		t.Run(string(p), func(t *testing.T) {
+			var fired atomic.Bool
+			var cur atomic.Pointer[fakeLead]
+			w := newWorld(t, func(cfg *Config) {
+				cfg.Hook = func(at Point) bool {
+					if fired.Load() {
+						return false
+					}
+					if at == p {
+						fired.Store(true)
+						cur.Load().cancel() // the process dies here: no further writes
+						return false
+					}
+					return true
+				}
+			})
+			l, stop := w.lead()
+			cur.Store(l)
+			w.verdict("n1", detector.Failed)
+			rebooted := false
+			require.Eventually(t, func() bool {
+				if !fired.Load() && !rebooted && w.state() == ledger.StateEvicted {
+					w.reboot("boot-2")
+					rebooted = true
+				}
+				return fired.Load()
+			}, 10*time.Second, 2*time.Millisecond, "hook %s never reached (state %q)", p, w.state())
+			stop()
+
+			// A new process (new controller, new term) resumes from the ledger.
+			w.cfg.Hook = nil
+			w.rebuild()
+			_, stop = w.lead()
+			defer stop()
+			if rebooted {
+				w.verdict("n1", detector.Healthy)
+			} else {
+				w.verdict("n1", detector.Failed)
+				w.waitState(ledger.StateEvicted)
+				w.reboot("boot-2")
+			}
+			w.waitClosed()
+
+			requireFenceBeforeWrites(t, w.log.list(), "n1", "a1", "a2", "a3")
+			assert.Len(t, w.group.history("c1", "n1"), 1, "one fence record, not two")
+			assert.Equal(t, 3, w.kube.deletes, "each pod deleted once")
+			for name, a := range w.arrays {
+				assert.True(t, a.hasAccess("n1"), "n1 not restored on %s", name)
+				assert.LessOrEqual(t, a.applies, 2, "array %s applied more than once per process", name)
+				assert.LessOrEqual(t, a.undos, 2, "array %s undone more than once per process", name)
+				assert.GreaterOrEqual(t, a.undos, 1)
+			}
+			assert.Empty(t, w.kube.taints("n1"))
+			// Never an undo before the last fence write, never a taint after restore began.
+			ops := w.log.list()
+			firstUndo := slices.IndexFunc(ops, func(s string) bool { return strings.HasPrefix(s, "undo") })
+			lastDelete := -1
+			for i, op := range ops {
+				if strings.HasPrefix(op, "delete") || strings.HasPrefix(op, "taint") {
+					lastDelete = i
+				}
+			}
+			require.Less(t, lastDelete, firstUndo, "fence writes after the restore began: %v", ops)
+		})
+	}
+}
+
+func TestReturnWithoutRebootStaysFenced(t *testing.T) {
+	w := newWorld(t)
+	_, stop := w.lead()
+	defer stop()
+	w.verdict("n1", detector.Failed)
+	w.waitState(ledger.StateEvicted)
+	w.kube.setNode("n1", func(n *corev1.Node) {
+		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
+	})
+	w.verdict("n1", detector.Healthy)
+	require.Eventually(t, func() bool { return len(w.ctrl.Status().NeedsReboot) == 1 }, 5*time.Second, 2*time.Millisecond)
+	st := w.ctrl.Status()
+	assert.Contains(t, st.NeedsReboot[0].Note, "needs reboot")
+	assert.Contains(t, st.NeedsReboot[0].Note, "boot-1")
+	assert.Contains(t, st.Fences[0].NeedsReboot, "without a reboot")
+	require.Never(t, func() bool { return w.state() != ledger.StateEvicted }, 300*time.Millisecond, 5*time.Millisecond)
+	assert.Equal(t, 1, w.kube.eventReasons()["FencedNodeNeedsReboot"], "one Event, not one per reconcile")
+	for _, a := range w.arrays {
+		assert.False(t, a.hasAccess("n1"))
+	}
+
+	w.reboot("boot-2")
+	w.waitClosed()
+	assert.Empty(t, w.ctrl.Status().NeedsReboot)
+}
+
+func TestDryRunWritesNothing(t *testing.T) {
+	w := newWorld(t, func(cfg *Config) { cfg.Clusters[0].DryRun = true })
+	_, stop := w.lead()
+	defer stop()
+	before := w.group.fsm.AppliedIndex()
+	w.verdict("n1", detector.Failed)
+	require.Eventually(t, func() bool { return len(w.ctrl.Status().DryRun) == 1 }, 5*time.Second, 2*time.Millisecond)
+	rep := w.ctrl.Status().DryRun[0].Report
+	assert.Len(t, rep.Plans, 3)
+	assert.ElementsMatch(t, []string{"db/db-0", "db/db-1", "web/cache"}, rep.WouldDelete)
+	require.Never(t, func() bool {
+		return len(w.log.list()) > 0 || len(w.kube.eventReasons()) > 0 || w.group.fsm.AppliedIndex() != before
+	}, 300*time.Millisecond, 5*time.Millisecond, "dry-run wrote something: %v", w.log.list())
+	assert.Equal(t, 1.0, value(w.ctrl.metrics.fences.WithLabelValues("c1", ResultDryRun)))
+}
+
+func TestGuardsHoldNewFences(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		setup func(w *world)
+		want  string
+	}{
+		{"paused cluster", func(w *world) {
+			w.group.must(w.t, &ledger.SetPause{Meta: w.group.meta(), Cluster: "c1", Paused: true, Operator: "op", Reason: "array upgrade"})
+		}, "paused"},
+		{"paused globally", func(w *world) {
+			w.group.must(w.t, &ledger.SetPause{Meta: w.group.meta(), Paused: true, Operator: "op", Reason: "upgrade"})
+		}, "paused"},
+		{"api server unreachable", func(w *world) { w.kube.apiErr = errors.New("connection refused") }, "API server"},
+		{"detector doubt", func(w *world) {
+			w.det.set(func(st *detector.Status) { st.Doubt = detector.ReasonWatchStale })
+		}, "doubts"},
+		{"storm", func(w *world) {
+			w.det.set(func(st *detector.Status) { st.Storm = detector.StormState{Active: true, Unhealthy: 5, Limit: 2, Total: 6} })
+		}, "storm"},
+		{"no quorum", func(w *world) { w.group.verifyErr = errors.New("no quorum") }, "quorum"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWorld(t)
+			tc.setup(w)
+			_, stop := w.lead()
+			defer stop()
+			w.verdict("n1", detector.Failed)
+			require.Eventually(t, func() bool { return len(w.ctrl.Status().Held) == 1 }, 5*time.Second, 2*time.Millisecond)
+			assert.Contains(t, w.ctrl.Status().Held[0].Note, tc.want)
+			require.Never(t, func() bool { return w.group.fence("c1", "n1") != nil || len(w.log.list()) > 0 },
+				200*time.Millisecond, 5*time.Millisecond)
+		})
+	}
+
+	t.Run("identities never learned", func(t *testing.T) {
+		w := newWorld(t)
+		_, stop := w.lead()
+		defer stop()
+		w.verdict("n2", detector.Failed)
+		require.Eventually(t, func() bool { return len(w.ctrl.Status().Held) == 1 }, 5*time.Second, 2*time.Millisecond)
+		assert.Contains(t, w.ctrl.Status().Held[0].Note, "never learned")
+	})
+
+	t.Run("resume lets the held fence go on", func(t *testing.T) {
+		w := newWorld(t)
+		w.group.must(t, &ledger.SetPause{Meta: w.group.meta(), Cluster: "c1", Paused: true, Operator: "op", Reason: "upgrade"})
+		_, stop := w.lead()
+		defer stop()
+		w.verdict("n1", detector.Failed)
+		require.Never(t, func() bool { return w.group.fence("c1", "n1") != nil }, 200*time.Millisecond, 5*time.Millisecond)
+		_, err := w.ctrl.SetPause(t.Context(), "alice", PauseRequest{Cluster: "c1", Reason: "upgrade done"}, false)
+		require.NoError(t, err)
+		w.waitState(ledger.StateEvicted)
+	})
+}
+
+// A replica that lost leadership between two steps writes nothing more.
+func TestDeposedLeaderStopsWriting(t *testing.T) {
+	var cur atomic.Pointer[fakeLead]
+	w := newWorld(t, func(cfg *Config) {
+		cfg.Hook = func(p Point) bool {
+			if p == PointFenced {
+				// Another replica wins an election: this leadership is stale
+				// but its context is not cancelled yet.
+				w := cur.Load()
+				w.g.mu.Lock()
+				w.g.term++
+				w.g.mu.Unlock()
+			}
+			return true
+		}
+	})
+	l, stop := w.lead()
+	cur.Store(l)
+	defer stop()
+	w.verdict("n1", detector.Failed)
+	w.waitState(ledger.StateFenced)
+	require.Never(t, func() bool { return w.log.count("taint n1 "+TaintFenced) > 0 || w.kube.deletes > 0 },
+		300*time.Millisecond, 5*time.Millisecond, "a deposed leader tainted or deleted")
+}
+
+// A new leader taking the other direction than the last one waits out the
+// old lease plus the array timeout before its first array write.
+func TestConflictingStepWaitsOutPreviousLeader(t *testing.T) {
+	w := newWorld(t)
+	_, stop := w.lead()
+	w.verdict("n1", detector.Failed)
+	w.waitState(ledger.StateEvicted)
+	stop()
+
+	w.rebuild()
+	l := w.group.lead(t)
+	l.safeAt = time.Now().Add(200 * time.Millisecond)
+	deadline := l.safeAt.Add(w.cfg.ArrayTimeout)
+	errc := make(chan error, 1)
+	go func() { errc <- w.ctrl.Lead(l) }()
+	defer func() { l.cancel(); require.NoError(t, <-errc) }()
+	w.reboot("boot-2")
+	var undoAt time.Time
+	require.Eventually(t, func() bool {
+		if undoAt.IsZero() && slices.ContainsFunc(w.log.list(), func(s string) bool { return strings.HasPrefix(s, "undo") }) {
+			undoAt = time.Now()
+		}
+		return !undoAt.IsZero()
+	}, 10*time.Second, time.Millisecond)
+	assert.False(t, undoAt.Before(deadline), "undo at %s, before the old leader's lease and request timeout ran out at %s",
+		undoAt.Format(time.StampMicro), deadline.Format(time.StampMicro))
+	w.waitClosed()
+}
+
+func TestRecoveryDecision(t *testing.T) {
+	now := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
+	node := func(boot string, ready corev1.ConditionStatus) *corev1.Node {
+		n := &corev1.Node{}
+		n.Status.NodeInfo.BootID = boot
+		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: ready}}
+		return n
+	}
+	old := corev1.Pod{}
+	old.UID, old.Name, old.Namespace, old.Status.Phase = "old-1", "frontend", "web", corev1.PodRunning
+	done := old
+	done.Status.Phase = corev1.PodSucceeded
+	base := recoveryInput{FenceBootID: "b1", Node: node("b2", corev1.ConditionTrue), Verdict: detector.Healthy,
+		HealthySince: now.Add(-time.Minute), PodUIDs: []string{"old-1"}, Now: now, Settle: 30 * time.Second}
+	tcs := []struct {
+		name        string
+		mod         func(in *recoveryInput)
+		unfence     bool
+		needsReboot bool
+		why         string
+	}{
+		{"rebooted, settled, no old pods", func(*recoveryInput) {}, true, false, "b1 -> b2"},
+		{"still down", func(in *recoveryInput) {
+			in.Verdict, in.Node = detector.Failed, node("b1", corev1.ConditionUnknown)
+		}, false, false, "still down"},
+		{"back with the same boot ID", func(in *recoveryInput) { in.Node = node("b1", corev1.ConditionTrue) }, false, true, "without a reboot"},
+		{"back, boot ID unknown at fence time", func(in *recoveryInput) { in.FenceBootID = "" }, false, true, "unknown"},
+		{"rebooted but settling", func(in *recoveryInput) { in.HealthySince = now.Add(-10 * time.Second) }, false, false, "settling"},
+		{"rebooted, verdict not healthy yet", func(in *recoveryInput) { in.Verdict = detector.Failed }, false, false, "waiting for a healthy verdict"},
+		{"rebooted, not Ready", func(in *recoveryInput) { in.Node = node("b2", corev1.ConditionFalse) }, false, false, "Ready"},
+		{"rebooted, old pod still runs", func(in *recoveryInput) { in.Pods = []corev1.Pod{old} }, false, false, "web/frontend"},
+		{"rebooted, old pod finished", func(in *recoveryInput) { in.Pods = []corev1.Pod{done} }, true, false, ""},
+	}
+	for _, tc := range tcs {
+		t.Run(tc.name, func(t *testing.T) {
+			in := base
+			tc.mod(&in)
+			d := decideRecovery(in)
+			assert.Equal(t, tc.unfence, d.Unfence, d.Why)
+			assert.Equal(t, tc.needsReboot, d.NeedsReboot, d.Why)
+			assert.Contains(t, d.Why, tc.why)
+		})
+	}
+}

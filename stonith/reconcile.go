@@ -1,0 +1,315 @@
+package stonith
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/fenced-project/fenced/cluster/ledger"
+	"github.com/fenced-project/fenced/detector"
+)
+
+// reconcile reads the node's record and does the one next step.
+func (c *Controller) reconcile(ctx context.Context, l Leadership, cl *clusterRuntime, node string) (result, error) {
+	v := c.readNode(cl.Name, node)
+	f := v.Fence
+	if f == nil {
+		return c.maybeOpen(ctx, l, cl, node, v)
+	}
+	if cl.DryRun {
+		c.block(cl.Name, node, f.ID, fmt.Sprintf("dry-run: fence %s is held in %s; nothing is written", f.ID, f.State), nil)
+		return waitFor(c.cfg.Resync), nil
+	}
+	switch f.State {
+	case ledger.StateIntent:
+		return c.stepIntent(ctx, l, cl, f, v)
+	case ledger.StateFencing:
+		return c.stepFencing(ctx, l, cl, f, v)
+	case ledger.StateFenced:
+		return c.stepTaint(ctx, l, cl, f)
+	case ledger.StateTainted:
+		return c.stepEvict(ctx, l, cl, f)
+	case ledger.StateEvicted:
+		return c.stepRecover(ctx, l, cl, f)
+	case ledger.StateUnfenceIntent:
+		return c.stepRestore(ctx, l, cl, f)
+	case ledger.StateRestored:
+		return c.stepUntaint(ctx, l, cl, f)
+	case ledger.StateUntainted:
+		if err := c.step(ctx, l, f, ledger.StateClosed, "node restored and untainted"); err != nil {
+			return done, err
+		}
+		c.metrics.fence(cl.Name, ResultRestored)
+		c.clearReport(cl.Name, node)
+		return done, nil
+	case ledger.StateFailed:
+		to := ledger.StateFencing
+		if f.Kind == ledger.KindUnfence {
+			to = ledger.StateUnfenceIntent
+		} else if f.Origin == ledger.OriginVerdict && v.Paused {
+			c.block(cl.Name, node, f.ID, "fencing is paused: failed fence "+f.ID+" is not retried", nil)
+			return waitFor(c.cfg.Resync), nil
+		}
+		if err := c.step(ctx, l, f, to, "retry after: "+f.FailReason); err != nil {
+			return done, err
+		}
+		return next, nil
+	}
+	return done, fmt.Errorf("fence %s of %s/%s: unknown state %q", f.ID, cl.Name, node, f.State)
+}
+
+// openGuard returns why no new fence may be opened now, or "".
+func (c *Controller) openGuard(ctx context.Context, l Leadership, cl *clusterRuntime, v nodeView) string {
+	if v.Paused {
+		return "fencing is paused"
+	}
+	if !v.IdentitiesKnown {
+		return "the node's array identities were never learned, so a fence could not be proven"
+	}
+	if cl.Detector != nil {
+		st := cl.Detector.Status()
+		switch {
+		case st.Doubt != detector.ReasonNone:
+			return "this replica doubts its view of the cluster: " + string(st.Doubt)
+		case st.Storm.Active:
+			return fmt.Sprintf("storm guard active: %d of %d nodes unhealthy, limit %d", st.Storm.Unhealthy,
+				st.Storm.Total, st.Storm.Limit)
+		}
+	}
+	kctx, cancel := context.WithTimeout(ctx, c.cfg.KubeTimeout)
+	defer cancel()
+	if err := cl.Kube.CheckAPIServer(kctx); err != nil {
+		return "cannot reach the API server: " + err.Error()
+	}
+	if err := c.verifyLeader(ctx, l); err != nil {
+		return "no quorum or no longer leader: " + err.Error()
+	}
+	return ""
+}
+
+// decision is what opening a fence would commit.
+type decision struct {
+	Plans   []planSummary
+	plans   *ledgerPlans
+	Missing map[string]string
+	BootID  string
+	PodUIDs []string
+	// Evict names the pods that would be force-deleted (namespace/name).
+	Evict []string
+}
+
+// decide reads (never writes) what a fence of the node would hold: a plan
+// per identity array, the node's boot ID and pods.
+func (c *Controller) decide(ctx context.Context, cl *clusterRuntime, node string, v nodeView) (decision, error) {
+	d := decision{Missing: map[string]string{}, BootID: v.BootID, plans: &ledgerPlans{}}
+	kctx, cancel := context.WithTimeout(ctx, c.cfg.KubeTimeout)
+	defer cancel()
+	n, err := cl.Kube.GetNode(kctx, node)
+	if err != nil {
+		return d, fmt.Errorf("decide fence of %s/%s: %w", cl.Name, node, err)
+	}
+	if b := n.Status.NodeInfo.BootID; b != "" {
+		d.BootID = b
+	}
+	pods, err := cl.Kube.PodsOnNode(kctx, node)
+	if err != nil {
+		return d, fmt.Errorf("decide fence of %s/%s: %w", cl.Name, node, err)
+	}
+	for _, p := range pods {
+		d.PodUIDs = append(d.PodUIDs, string(p.UID))
+		if cl.evictable(&p) {
+			d.Evict = append(d.Evict, p.Namespace+"/"+p.Name)
+		}
+	}
+	tmp := &ledger.Fence{Identities: v.Identities}
+	errs := c.forEachArray(ctx, unplanned(tmp), func(ctx context.Context, array string) error {
+		p, err := c.planArray(ctx, v.Identities[array])
+		if err != nil {
+			return err
+		}
+		d.plans.add(p)
+		return nil
+	})
+	for a, err := range errs {
+		d.Missing[a] = err.Error()
+	}
+	d.Plans = d.plans.summaries()
+	return d, nil
+}
+
+// evictable reports whether the pod is force-deleted from a fenced node:
+// owned by a StatefulSet, or matching the protection selector.
+func (cl *clusterRuntime) evictable(p *corev1.Pod) bool {
+	for _, o := range p.OwnerReferences {
+		if o.Kind == "StatefulSet" && o.Controller != nil && *o.Controller {
+			return true
+		}
+	}
+	return cl.selector.Matches(labelSet(p.Labels))
+}
+
+// maybeOpen opens a fence when the node's verdict is Failed and every guard
+// holds; in dry-run it only reports.
+func (c *Controller) maybeOpen(ctx context.Context, l Leadership, cl *clusterRuntime, node string, v nodeView) (result, error) {
+	ve, ok := c.verdict(cl.Name, node)
+	if !ok || ve.State != detector.Failed {
+		c.clearReport(cl.Name, node)
+		return done, nil
+	}
+	if reason := c.openGuard(ctx, l, cl, v); reason != "" {
+		if c.block(cl.Name, node, "", "not fencing: "+reason, nil) {
+			c.log.Warn("node failed but not fencing it", "cluster", cl.Name, "node", node, "reason", reason)
+		}
+		return waitFor(c.cfg.Resync), nil
+	}
+	d, err := c.decide(ctx, cl, node, v)
+	if err != nil {
+		return done, err
+	}
+	if cl.DryRun {
+		c.dryRun(cl, node, ve, d)
+		return waitFor(c.cfg.Resync), nil
+	}
+	if err := c.verifyLeader(ctx, l); err != nil {
+		return done, err
+	}
+	reason := fmt.Sprintf("verdict failed (%s) since %s", ve.Reason, ve.Since.UTC().Format("2006-01-02T15:04:05Z"))
+	if len(ve.Evidence.CorroboratedBy) > 0 {
+		reason += ", corroborated by " + strings.Join(ve.Evidence.CorroboratedBy, ", ")
+	}
+	err = c.commit(ctx, l, &ledger.OpenFence{Meta: c.meta(l), Cluster: cl.Name, Node: node,
+		Origin: ledger.OriginVerdict, Reason: reason, BootID: d.BootID, PodUIDs: d.PodUIDs, Plans: d.plans.list})
+	if err != nil {
+		return done, fmt.Errorf("open fence of %s/%s: %w", cl.Name, node, err)
+	}
+	c.report(cl.Name, node, func(r *nodeReport) { r.FailedAt, r.DryRun, r.Blocked = ve.ObservedAt, nil, "" })
+	c.log.Warn("fence opened", "cluster", cl.Name, "node", node, "plans", len(d.plans.list),
+		"unplanned", len(d.Missing), "reason", reason)
+	if err := c.at(PointOpened); err != nil {
+		return done, err
+	}
+	return next, nil
+}
+
+// stepIntent moves a record into fencing (or aborts it when the node
+// recovered before any array was changed).
+func (c *Controller) stepIntent(ctx context.Context, l Leadership, cl *clusterRuntime, f *ledger.Fence, v nodeView) (result, error) {
+	if f.Origin == ledger.OriginVerdict {
+		if ve, ok := c.verdict(cl.Name, f.Node); ok && ve.State == detector.Healthy {
+			if err := c.step(ctx, l, f, ledger.StateAborted, "node healthy again before any array was changed"); err != nil {
+				return done, err
+			}
+			c.metrics.fence(cl.Name, ResultAborted)
+			c.clearReport(cl.Name, f.Node)
+			return done, nil
+		}
+		if v.Paused {
+			c.block(cl.Name, f.Node, f.ID, "fencing is paused: fence "+f.ID+" waits before changing any array", nil)
+			return waitFor(c.cfg.Resync), nil
+		}
+	}
+	if err := c.step(ctx, l, f, ledger.StateFencing, "plans committed for "+strings.Join(planArrays(f), ", ")); err != nil {
+		return done, err
+	}
+	if err := c.at(PointFencing); err != nil {
+		return done, err
+	}
+	return next, nil
+}
+
+// stepFencing applies and verifies the fence on every array not yet
+// verified, then commits fenced when every array confirms.
+func (c *Controller) stepFencing(ctx context.Context, l Leadership, cl *clusterRuntime, f *ledger.Fence, v nodeView) (result, error) {
+	if f.Origin == ledger.OriginVerdict && v.Paused {
+		c.block(cl.Name, f.Node, f.ID, "fencing is paused: fence "+f.ID+" holds its array changes", nil)
+		return waitFor(c.cfg.Resync), nil
+	}
+	if w := c.conflictWait(l, f, dirFence); w > 0 {
+		return waitFor(w), nil
+	}
+	planErrs, err := c.amendPlans(ctx, l, f)
+	if err != nil {
+		return done, err
+	}
+	if len(planErrs) > 0 {
+		f = c.readNode(cl.Name, f.Node).Fence
+		if f == nil || f.State != ledger.StateFencing {
+			return next, nil
+		}
+	}
+	var todo []string
+	for _, p := range f.Plans {
+		if r := f.Results[p.Array]; r == nil || !r.Verified {
+			todo = append(todo, p.Array)
+		}
+	}
+	errs := c.forEachArray(ctx, todo, func(ctx context.Context, array string) error {
+		return c.fenceArray(ctx, l, f, array)
+	})
+	if hasStop(errs) {
+		return done, errStopped
+	}
+	for a, e := range planErrs {
+		errs[a] = e
+	}
+	f = c.readNode(cl.Name, f.Node).Fence
+	if f == nil || f.State != ledger.StateFencing {
+		return next, nil
+	}
+	ok, missing := allVerified(f)
+	if !ok {
+		if !f.IdentitiesKnown {
+			errs["*"] = errors.New("the node's identities were never learned")
+		}
+		for _, a := range missing {
+			if errs[a] == nil {
+				errs[a] = errors.New("not verified fenced")
+			}
+		}
+		names, text := errorsByArray(errs)
+		return done, c.blocked(ctx, cl, f, names, "cannot fence on "+text)
+	}
+	if err := c.at(PointVerified); err != nil {
+		return done, err
+	}
+	if err := c.step(ctx, l, f, ledger.StateFenced, "verified fenced on "+strings.Join(planArrays(f), ", ")); err != nil {
+		return done, err
+	}
+	c.unblock(cl.Name, f.Node)
+	if err := c.at(PointFenced); err != nil {
+		return done, err
+	}
+	return next, nil
+}
+
+// blocked reports a fence or recovery that cannot go on because of arrays:
+// the first time for a reason it logs an error, records an Event on the
+// node and counts it. It returns an errBlocked error for the retry.
+func (c *Controller) blocked(ctx context.Context, cl *clusterRuntime, f *ledger.Fence, arrays []string, what string) error {
+	msg := fmt.Sprintf("fence %s of node %s is blocked: %s; its pods are not deleted, retrying with backoff", f.ID, f.Node, what)
+	if f.Kind == ledger.KindUnfence {
+		msg = fmt.Sprintf("recovery of fence %s of node %s is blocked: %s; the node stays fenced, retrying with backoff", f.ID, f.Node, what)
+	}
+	if c.block(cl.Name, f.Node, f.ID, msg, arrays) {
+		c.log.Error("fence blocked", "cluster", cl.Name, "node", f.Node, "fence", f.ID, "arrays", arrays, "error", what)
+		if f.Kind == ledger.KindFence {
+			c.metrics.fence(cl.Name, ResultBlocked)
+		}
+		c.nodeEvent(ctx, cl, f.Node, corev1.EventTypeWarning, "FenceBlocked", f.ID+"/"+strings.Join(arrays, ","), msg)
+	}
+	return fmt.Errorf("%w: %s", errBlocked, msg)
+}
+
+func planArrays(f *ledger.Fence) []string {
+	out := make([]string, 0, len(f.Plans))
+	for _, p := range f.Plans {
+		out = append(out, p.Array)
+	}
+	if len(out) == 0 {
+		return []string{"no array"}
+	}
+	return out
+}

@@ -1,0 +1,191 @@
+package stonith
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/fenced-project/fenced/cluster/ledger"
+	"github.com/fenced-project/fenced/detector"
+)
+
+// recoveryInput is what the recovery decision rests on.
+type recoveryInput struct {
+	// FenceBootID is the boot ID recorded when the fence opened.
+	FenceBootID string
+	// Node is the Node as the API server has it now.
+	Node *corev1.Node
+	// Verdict is this replica's latest verdict; HealthySince is when it saw
+	// the node become Healthy (zero unless Healthy).
+	Verdict      detector.State
+	HealthySince time.Time
+	// PodUIDs are the pods on the node before the fence; Pods those on it now.
+	PodUIDs []string
+	Pods    []corev1.Pod
+	Now     time.Time
+	Settle  time.Duration
+}
+
+// recoveryDecision says whether to unfence now.
+type recoveryDecision struct {
+	Unfence bool
+	// NeedsReboot: the node is back with the boot ID it had when fenced.
+	NeedsReboot bool
+	// Why explains a wait or a refusal; on Unfence it is the ledger note.
+	Why string
+	// BootID is the node's current boot ID.
+	BootID string
+}
+
+// decideRecovery is the unfence rule of invariant 5: the boot ID changed,
+// the heartbeat has been fresh for the settle period, and none of the
+// pods from before the fence still runs on the node.
+func decideRecovery(in recoveryInput) recoveryDecision {
+	d := recoveryDecision{}
+	ready := false
+	if in.Node != nil {
+		d.BootID = in.Node.Status.NodeInfo.BootID
+		for _, c := range in.Node.Status.Conditions {
+			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+				ready = true
+			}
+		}
+	}
+	back := in.Verdict == detector.Healthy || ready
+	switch {
+	case !back:
+		d.Why = fmt.Sprintf("node is still down (verdict %s)", in.Verdict)
+	case in.FenceBootID == "":
+		d.NeedsReboot = true
+		d.Why = "the node's boot ID at fence time is unknown, so a reboot cannot be proven; reboot it and unfence it with --force"
+	case d.BootID == "" || d.BootID == in.FenceBootID:
+		d.NeedsReboot = true
+		d.Why = fmt.Sprintf("node returned without a reboot (boot ID %s unchanged since the fence); it stays fenced until it reboots", in.FenceBootID)
+	case in.Verdict != detector.Healthy:
+		d.Why = fmt.Sprintf("node rebooted (boot ID %s); waiting for a healthy verdict", d.BootID)
+	case !ready:
+		d.Why = fmt.Sprintf("node rebooted (boot ID %s); waiting for it to be Ready", d.BootID)
+	case in.Now.Sub(in.HealthySince) < in.Settle:
+		d.Why = fmt.Sprintf("node rebooted (boot ID %s); settling until %s", d.BootID,
+			in.HealthySince.Add(in.Settle).UTC().Format(time.RFC3339))
+	default:
+		if old := stalePods(in.PodUIDs, in.Pods); len(old) > 0 {
+			d.Why = fmt.Sprintf("node rebooted but pods from before the fence still run there: %s", strings.Join(old, ", "))
+			break
+		}
+		d.Unfence = true
+		d.Why = fmt.Sprintf("node rebooted (boot ID %s -> %s), healthy for %s, no pod from before the fence runs there",
+			in.FenceBootID, d.BootID, in.Now.Sub(in.HealthySince).Round(time.Second))
+	}
+	return d
+}
+
+// stalePods names the pods from before the fence that still run.
+func stalePods(uids []string, pods []corev1.Pod) []string {
+	var out []string
+	for _, p := range pods {
+		if !slices.Contains(uids, string(p.UID)) {
+			continue
+		}
+		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		out = append(out, p.Namespace+"/"+p.Name)
+	}
+	return out
+}
+
+// stepRecover commits unfence-intent once the node rebooted and settled,
+// and reports a node that came back without a reboot.
+func (c *Controller) stepRecover(ctx context.Context, l Leadership, cl *clusterRuntime, f *ledger.Fence) (result, error) {
+	kctx, cancel := context.WithTimeout(ctx, c.cfg.KubeTimeout)
+	defer cancel()
+	n, err := cl.Kube.GetNode(kctx, f.Node)
+	if err != nil {
+		return done, fmt.Errorf("fence %s: recovery check: %w", f.ID, err)
+	}
+	pods, err := cl.Kube.PodsOnNode(kctx, f.Node)
+	if err != nil {
+		return done, fmt.Errorf("fence %s: recovery check: %w", f.ID, err)
+	}
+	in := recoveryInput{FenceBootID: f.BootID, Node: n, PodUIDs: f.PodUIDs, Pods: pods, Now: c.clk.Now(),
+		Settle: cl.SettlePeriod, Verdict: detector.Failed}
+	if ve, ok := c.verdict(cl.Name, f.Node); ok {
+		in.Verdict = ve.State
+		if ve.State == detector.Healthy {
+			in.HealthySince = ve.ObservedAt
+		}
+	}
+	d := decideRecovery(in)
+	if !d.Unfence {
+		needs := ""
+		if d.NeedsReboot {
+			needs = d.Why
+		}
+		first := false
+		c.report(cl.Name, f.Node, func(r *nodeReport) {
+			first = needs != "" && r.NeedsReboot != needs
+			r.FenceID, r.NeedsReboot = f.ID, needs
+		})
+		if first {
+			c.log.Warn("fenced node needs a reboot", "cluster", cl.Name, "node", f.Node, "fence", f.ID, "why", d.Why)
+			c.nodeEvent(ctx, cl, f.Node, corev1.EventTypeWarning, "FencedNodeNeedsReboot", f.ID+"/"+d.BootID,
+				fmt.Sprintf("fence %s: %s", f.ID, d.Why))
+		}
+		return waitFor(c.cfg.Resync), nil
+	}
+	if w := c.conflictWait(l, f, dirUnfence); w > 0 {
+		return waitFor(w), nil
+	}
+	err = c.commit(ctx, l, &ledger.FenceStep{Meta: c.meta(l), Cluster: f.Cluster, Node: f.Node, FenceID: f.ID,
+		From: f.State, To: ledger.StateUnfenceIntent, Note: d.Why, BootID: d.BootID})
+	if err != nil {
+		return done, fmt.Errorf("fence %s: unfence intent: %w", f.ID, err)
+	}
+	c.report(cl.Name, f.Node, func(r *nodeReport) { r.NeedsReboot = "" })
+	c.log.Info("unfencing node", "cluster", cl.Name, "node", f.Node, "fence", f.ID, "why", d.Why)
+	if err := c.at(PointUnfenceIntent); err != nil {
+		return done, err
+	}
+	return next, nil
+}
+
+// stepRestore undoes every plan and verifies each restore, then commits
+// restored.
+func (c *Controller) stepRestore(ctx context.Context, l Leadership, cl *clusterRuntime, f *ledger.Fence) (result, error) {
+	if w := c.conflictWait(l, f, dirUnfence); w > 0 {
+		return waitFor(w), nil
+	}
+	var todo []string
+	for _, p := range f.Plans {
+		if r := f.Results[p.Array]; r == nil || !r.RestoreVerified {
+			todo = append(todo, p.Array)
+		}
+	}
+	errs := c.forEachArray(ctx, todo, func(ctx context.Context, array string) error {
+		return c.restoreArray(ctx, l, f, array)
+	})
+	if hasStop(errs) {
+		return done, errStopped
+	}
+	if len(errs) > 0 {
+		names, text := errorsByArray(errs)
+		return done, c.blocked(ctx, cl, f, names, "cannot restore on "+text)
+	}
+	f = c.readNode(cl.Name, f.Node).Fence
+	if f == nil || f.State != ledger.StateUnfenceIntent {
+		return next, nil
+	}
+	if err := c.step(ctx, l, f, ledger.StateRestored, "restored and verified on "+strings.Join(planArrays(f), ", ")); err != nil {
+		return done, err
+	}
+	c.unblock(cl.Name, f.Node)
+	if err := c.at(PointRestored); err != nil {
+		return done, err
+	}
+	return next, nil
+}

@@ -1,0 +1,168 @@
+package stonith
+
+import (
+	"sort"
+	"time"
+
+	"github.com/fenced-project/fenced/cluster/ledger"
+)
+
+// Status is the pipeline's section of /status. Fences and pause flags come
+// from the ledger (the same on every replica); Blocked, NeedsReboot and
+// DryRun are the leader's reports (empty on a follower).
+type Status struct {
+	// Leading is true on the replica that runs the pipeline.
+	Leading bool `json:"leading"`
+	// Paused is the global pause flag; PausedClusters the paused clusters.
+	Paused         bool     `json:"paused"`
+	PausedClusters []string `json:"pausedClusters,omitempty"`
+	// Fences lists every open fence record with its steps and per-array results.
+	Fences []FenceStatus `json:"fences"`
+	// NeedsReboot lists fenced nodes that came back without a reboot.
+	NeedsReboot []NodeNote `json:"needsReboot,omitempty"`
+	// Held lists failed nodes not fenced because a guard holds, with why.
+	Held []NodeNote `json:"held,omitempty"`
+	// DryRun lists what dry-run clusters would have done.
+	DryRun []DryRunStatus `json:"dryRun,omitempty"`
+}
+
+// FenceStatus is one open fence record.
+type FenceStatus struct {
+	ID       string `json:"id"`
+	Cluster  string `json:"cluster"`
+	Node     string `json:"node"`
+	Kind     string `json:"kind"`
+	Origin   string `json:"origin"`
+	Operator string `json:"operator,omitempty"`
+	Reason   string `json:"reason"`
+	// State is the last committed step.
+	State      string    `json:"state"`
+	FailReason string    `json:"failReason,omitempty"`
+	OpenedAt   time.Time `json:"openedAt"`
+	UpdatedAt  time.Time `json:"updatedAt"`
+	BootID     string    `json:"bootID,omitempty"`
+	// Steps are the states the record went through, with times and authors.
+	Steps  []ledger.Step `json:"steps"`
+	Arrays []ArrayStatus `json:"arrays"`
+	// Blocked says why the fence cannot go on (the leader's view).
+	Blocked      string    `json:"blocked,omitempty"`
+	BlockedSince time.Time `json:"blockedSince,omitzero"`
+	// NeedsReboot is set when the node came back with its fence-time boot ID.
+	NeedsReboot string `json:"needsReboot,omitempty"`
+}
+
+// ArrayStatus is a fence's progress on one array.
+type ArrayStatus struct {
+	Array   string `json:"array"`
+	Family  string `json:"family,omitempty"`
+	Summary string `json:"summary,omitempty"`
+	// Step is unplanned, planned, applied, verified, undone or restored.
+	Step      string    `json:"step"`
+	Attempts  int       `json:"attempts"`
+	Failures  int       `json:"failures"`
+	LastError string    `json:"lastError,omitempty"`
+	LastAt    time.Time `json:"lastAt,omitzero"`
+}
+
+// NodeNote is a line about one node.
+type NodeNote struct {
+	Cluster string    `json:"cluster"`
+	Node    string    `json:"node"`
+	FenceID string    `json:"fenceID,omitempty"`
+	Note    string    `json:"note"`
+	Since   time.Time `json:"since,omitzero"`
+}
+
+// DryRunStatus is a dry-run decision about one node.
+type DryRunStatus struct {
+	Cluster string       `json:"cluster"`
+	Node    string       `json:"node"`
+	Report  DryRunReport `json:"report"`
+}
+
+// Status returns the pipeline's status section.
+func (c *Controller) Status() Status {
+	st := Status{Leading: c.leadership() != nil, Fences: []FenceStatus{}}
+	c.cfg.Ledger.Read(func(s *ledger.State) {
+		st.Paused = s.Pause.Paused
+		for name, cs := range s.Clusters {
+			if cs.Pause.Paused {
+				st.PausedClusters = append(st.PausedClusters, name)
+			}
+		}
+		for _, f := range s.OpenFences() {
+			st.Fences = append(st.Fences, fenceStatus(f))
+		}
+	})
+	sort.Strings(st.PausedClusters)
+	c.mu.Lock()
+	reports := make([]nodeReport, 0, len(c.reports))
+	for _, r := range c.reports {
+		reports = append(reports, *r)
+	}
+	c.mu.Unlock()
+	sort.Slice(reports, func(i, j int) bool {
+		return nodeKey(reports[i].Cluster, reports[i].Node) < nodeKey(reports[j].Cluster, reports[j].Node)
+	})
+	for _, r := range reports {
+		for i := range st.Fences {
+			f := &st.Fences[i]
+			if f.Cluster == r.Cluster && f.Node == r.Node && f.ID == r.FenceID {
+				f.Blocked, f.BlockedSince, f.NeedsReboot = r.Blocked, r.BlockedSince, r.NeedsReboot
+			}
+		}
+		if r.NeedsReboot != "" {
+			st.NeedsReboot = append(st.NeedsReboot, NodeNote{Cluster: r.Cluster, Node: r.Node, FenceID: r.FenceID,
+				Note: "needs reboot: " + r.NeedsReboot, Since: r.UpdatedAt})
+		}
+		if r.Blocked != "" && r.FenceID == "" {
+			st.Held = append(st.Held, NodeNote{Cluster: r.Cluster, Node: r.Node, Note: r.Blocked, Since: r.BlockedSince})
+		}
+		if r.DryRun != nil {
+			st.DryRun = append(st.DryRun, DryRunStatus{Cluster: r.Cluster, Node: r.Node, Report: *r.DryRun})
+		}
+	}
+	return st
+}
+
+func fenceStatus(f *ledger.Fence) FenceStatus {
+	fs := FenceStatus{
+		ID: f.ID, Cluster: f.Cluster, Node: f.Node, Kind: string(f.Kind), Origin: string(f.Origin),
+		Operator: f.Operator, Reason: f.Reason, State: string(f.State), FailReason: f.FailReason,
+		OpenedAt: f.OpenedAt, UpdatedAt: f.UpdatedAt, BootID: f.BootID,
+		Steps: append([]ledger.Step(nil), f.Steps...), Arrays: []ArrayStatus{},
+	}
+	arrays := map[string]bool{}
+	for a := range f.Identities {
+		arrays[a] = true
+	}
+	for _, p := range f.Plans {
+		arrays[p.Array] = true
+	}
+	names := make([]string, 0, len(arrays))
+	for a := range arrays {
+		names = append(names, a)
+	}
+	sort.Strings(names)
+	for _, a := range names {
+		as := ArrayStatus{Array: a, Step: "unplanned"}
+		if p, ok := planOf(f, a); ok {
+			as.Family, as.Summary, as.Step = string(p.Family), p.Summary, "planned"
+		}
+		if r := f.Results[a]; r != nil {
+			as.Attempts, as.Failures, as.LastError, as.LastAt = r.Attempts, r.Failures, r.LastError, r.LastAt
+			switch {
+			case r.RestoreVerified:
+				as.Step = "restored"
+			case r.Undone:
+				as.Step = "undone"
+			case r.Verified:
+				as.Step = "verified"
+			case r.Applied:
+				as.Step = "applied"
+			}
+		}
+		fs.Arrays = append(fs.Arrays, as)
+	}
+	return fs
+}
