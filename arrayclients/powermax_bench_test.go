@@ -16,10 +16,10 @@ import (
 // benchFenceConcurrency bounds how many nodes are fenced at once.
 const benchFenceConcurrency = 8
 
-// BenchmarkPowerMaxFence measures fence latency (Plan, Apply, Verify) with
+// BenchmarkPowerMaxFenceLatency measures fence latency (Plan, Apply, Verify) with
 // 20 ms injected on every request, for one node and for 50 nodes at once
 // with at most benchFenceConcurrency in flight. Undo runs untimed.
-func BenchmarkPowerMaxFence(b *testing.B) {
+func BenchmarkPowerMaxFenceLatency(b *testing.B) {
 	var doc strings.Builder
 	doc.WriteString("nodes:\n")
 	for i := range 50 {

@@ -13,11 +13,11 @@ import (
 	"github.com/fenced-project/fenced/tests/arraysim/simcore"
 )
 
-// BenchmarkUnityFence measures fence latency (Plan, Apply, Verify) with
+// BenchmarkUnityFenceLatency measures fence latency (Plan, Apply, Verify) with
 // 20 ms injected on every request, for one node and for 50 nodes at once
 // (3 LUNs each, 150 LUNs on the array) with at most benchFenceConcurrency
 // in flight. Undo runs untimed.
-func BenchmarkUnityFence(b *testing.B) {
+func BenchmarkUnityFenceLatency(b *testing.B) {
 	var doc strings.Builder
 	doc.WriteString("nodes:\n")
 	for i := range 50 {
