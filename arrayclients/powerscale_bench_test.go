@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -28,18 +29,14 @@ func benchPowerScale(b *testing.B, nodes int) {
 		ids = append(ids, id)
 	}
 	e.srv.AddFault(simcore.Fault{Kind: simcore.FaultLatency, Latency: benchLatency})
-	b.ResetTimer()
-	for b.Loop() {
-		fenceAll(b, a, ids)
-	}
-	b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/fence-round")
+	reportFences(b, func() time.Duration { return fenceAll(b, a, ids) }, nodes)
 }
 
-// BenchmarkPowerScaleFence measures Plan+Apply+Verify with 20 ms of
+// BenchmarkPowerScaleFenceLatency measures Plan+Apply+Verify with 20 ms of
 // injected latency per request, for one node and for 50 nodes at once
 // (at most 8 in flight; nodes share two exports, whose updates the
 // adapter serialises).
-func BenchmarkPowerScaleFence(b *testing.B) {
+func BenchmarkPowerScaleFenceLatency(b *testing.B) {
 	b.Run("nodes=1", func(b *testing.B) { benchPowerScale(b, 1) })
 	b.Run("nodes=50", func(b *testing.B) { benchPowerScale(b, 50) })
 }
