@@ -307,7 +307,9 @@ func TestGuardsHoldNewFences(t *testing.T) {
 			w.det.set(func(st *detector.Status) { st.Doubt = detector.ReasonWatchStale })
 		}, "doubts"},
 		{"storm", func(w *world) {
-			w.det.set(func(st *detector.Status) { st.Storm = detector.StormState{Active: true, Unhealthy: 5, Limit: 2, Total: 6} })
+			w.det.set(func(st *detector.Status) {
+				st.Storm = detector.StormState{Active: true, Unhealthy: 5, Limit: 2, Total: 6}
+			})
 		}, "storm"},
 		{"no quorum", func(w *world) { w.group.verifyErr = errors.New("no quorum") }, "quorum"},
 	} {

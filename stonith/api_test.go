@@ -1,0 +1,220 @@
+package stonith
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/fenced-project/fenced/cluster/ledger"
+)
+
+const testToken = "s3cret-token-0123456789"
+
+func newAPIServer(t *testing.T, w *world) *httptest.Server {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "token")
+	require.NoError(t, os.WriteFile(path, []byte(testToken+"\n"), 0o600))
+	auth, err := NewAuthenticator(path)
+	require.NoError(t, err)
+	srv := httptest.NewServer(NewAPI(w.ctrl, auth).Handler())
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func TestOperatorActionsNeedCredentials(t *testing.T) {
+	w := newWorld(t)
+	_, stop := w.lead()
+	defer stop()
+	srv := newAPIServer(t, w)
+	ctx := t.Context()
+
+	for _, c := range []*Client{{BaseURL: srv.URL}, {BaseURL: srv.URL, Token: "wrong-token-0123456789"}} {
+		_, err := c.Fence(ctx, FenceRequest{Cluster: "c1", Node: "n1", Reason: "test"})
+		var apiErr *APIError
+		require.ErrorAs(t, err, &apiErr)
+		assert.Equal(t, http.StatusUnauthorized, apiErr.StatusCode)
+		_, err = c.Unfence(ctx, UnfenceRequest{Cluster: "c1", Node: "n1", Reason: "test", Force: true})
+		require.ErrorAs(t, err, &apiErr)
+		assert.Equal(t, http.StatusUnauthorized, apiErr.StatusCode)
+		_, err = c.Pause(ctx, PauseRequest{Reason: "test"})
+		require.ErrorAs(t, err, &apiErr)
+		assert.Equal(t, http.StatusUnauthorized, apiErr.StatusCode)
+		_, err = c.Resume(ctx, PauseRequest{Reason: "test"})
+		require.ErrorAs(t, err, &apiErr)
+		assert.Equal(t, http.StatusUnauthorized, apiErr.StatusCode)
+	}
+	assert.Nil(t, w.group.fence("c1", "n1"), "a refused call wrote nothing")
+	var paused bool
+	w.group.fsm.Read(func(s *ledger.State) { paused = s.Pause.Paused })
+	assert.False(t, paused)
+
+	// Reading the status needs no credentials.
+	st, err := (&Client{BaseURL: srv.URL}).Fences(ctx)
+	require.NoError(t, err)
+	assert.True(t, st.Leading)
+}
+
+func TestOperatorActionsAreRecorded(t *testing.T) {
+	w := newWorld(t)
+	_, stop := w.lead()
+	defer stop()
+	srv := newAPIServer(t, w)
+	ctx := t.Context()
+	c := &Client{BaseURL: srv.URL, Token: testToken, Operator: "alice"}
+
+	_, err := c.Pause(ctx, PauseRequest{Cluster: "c1", Reason: "array upgrade"})
+	require.NoError(t, err)
+	w.group.fsm.Read(func(s *ledger.State) {
+		p := s.Clusters["c1"].Pause
+		assert.True(t, p.Paused)
+		assert.Equal(t, "token/alice", p.Operator)
+		assert.Equal(t, "array upgrade", p.Reason)
+		assert.False(t, p.At.IsZero())
+	})
+
+	// An operator fence goes on while paused: the operator decided.
+	res, err := c.Fence(ctx, FenceRequest{Cluster: "c1", Node: "n1", Reason: "disk controller errors"})
+	require.NoError(t, err)
+	require.NotEmpty(t, res.FenceID)
+	w.waitState(ledger.StateEvicted)
+	f := w.group.fence("c1", "n1")
+	assert.Equal(t, ledger.OriginOperator, f.Origin)
+	assert.Equal(t, "token/alice", f.Operator)
+	assert.Equal(t, "disk controller errors", f.Reason)
+
+	// Again: idempotent, same fence.
+	again, err := c.Fence(ctx, FenceRequest{Cluster: "c1", Node: "n1", Reason: "again"})
+	require.NoError(t, err)
+	assert.Equal(t, res.FenceID, again.FenceID)
+
+	// Unfence without a reboot is refused; --force is recorded as such.
+	_, err = c.Unfence(ctx, UnfenceRequest{Cluster: "c1", Node: "n1", Reason: "back"})
+	var apiErr *APIError
+	require.ErrorAs(t, err, &apiErr)
+	assert.Equal(t, http.StatusConflict, apiErr.StatusCode)
+	assert.Contains(t, apiErr.Message, "has not rebooted")
+	_, err = c.Unfence(ctx, UnfenceRequest{Cluster: "c1", Node: "n1", Reason: "verified by hand", Force: true})
+	require.NoError(t, err)
+	w.waitClosed()
+	h := w.group.history("c1", "n1")
+	var unfence ledger.Step
+	for _, s := range h[len(h)-1].Steps {
+		if s.To == ledger.StateUnfenceIntent {
+			unfence = s
+		}
+	}
+	assert.Equal(t, "token/alice", unfence.Operator)
+	assert.Equal(t, "forced: verified by hand", unfence.Note)
+	for _, a := range w.arrays {
+		assert.True(t, a.hasAccess("n1"))
+	}
+
+	_, err = c.Resume(ctx, PauseRequest{Cluster: "c1", Reason: "upgrade done"})
+	require.NoError(t, err)
+	var actions []ledger.Action
+	w.group.fsm.Read(func(s *ledger.State) { actions = append(actions, s.Actions...) })
+	require.Len(t, actions, 2)
+	assert.Equal(t, "resume", actions[1].Action)
+
+	t.Run("bad requests name the field", func(t *testing.T) {
+		_, err := c.Fence(ctx, FenceRequest{Cluster: "c1", Node: "n1"})
+		require.ErrorAs(t, err, &apiErr)
+		assert.Equal(t, http.StatusBadRequest, apiErr.StatusCode)
+		assert.Contains(t, apiErr.Message, "reason is required")
+		_, err = c.Fence(ctx, FenceRequest{Cluster: "nope", Node: "n1", Reason: "x"})
+		require.ErrorAs(t, err, &apiErr)
+		assert.Equal(t, http.StatusNotFound, apiErr.StatusCode)
+		resp, err := http.Post(srv.URL+"/v1/fence", "application/json", strings.NewReader(`{"cluster":"c1","bogus":1}`))
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, http.StatusUnauthorized, resp.StatusCode, "credentials are checked before the body")
+	})
+}
+
+func TestOperatorActionOnFollower(t *testing.T) {
+	w := newWorld(t)
+	srv := newAPIServer(t, w)
+	_, err := (&Client{BaseURL: srv.URL, Token: testToken}).Pause(t.Context(), PauseRequest{Reason: "x"})
+	var apiErr *APIError
+	require.ErrorAs(t, err, &apiErr)
+	assert.Equal(t, http.StatusServiceUnavailable, apiErr.StatusCode)
+}
+
+func TestAuthenticator(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "token")
+	require.NoError(t, os.WriteFile(path, []byte("  "+testToken+"\n"), 0o600))
+	a, err := NewAuthenticator(path)
+	require.NoError(t, err)
+	cert := &x509.Certificate{Subject: pkix.Name{CommonName: "ops-bob"}}
+	tcs := []struct {
+		name   string
+		remote string
+		header string
+		tls    *tls.ConnectionState
+		who    string
+		ok     bool
+	}{
+		{"no credentials", "127.0.0.1:5000", "", nil, "", false},
+		{"token on loopback", "127.0.0.1:5000", "Bearer " + testToken, nil, "token", true},
+		{"token over plain http from afar", "10.0.0.8:5000", "Bearer " + testToken, nil, "", false},
+		{"token over tls from afar", "10.0.0.8:5000", "Bearer " + testToken, &tls.ConnectionState{}, "token", true},
+		{"wrong token", "127.0.0.1:5000", "Bearer nope", nil, "", false},
+		{"token prefix only", "127.0.0.1:5000", "Bearer " + testToken[:10], nil, "", false},
+		{"basic auth", "127.0.0.1:5000", "Basic " + testToken, nil, "", false},
+		{"verified client cert", "10.0.0.8:5000", "", &tls.ConnectionState{PeerCertificates: []*x509.Certificate{cert},
+			VerifiedChains: [][]*x509.Certificate{{cert}}}, "cert:ops-bob", true},
+		{"unverified client cert", "10.0.0.8:5000", "", &tls.ConnectionState{PeerCertificates: []*x509.Certificate{cert}}, "", false},
+	}
+	for _, tc := range tcs {
+		t.Run(tc.name, func(t *testing.T) {
+			r := httptest.NewRequest(http.MethodPost, "/v1/pause", nil)
+			r.RemoteAddr, r.TLS = tc.remote, tc.tls
+			if tc.header != "" {
+				r.Header.Set("Authorization", tc.header)
+			}
+			who, ok := a.Authenticate(r)
+			assert.Equal(t, tc.ok, ok)
+			assert.Equal(t, tc.who, who)
+		})
+	}
+
+	_, err = NewAuthenticator(filepath.Join(t.TempDir(), "missing"))
+	require.Error(t, err)
+	short := filepath.Join(t.TempDir(), "short")
+	require.NoError(t, os.WriteFile(short, []byte("abc"), 0o600))
+	_, err = NewAuthenticator(short)
+	require.ErrorContains(t, err, "at least 16")
+	certOnly, err := NewAuthenticator("")
+	require.NoError(t, err)
+	r := httptest.NewRequest(http.MethodPost, "/v1/pause", nil)
+	r.RemoteAddr = "127.0.0.1:1"
+	r.Header.Set("Authorization", "Bearer ")
+	_, ok := certOnly.Authenticate(r)
+	assert.False(t, ok, "without a token file an empty bearer token is not a credential")
+}
+
+func TestStatusOf(t *testing.T) {
+	assert.Equal(t, http.StatusConflict, statusOf(ledger.ErrConflict))
+	assert.Equal(t, http.StatusServiceUnavailable, statusOf(ErrNotLeader))
+	assert.Equal(t, http.StatusInternalServerError, statusOf(errors.New("boom")))
+}
+
+func TestConfigErrorsNameTheField(t *testing.T) {
+	_, err := New(Config{})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "replicaID is required")
+	assert.Contains(t, err.Error(), "at least one cluster")
+	_, err = New(Config{ReplicaID: "r", Ledger: ledger.New(), Clusters: []ClusterConfig{
+		{Name: "c1", Kube: newFakeKube(&opLog{}), ProtectionSelector: "a in (b"}}})
+	require.ErrorContains(t, err, "clusters[c1].protectionSelector")
+}
