@@ -1,0 +1,86 @@
+package detector
+
+import (
+	"context"
+	"reflect"
+
+	"k8s.io/client-go/util/workqueue"
+
+	"github.com/fenced-project/fenced/arrayclients"
+	"github.com/fenced-project/fenced/kube"
+)
+
+// learner records the identity inputs (Node + CSINode) of healthy nodes
+// through the sink, so that a fence never depends on reading a dead node's
+// CSINode for the first time. One worker; failed records are retried with
+// rate limiting.
+type learner struct {
+	r       *Runner
+	q       workqueue.TypedRateLimitingInterface[string]
+	learned map[string]arrayclients.Node // worker goroutine only
+}
+
+func newLearner(r *Runner) *learner {
+	return &learner{
+		r: r,
+		q: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.DefaultTypedControllerRateLimiter[string](),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "fenced-learn-" + r.cfg.Cluster},
+		),
+		learned: map[string]arrayclients.Node{},
+	}
+}
+
+func (l *learner) add(node string) {
+	if l.r.cfg.Sink != nil && node != "" {
+		l.q.Add(node)
+	}
+}
+
+func (l *learner) shutdown() { l.q.ShutDown() }
+
+func (l *learner) run(ctx context.Context) {
+	go func() {
+		<-ctx.Done()
+		l.q.ShutDown()
+	}()
+	for {
+		name, quit := l.q.Get()
+		if quit {
+			return
+		}
+		if err := l.learn(ctx, name); err != nil && ctx.Err() == nil {
+			l.r.log.Warn("record node identity inputs", "node", name, "error", err)
+			l.q.AddRateLimited(name)
+		} else {
+			l.q.Forget(name)
+		}
+		l.q.Done(name)
+	}
+}
+
+// learn records the node's inputs if it is Healthy and they changed since
+// the last record.
+func (l *learner) learn(ctx context.Context, name string) error {
+	node, ok := l.r.cfg.API.Node(name)
+	if !ok {
+		delete(l.learned, name)
+		return nil
+	}
+	l.r.mu.Lock()
+	state := l.r.verdicts[name]
+	l.r.mu.Unlock()
+	if state != Healthy {
+		return nil
+	}
+	csi, _ := l.r.cfg.API.CSINode(name)
+	in := kube.NodeInputs(l.r.cfg.Cluster, node, csi)
+	if prev, ok := l.learned[name]; ok && reflect.DeepEqual(prev, in) {
+		return nil
+	}
+	if err := l.r.cfg.Sink.RecordNodeInputs(ctx, in); err != nil {
+		return err
+	}
+	l.learned[name] = in
+	return nil
+}

@@ -1,0 +1,121 @@
+package detector
+
+import (
+	"context"
+	"sync"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+)
+
+// probe starts one probe per named node that is not being probed already,
+// at most ProbeConcurrency at once. It runs on the loop goroutine.
+func (r *Runner) probe(ctx context.Context, names []string) {
+	for _, name := range names {
+		r.mu.Lock()
+		busy := r.inflight[name]
+		if !busy {
+			r.inflight[name] = true
+		}
+		r.mu.Unlock()
+		if busy {
+			continue
+		}
+		r.probes.Go(func() {
+			defer func() {
+				r.mu.Lock()
+				delete(r.inflight, name)
+				r.mu.Unlock()
+			}()
+			select {
+			case r.sem <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+			defer func() { <-r.sem }()
+			r.probeNode(ctx, name)
+		})
+	}
+}
+
+// probeNode probes the node's kubelet port, reads its Lease back from the
+// API server and asks the arrays, all at once, each bounded by the probe
+// timeout, and records what it saw.
+func (r *Runner) probeNode(ctx context.Context, name string) {
+	pctx, cancel := context.WithTimeout(ctx, r.cfg.Policy.ProbeTimeout)
+	defer cancel()
+	var wg sync.WaitGroup
+	wg.Go(func() { r.probeKubelet(ctx, pctx, name) })
+	wg.Go(func() { r.readLease(pctx, name) })
+	wg.Go(func() { r.probeArrays(pctx, name) })
+	wg.Wait()
+	r.enqueue(func(*Machine) {}, false)
+}
+
+func (r *Runner) probeKubelet(ctx, pctx context.Context, name string) {
+	node, ok := r.cfg.API.Node(name)
+	if !ok {
+		return
+	}
+	addr, err := r.cfg.API.ProbeKubelet(pctx, node)
+	if ctx.Err() != nil {
+		return
+	}
+	obs := ProbeObservation{Cluster: r.cfg.Cluster, Node: name, Replica: r.cfg.Replica, Reachable: err == nil, Address: addr, At: r.clk.Now()}
+	if err != nil {
+		obs.Error = err.Error()
+	}
+	r.enqueue(func(m *Machine) { m.ObserveProbe(obs) }, false)
+	if s := r.cfg.Sink; s != nil {
+		if err := s.RecordProbe(ctx, obs); err != nil && ctx.Err() == nil {
+			r.log.Warn("record kubelet probe", "node", name, "error", err)
+		}
+	}
+}
+
+func (r *Runner) readLease(pctx context.Context, name string) {
+	l, err := r.cfg.API.ReadLease(pctx, name)
+	obs := LeaseObservation{Node: name, ReadBack: true, ObservedAt: r.clk.Now()}
+	switch {
+	case err == nil:
+		if l.Spec.RenewTime != nil {
+			obs.RenewTime = l.Spec.RenewTime.Time
+		}
+		if l.Spec.HolderIdentity != nil {
+			obs.Holder = *l.Spec.HolderIdentity
+		}
+	case apierrors.IsNotFound(err):
+		obs.Deleted = true
+	default:
+		r.log.Debug("lease read-back", "node", name, "error", err)
+		return
+	}
+	r.enqueue(func(m *Machine) { m.ObserveLease(obs) }, false)
+}
+
+func (r *Runner) probeArrays(pctx context.Context, name string) {
+	if r.cfg.Identities == nil {
+		return
+	}
+	ids, ambiguous := r.cfg.Identities.NodeIdentities(r.cfg.Cluster, name)
+	idObs := IdentityObservation{Node: name, Ambiguous: ambiguous, ObservedAt: r.clk.Now()}
+	for _, id := range ids {
+		idObs.Arrays = append(idObs.Arrays, id.Array)
+	}
+	r.enqueue(func(m *Machine) { m.ObserveIdentities(idObs) }, false)
+	var wg sync.WaitGroup
+	for _, id := range ids {
+		src, ok := r.cfg.Arrays[id.Array]
+		if !ok {
+			continue
+		}
+		wg.Go(func() {
+			h, err := src.Health(pctx, id)
+			obs := ArrayObservation{Node: name, Array: id.Array, Health: h, ObservedAt: r.clk.Now()}
+			if err != nil {
+				obs.Err = err.Error()
+			}
+			r.enqueue(func(m *Machine) { m.ObserveArray(obs) }, false)
+		})
+	}
+	wg.Wait()
+}
