@@ -3,8 +3,8 @@ package detector
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"fmt"
+	"log/slog"
 	"sync"
 	"testing"
 	"time"
