@@ -128,7 +128,7 @@ func (s *Sim) serveProvisioning(w http.ResponseWriter, r *http.Request, kind str
 	case "storagegroup":
 		s.only(w, r, http.MethodGet, func() { s.getStorageGroup(w, id) })
 	case "volume":
-		s.only(w, r, http.MethodGet, func() { s.getVolume(w, id) })
+		s.only(w, r, http.MethodGet, func() { s.getVolume(w, r, id) })
 	default:
 		s.fail(w, http.StatusNotFound, "Resource not found: %s", r.URL.Path)
 	}
@@ -207,11 +207,23 @@ func (s *Sim) getStorageGroup(w http.ResponseWriter, id string) {
 	})
 }
 
-func (s *Sim) getVolume(w http.ResponseWriter, id string) {
+// getVolume serves one volume, or the volume iterator (one page; filter
+// storageGroupId).
+func (s *Sim) getVolume(w http.ResponseWriter, r *http.Request, id string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if id == "" {
-		ids := sortedKeys(s.volumes)
+		var ids []string
+		sg := r.URL.Query().Get("storageGroupId")
+		if sg != "" && s.groups[sg] == nil {
+			s.fail(w, http.StatusNotFound, "Cannot find Storage Group %s", sg)
+			return
+		}
+		for _, v := range sortedKeys(s.volumes) {
+			if sg == "" || slices.Contains(s.volumes[v].Groups, sg) {
+				ids = append(ids, v)
+			}
+		}
 		list := make([]map[string]any, 0, len(ids))
 		for _, v := range ids {
 			list = append(list, map[string]any{"volumeId": v})

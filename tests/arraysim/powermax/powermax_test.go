@@ -117,6 +117,9 @@ func TestFenceRoundTripWithRealClient(t *testing.T) {
 	sg, err := c.GetStorageGroup(ctx, sym, mv.StorageGroupID)
 	require.NoError(t, err)
 	assert.Equal(t, 3, sg.NumOfVolumes)
+	vols, err := c.GetVolumeIDListInStorageGroup(ctx, sym, mv.StorageGroupID)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"00103", "00104", "00105"}, vols)
 
 	// Fence: remove every initiator.
 	_, err = c.UpdateHostInitiators(ctx, sym, h, nil)
