@@ -378,3 +378,51 @@ func TestUnityConcurrentFences(t *testing.T) {
 	after, _ := unityState(t, e.sim)
 	assert.Equal(t, before, after)
 }
+
+// TestRegistryBuildsPowerMaxAndUnity goes through New and the family switch:
+// both adapters come out decorated, checked and able to fence (by override
+// for PowerMax, whose cluster prefix Config does not carry).
+func TestRegistryBuildsPowerMaxAndUnity(t *testing.T) {
+	u := startUnity(t, unityFixture, 5*time.Second)
+	p := startPowerMax(t, pmaxFixture, 5*time.Second)
+	reg, err := arrayclients.New([]arrayclients.Config{u.cfg, p.cfg}, arrayclients.Options{})
+	require.NoError(t, err)
+	ctx := context.Background()
+	for _, r := range reg.Check(ctx) {
+		assert.True(t, r.Reachable, "%s: %s", r.Array, r.Error)
+	}
+
+	pa, ok := reg.Get("pmax-1")
+	require.True(t, ok)
+	_, err = pa.Resolve(ctx, pmaxNode("worker-1"))
+	require.Error(t, err, "no prefix in Config")
+	assert.NotErrorIs(t, err, arrayclients.ErrNoIdentity)
+	id, err := pa.Resolve(ctx, arrayclients.Node{Name: "worker-1", Override: "csi-node-TST-worker-1-FC"})
+	require.NoError(t, err)
+	plan, err := pa.Plan(ctx, id)
+	require.NoError(t, err)
+	require.NoError(t, pa.Apply(ctx, plan))
+	v, err := pa.Verify(ctx, plan)
+	require.NoError(t, err)
+	assert.True(t, v.Fenced)
+	require.NoError(t, pa.Undo(ctx, plan))
+
+	ua, ok := reg.Get("unity-1")
+	require.True(t, ok)
+	id, err = ua.Resolve(ctx, unityNode("worker-2"))
+	require.NoError(t, err)
+	plan, err = ua.Plan(ctx, id)
+	require.NoError(t, err)
+	require.NoError(t, ua.Apply(ctx, plan))
+	v, err = ua.Verify(ctx, plan)
+	require.NoError(t, err)
+	assert.True(t, v.Fenced)
+	require.NoError(t, ua.Undo(ctx, plan))
+
+	for _, endpoint := range []string{"/api", "https://api.example.com", "10.0.0.1"} {
+		_, err = arrayclients.NewUnity(ctx, arrayclients.Config{Name: "u", Endpoint: endpoint, Insecure: true}, nil)
+		assert.Error(t, err, endpoint)
+		_, err = arrayclients.NewPowerMax(ctx, arrayclients.Config{Name: "p", Endpoint: endpoint, SymmetrixID: pmaxSym}, nil)
+		assert.Error(t, err, endpoint)
+	}
+}
