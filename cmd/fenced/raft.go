@@ -1,0 +1,135 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/fenced-project/fenced/cluster"
+	"github.com/fenced-project/fenced/cluster/ledger"
+	"github.com/fenced-project/fenced/cmd/fenced/internal/daemon"
+	"github.com/fenced-project/fenced/cmd/fenced/status"
+	"github.com/fenced-project/fenced/configs"
+)
+
+// raftConfig maps the replica's configuration onto the Raft group's. The
+// configuration lists the other peers; the group's peer list includes this
+// replica.
+func raftConfig(cfg *configs.Config, credDir string) (cluster.Config, error) {
+	rc := cluster.DefaultConfig()
+	r := cfg.Replica
+	rc.ID = r.ID
+	rc.DataDir = r.DataDir
+	rc.BindAddr = r.RaftBindAddress
+	rc.AdvertiseAddr = r.RaftAdvertiseAddress
+	if rc.AdvertiseAddr == "" {
+		rc.AdvertiseAddr = r.RaftBindAddress
+	}
+	rc.HTTPAdvertise = httpAdvertise(cfg.HTTP)
+	rc.Peers = []cluster.Peer{{ID: r.ID, RaftAddr: rc.AdvertiseAddr, HTTPAddr: rc.HTTPAdvertise}}
+	for _, p := range cfg.Peers {
+		rc.Peers = append(rc.Peers, cluster.Peer{ID: p.ID, RaftAddr: p.RaftAddress, HTTPAddr: p.HTTPAddress})
+	}
+	if r.TLS.Enabled() {
+		for _, f := range []struct {
+			field, ref string
+			dst        *string
+		}{
+			{"replica.tls.certFile", r.TLS.CertFile, &rc.TLS.CertFile},
+			{"replica.tls.keyFile", r.TLS.KeyFile, &rc.TLS.KeyFile},
+			{"replica.tls.caFile", r.TLS.CAFile, &rc.TLS.CAFile},
+		} {
+			path, err := configs.ResolveFile(f.ref, credDir)
+			if err != nil {
+				return rc, fmt.Errorf("%s: %w", f.field, err)
+			}
+			*f.dst = path
+		}
+	}
+	t := &rc.Timings
+	set := func(dst *time.Duration, v time.Duration) {
+		if v > 0 {
+			*dst = v
+		}
+	}
+	set(&t.HeartbeatTimeout, cfg.Raft.HeartbeatTimeout)
+	set(&t.ElectionTimeout, cfg.Raft.ElectionTimeout)
+	set(&t.LeaderLeaseTimeout, cfg.Raft.LeaderLeaseTimeout)
+	set(&t.CommitTimeout, cfg.Raft.CommitTimeout)
+	set(&t.SnapshotInterval, cfg.Raft.SnapshotInterval)
+	if cfg.Raft.SnapshotThreshold > 0 {
+		t.SnapshotThreshold = cfg.Raft.SnapshotThreshold
+	}
+	return rc, rc.Validate()
+}
+
+// httpAdvertise is the URL peers forward mutating calls to.
+func httpAdvertise(h configs.HTTP) string {
+	if h.AdvertiseURL != "" {
+		return h.AdvertiseURL
+	}
+	if h.TLS.Enabled() {
+		return "https://" + h.Listen
+	}
+	return "http://" + h.Listen
+}
+
+// wireRaft opens this replica of the Raft group and plugs it into the
+// daemon: its metrics, a readiness check (a leader is known), the Raft
+// section of /status, and a component that closes it when the daemon stops.
+func wireRaft(d *daemon.Daemon) (*cluster.Node, error) {
+	rc, err := raftConfig(d.Config(), d.CredentialsDir())
+	if err != nil {
+		return nil, fmt.Errorf("raft: %w", err)
+	}
+	node, err := cluster.Open(rc, d.Logger().With("component", "raft"), d.Registry())
+	if err != nil {
+		return nil, err
+	}
+	d.AddReadinessCheck("raft", func(context.Context) error {
+		if _, ok := node.Leader(); !ok {
+			return cluster.ErrNoLeader
+		}
+		return nil
+	})
+	d.AddStatusProvider(func(_ context.Context, st *status.Status) {
+		st.Raft = raftStatus(node)
+	})
+	if err := d.AddComponent("raft", func(ctx context.Context) error {
+		<-ctx.Done()
+		return node.Close()
+	}); err != nil {
+		node.Close()
+		return nil, err
+	}
+	return node, nil
+}
+
+// raftStatus fills the /status Raft section.
+func raftStatus(node *cluster.Node) *status.Raft {
+	s := node.Status()
+	r := &status.Raft{
+		State:        title(s.State),
+		Term:         s.Term,
+		LastContact:  s.LastContact,
+		CommitIndex:  s.CommitIndex,
+		AppliedIndex: s.AppliedIndex,
+		LastLogIndex: s.LastLogIndex,
+	}
+	if s.Leader != nil {
+		r.LeaderID, r.LeaderAddress = s.Leader.ID, s.Leader.RaftAddr
+	}
+	for _, p := range s.Peers {
+		r.Members = append(r.Members, status.RaftMember{ID: p.ID, Address: p.RaftAddr, Suffrage: title(p.Suffrage), Self: p.Self})
+	}
+	node.Ledger().Read(func(l *ledger.State) { r.FencingPaused = l.Pause.Paused })
+	return r
+}
+
+func title(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
+}
