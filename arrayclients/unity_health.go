@@ -149,49 +149,62 @@ func (a *UnityAdapter) lunIO(ctx context.Context, hostID string) (IOState, time.
 }
 
 // sample returns the latest currentIOCount result. The adapter keeps one
-// query; when it yields nothing (expired on the array) or is gone, a new one
-// is made. A query just made may have no sample yet: nil, nil.
+// query, shared by every health check and read without holding the lock;
+// when it yields nothing (expired on the array) or is gone, a new one is
+// made. A query just made may have no sample yet: nil, nil.
 func (a *UnityAdapter) sample(ctx context.Context) (*unitytypes.MetricResult, error) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	for {
-		created := false
-		if a.queryID == 0 {
-			var q *unitytypes.MetricQueryCreateResponse
-			err := a.pool.call(ctx, func(ctx context.Context, c gounity.UnityClient) error {
-				var err error
-				q, err = c.CreateRealTimeMetricsQuery(ctx, []string{unityIOPath}, unityIOInterval)
-				return err
-			})
-			if err != nil {
-				return nil, fmt.Errorf("create real-time query: %w", err)
-			}
-			if q == nil || q.Content.ID <= 0 {
-				return nil, fmt.Errorf("create real-time query: no query ID in the answer")
-			}
-			a.queryID, created = q.Content.ID, true
+	for attempt := 0; ; attempt++ {
+		qid, created, err := a.query(ctx)
+		if err != nil {
+			return nil, err
 		}
 		var res *unitytypes.MetricQueryResult
-		err := a.pool.call(ctx, func(ctx context.Context, c gounity.UnityClient) error {
+		err = a.pool.call(ctx, func(ctx context.Context, c gounity.UnityClient) error {
 			var err error
-			res, err = c.GetMetricsCollection(ctx, a.queryID)
+			res, err = c.GetMetricsCollection(ctx, qid)
 			return err
 		})
-		switch {
-		case err != nil && !created && unityCode(err, unityNotFound):
-			a.queryID = 0
-			continue
-		case err != nil:
-			return nil, fmt.Errorf("read real-time query %d: %w", a.queryID, err)
+		if err != nil && !unityCode(err, unityNotFound) {
+			return nil, fmt.Errorf("read real-time query %d: %w", qid, err)
 		}
-		for i := range res.Entries {
-			if e := res.Entries[i].Content; e.Path == unityIOPath {
-				return &e, nil
+		if err == nil {
+			for i := range res.Entries {
+				if e := res.Entries[i].Content; e.Path == unityIOPath {
+					return &e, nil
+				}
 			}
 		}
-		if created {
+		if created || attempt > 0 {
 			return nil, nil
 		}
-		a.queryID = 0
+		// Gone or expired: forget it (unless another check already has).
+		a.mu.Lock()
+		if a.queryID == qid {
+			a.queryID = 0
+		}
+		a.mu.Unlock()
 	}
+}
+
+// query returns the adapter's real-time query, creating it if needed.
+func (a *UnityAdapter) query(ctx context.Context) (id int, created bool, err error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.queryID != 0 {
+		return a.queryID, false, nil
+	}
+	var q *unitytypes.MetricQueryCreateResponse
+	err = a.pool.call(ctx, func(ctx context.Context, c gounity.UnityClient) error {
+		var err error
+		q, err = c.CreateRealTimeMetricsQuery(ctx, []string{unityIOPath}, unityIOInterval)
+		return err
+	})
+	if err != nil {
+		return 0, false, fmt.Errorf("create real-time query: %w", err)
+	}
+	if q == nil || q.Content.ID <= 0 {
+		return 0, false, fmt.Errorf("create real-time query: no query ID in the answer")
+	}
+	a.queryID = q.Content.ID
+	return a.queryID, true, nil
 }

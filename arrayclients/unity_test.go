@@ -239,6 +239,7 @@ func TestUnityHealth(t *testing.T) {
 	assert.Equal(t, arrayclients.IOIdle, h.IO, h.Reason)
 
 	require.NoError(t, e.sim.SetSignals(id.ObjectName, simcore.Signals{IOActive: simcore.Bool(true)}))
+	e.sim.ExpireMetricQueries() // the adapter's query expired: it makes a new one
 	h, err = e.adapter.Health(ctx, id)
 	require.NoError(t, err)
 	assert.Equal(t, arrayclients.IOActive, h.IO, h.Reason)

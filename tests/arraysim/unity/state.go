@@ -176,6 +176,14 @@ func (s *Sim) SetClock(now func() time.Time) {
 	s.now = now
 }
 
+// ExpireMetricQueries drops every real-time metric query, as their
+// expiration on the array does: results of an old query come back empty.
+func (s *Sim) ExpireMetricQueries() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	clear(s.queries)
+}
+
 // Logins counts successful logins since the simulator started.
 func (s *Sim) Logins() int {
 	s.mu.Lock()
