@@ -138,7 +138,9 @@ func (r *Runner) Run(ctx context.Context) error {
 	}
 	wg.Go(func() { r.checkAPI(ctx) })
 	wg.Go(func() { r.learner.run(ctx) })
-	timer := r.clk.NewTimer(0)
+	// The first evaluation waits for the first API server check (it kicks
+	// the loop) or one poll interval, whichever comes first.
+	timer := r.clk.NewTimer(r.cfg.Policy.PollInterval)
 	defer timer.Stop()
 	for {
 		select {
