@@ -1,0 +1,249 @@
+package invariants
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/fenced-project/fenced/cluster/ledger"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestGoodRunHasNoViolations(t *testing.T) {
+	rep := good().check()
+	require.True(t, rep.OK(), rep.String())
+	for _, rule := range []string{RuleFenceBeforeDelete, RuleOneActor, RuleArrayChangeWindow, RuleUnfenceOnce,
+		RuleArrayRestored, RuleNoActionOnDoubt} {
+		assert.Positive(t, rep.Checked[rule], "rule %s examined nothing", rule)
+	}
+	// node update, pod delete, VA delete, node update (untaint); the admin's delete is not fenced's.
+	assert.Equal(t, 4, rep.Checked[RuleFenceBeforeDelete])
+}
+
+// TestCheckerCatchesBrokenHistories breaks one thing at a time in a good
+// run and expects the rule that guards it to report it.
+func TestCheckerCatchesBrokenHistories(t *testing.T) {
+	tcs := []struct {
+		name   string
+		break_ func(r *run)
+		rule   string
+		want   string // part of the message
+	}{
+		{"pod deleted before the fence was verified", func(r *run) {
+			r.in.Kube[cl][1].Received = at(3500)
+		}, RuleFenceBeforeDelete, "pod db/web-0 deleted by fenced-a"},
+		{"out-of-service taint before the fence was verified", func(r *run) {
+			r.in.Kube[cl][0].Received = at(3900)
+		}, RuleFenceBeforeDelete, "node worker-1 written (update)"},
+		{"VolumeAttachment deleted before any fence", func(r *run) {
+			r.in.Kube[cl][2].Received = at(1500)
+		}, RuleFenceBeforeDelete, "VolumeAttachment csi-abc deleted"},
+		{"pod deleted after recovery started", func(r *run) {
+			r.in.Kube[cl][1].Received = at(20500)
+			r.in.Placements[cl] = r.in.Placements[cl][:3]
+		}, RuleFenceBeforeDelete, "while no fence of the node was in force"},
+		{"fenced step without a read-back on one array", func(r *run) {
+			r.in.Arrays[pstor] = append(r.in.Arrays[pstor][:1], r.in.Arrays[pstor][2:]...)
+		}, RuleFenceBeforeDelete, "array pstore-1: no successful read"},
+		{"read-back that failed", func(r *run) {
+			r.in.Arrays[pstor][1].Status = 500
+		}, RuleFenceBeforeDelete, "array pstore-1: no successful read"},
+		{"read-back only from a follower", func(r *run) {
+			r.in.Arrays[pflex][2].Remote = "b/127.0.0.1:40001"
+		}, RuleFenceBeforeDelete, "array pflex-1: no successful read"},
+		{"array without an audit log", func(r *run) {
+			delete(r.in.Arrays, pstor)
+		}, RuleFenceBeforeDelete, "array pstore-1: no audit log"},
+		{"pod delete whose node is unknown", func(r *run) {
+			r.in.Placements[cl] = r.in.Placements[cl][1:]
+		}, RuleFenceBeforeDelete, "no placement"},
+		{"write from a deposed leader", func(r *run) {
+			r.in.Ledger.Epochs = append(r.in.Ledger.Epochs, ledger.Epoch{Replica: "b", Term: 3, At: at(10000)})
+			r.fence().Steps = r.fence().Steps[:5]
+			r.fence().Steps = append(r.fence().Steps, step(ledger.StateEvicted, ledger.StateUnfenceIntent, 20000, 30, "b", 3))
+			r.in.Arrays[pflex][3].Remote = "a/127.0.0.1:40000"
+		}, RuleOneActor, "by a while b led (term 3"},
+		{"write from a replica that never led", func(r *run) {
+			r.in.Arrays[pstor][0].Remote = "c/127.0.0.1:40002"
+		}, RuleOneActor, "by c while a led"},
+		{"write from an unknown remote", func(r *run) {
+			r.in.Arrays[pstor][0].Remote = "127.0.0.1:50000"
+		}, RuleOneActor, "no replica's listener"},
+		{"Kubernetes write by a follower", func(r *run) {
+			r.in.Kube[cl][1].User.Username = "fenced-b"
+		}, RuleOneActor, "delete pods db/web-0 by b while a led"},
+		{"step written by a replica that did not lead its term", func(r *run) {
+			r.fence().Steps[3].By = "c"
+		}, RuleOneActor, "whose leader was a"},
+		{"two leaders in one term", func(r *run) {
+			r.in.Ledger.Epochs = append(r.in.Ledger.Epochs, ledger.Epoch{Replica: "b", Term: 2, At: at(-100000)})
+		}, RuleOneActor, "two leaders in term 2"},
+		{"array write outside any fencing window", func(r *run) {
+			r.in.Arrays[pflex][3].Time = at(8000)
+		}, RuleArrayChangeWindow, "array pflex-1: write POST /api/instances/Volume::v1/action/addMappedSdc"},
+		{"array write before the fencing step committed", func(r *run) {
+			r.in.Arrays[pstor][0].Time = at(1900)
+		}, RuleArrayChangeWindow, "array pstore-1: write PATCH"},
+		{"rebooted node never restored", func(r *run) {
+			r.truncateAfter(ledger.StateUnfenceIntent)
+			r.in.Kube[cl] = r.in.Kube[cl][:4]
+		}, RuleUnfenceOnce, "never restored"},
+		{"restored twice", func(r *run) {
+			r.fence().Steps = append(r.fence().Steps[:7:7], step(ledger.StateRestored, ledger.StateRestored, 22200, 35, "a", 2),
+				r.fence().Steps[7], r.fence().Steps[8])
+		}, RuleUnfenceOnce, "restored 2 times"},
+		{"unfenced without a reboot", func(r *run) {
+			r.in.Timeline = r.in.Timeline[:1]
+		}, RuleUnfenceOnce, "without a reboot"},
+		{"unfenced with the old boot ID", func(r *run) {
+			r.fence().UnfenceBootID = "boot-1"
+		}, RuleUnfenceOnce, "boot ID"},
+		{"undo missing on an array", func(r *run) {
+			r.in.ArrayEnd[pstor] = json.RawMessage(`{"hosts":[{"id":"` + host + `","name":"csi-node-w1","initiators":[]}]}`)
+		}, RuleArrayRestored, "$.hosts[host-7f3e].initiators[iqn.1994-05.com.redhat:w1]"},
+		{"healthy node's access changed", func(r *run) {
+			r.in.ArrayEnd[pflex] = json.RawMessage(`{"sdcs":[{"id":"` + sdcID + `","connected":true}],"volumes":[{"id":"v1","mappedSdcInfo":[{"sdcId":"` + sdcID + `","accessMode":"ReadOnly"}]}]}`)
+		}, RuleArrayRestored, "accessMode"},
+		{"fence started during a storm", func(r *run) {
+			r.in.Timeline = append(r.in.Timeline, Event{Time: at(500), Kind: StormStart, Detail: cl}, Event{Time: at(3000), Kind: StormEnd, Detail: cl})
+		}, RuleNoActionOnDoubt, "during a storm"},
+		{"fence started by a leader cut from the apiserver", func(r *run) {
+			r.in.Timeline = append(r.in.Timeline, Event{Time: at(500), Kind: APICutStart, Detail: "a/" + cl})
+		}, RuleNoActionOnDoubt, "had lost the apiserver"},
+		{"fence started while the apiserver was down", func(r *run) {
+			r.in.Timeline = append(r.in.Timeline, Event{Time: at(1900), Kind: APIDownStart, Detail: cl}, Event{Time: at(2100), Kind: APIDownEnd, Detail: cl})
+		}, RuleNoActionOnDoubt, "apiserver of c1 was down"},
+		{"dry-run that wrote", func(r *run) {
+			r.in.DryRun = true
+		}, RuleDryRun, "in a dry-run"},
+		{"steps timed backwards", func(r *run) {
+			r.setStepAt(ledger.StateTainted, 3000)
+		}, RuleEvidence, "is timed before"},
+	}
+	for _, tc := range tcs {
+		t.Run(tc.name, func(t *testing.T) {
+			r := good()
+			tc.break_(r)
+			rep := r.check()
+			got := rep.ByRule(tc.rule)
+			require.NotEmpty(t, got, "rule %s did not fire:\n%s", tc.rule, rep)
+			var msgs []string
+			for _, v := range got {
+				msgs = append(msgs, v.String())
+			}
+			assert.Contains(t, joinLines(msgs), tc.want)
+		})
+	}
+}
+
+func joinLines(l []string) string {
+	out := ""
+	for _, s := range l {
+		out += s + "\n"
+	}
+	return out
+}
+
+func TestToleranceOptions(t *testing.T) {
+	t.Run("late write of the previous leader within the grace", func(t *testing.T) {
+		r := good()
+		r.in.Ledger.Epochs = append(r.in.Ledger.Epochs, ledger.Epoch{Replica: "b", Term: 3, At: at(21050)})
+		r.fence().Steps[6].By, r.fence().Steps[6].Term = "b", 3
+		r.fence().Steps[7].By, r.fence().Steps[7].Term = "b", 3
+		r.fence().Steps[8].By, r.fence().Steps[8].Term = "b", 3
+		r.in.Arrays[pflex][4].Remote = "b/x"
+		r.in.Arrays[pstor][3].Remote = "b/x"
+		r.in.Kube[cl][4].User.Username = "fenced-b"
+		// a's undo on pstore-1 at 21.1 s arrives 50 ms after b's epoch.
+		require.NotEmpty(t, r.check().ByRule(RuleOneActor))
+		r.opts.InFlightGrace = 100 * time.Millisecond
+		rep := r.check()
+		require.True(t, rep.OK(), rep.String())
+	})
+	t.Run("detection slack for an apiserver cut", func(t *testing.T) {
+		r := good()
+		r.in.Timeline = append(r.in.Timeline, Event{Time: at(1500), Kind: APICutStart, Detail: "a/" + cl},
+			Event{Time: at(30000), Kind: APICutEnd, Detail: "a/" + cl})
+		require.NotEmpty(t, r.check().ByRule(RuleNoActionOnDoubt))
+		r.opts.DetectionSlack = time.Second
+		assert.Empty(t, r.check().ByRule(RuleNoActionOnDoubt))
+	})
+	t.Run("operator fence during a storm", func(t *testing.T) {
+		r := good()
+		r.fence().Origin = ledger.OriginOperator
+		r.in.Timeline = append(r.in.Timeline, Event{Time: at(500), Kind: StormStart, Detail: cl})
+		assert.Empty(t, r.check().ByRule(RuleNoActionOnDoubt))
+	})
+	t.Run("node still fenced explains its own array differences", func(t *testing.T) {
+		r := good()
+		r.truncateAfter(ledger.StateEvicted)
+		r.in.Kube[cl] = r.in.Kube[cl][:4]
+		r.in.Timeline = r.in.Timeline[:1]
+		r.in.Arrays[pflex] = r.in.Arrays[pflex][:3]
+		r.in.Arrays[pstor] = r.in.Arrays[pstor][:2]
+		r.in.ArrayEnd[pflex] = json.RawMessage(`{"sdcs":[{"id":"` + sdcID + `"}],"volumes":[{"id":"v1","mappedSdcInfo":[]}]}`)
+		r.in.ArrayEnd[pstor] = json.RawMessage(`{"hosts":[{"id":"` + host + `","name":"csi-node-w1","initiators":[]}]}`)
+		rep := r.check()
+		require.True(t, rep.OK(), rep.String())
+	})
+}
+
+func TestWindows(t *testing.T) {
+	f := good().fence()
+	ws := windows(f, inForce...)
+	require.Len(t, ws, 1)
+	assert.Equal(t, at(4000), ws[0].From)
+	assert.Equal(t, at(20000), ws[0].To)
+	assert.True(t, ws[0].contains(at(19999)))
+	assert.False(t, ws[0].contains(at(20000)))
+	aw := windows(f, ledger.StateFencing, ledger.StateUnfenceIntent)
+	require.Len(t, aw, 2)
+	assert.Equal(t, at(22000), aw[1].To)
+}
+
+func TestMentions(t *testing.T) {
+	tcs := []struct {
+		s, tok string
+		want   bool
+	}{
+		{"-$.volumes[v1].mappedSdcInfo[abc123]", "abc123", true},
+		{"/api/instances/Sdc::abc123/action", "abc123", true},
+		{"Host_12", "Host_1", false},
+		{"127.0.10.12", "127.0.10.1", false},
+		{`["127.0.10.1","x"]`, "127.0.10.1", true},
+		{"ABC123", "abc123", true},
+		{"", "x", false},
+	}
+	for _, tc := range tcs {
+		assert.Equal(t, tc.want, mentions(tc.s, tc.tok), "%q in %q", tc.tok, tc.s)
+	}
+}
+
+func TestDiffStates(t *testing.T) {
+	tcs := []struct {
+		name          string
+		before, after string
+		want          []string
+	}{
+		{"equal", `{"a":[1,2],"b":{"c":"x"}}`, `{"b":{"c":"x"},"a":[1,2]}`, nil},
+		{"ignored key", `{"hosts":[{"id":"h1","connected":true}]}`, `{"hosts":[{"id":"h1","connected":false}]}`, nil},
+		{"keyed element removed", `{"hosts":[{"id":"h1"},{"id":"h2"}]}`, `{"hosts":[{"id":"h2"}]}`, []string{`$.hosts[h1]: {"id":"h1"} -> (none)`}},
+		{"scalar list element removed", `{"clients":["10.0.0.1","10.0.0.2"]}`, `{"clients":["10.0.0.2"]}`, []string{`$.clients[-]: "10.0.0.1" -> (none)`}},
+		{"scalar list reordered", `{"clients":["a","b"]}`, `{"clients":["b","a"]}`, []string{`$.clients(order): ["a","b"] -> ["b","a"]`}},
+		{"unkeyed objects", `{"acc":[{"host":"h1","hlu":1}]}`, `{"acc":[{"host":"h1","hlu":2}]}`,
+			[]string{`$.acc[+]: (none) -> {"hlu":2,"host":"h1"}`, `$.acc[-]: {"hlu":1,"host":"h1"} -> (none)`}},
+		{"type changed", `{"a":1}`, `{"a":"1"}`, []string{`$.a: 1 -> "1"`}},
+	}
+	for _, tc := range tcs {
+		t.Run(tc.name, func(t *testing.T) {
+			d, err := DiffStates(json.RawMessage(tc.before), json.RawMessage(tc.after), DefaultSignalKeys)
+			require.NoError(t, err)
+			var got []string
+			for _, x := range d {
+				got = append(got, x.String())
+			}
+			assert.Equal(t, tc.want, got)
+		})
+	}
+}

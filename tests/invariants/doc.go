@@ -1,0 +1,67 @@
+// Package invariants checks a finished run of fenced against the safety
+// invariants of the product, from the evidence the run left behind: the
+// kube-apiserver audit log, every array simulator's audit log and state
+// dumps, the replicated ledger, and a timeline of the faults the harness
+// injected. Every check is a pure function over parsed inputs (Check); the
+// parsers (ParseKubeAudit, ParseArrayAudit, ParseTimeline, ParseLedgerState)
+// and the ledger replay (ReplayDataDir) are the thin I/O shell around them.
+//
+// # Clocks and ordering
+//
+// Every process of a run (apiserver, simulators, the three replicas, the
+// harness) runs on one machine, so their wall clocks are one clock. The
+// times compared are:
+//
+//   - a Kubernetes request: requestReceivedTimestamp (Received), when the
+//     apiserver started handling it; it cannot take effect earlier;
+//   - an array request: AuditEntry.Time, taken when the simulator received
+//     it, before any injected latency; a read observes the array at some
+//     moment at or after it, a write changes it at or after it;
+//   - a ledger step: Step.At, the leader's clock when it composed the
+//     command. The leader composes a step after the work that justifies it
+//     returned (the read-backs before "fenced") and performs the work a step
+//     allows only after the step committed, so At lies between the two;
+//   - a harness event: Event.Time, taken right before the harness injected
+//     the fault (or right after it healed it).
+//
+// "A before B" means A's time is strictly before B's time. Steps of one
+// record are ordered by their log index, never by At.
+//
+// # Rules
+//
+// Each rule has a name used in every violation it reports:
+//
+//   - fence-before-delete (invariant 1): every successful pod delete by
+//     fenced, VolumeAttachment delete and node write by fenced concerning
+//     node N was received while a fence record of N was in force — after
+//     its "fenced" step and before its next "unfence-intent" step (node
+//     writes may also fall between "restored" and "untainted": lifting the
+//     taints). For that "fenced" step, every array of the record (its
+//     identity set and its plans) shows a successful read request between
+//     the record's last "fencing" step and the "fenced" step, sent by a
+//     replica that led during that interval: the read-back.
+//   - one-actor (invariant 2): leadership epochs have increasing terms;
+//     every array write (a request that changed the simulator's state) and
+//     every attributable Kubernetes write comes from the replica whose epoch
+//     covers its time (plus Options.InFlightGrace for the replica that led
+//     just before); every fence step was written by the leader of its term.
+//   - array-change-window (invariants 2 and 3): every array write that names
+//     one of node N's identifiers on that array falls while a record of N
+//     was in fencing or unfence-intent, i.e. after a committed ledger entry
+//     allowed it.
+//   - unfence-once (invariants 3 and 5): no record is restored twice; a
+//     record that was not opened or unfenced by an operator enters
+//     unfence-intent only after a reboot of its node was recorded since the
+//     fence started; every record of a node that rebooted while it was
+//     fenced is restored by the end of the run.
+//   - array-restored (invariant 3): for every array with state dumps from the
+//     start and the end of the run, every difference (ignoring the health
+//     signals the harness drives) names a node that is still fenced.
+//   - no-action-on-doubt (invariant 4): no verdict record enters fencing
+//     while the harness had the storm condition in place for its cluster,
+//     and no record enters fencing by a replica while that replica could not
+//     reach the cluster's apiserver (from Options.DetectionSlack after the cut
+//     until it healed).
+//   - dry-run: in a dry-run, no array write, no fenced Kubernetes write and
+//     no fence record at all.
+package invariants
