@@ -1,0 +1,136 @@
+package testbed
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+)
+
+// The Dell CSI drivers a node reports in its CSINode.
+const (
+	DriverPowerFlex  = "csi-vxflexos.dellemc.com"
+	DriverPowerStore = "csi-powerstore.dellemc.com"
+	DriverPowerScale = "csi-isilon.dellemc.com"
+	DriverPowerMax   = "csi-powermax.dellemc.com"
+	DriverUnity      = "csi-unity.dellemc.com"
+)
+
+// Drivers lists the Dell CSI drivers in a fixed order.
+func Drivers() []string {
+	return []string{DriverPowerFlex, DriverPowerStore, DriverPowerScale, DriverPowerMax, DriverUnity}
+}
+
+// DefaultPowerStorePrefix is the PowerStore driver's default node name prefix
+// (X_CSI_POWERSTORE_NODE_NAME_PREFIX).
+const DefaultPowerStorePrefix = "csi-node"
+
+// KubeletPort is the port of every node's kubelet listener.
+const KubeletPort = 10250
+
+// KwokLabel and KwokLabelValue mark the nodes kwok manages; removing the
+// label stops the node's heartbeat.
+const (
+	KwokLabel      = "type"
+	KwokLabelValue = "kwok"
+)
+
+// NodeSpec describes one simulated worker node: its name, address and the
+// identities the storage arrays know it by. Empty fields are filled in by
+// ControlPlane.AddNodes (see Complete).
+type NodeSpec struct {
+	// Name is the Node's name and short host name.
+	Name string
+	// IP is the node's InternalIP, in 127.0.0.0/8; the kubelet listener binds
+	// it. Empty: a free one is allocated from 127.0.10.1 upwards.
+	IP string
+	// FQDN is the node's fully qualified host name. Default <Name>.cluster.test.
+	FQDN string
+	// MachineID is the content of /etc/machine-id (32 lowercase hex digits).
+	MachineID string
+	// SDCGUID is the GUID of the node's PowerFlex SDC (upper-case UUID).
+	SDCGUID string
+	// IQN is the node's iSCSI initiator name.
+	IQN string
+	// WWPNs are the node's Fibre Channel port names (16 hex digits each).
+	WWPNs []string
+	// BootID is the first boot ID (a UUID). Default random.
+	BootID string
+	// PowerStorePrefix is the PowerStore driver's node name prefix. Default
+	// DefaultPowerStorePrefix.
+	PowerStorePrefix string
+}
+
+// NodeSpecs returns n specs named <prefix>-1 … <prefix>-n with every
+// identity left for Complete to generate.
+func NodeSpecs(prefix string, n int) []NodeSpec {
+	specs := make([]NodeSpec, n)
+	for i := range specs {
+		specs[i].Name = fmt.Sprintf("%s-%d", prefix, i+1)
+	}
+	return specs
+}
+
+// Complete fills the empty identity fields with generated values (all but
+// IP, which needs an allocator) and checks the spec.
+func (s NodeSpec) Complete() (NodeSpec, error) {
+	if s.Name == "" {
+		return s, fmt.Errorf("node spec: name is empty")
+	}
+	if s.FQDN == "" {
+		s.FQDN = s.Name + ".cluster.test"
+	}
+	if s.MachineID == "" {
+		s.MachineID = randomHex(16)
+	}
+	if s.SDCGUID == "" {
+		s.SDCGUID = strings.ToUpper(newUUID())
+	}
+	if s.IQN == "" {
+		s.IQN = "iqn.1994-05.com.redhat:" + randomHex(6)
+	}
+	if len(s.WWPNs) == 0 {
+		s.WWPNs = []string{"10000090fa" + randomHex(3), "10000090fa" + randomHex(3)}
+	}
+	if s.BootID == "" {
+		s.BootID = newUUID()
+	}
+	if s.PowerStorePrefix == "" {
+		s.PowerStorePrefix = DefaultPowerStorePrefix
+	}
+	if s.IP != "" {
+		addr, err := netip.ParseAddr(s.IP)
+		if err != nil || !addr.Is4() || !addr.IsLoopback() {
+			return s, fmt.Errorf("node spec %s: ip %q is not an IPv4 address in 127.0.0.0/8", s.Name, s.IP)
+		}
+	}
+	return s, nil
+}
+
+// CSINodeIDs returns the node ID each Dell CSI driver reports for this node,
+// keyed by driver name, in the format the driver builds it:
+//   - PowerFlex: the SDC GUID;
+//   - PowerStore: <prefix>-<machine ID>-<IP>;
+//   - PowerScale: <name>=#=#=<FQDN>=#=#=<IP>;
+//   - PowerMax: the node name;
+//   - Unity: <short name>,<long name (FQDN)>.
+func (s NodeSpec) CSINodeIDs() map[string]string {
+	prefix := s.PowerStorePrefix
+	if prefix == "" {
+		prefix = DefaultPowerStorePrefix
+	}
+	return map[string]string{
+		DriverPowerFlex:  s.SDCGUID,
+		DriverPowerStore: prefix + "-" + s.MachineID + "-" + s.IP,
+		DriverPowerScale: s.Name + "=#=#=" + s.FQDN + "=#=#=" + s.IP,
+		DriverPowerMax:   s.Name,
+		DriverUnity:      s.Name + "," + s.FQDN,
+	}
+}
+
+// newUUID returns a random version-4 UUID in lower case.
+func newUUID() string {
+	h := []byte(randomHex(16))
+	h[12] = '4'
+	h[16] = "89ab"[h[16]%4]
+	return string(h[0:8]) + "-" + string(h[8:12]) + "-" + string(h[12:16]) + "-" + string(h[16:20]) + "-" + string(h[20:32])
+}

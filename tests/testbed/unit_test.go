@@ -1,0 +1,204 @@
+package testbed
+
+import (
+	"bufio"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// requiredVersion returns the version of module mod required by a go.mod.
+func requiredVersion(t *testing.T, gomod, mod string) string {
+	t.Helper()
+	f, err := os.Open(gomod)
+	require.NoError(t, err)
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(strings.TrimPrefix(strings.TrimSpace(sc.Text()), "require "))
+		if len(fields) >= 2 && fields[0] == mod {
+			return fields[1]
+		}
+	}
+	require.NoError(t, sc.Err())
+	t.Fatalf("%s does not require %s", gomod, mod)
+	return ""
+}
+
+func TestVersionsMatchToolsModules(t *testing.T) {
+	root, err := RepoRoot()
+	require.NoError(t, err)
+	tools := filepath.Join(root, "tests", "tools")
+	assert.Equal(t, KubernetesVersion, requiredVersion(t, filepath.Join(tools, "go.mod"), "k8s.io/kubernetes"))
+	assert.Equal(t, EtcdVersion, requiredVersion(t, filepath.Join(tools, "etcd", "go.mod"), "go.etcd.io/etcd/server/v3"))
+	assert.Equal(t, KwokVersion, requiredVersion(t, filepath.Join(tools, "kwok", "go.mod"), "sigs.k8s.io/kwok"))
+
+	// The product's module must not depend on Kubernetes itself.
+	data, err := os.ReadFile(filepath.Join(root, "go.mod"))
+	require.NoError(t, err)
+	assert.NotContains(t, string(data), "k8s.io/kubernetes ")
+}
+
+func TestBuildStampCoversToolsModules(t *testing.T) {
+	root, err := RepoRoot()
+	require.NoError(t, err)
+	tools := t.TempDir()
+	for _, dir := range []string{".", "etcd", "kwok"} {
+		require.NoError(t, os.MkdirAll(filepath.Join(tools, dir), 0o755))
+		for _, f := range []string{"go.mod", "go.sum"} {
+			data, err := os.ReadFile(filepath.Join(root, "tests", "tools", dir, f))
+			require.NoError(t, err)
+			require.NoError(t, os.WriteFile(filepath.Join(tools, dir, f), data, 0o644))
+		}
+	}
+	s1, err := buildStamp(tools)
+	require.NoError(t, err)
+	s2, err := buildStamp(tools)
+	require.NoError(t, err)
+	assert.Equal(t, s1, s2)
+
+	f, err := os.OpenFile(filepath.Join(tools, "kwok", "go.sum"), os.O_APPEND|os.O_WRONLY, 0)
+	require.NoError(t, err)
+	_, err = f.WriteString("example.com/x v1.0.0 h1:x=\n")
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+	s3, err := buildStamp(tools)
+	require.NoError(t, err)
+	assert.NotEqual(t, s1, s3, "a changed go.sum must invalidate the cache")
+
+	bins := Binaries{Dir: filepath.Join(t.TempDir(), "bin")}
+	assert.False(t, upToDate(bins, s1), "an empty cache is not up to date")
+}
+
+func TestCSINodeIDs(t *testing.T) {
+	s, err := NodeSpec{
+		Name: "worker-1", IP: "127.0.10.7", FQDN: "worker-1.example.test",
+		MachineID: "0123456789abcdef0123456789abcdef", SDCGUID: "6B1E5A2C-0D4F-4E1A-9C3B-2A1D0E9F8C7B",
+	}.Complete()
+	require.NoError(t, err)
+	ids := s.CSINodeIDs()
+	assert.Equal(t, "6B1E5A2C-0D4F-4E1A-9C3B-2A1D0E9F8C7B", ids[DriverPowerFlex])
+	assert.Equal(t, "csi-node-0123456789abcdef0123456789abcdef-127.0.10.7", ids[DriverPowerStore])
+	assert.Equal(t, "worker-1=#=#=worker-1.example.test=#=#=127.0.10.7", ids[DriverPowerScale])
+	assert.Equal(t, "worker-1", ids[DriverPowerMax])
+	assert.Equal(t, "worker-1,worker-1.example.test", ids[DriverUnity])
+	assert.Len(t, ids, len(Drivers()))
+
+	s.PowerStorePrefix = "pfx"
+	assert.Equal(t, "pfx-0123456789abcdef0123456789abcdef-127.0.10.7", s.CSINodeIDs()[DriverPowerStore])
+}
+
+func TestNodeSpecComplete(t *testing.T) {
+	s, err := NodeSpec{Name: "n1"}.Complete()
+	require.NoError(t, err)
+	assert.Equal(t, "n1.cluster.test", s.FQDN)
+	assert.Regexp(t, `^[0-9a-f]{32}$`, s.MachineID)
+	assert.Regexp(t, `^[0-9A-F]{8}-[0-9A-F]{4}-4[0-9A-F]{3}-[89AB][0-9A-F]{3}-[0-9A-F]{12}$`, s.SDCGUID)
+	assert.Regexp(t, `^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`, s.BootID)
+	assert.Regexp(t, `^iqn\.1994-05\.com\.redhat:[0-9a-f]{12}$`, s.IQN)
+	require.Len(t, s.WWPNs, 2)
+	assert.Regexp(t, `^[0-9a-f]{16}$`, s.WWPNs[0])
+
+	for _, bad := range []NodeSpec{{}, {Name: "x", IP: "10.0.0.1"}, {Name: "x", IP: "nope"}, {Name: "x", IP: "::1"}} {
+		_, err := bad.Complete()
+		assert.Error(t, err, "%+v", bad)
+	}
+	_, err = NodeSpec{Name: "x", IP: "10.1.2.3"}.Complete()
+	assert.ErrorContains(t, err, `ip "10.1.2.3"`)
+
+	specs := NodeSpecs("kw", 3)
+	assert.Equal(t, []string{"kw-1", "kw-2", "kw-3"}, []string{specs[0].Name, specs[1].Name, specs[2].Name})
+}
+
+func TestVolumeHandleFormats(t *testing.T) {
+	patterns := map[string]string{
+		DriverPowerFlex:  `^[0-9a-f]{16}-[0-9a-f]{16}$`,
+		DriverPowerStore: `^[0-9a-f-]{36}/PS[0-9a-f]+/scsi$`,
+		DriverPowerScale: `^[^=]+=_=_=\d+=_=_=System=_=_=[^=]+$`,
+		DriverPowerMax:   `^csi-[A-Z]+-pmax-[0-9a-f]+-\d{12}-[0-9A-F]{5}$`,
+		DriverUnity:      `^csivol-[0-9a-f]+-iSCSI-apm\d+-sv_\d+$`,
+	}
+	for d, p := range patterns {
+		seen := map[string]bool{}
+		for i := range 3 {
+			h, err := VolumeHandle(d, i)
+			require.NoError(t, err)
+			assert.Regexp(t, regexp.MustCompile(p), h, d)
+			assert.False(t, seen[h], "handles must differ: %s", h)
+			seen[h] = true
+		}
+	}
+	_, err := VolumeHandle("csi.example.com", 0)
+	assert.ErrorContains(t, err, "csi.example.com")
+}
+
+const auditSample = `{"kind":"Event","apiVersion":"audit.k8s.io/v1","level":"Metadata","auditID":"a1","stage":"ResponseComplete","requestURI":"/api/v1/namespaces/default/pods/db-0","verb":"delete","user":{"username":"admin","uid":"admin","groups":["system:masters","system:authenticated"]},"sourceIPs":["127.0.0.1"],"userAgent":"testbed.test","objectRef":{"resource":"pods","namespace":"default","name":"db-0","apiVersion":"v1"},"responseStatus":{"metadata":{},"code":200},"requestReceivedTimestamp":"2026-11-21T21:00:00.100000Z","stageTimestamp":"2026-11-21T21:00:00.120000Z"}
+{"kind":"Event","apiVersion":"audit.k8s.io/v1","level":"Metadata","auditID":"a2","stage":"ResponseComplete","requestURI":"/api/v1/nodes/worker-1","verb":"patch","user":{"username":"admin"},"objectRef":{"resource":"nodes","name":"worker-1","apiVersion":"v1"},"responseStatus":{"metadata":{},"code":200},"requestReceivedTimestamp":"2026-11-21T21:00:01Z","stageTimestamp":"2026-11-21T21:00:01.01Z"}
+{"kind":"Event","apiVersion":"audit.k8s.io/v1","level":"Metadata","auditID":"a3","stage":"ResponseComplete","requestURI":"/api/v1/nodes/worker-1/status","verb":"patch","user":{"username":"kwok"},"objectRef":{"resource":"nodes","name":"worker-1","apiVersion":"v1","subresource":"status"},"responseStatus":{"metadata":{},"code":409,"status":"Failure","reason":"Conflict"},"requestReceivedTimestamp":"2026-11-21T21:00:02Z","stageTimestamp":"2026-11-21T21:00:02.01Z"}
+`
+
+func TestParseAuditLogFilters(t *testing.T) {
+	all, err := ParseAuditLog(strings.NewReader(auditSample), AuditFilter{})
+	require.NoError(t, err)
+	require.Len(t, all, 3)
+	assert.Equal(t, "delete", all[0].Verb)
+	assert.Equal(t, "db-0", all[0].ObjectRef.Name)
+	assert.Equal(t, time.Date(2026, 11, 21, 21, 0, 0, 100000000, time.UTC), all[0].Received)
+	assert.True(t, all[0].Succeeded())
+	assert.False(t, all[2].Succeeded())
+	assert.Contains(t, all[0].String(), "admin delete pods default/db-0 -> 200")
+
+	cases := []struct {
+		name string
+		f    AuditFilter
+		ids  []string
+	}{
+		{"pod deletes", AuditFilter{Verb: "delete", Resource: "pods", Name: "db-0"}, []string{"a1"}},
+		{"node patches", AuditFilter{Verb: "patch", Resource: "nodes"}, []string{"a2", "a3"}},
+		{"object only", AuditFilter{Resource: "nodes", Subresource: "-"}, []string{"a2"}},
+		{"status only", AuditFilter{Resource: "nodes", Subresource: "status"}, []string{"a3"}},
+		{"by user", AuditFilter{User: "kwok"}, []string{"a3"}},
+		{"succeeded", AuditFilter{Resource: "nodes", Succeeded: true}, []string{"a2"}},
+		{"since", AuditFilter{Since: time.Date(2026, 11, 21, 21, 0, 1, 0, time.UTC)}, []string{"a2", "a3"}},
+		{"namespace", AuditFilter{Namespace: "kube-system"}, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := ParseAuditLog(strings.NewReader(auditSample), tc.f)
+			require.NoError(t, err)
+			var ids []string
+			for _, e := range got {
+				ids = append(ids, e.AuditID)
+			}
+			assert.Equal(t, tc.ids, ids)
+		})
+	}
+}
+
+func TestParseAuditLogBadLine(t *testing.T) {
+	_, err := ParseAuditLog(strings.NewReader(auditSample+"{not json\n"), AuditFilter{})
+	assert.ErrorContains(t, err, "line 4")
+}
+
+func TestReadAuditLogIgnoresPartialLastLine(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.log")
+	require.NoError(t, os.WriteFile(path, []byte(auditSample+`{"kind":"Event","verb":"del`), 0o644))
+	got, err := ReadAuditLog(path, AuditFilter{})
+	require.NoError(t, err)
+	assert.Len(t, got, 3)
+}
+
+func FuzzParseAuditLog(f *testing.F) {
+	f.Add(auditSample)
+	f.Add("{}\n\n{\"objectRef\":null}\n")
+	f.Add("{\"user\":1}")
+	f.Fuzz(func(t *testing.T, s string) {
+		_, _ = ParseAuditLog(strings.NewReader(s), AuditFilter{Verb: "delete", Resource: "pods", Since: time.Unix(1, 0)})
+	})
+}
