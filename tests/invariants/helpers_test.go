@@ -2,6 +2,7 @@ package invariants
 
 import (
 	"encoding/json"
+	"os"
 	"time"
 
 	"github.com/fenced-project/fenced/arrayclients"
@@ -147,3 +148,5 @@ func (r *run) truncateAfter(to ledger.FenceState) {
 }
 
 func (r *run) check() *Report { return Check(r.in, r.opts) }
+
+func mkdirAll(dir string) error { return os.MkdirAll(dir, 0o755) }
