@@ -1,7 +1,6 @@
 package configs
 
 import (
-	"errors"
 	"os"
 	"testing"
 
@@ -38,7 +37,7 @@ func FuzzParse(f *testing.F) {
 			return
 		}
 		var pe *ProblemsError
-		require.True(t, errors.As(err, &pe), "want *ProblemsError, got %T: %v", err, err)
+		require.ErrorAs(t, err, &pe)
 		require.NotEmpty(t, pe.Problems)
 		for _, p := range pe.Problems {
 			require.NotEmpty(t, p.Message)

@@ -1,7 +1,6 @@
 package configs
 
 import (
-	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -57,7 +56,7 @@ func problems(t *testing.T, data []byte, opts Options) []string {
 		return nil
 	}
 	var pe *ProblemsError
-	require.True(t, errors.As(err, &pe), "want *ProblemsError, got %v", err)
+	require.ErrorAs(t, err, &pe)
 	out := make([]string, len(pe.Problems))
 	for i, p := range pe.Problems {
 		out[i] = p.String()

@@ -170,7 +170,7 @@ func decodeProblems(err error) []Problem {
 			}
 			return
 		}
-		de, ok := e.(*mapstructure.DecodeError)
+		de, ok := e.(*mapstructure.DecodeError) //nolint:errorlint // the walk unwraps one level at a time itself
 		if !ok {
 			if u := errors.Unwrap(e); u != nil {
 				walk(u)
@@ -220,10 +220,10 @@ func friendly(err error) string {
 
 // want names what a field of type t accepts.
 func want(t reflect.Type) string {
-	switch {
-	case t == durationType:
+	switch t {
+	case durationType:
 		return `a duration like "40s"`
-	case t == stormLimitType:
+	case stormLimitType:
 		return `a count ("3") or a percentage ("33%")`
 	}
 	switch t.Kind() {

@@ -97,21 +97,27 @@ func (s *syncBuffer) String() string {
 type proc struct {
 	cmd    *exec.Cmd
 	stderr *syncBuffer
-	done   chan error
+	exited chan struct{}
+	err    error // Wait's result, set before exited is closed
 }
 
 func start(t *testing.T, bin string, args ...string) *proc {
 	t.Helper()
-	p := &proc{cmd: exec.Command(bin, args...), stderr: &syncBuffer{}, done: make(chan error, 1)}
+	p := &proc{cmd: exec.Command(bin, args...), stderr: &syncBuffer{}, exited: make(chan struct{})}
 	p.cmd.Stdout = p.stderr
 	p.cmd.Stderr = p.stderr
 	p.cmd.Env = append(os.Environ(), "JOURNAL_STREAM=", "NOTIFY_SOCKET=", "WATCHDOG_USEC=")
 	require.NoError(t, p.cmd.Start())
-	go func() { p.done <- p.cmd.Wait() }()
+	go func() {
+		p.err = p.cmd.Wait()
+		close(p.exited)
+	}()
 	t.Cleanup(func() {
-		if p.cmd.ProcessState == nil {
+		select {
+		case <-p.exited:
+		default:
 			_ = p.cmd.Process.Kill()
-			<-p.done
+			<-p.exited
 		}
 	})
 	return p
@@ -119,7 +125,7 @@ func start(t *testing.T, bin string, args ...string) *proc {
 
 func httpGet(t *testing.T, url string) (int, string) {
 	t.Helper()
-	resp, err := http.Get(url) //nolint:noctx // test helper
+	resp, err := http.Get(url)
 	if err != nil {
 		return 0, err.Error()
 	}
@@ -135,13 +141,13 @@ func (p *proc) stop(t *testing.T) (int, time.Duration) {
 	begin := time.Now()
 	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
 	select {
-	case err := <-p.done:
+	case <-p.exited:
 		took := time.Since(begin)
 		var ee *exec.ExitError
-		if errors.As(err, &ee) {
+		if errors.As(p.err, &ee) {
 			return ee.ExitCode(), took
 		}
-		require.NoError(t, err)
+		require.NoError(t, p.err)
 		return 0, took
 	case <-time.After(30 * time.Second):
 		t.Fatalf("fenced did not exit after SIGTERM\n%s", p.stderr)
@@ -298,7 +304,7 @@ func TestConfigValidateBroken(t *testing.T) {
 		"clusters:\n  - name: c1\n    kubeconfig: " + kc + "\n    arrays: [ps-1]\n" +
 		"arrays:\n  - name: ps-1\n    family: powerscale\n    endpoint: https://127.0.0.1:8080\n    username: u\n    passwordFile: " + pw + "\n"
 	tcs := []struct{ name, doc, want string }{
-		{"unknown key", base + "  - nmae: x\n", "arrays[1].nmae: unknown setting (line 14)"},
+		{"unknown key", base + "  - nmae: x\n", "arrays[1].nmae: unknown setting (line 14)"}, //nolint:misspell // the misspelling is the test
 		{"bad duration", strings.Replace(base, "    arrays: [ps-1]\n", "    arrays: [ps-1]\n    pollInterval: 2 s\n", 1), `clusters[0].pollInterval: invalid duration "2 s"`},
 		{"missing password file", strings.Replace(base, pw, pw+".gone", 1), "arrays[0].passwordFile: file " + pw + ".gone does not exist (line 13)"},
 		{"unknown array", strings.Replace(base, "[ps-1]", "[ps-1, pstore-2]", 1), `clusters[0].arrays[1]: unknown array "pstore-2" (line 7)`},
@@ -315,7 +321,7 @@ func TestConfigValidateBroken(t *testing.T) {
 			cmd.Stdout, cmd.Stderr = &stdout, &stderr
 			err := cmd.Run()
 			var ee *exec.ExitError
-			require.True(t, errors.As(err, &ee), "want a non-zero exit, got %v\n%s", err, stdout.String())
+			require.ErrorAs(t, err, &ee, "want a non-zero exit\n%s", stdout.String())
 			assert.Equal(t, 1, ee.ExitCode())
 			assert.Contains(t, stderr.String(), tc.want)
 			assert.NotContains(t, stdout.String()+stderr.String(), planted)
@@ -323,7 +329,7 @@ func TestConfigValidateBroken(t *testing.T) {
 			// fenced run refuses it too, with EX_CONFIG and the same message.
 			cmd = exec.Command(bin, "run", "--config", f)
 			out, err := cmd.CombinedOutput()
-			require.True(t, errors.As(err, &ee), string(out))
+			require.ErrorAs(t, err, &ee, string(out))
 			assert.Equal(t, exitConfig, ee.ExitCode())
 			assert.Contains(t, string(out), strings.ReplaceAll(tc.want, `"`, `\"`))
 			assert.NotContains(t, string(out), planted)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -124,6 +123,6 @@ func wire(d *daemon.Daemon) error {
 			st.Clusters = append(st.Clusters, p.Status())
 		}
 	})
-	d.Logger().Debug("wired", "clusters", len(probers), slog.Int("arrays", len(d.ArrayConfigs())))
+	d.Logger().Debug("wired", "clusters", len(probers), "arrays", len(d.ArrayConfigs()))
 	return nil
 }

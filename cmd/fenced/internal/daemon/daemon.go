@@ -195,7 +195,8 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 	ln := d.opts.Listener
 	if ln == nil {
-		if ln, err = net.Listen("tcp", d.cfg.HTTP.Listen); err != nil {
+		var lc net.ListenConfig
+		if ln, err = lc.Listen(ctx, "tcp", d.cfg.HTTP.Listen); err != nil {
 			return fmt.Errorf("listen on http.listen: %w", err)
 		}
 	}

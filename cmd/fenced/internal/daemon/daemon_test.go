@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -92,11 +91,11 @@ func TestRunNotifiesServesAndStops(t *testing.T) {
 	require.Eventually(t, func() bool { return rec.seen("READY=1") }, 5*time.Second, 10*time.Millisecond)
 	require.Eventually(t, func() bool { return rec.seen("WATCHDOG=1") }, 5*time.Second, 10*time.Millisecond)
 	assert.True(t, rec.seen("STATUS=ready: replica r1, 0 clusters"))
-	resp, err := http.Get("http://" + ln.Addr().String() + "/readyz") //nolint:noctx // test
+	resp, err := http.Get("http://" + ln.Addr().String() + "/readyz")
 	require.NoError(t, err)
 	resp.Body.Close()
 	assert.Equal(t, http.StatusOK, resp.StatusCode)
-	assert.Error(t, d.AddComponent("late", func(context.Context) error { return nil }), "components are added before Run")
+	require.Error(t, d.AddComponent("late", func(context.Context) error { return nil }), "components are added before Run")
 
 	cancel()
 	select {
@@ -178,5 +177,5 @@ func TestSecretsAreReadAndRedacted(t *testing.T) {
 	require.NoError(t, os.Remove(pw))
 	_, err = New(cfg, Options{Logger: slog.New(slog.DiscardHandler)})
 	require.Error(t, err)
-	assert.True(t, strings.Contains(err.Error(), pw), err.Error())
+	assert.Contains(t, err.Error(), pw)
 }

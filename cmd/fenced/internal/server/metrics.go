@@ -29,8 +29,11 @@ func newRegistry(b buildinfo.Info) *prometheus.Registry {
 
 func (s *Server) metricsHandler() http.Handler {
 	return promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{
-		Registry:          s.reg,
-		ErrorLog:          slogPromLogger{s},
+		Registry: s.reg,
+		ErrorLog: slogPromLogger{s},
+		// Under ProcSubset=pid some process metrics cannot be read; serve
+		// the rest rather than failing the scrape.
+		ErrorHandling:     promhttp.ContinueOnError,
 		EnableOpenMetrics: true,
 	})
 }

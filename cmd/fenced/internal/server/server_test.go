@@ -28,7 +28,7 @@ func newTestServer(t *testing.T) (*Server, *httptest.Server) {
 
 func get(t *testing.T, url string) (int, string) {
 	t.Helper()
-	resp, err := http.Get(url) //nolint:noctx // test helper
+	resp, err := http.Get(url)
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
@@ -45,7 +45,7 @@ func TestHealthAndReadiness(t *testing.T) {
 	code, _ = get(t, ts.URL+"/readyz")
 	assert.Equal(t, http.StatusOK, code, "no checks: ready")
 
-	var failing error = errors.New("api server unreachable")
+	failing := errors.New("api server unreachable")
 	s.AddReadinessCheck("cluster/prod", func(context.Context) error { return failing })
 	s.AddReadinessCheck("raft", func(context.Context) error { return nil })
 	code, body = get(t, ts.URL+"/readyz")
@@ -155,7 +155,7 @@ func TestServeShutsDownOnCancel(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- s.Serve(ctx, ln, nil, time.Second) }()
 	require.Eventually(t, func() bool {
-		resp, err := http.Get("http://" + ln.Addr().String() + "/healthz") //nolint:noctx // test
+		resp, err := http.Get("http://" + ln.Addr().String() + "/healthz")
 		if err != nil {
 			return false
 		}
