@@ -267,16 +267,13 @@ func (r *Runner) step(ctx context.Context) time.Time {
 	r.cfg.Metrics.observe(res)
 	r.report(res)
 	st := NewStatus(res, self, now)
+	verdicts := make(map[string]State, len(res.Verdicts))
+	for _, v := range res.Verdicts {
+		verdicts[v.Node] = v.State
+	}
 	r.mu.Lock()
 	r.status = st
-	for _, c := range res.Changes {
-		r.verdicts[c.Node] = c.State
-	}
-	for name := range r.verdicts {
-		if _, ok := findVerdict(res.Verdicts, name); !ok {
-			delete(r.verdicts, name)
-		}
-	}
+	r.verdicts = verdicts
 	r.mu.Unlock()
 	for _, c := range res.Changes {
 		if c.State == Healthy {
@@ -289,15 +286,6 @@ func (r *Runner) step(ctx context.Context) time.Time {
 	r.probeSet = res.Probe
 	r.probe(ctx, res.Probe)
 	return res.NextCheck
-}
-
-func findVerdict(vs []Verdict, name string) (Verdict, bool) {
-	for _, v := range vs {
-		if v.Node == name {
-			return v, true
-		}
-	}
-	return Verdict{}, false
 }
 
 // report logs doubt and storm transitions loudly and every verdict change.

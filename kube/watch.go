@@ -9,7 +9,6 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	coordlisters "k8s.io/client-go/listers/coordination/v1"
@@ -206,8 +205,5 @@ func (w *Watcher) Lease(node string) (*coordinationv1.Lease, bool) {
 // CSINode returns the cached CSINode, or false.
 func (w *Watcher) CSINode(name string) (*storagev1.CSINode, bool) {
 	c, err := w.csi.Get(name)
-	if err != nil && !apierrors.IsNotFound(err) {
-		return nil, false
-	}
 	return c, err == nil
 }
