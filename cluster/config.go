@@ -34,6 +34,13 @@ type Config struct {
 	// without state bootstraps the group from this list, and the leader
 	// adds and removes voters to match it.
 	Peers []Peer
+	// JoinExisting, when true, makes a replica without Raft state wait to be
+	// added by the leader of a running group instead of bootstrapping one.
+	// Set it when adding a replica to a group that already runs (for
+	// example growing a single development replica to three): new replicas
+	// that bootstrap from a peer list naming each other could elect a
+	// leader of their own.
+	JoinExisting bool
 	// TLS names the PEM files for mutual TLS between replicas.
 	TLS TLSConfig
 	// Timings are the Raft and request timings.

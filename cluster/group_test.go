@@ -332,3 +332,37 @@ func TestConfigValidate(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "dataDir")
 }
+
+// TestGrowFromOneToThree grows a running single replica into a group of
+// three: the new replicas join instead of bootstrapping, the leader adds them
+// when its peer list names them, and the ledger carries over.
+func TestGrowFromOneToThree(t *testing.T) {
+	g := newGroup(t, 3)
+	solo := g.cfgs["r1"]
+	solo.Peers = g.peers[:1]
+	g.cfgs["r1"] = solo
+	g.start("r1")
+	leader, l := waitLeader(t, g.running(), waitLong)
+	applyNotes(t, leader, l, "alone", 2)
+
+	for _, id := range []string{"r2", "r3"} {
+		cfg := g.cfgs[id]
+		cfg.JoinExisting = true
+		g.cfgs[id] = cfg
+		g.start(id)
+	}
+	require.NoError(t, leader.SetPeers(g.peers))
+	leader, l = waitLeader(t, g.running(), waitLong)
+	assert.Equal(t, "r1", leader.ID())
+	index := applyNotes(t, leader, l, "together", 1)
+	final := waitSameLedger(t, g.running(), index)
+	assert.Contains(t, final, "alone-1")
+	for _, p := range leader.Status().Peers {
+		assert.Equal(t, "voter", p.Suffrage, p.ID)
+	}
+
+	// The group of three now survives the loss of its first replica.
+	g.stop("r1")
+	leader, l = waitLeader(t, g.running(), waitLong)
+	applyNotes(t, leader, l, "without-r1", 1)
+}

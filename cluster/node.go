@@ -135,7 +135,12 @@ func (n *Node) open(reg *prometheus.Registry) error {
 		return fmt.Errorf("start raft: %w", err)
 	}
 	n.raft = r
-	if !existing {
+	switch {
+	case existing:
+		n.log.Info("raft state found; rejoining the group")
+	case n.cfg.JoinExisting:
+		n.log.Info("no raft state; waiting to be added by the group's leader")
+	default:
 		servers := make([]raft.Server, 0, len(n.peers))
 		for _, p := range n.peers {
 			servers = append(servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(p.ID), Address: raft.ServerAddress(p.RaftAddr)})
