@@ -1,0 +1,123 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// ClusterTiming are the cluster settings scenarios tune; zero values keep
+// fenced's defaults.
+type ClusterTiming struct {
+	HeartbeatGrace time.Duration
+	PollInterval   time.Duration
+	SettlePeriod   time.Duration
+	StormCooldown  time.Duration
+	// StormLimit is a count ("1") or a percentage ("33%").
+	StormLimit    string
+	Corroboration string
+	DryRun        bool
+}
+
+// replicaConfig is what one replica's configuration file needs.
+type replicaConfig struct {
+	ID, DataDir, RaftBind  string
+	TLSCert, TLSKey, TLSCA string
+	HTTPListen             string
+	Peers                  []peerConfig
+	Cluster                string
+	Kubeconfig             string
+	Timing                 ClusterTiming
+	Arrays                 []arrayConfig
+}
+
+type peerConfig struct{ ID, RaftAddr, HTTPURL string }
+
+type arrayConfig struct {
+	Name, Family, Endpoint, Username, PasswordFile, CAFile string
+	Options                                              map[string]any
+}
+
+func dur(d time.Duration) any {
+	if d == 0 {
+		return nil
+	}
+	return d.String()
+}
+
+// write writes the configuration file at path.
+func (c replicaConfig) write(path string) error {
+	peers := []map[string]any{}
+	for _, p := range c.Peers {
+		peers = append(peers, map[string]any{"id": p.ID, "raftAddress": p.RaftAddr, "httpAddress": p.HTTPURL})
+	}
+	cluster := map[string]any{"name": c.Cluster, "kubeconfig": c.Kubeconfig, "arrays": []string{}}
+	set := func(k string, v any) {
+		if v != nil && v != "" {
+			cluster[k] = v
+		}
+	}
+	set("heartbeatGrace", dur(c.Timing.HeartbeatGrace))
+	set("pollInterval", dur(c.Timing.PollInterval))
+	set("settlePeriod", dur(c.Timing.SettlePeriod))
+	set("stormCooldown", dur(c.Timing.StormCooldown))
+	set("stormLimit", c.Timing.StormLimit)
+	set("corroboration", c.Timing.Corroboration)
+	if c.Timing.DryRun {
+		cluster["dryRun"] = true
+	}
+	arrays := []map[string]any{}
+	var names []string
+	for _, a := range c.Arrays {
+		m := map[string]any{"name": a.Name, "family": a.Family, "endpoint": a.Endpoint, "username": a.Username,
+			"passwordFile": a.PasswordFile, "caFile": a.CAFile, "requestTimeout": "5s"}
+		if len(a.Options) > 0 {
+			m[a.Family] = a.Options
+		}
+		arrays = append(arrays, m)
+		names = append(names, a.Name)
+	}
+	cluster["arrays"] = names
+	doc := map[string]any{
+		"replica": map[string]any{
+			"id": c.ID, "dataDir": c.DataDir, "raftBindAddress": c.RaftBind,
+			"tls": map[string]any{"certFile": c.TLSCert, "keyFile": c.TLSKey, "caFile": c.TLSCA},
+		},
+		"peers":    peers,
+		"raft":     map[string]any{"heartbeatTimeout": "1s", "electionTimeout": "1s", "leaderLeaseTimeout": "500ms"},
+		"http":     map[string]any{"listen": c.HTTPListen},
+		"log":      map[string]any{"format": "json", "level": "debug"},
+		"clusters": []any{cluster},
+		"arrays":   arrays,
+	}
+	b, err := yaml.Marshal(doc)
+	if err != nil {
+		return fmt.Errorf("encode configuration of %s: %w", c.ID, err)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("write configuration of %s: %w", c.ID, err)
+	}
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		return fmt.Errorf("write configuration of %s: %w", c.ID, err)
+	}
+	return nil
+}
+
+// familyOptions returns the family section of an array's configuration
+// from its fixture spec.
+func familyOptions(a *Array) map[string]any {
+	switch a.Family {
+	case "powerflex":
+		if systems, ok := a.Spec["systems"].([]any); ok && len(systems) > 0 {
+			if s, ok := systems[0].(map[string]any); ok {
+				return map[string]any{"systemID": s["id"]}
+			}
+		}
+	case "powermax":
+		return map[string]any{"symmetrixID": a.Spec["symmetrixID"]}
+	}
+	return nil
+}

@@ -1,0 +1,24 @@
+// Package e2e runs fenced end to end: three `fenced run` processes built
+// from this tree, a real Kubernetes control plane (tests/testbed), the
+// simulators of all five Dell array families seeded from one fixture, and
+// fault proxies (Shopify/toxiproxy, in-process) on every path a replica
+// uses, so that any replica can be cut from its peers, from the apiserver or
+// from one array.
+//
+// Every replica reaches every array on a listener of its own, served by a
+// handler that prefixes the request's remote address with the replica's ID
+// ("a/127.0.0.1:41234"), so an array's audit log shows which replica sent
+// each request. Each replica authenticates to the apiserver with a user of
+// its own ("fenced-a"), so the apiserver's audit log does too.
+//
+// After a scenario, Harness.Check collects the evidence — the apiserver's
+// audit log, every simulator's audit log and state, the ledgers replayed
+// from the replicas' data directories, the fault timeline and the pod and
+// VolumeAttachment placements — and runs the invariant checker
+// (tests/invariants) over it. On failure every log and audit file is
+// copied into the test's artifact directory.
+//
+// The scenarios are tests in this package (scenarios_test.go). The fenced
+// binary is built once per test binary (TestMain) into a temporary
+// directory; set FENCED_E2E_BINARY to use a prebuilt one.
+package e2e

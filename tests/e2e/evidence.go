@@ -1,0 +1,136 @@
+package e2e
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fenced-project/fenced/tests/arraysim/simcore"
+	"github.com/fenced-project/fenced/tests/invariants"
+)
+
+// Inputs stops every replica and gathers the evidence of the run for the
+// invariant checker, with the options that attribute it to replicas.
+func (h *Harness) Inputs() (invariants.Inputs, invariants.Options, error) {
+	for _, id := range h.IDs {
+		_ = h.Replicas[id].Stop()
+	}
+	in := invariants.Inputs{
+		Arrays:     map[string][]simcore.AuditEntry{},
+		ArrayStart: h.arrayStart,
+		ArrayEnd:   h.arrayStates(),
+		Placements: map[string][]invariants.Placement{ClusterName: h.placements.Placements()},
+		Timeline:   h.Timeline.Events(),
+		DryRun:     h.opts.Timing.DryRun,
+	}
+	for name, a := range h.Arrays {
+		in.Arrays[name] = a.Server.Audit()
+	}
+	f, err := os.Open(h.CP.AuditLogPath)
+	if err != nil {
+		return in, invariants.Options{}, fmt.Errorf("open apiserver audit log: %w", err)
+	}
+	data, err := io.ReadAll(f)
+	_ = f.Close()
+	if err != nil {
+		return in, invariants.Options{}, fmt.Errorf("read apiserver audit log: %w", err)
+	}
+	if i := bytes.LastIndexByte(data, '\n'); i+1 < len(data) {
+		data = data[:i+1] // a line still being written
+	}
+	evs, err := invariants.ParseKubeAudit(bytes.NewReader(data))
+	if err != nil {
+		return in, invariants.Options{}, err
+	}
+	in.Kube = map[string][]invariants.KubeEvent{ClusterName: evs}
+	var hs []*invariants.History
+	for _, id := range h.IDs {
+		hist, err := invariants.ReplayDataDir(h.Replicas[id].DataDir, 10*time.Second)
+		if err != nil {
+			return in, invariants.Options{}, err
+		}
+		hs = append(hs, hist)
+	}
+	in.Ledger = invariants.Merge(hs...)
+	opts := invariants.Options{FencedUsers: h.Users, Remotes: map[string]string{}}
+	for _, id := range h.IDs {
+		opts.Remotes[id] = id
+	}
+	return in, opts, nil
+}
+
+// Check gathers the evidence and fails the test on any violation. It stops
+// the replicas.
+func (h *Harness) Check() *invariants.Report {
+	h.t.Helper()
+	in, opts, err := h.Inputs()
+	require.NoError(h.t, err)
+	rep := invariants.Check(in, opts)
+	h.t.Logf("invariants: %s", rep)
+	require.True(h.t, rep.OK(), "invariant violations:\n%s", rep)
+	return rep
+}
+
+// saveEvidence writes the array audit logs and states, the timeline and
+// placements, and with logs also every replica's directory (logs,
+// configuration) and the control plane's logs and audit log, into dir.
+func (h *Harness) saveEvidence(dir string, logs bool) error {
+	write := func(name string, v any) error {
+		b, err := json.MarshalIndent(v, "", "  ")
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(dir, name), b, 0o644)
+	}
+	for name, a := range h.Arrays {
+		var buf bytes.Buffer
+		enc := json.NewEncoder(&buf)
+		for _, e := range a.Server.Audit() {
+			_ = enc.Encode(e)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "array-"+name+".audit.jsonl"), buf.Bytes(), 0o644); err != nil {
+			return err
+		}
+	}
+	if err := write("array-states-start.json", h.arrayStart); err != nil {
+		return err
+	}
+	if err := write("timeline.json", h.Timeline.Events()); err != nil {
+		return err
+	}
+	if err := write("placements.json", h.placements.Placements()); err != nil {
+		return err
+	}
+	if !logs {
+		return nil
+	}
+	for _, id := range h.IDs {
+		r := h.Replicas[id]
+		for _, f := range []string{r.LogPath, r.ConfigPath} {
+			if err := copyFile(f, filepath.Join(dir, "replica-"+id+"-"+filepath.Base(f))); err != nil {
+				return err
+			}
+		}
+	}
+	matches, _ := filepath.Glob(filepath.Join(h.CP.Dir, "*.log"))
+	for _, m := range matches {
+		if err := copyFile(m, filepath.Join(dir, "testbed-"+filepath.Base(m))); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func copyFile(from, to string) error {
+	data, err := os.ReadFile(from)
+	if err != nil {
+		return fmt.Errorf("copy %s: %w", from, err)
+	}
+	return os.WriteFile(to, data, 0o644)
+}

@@ -1,0 +1,216 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fenced-project/fenced/cmd/fenced/status"
+	"github.com/fenced-project/fenced/tests/arraysim/simcore"
+	"github.com/fenced-project/fenced/tests/invariants"
+)
+
+// Timeline kinds of the faults that only reports read.
+const (
+	ReplicaKill    = "replica-kill"
+	ReplicaStart   = "replica-start"
+	ReplicaCut     = "replica-partition"
+	ReplicaHeal    = "replica-heal"
+	ArrayCutStart  = "array-cut-start"
+	ArrayCutEnd    = "array-cut-end"
+	APIServerStart = "apiserver-restart"
+)
+
+// Leader returns the replica that says it leads, if exactly one running
+// replica does and every other running replica names it.
+func (h *Harness) Leader(ctx context.Context) (string, error) {
+	var leaders []string
+	named := map[string]bool{}
+	for _, id := range h.IDs {
+		r := h.Replicas[id]
+		if !r.Running() {
+			continue
+		}
+		st, err := r.Status(ctx)
+		if err != nil {
+			return "", err
+		}
+		if st.Raft == nil {
+			return "", fmt.Errorf("replica %s: /status has no raft section (is the Raft group wired into fenced run?)", id)
+		}
+		if st.Raft.State == "Leader" {
+			leaders = append(leaders, id)
+		}
+		named[st.Raft.LeaderID] = true
+	}
+	if len(leaders) != 1 {
+		return "", fmt.Errorf("%d replicas say they lead: %v", len(leaders), leaders)
+	}
+	if len(named) != 1 || !named[leaders[0]] {
+		return "", fmt.Errorf("replicas disagree on the leader: %v", named)
+	}
+	return leaders[0], nil
+}
+
+// WaitLeader waits up to timeout for one leader and returns it.
+func (h *Harness) WaitLeader(timeout time.Duration) string {
+	h.t.Helper()
+	var leader string
+	h.wait(timeout, "a leader", func() (bool, string) {
+		l, err := h.Leader(h.ctx)
+		if err != nil {
+			return false, err.Error()
+		}
+		leader = l
+		return true, ""
+	})
+	return leader
+}
+
+// KillReplica kills a replica with SIGKILL.
+func (h *Harness) KillReplica(id string) {
+	h.t.Helper()
+	h.Timeline.Record(ReplicaKill, id)
+	require.NoError(h.t, h.Replicas[id].Kill())
+}
+
+// StartReplica starts a stopped replica again.
+func (h *Harness) StartReplica(id string) {
+	h.t.Helper()
+	h.Timeline.Record(ReplicaStart, id)
+	require.NoError(h.t, h.Replicas[id].Start())
+}
+
+// PartitionReplica cuts a replica from every peer (both directions).
+func (h *Harness) PartitionReplica(id string) {
+	h.t.Helper()
+	h.Timeline.Record(ReplicaCut, id)
+	require.NoError(h.t, h.Net.Cut(h.Net.Names(func(n string) bool {
+		return strings.HasPrefix(n, "raft:") && (strings.Contains(n, ":"+id+">") || strings.HasSuffix(n, ">"+id))
+	})...))
+}
+
+// HealReplica ends a replica's partition from its peers.
+func (h *Harness) HealReplica(id string) {
+	h.Net.Heal(h.Net.Names(func(n string) bool {
+		return strings.HasPrefix(n, "raft:") && (strings.Contains(n, ":"+id+">") || strings.HasSuffix(n, ">"+id))
+	})...)
+	h.Timeline.Record(ReplicaHeal, id)
+}
+
+// CutAPIServer cuts a replica from the apiserver.
+func (h *Harness) CutAPIServer(id string) {
+	h.t.Helper()
+	h.Timeline.Record(invariants.APICutStart, id+"/"+ClusterName)
+	require.NoError(h.t, h.Net.Cut(apiProxy(id)))
+}
+
+// HealAPIServer ends a replica's cut from the apiserver.
+func (h *Harness) HealAPIServer(id string) {
+	h.Net.Heal(apiProxy(id))
+	h.Timeline.Record(invariants.APICutEnd, id+"/"+ClusterName)
+}
+
+// CutArray cuts a replica from one array.
+func (h *Harness) CutArray(id, array string) {
+	h.t.Helper()
+	h.Timeline.Record(ArrayCutStart, id+"/"+array)
+	require.NoError(h.t, h.Net.Cut(arrayProxy(id, array)))
+}
+
+// HealArray ends a replica's cut from one array.
+func (h *Harness) HealArray(id, array string) {
+	h.Net.Heal(arrayProxy(id, array))
+	h.Timeline.Record(ArrayCutEnd, id+"/"+array)
+}
+
+// setSignals sets a node's array-side health signals on every array that
+// knows it (by name, FQDN, IP or SDC GUID, whichever the family uses).
+func (h *Harness) setSignals(node string, connected, io bool) {
+	n := h.Nodes[node]
+	for _, a := range sortedArrays(h.Arrays) {
+		for _, host := range []string{n.Spec.Name, n.Spec.FQDN, n.Spec.IP, n.Spec.SDCGUID} {
+			if host != "" && a.Server.Family().SetSignals(host, simcore.Signals{Connected: &connected, IOActive: &io}) == nil {
+				break
+			}
+		}
+	}
+}
+
+// KillNode powers a node off: its heartbeat and kubelet stop, and the
+// arrays see no connection and no I/O from it.
+func (h *Harness) KillNode(name string) {
+	h.t.Helper()
+	h.Timeline.Record(invariants.NodeKill, ClusterName+"/"+name)
+	require.NoError(h.t, h.Nodes[name].Kill(h.ctx))
+	h.setSignals(name, false, false)
+}
+
+// HangNode stops a node's heartbeat while its kubelet port stays open and
+// the arrays still see it.
+func (h *Harness) HangNode(name string) {
+	h.t.Helper()
+	h.Timeline.Record(invariants.NodeHang, ClusterName+"/"+name)
+	require.NoError(h.t, h.Nodes[name].Hang(h.ctx))
+}
+
+// ReturnNode brings a node back without a reboot.
+func (h *Harness) ReturnNode(name string) {
+	h.t.Helper()
+	h.Timeline.Record(invariants.NodeReturn, ClusterName+"/"+name)
+	require.NoError(h.t, h.Nodes[name].Return(h.ctx))
+	h.setSignals(name, true, true)
+}
+
+// RebootNode reboots a node: it comes back with a new boot ID.
+func (h *Harness) RebootNode(name string) {
+	h.t.Helper()
+	h.Timeline.Record(invariants.NodeReboot, ClusterName+"/"+name)
+	_, err := h.Nodes[name].Reboot(h.ctx)
+	require.NoError(h.t, err)
+	h.setSignals(name, true, true)
+}
+
+// Fences returns the fences the leader reports.
+func (h *Harness) Fences(ctx context.Context) ([]status.Fence, error) {
+	leader, err := h.Leader(ctx)
+	if err != nil {
+		return nil, err
+	}
+	st, err := h.Replicas[leader].Status(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return st.Fences, nil
+}
+
+// WaitFence waits up to timeout until the leader reports a fence of node
+// in one of the phases.
+func (h *Harness) WaitFence(node string, timeout time.Duration, phases ...string) status.Fence {
+	h.t.Helper()
+	var got status.Fence
+	h.wait(timeout, fmt.Sprintf("a fence of %s in %v", node, phases), func() (bool, string) {
+		fences, err := h.Fences(h.ctx)
+		if err != nil {
+			return false, err.Error()
+		}
+		var seen []string
+		for _, f := range fences {
+			if f.Node != node || f.Cluster != ClusterName {
+				continue
+			}
+			seen = append(seen, f.ID+":"+f.Phase)
+			for _, p := range phases {
+				if f.Phase == p {
+					got = f
+					return true, ""
+				}
+			}
+		}
+		return false, fmt.Sprintf("fences of the node: %v", seen)
+	})
+	return got
+}

@@ -1,0 +1,274 @@
+package e2e
+
+import (
+	"context"
+	"crypto/rand"
+	_ "embed"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/fenced-project/fenced/cluster/clustertest"
+	"github.com/fenced-project/fenced/tests/arraysim/fixture"
+	"github.com/fenced-project/fenced/tests/testbed"
+)
+
+//go:embed testdata/arrays.yaml
+var defaultArrays []byte
+
+// ClusterName is the name of the test bed's cluster in every replica's
+// configuration.
+const ClusterName = "e2e"
+
+// Options configure a run. The zero value is usable.
+type Options struct {
+	// Replicas are the replica IDs. Default a, b, c.
+	Replicas []string
+	// Nodes is the number of worker nodes. Default 5.
+	Nodes int
+	// Timing tunes the cluster's settings in every replica's configuration.
+	Timing ClusterTiming
+	// ArraysYAML is the fixture's arrays section. Default testdata/arrays.yaml.
+	ArraysYAML []byte
+	// NodeLeaseDurationSeconds is passed to the test bed (renewal every
+	// quarter of it). Default 40.
+	NodeLeaseDurationSeconds int
+}
+
+// Harness is one running end-to-end setup.
+type Harness struct {
+	t   testing.TB
+	ctx context.Context
+	// Dir holds the replicas' directories and the array certificates.
+	Dir      string
+	CP       *testbed.ControlPlane
+	Nodes    map[string]*testbed.Node
+	Fixture  *fixture.Fixture
+	Arrays   map[string]*Array
+	Net      *Net
+	Replicas map[string]*Replica
+	// IDs are the replica IDs in order.
+	IDs      []string
+	Timeline *Timeline
+	// Users maps each replica's Kubernetes user to the replica ID.
+	Users map[string]string
+
+	opts       Options
+	placements *placementRecorder
+	arrayStart map[string]json.RawMessage
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// Start sets everything up for the test and tears it down when the test
+// ends. Any error fails the test.
+func Start(t *testing.T, opts Options) *Harness {
+	t.Helper()
+	if len(opts.Replicas) == 0 {
+		opts.Replicas = []string{"a", "b", "c"}
+	}
+	if opts.Nodes == 0 {
+		opts.Nodes = 5
+	}
+	if opts.ArraysYAML == nil {
+		opts.ArraysYAML = defaultArrays
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	binary := os.Getenv(BinaryEnv)
+	if binary == "" {
+		var err error
+		binary, err = BuildFenced(ctx, t.TempDir())
+		require.NoError(t, err)
+	}
+	h := &Harness{t: t, ctx: ctx, Dir: t.TempDir(), Replicas: map[string]*Replica{}, IDs: opts.Replicas,
+		Timeline: &Timeline{}, Users: map[string]string{}, Nodes: map[string]*testbed.Node{}, opts: opts}
+
+	tokens := map[string]string{}
+	var tbTokens []testbed.Token
+	for _, id := range opts.Replicas {
+		user := "fenced-" + id
+		tokens[id] = randomHex(16)
+		h.Users[user] = id
+		tbTokens = append(tbTokens, testbed.Token{Token: tokens[id], User: user, UID: user, Groups: []string{"system:masters"}})
+	}
+	h.CP = testbed.Start(t, testbed.Options{Tokens: tbTokens, NodeLeaseDurationSeconds: opts.NodeLeaseDurationSeconds})
+	nodes, err := h.CP.AddNodes(ctx, testbed.NodeSpecs("worker", opts.Nodes)...)
+	require.NoError(t, err)
+	var specs []testbed.NodeSpec
+	var names []string
+	for _, n := range nodes {
+		h.Nodes[n.Name()] = n
+		specs = append(specs, n.Spec)
+		names = append(names, n.Name())
+	}
+	require.NoError(t, h.CP.WaitNodesReady(ctx, names...))
+	h.placements = watchPlacements(ctx, h.CP.Client)
+
+	h.Fixture, err = MakeFixture(specs, opts.ArraysYAML)
+	require.NoError(t, err)
+	h.Arrays, err = StartArrays(h.Fixture, opts.Replicas, filepath.Join(h.Dir, "array-certs"), slog.New(slog.DiscardHandler))
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		for _, a := range h.Arrays {
+			a.Close()
+		}
+	})
+	h.arrayStart = h.arrayStates()
+
+	h.Net = NewNet()
+	t.Cleanup(h.Net.Close)
+	require.NoError(t, h.setUpReplicas(binary, tokens))
+	t.Cleanup(h.finish)
+	for _, id := range h.IDs {
+		require.NoError(t, h.Replicas[id].Start())
+	}
+	return h
+}
+
+// setUpReplicas lays out every replica: certificates, proxies,
+// kubeconfig, array passwords and configuration.
+func (h *Harness) setUpReplicas(binary string, tokens map[string]string) error {
+	ca, err := clustertest.NewCA("fenced-e2e")
+	if err != nil {
+		return fmt.Errorf("create CA: %w", err)
+	}
+	for _, id := range h.IDs {
+		r := newReplica(id, h.Dir, binary)
+		if err := os.MkdirAll(r.DataDir, 0o755); err != nil {
+			return err
+		}
+		if r.RaftAddr, err = clustertest.FreeAddr(); err != nil {
+			return err
+		}
+		httpAddr, err := clustertest.FreeAddr()
+		if err != nil {
+			return err
+		}
+		r.HTTPURL = "http://" + httpAddr
+		h.Replicas[id] = r
+	}
+	api, err := url.Parse(h.CP.APIServerURL)
+	if err != nil {
+		return fmt.Errorf("apiserver URL: %w", err)
+	}
+	caPEM, err := os.ReadFile(h.CP.CAFile)
+	if err != nil {
+		return fmt.Errorf("read apiserver CA: %w", err)
+	}
+	for _, id := range h.IDs {
+		r := h.Replicas[id]
+		files, err := ca.WriteFiles(r.Dir, "raft-"+id)
+		if err != nil {
+			return err
+		}
+		cfg := replicaConfig{ID: id, DataDir: r.DataDir, RaftBind: r.RaftAddr, TLSCert: files.CertFile, TLSKey: files.KeyFile,
+			TLSCA: files.CAFile, HTTPListen: r.HTTPURL[len("http://"):], Cluster: ClusterName, Timing: h.opts.Timing,
+			Kubeconfig: filepath.Join(r.Dir, "kubeconfig")}
+		for _, peer := range h.IDs {
+			if peer == id {
+				continue
+			}
+			addr, err := h.Net.Add(raftProxy(id, peer), h.Replicas[peer].RaftAddr)
+			if err != nil {
+				return err
+			}
+			cfg.Peers = append(cfg.Peers, peerConfig{ID: peer, RaftAddr: addr, HTTPURL: h.Replicas[peer].HTTPURL})
+		}
+		apiAddr, err := h.Net.Add(apiProxy(id), api.Host)
+		if err != nil {
+			return err
+		}
+		kc := clientcmdapi.NewConfig()
+		kc.Clusters[ClusterName] = &clientcmdapi.Cluster{Server: "https://" + apiAddr, CertificateAuthorityData: caPEM}
+		kc.AuthInfos["fenced"] = &clientcmdapi.AuthInfo{Token: tokens[id]}
+		kc.Contexts[ClusterName] = &clientcmdapi.Context{Cluster: ClusterName, AuthInfo: "fenced"}
+		kc.CurrentContext = ClusterName
+		if err := clientcmd.WriteToFile(*kc, cfg.Kubeconfig); err != nil {
+			return fmt.Errorf("write kubeconfig of %s: %w", id, err)
+		}
+		for _, a := range sortedArrays(h.Arrays) {
+			l := a.Listeners[id]
+			u, err := url.Parse(l.URL)
+			if err != nil {
+				return err
+			}
+			addr, err := h.Net.Add(arrayProxy(id, a.Name), u.Host)
+			if err != nil {
+				return err
+			}
+			pw := filepath.Join(r.Dir, a.Name+".password")
+			if err := os.WriteFile(pw, []byte(a.Password+"\n"), 0o600); err != nil {
+				return err
+			}
+			cfg.Arrays = append(cfg.Arrays, arrayConfig{Name: a.Name, Family: a.Family, Endpoint: "https://" + addr,
+				Username: a.Username, PasswordFile: pw, CAFile: l.CAFile, Options: familyOptions(a)})
+		}
+		if err := cfg.write(r.ConfigPath); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// arrayStates returns every array's state.
+func (h *Harness) arrayStates() map[string]json.RawMessage {
+	out := map[string]json.RawMessage{}
+	for name, a := range h.Arrays {
+		st, err := a.State()
+		require.NoError(h.t, err)
+		out[name] = st
+	}
+	return out
+}
+
+// finish stops the replicas and, if the test failed, keeps the evidence.
+func (h *Harness) finish() {
+	for _, id := range h.IDs {
+		_ = h.Replicas[id].Stop()
+	}
+	if h.t.Failed() {
+		dir := h.t.ArtifactDir()
+		if err := h.saveEvidence(dir, true); err != nil {
+			h.t.Logf("save evidence: %v", err)
+		}
+		h.t.Logf("logs, audit logs, ledgers and the timeline are in %s (run with -artifacts to keep them)", dir)
+	}
+}
+
+// wait polls cond every 100 ms until it holds or timeout passes; it fails
+// the test with what cond last said.
+func (h *Harness) wait(timeout time.Duration, what string, cond func() (bool, string)) {
+	h.t.Helper()
+	deadline := time.Now().Add(timeout)
+	last := ""
+	for {
+		ok, msg := cond()
+		if ok {
+			return
+		}
+		last = msg
+		if time.Now().After(deadline) {
+			require.FailNowf(h.t, "timed out", "waiting %s for %s: %s", timeout, what, last)
+		}
+		select {
+		case <-h.ctx.Done():
+			require.FailNow(h.t, "cancelled waiting for "+what)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
