@@ -176,8 +176,12 @@ func TestRunSingleReplica(t *testing.T) {
 	code, body := httpGet(t, base+"/healthz")
 	assert.Equal(t, http.StatusOK, code)
 	assert.Equal(t, "ok\n", body)
-	code, _ = httpGet(t, base+"/readyz")
-	assert.Equal(t, http.StatusOK, code)
+	// A single replica is ready once it has elected itself (within about
+	// two Raft heartbeat timeouts).
+	require.Eventually(t, func() bool {
+		code, _ := httpGet(t, base+"/readyz")
+		return code == http.StatusOK
+	}, 30*time.Second, 50*time.Millisecond, p.stderr.String())
 
 	code, body = httpGet(t, base+"/status")
 	require.Equal(t, http.StatusOK, code)
@@ -203,8 +207,8 @@ func TestRunSingleReplica(t *testing.T) {
 
 	out, err := exec.Command(bin, "status", "--addr", base).CombinedOutput()
 	require.NoError(t, err, string(out))
-	assert.Contains(t, string(out), "Replica:  dev")
-	assert.Contains(t, string(out), "Ready:    yes")
+	assert.Regexp(t, `Replica:\s+dev\n`, string(out))
+	assert.Regexp(t, `Ready:\s+yes\n`, string(out))
 	out, err = exec.Command(bin, "status", "--addr", base, "-o", "json").CombinedOutput()
 	require.NoError(t, err, string(out))
 	require.NoError(t, json.Unmarshal(out, &st))
@@ -265,7 +269,7 @@ arrays:
 
 	out, err := exec.Command(bin, "status", "--addr", base).CombinedOutput()
 	require.NoError(t, err, string(out))
-	assert.Contains(t, string(out), "Ready:    no")
+	assert.Regexp(t, `Ready:\s+no\n`, string(out))
 	assert.Contains(t, string(out), "[-] cluster/lab: GET https://")
 
 	exit, took := p.stop(t)

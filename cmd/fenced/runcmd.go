@@ -108,6 +108,9 @@ func runDaemon(cmd *cobra.Command, f runFlags) error {
 // server is probed so that an unreachable cluster makes the replica not
 // ready rather than stopping it.
 func wire(d *daemon.Daemon) error {
+	if _, err := wireRaft(d); err != nil {
+		return err
+	}
 	cfg := d.Config()
 	probers := make([]*apiprobe.Prober, 0, len(cfg.Clusters))
 	for _, c := range cfg.Clusters {
