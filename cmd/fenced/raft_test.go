@@ -128,6 +128,20 @@ func TestRunRaftGroupOfThree(t *testing.T) {
 	t.Logf("FAILOVER (processes): kill -9 of %s -> %s leads, named by both survivors in /status, after %s", leader.id, next.id, elapsed)
 	require.NotEqual(t, leader.id, next.id)
 
+	// The new leader reports the killed member as unreachable.
+	require.Eventually(t, func() bool {
+		st, ok := next.status(t)
+		if !ok {
+			return false
+		}
+		for _, m := range st.Raft.Members {
+			if m.ID == leader.id {
+				return m.Reachable != nil && !*m.Reachable && m.LastContact != nil
+			}
+		}
+		return false
+	}, 10*time.Second, 50*time.Millisecond, "the leader's /status should show %s unreachable", leader.id)
+
 	leader.proc = start(t, bin, "run", "--config", leader.config)
 	require.Eventually(t, func() bool {
 		st, ok := leader.status(t)

@@ -70,6 +70,11 @@ type RaftMember struct {
 	Suffrage string `json:"suffrage"`
 	// Self marks this replica.
 	Self bool `json:"self,omitempty"`
+	// Reachable and LastContact are known on the leader only: whether the
+	// member answers heartbeats, and when it last did (set once its
+	// heartbeats failed or recovered).
+	Reachable   *bool      `json:"reachable,omitempty"`
+	LastContact *time.Time `json:"lastContact,omitempty"`
 }
 
 // Cluster is one protected Kubernetes cluster.
