@@ -24,6 +24,7 @@ type metrics struct {
 	podsDeleted *prometheus.CounterVec
 	toEviction  prometheus.Histogram
 	blocked     *prometheus.GaugeVec
+	needsReboot *prometheus.GaugeVec
 }
 
 func newMetrics(reg *prometheus.Registry) (*metrics, error) {
@@ -50,9 +51,13 @@ func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 			Name: "fenced_fence_blocked",
 			Help: "Open fences that cannot proceed (an array cannot be fenced or restored); their pods are not deleted.",
 		}, []string{"cluster"}),
+		needsReboot: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "fenced_nodes_awaiting_reboot",
+			Help: "Fenced nodes that came back without a reboot; they stay fenced until they reboot (leader's view, 0 elsewhere).",
+		}, []string{"cluster"}),
 	}
 	if reg != nil {
-		for _, col := range []prometheus.Collector{m.fences, m.stepSeconds, m.podsDeleted, m.toEviction, m.blocked} {
+		for _, col := range []prometheus.Collector{m.fences, m.stepSeconds, m.podsDeleted, m.toEviction, m.blocked, m.needsReboot} {
 			if err := reg.Register(col); err != nil {
 				return nil, fmt.Errorf("stonith: register metrics: %w", err)
 			}
@@ -73,4 +78,8 @@ func (m *metrics) evicted(d time.Duration) { m.toEviction.Observe(d.Seconds()) }
 
 func (m *metrics) setBlocked(cluster string, n int) {
 	m.blocked.WithLabelValues(cluster).Set(float64(n))
+}
+
+func (m *metrics) setAwaitingReboot(cluster string, n int) {
+	m.needsReboot.WithLabelValues(cluster).Set(float64(n))
 }

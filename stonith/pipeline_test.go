@@ -263,6 +263,7 @@ func TestReturnWithoutRebootStaysFenced(t *testing.T) {
 	assert.Contains(t, st.NeedsReboot[0].Note, "needs reboot")
 	assert.Contains(t, st.NeedsReboot[0].Note, "boot-1")
 	assert.Contains(t, st.Fences[0].NeedsReboot, "without a reboot")
+	assert.Equal(t, 1.0, value(w.ctrl.metrics.needsReboot.WithLabelValues("c1")))
 	require.Never(t, func() bool { return w.state() != ledger.StateEvicted }, 300*time.Millisecond, 5*time.Millisecond)
 	assert.Equal(t, 1, w.kube.eventReasons()["FencedNodeNeedsReboot"], "one Event, not one per reconcile")
 	for _, a := range w.arrays {
@@ -272,6 +273,7 @@ func TestReturnWithoutRebootStaysFenced(t *testing.T) {
 	w.reboot("boot-2")
 	w.waitClosed()
 	assert.Empty(t, w.ctrl.Status().NeedsReboot)
+	assert.Equal(t, 0.0, value(w.ctrl.metrics.needsReboot.WithLabelValues("c1")))
 }
 
 func TestDryRunWritesNothing(t *testing.T) {

@@ -87,15 +87,19 @@ func (c *Controller) reportOf(cluster, node string) (nodeReport, bool) {
 }
 
 func (c *Controller) updateBlockedGauge() {
-	counts := map[string]int{}
+	counts, reboot := map[string]int{}, map[string]int{}
 	c.mu.Lock()
 	for _, r := range c.reports {
 		if r.Blocked != "" && r.FenceID != "" {
 			counts[r.Cluster]++
 		}
+		if r.NeedsReboot != "" {
+			reboot[r.Cluster]++
+		}
 	}
 	c.mu.Unlock()
 	for name := range c.clusters {
 		c.metrics.setBlocked(name, counts[name])
+		c.metrics.setAwaitingReboot(name, reboot[name])
 	}
 }
