@@ -121,6 +121,9 @@ func wire(d *daemon.Daemon) error {
 			return err
 		}
 	}
+	if err := d.Registry().Register(apiprobe.NewCollector(probers)); err != nil {
+		return fmt.Errorf("register API server metrics: %w", err)
+	}
 	d.AddStatusProvider(func(_ context.Context, st *status.Status) {
 		for _, p := range probers {
 			st.Clusters = append(st.Clusters, p.Status())
