@@ -35,7 +35,7 @@ func mapRaftErr(err error) error {
 		return ErrNotLeader
 	case errors.Is(err, raft.ErrLeadershipLost), errors.Is(err, raft.ErrLeadershipTransferInProgress),
 		errors.Is(err, raft.ErrAbortedByRestore):
-		return fmt.Errorf("%w (%v)", ErrLeadershipLost, err)
+		return fmt.Errorf("%w (%w)", ErrLeadershipLost, err)
 	case errors.Is(err, raft.ErrEnqueueTimeout):
 		return ErrTimeout
 	case errors.Is(err, raft.ErrRaftShutdown):

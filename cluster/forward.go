@@ -84,7 +84,7 @@ func (n *Node) forward(w http.ResponseWriter, r *http.Request, next http.Handler
 			if body == nil {
 				var err error
 				if body, err = io.ReadAll(io.LimitReader(r.Body, maxForwardBody+1)); err != nil {
-					WriteError(w, fmt.Errorf("%w: read request body: %v", ledger.ErrInvalid, err))
+					WriteError(w, fmt.Errorf("%w: read request body: %w", ledger.ErrInvalid, err))
 					return
 				}
 				if len(body) > maxForwardBody {
@@ -104,7 +104,7 @@ func (n *Node) forward(w http.ResponseWriter, r *http.Request, next http.Handler
 		case <-ctx.Done():
 			err := fmt.Errorf("%w within %s", ErrNoLeader, opts.Wait)
 			if lastErr != nil {
-				err = fmt.Errorf("%w within %s (last attempt: %v)", ErrNoLeader, opts.Wait, lastErr)
+				err = fmt.Errorf("%w within %s (last attempt: %w)", ErrNoLeader, opts.Wait, lastErr)
 			}
 			WriteError(w, err)
 			return
@@ -166,7 +166,7 @@ func relay(w http.ResponseWriter, resp *http.Response, leader string) {
 	}
 	w.Header().Set(HeaderForwardedBy, leader)
 	w.WriteHeader(resp.StatusCode)
-	io.Copy(w, resp.Body) // the client sees a short body if the leader fails mid-way
+	_, _ = io.Copy(w, resp.Body) // the client sees a short body if the leader fails mid-way
 }
 
 // ErrorBody is the JSON body of an error answer.
@@ -212,5 +212,5 @@ func WriteError(w http.ResponseWriter, err error) {
 		w.Header().Set("Retry-After", "1")
 	}
 	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(ErrorBody{Error: err.Error(), Code: code})
+	_ = json.NewEncoder(w).Encode(ErrorBody{Error: err.Error(), Code: code}) // the client went away
 }

@@ -38,7 +38,7 @@ func noteAPI(n *Node) http.Handler {
 			WriteError(w, err)
 			return
 		}
-		json.NewEncoder(w).Encode(map[string]any{"index": index, "by": n.ID()})
+		_ = json.NewEncoder(w).Encode(map[string]any{"index": index, "by": n.ID()})
 	})
 }
 
@@ -54,13 +54,19 @@ func serveHTTP(t *testing.T, g *testGroup, id string, wait time.Duration) *httpt
 	return srv
 }
 
-func post(t *testing.T, url, body string) (*http.Response, []byte) {
+// answer is what a client got back.
+type answer struct {
+	StatusCode int
+	Header     http.Header
+}
+
+func post(t *testing.T, url, body string) (answer, []byte) {
 	resp, err := http.Post(url+"/v1/notes?x=1", "text/plain", strings.NewReader(body))
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
-	return resp, b
+	return answer{resp.StatusCode, resp.Header}, b
 }
 
 func TestForwardingHandler(t *testing.T) {

@@ -65,19 +65,19 @@ func TestThreeReplicasFormOneGroup(t *testing.T) {
 	_, err := leader.Apply(context.Background(), &ledger.OperatorNote{Meta: l.Meta(), Operator: "x", Action: "note"})
 	require.ErrorIs(t, err, ledger.ErrInvalid)
 	m := gather(t, g.regs[leader.ID()])
-	assert.Equal(t, 1.0, m[`fenced_raft_state{state="leader"}`])
-	assert.Equal(t, 0.0, m[`fenced_raft_state{state="follower"}`])
-	assert.Equal(t, float64(l.Term), m["fenced_raft_term"])
+	assert.InDelta(t, 1.0, m[`fenced_raft_state{state="leader"}`], 0)
+	assert.InDelta(t, 0.0, m[`fenced_raft_state{state="follower"}`], 0)
+	assert.InDelta(t, float64(l.Term), m["fenced_raft_term"], 0)
 	assert.Positive(t, m["fenced_raft_commit_index"])
 	assert.Positive(t, m["fenced_raft_applied_index"])
-	assert.Equal(t, 1.0, m[`fenced_raft_applies_failed_total{reason="invalid"}`])
+	assert.InDelta(t, 1.0, m[`fenced_raft_applies_failed_total{reason="invalid"}`], 0)
 	for _, id := range g.ids() {
 		if id != leader.ID() {
-			assert.Equal(t, 1.0, m[`fenced_raft_peer_reachable{peer="`+id+`"}`], id)
+			assert.InDelta(t, 1.0, m[`fenced_raft_peer_reachable{peer="`+id+`"}`], 0, id)
 		}
 	}
 	f := gather(t, g.regs[other(g, leader.ID())])
-	assert.Equal(t, 1.0, f[`fenced_raft_state{state="follower"}`])
+	assert.InDelta(t, 1.0, f[`fenced_raft_state{state="follower"}`], 0)
 	assert.Contains(t, f, "fenced_raft_last_contact_seconds")
 }
 
@@ -244,9 +244,9 @@ func TestSnapshotCatchUp(t *testing.T) {
 		}
 	}
 	g.stop(follower)
-	index := applyNotes(t, leader, l, "while-away", 40)
+	applyNotes(t, leader, l, "while-away", 40)
 	require.NoError(t, leader.raft.Snapshot().Error())
-	index = applyNotes(t, leader, l, "after-snapshot", 2)
+	index := applyNotes(t, leader, l, "after-snapshot", 2)
 
 	n := g.start(follower)
 	waitSameLedger(t, g.running(), index)

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"sync"
@@ -244,11 +243,6 @@ func hasNote(s *ledger.State, reason string) bool {
 		}
 	}
 	return false
-}
-
-func hostPort(addr string) (string, string) {
-	h, p, _ := net.SplitHostPort(addr)
-	return h, p
 }
 
 func planFor(array, node string) arrayclients.Plan {

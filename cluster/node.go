@@ -95,8 +95,7 @@ func Open(cfg Config, logger *slog.Logger, reg *prometheus.Registry) (*Node, err
 	n.lead = n.notLeader()
 	if err := n.open(reg); err != nil {
 		cancel()
-		n.closeResources()
-		return nil, err
+		return nil, errors.Join(err, n.closeResources())
 	}
 	return n, nil
 }

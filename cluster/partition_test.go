@@ -42,7 +42,7 @@ func newFaultNet(t *testing.T, g *testGroup) *faultNet {
 			fn.proxies[name] = p
 		}
 	}
-	t.Cleanup(func() { fn.server.Collection.Clear() })
+	t.Cleanup(func() { assert.NoError(t, fn.server.Collection.Clear()) })
 	for id, cfg := range g.cfgs {
 		from := id
 		cfg.Dial = func(ctx context.Context, network, addr string) (net.Conn, error) {

@@ -276,7 +276,7 @@ func Decode(buf []byte) (Command, error) {
 		return nil, fmt.Errorf("%w: %d", ErrUnknownType, uint8(t))
 	}
 	if err := json.Unmarshal(buf[1:], c); err != nil {
-		return nil, fmt.Errorf("%w: decode %s: %v", ErrInvalid, t, err)
+		return nil, fmt.Errorf("%w: decode %s: %w", ErrInvalid, t, err)
 	}
 	if err := c.Validate(); err != nil {
 		return nil, err

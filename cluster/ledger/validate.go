@@ -58,7 +58,7 @@ func checkText(t MessageType, field, v string, required bool) error {
 	return nil
 }
 
-func (m *Meta) validate(t MessageType) error {
+func (m *Meta) check(t MessageType) error {
 	switch {
 	case m.V < 1:
 		return invalid(t, "v is required")
@@ -83,7 +83,7 @@ func firstErr(errs ...error) error {
 
 // Validate implements Command.
 func (c *LeaderEpoch) Validate() error {
-	if err := c.Meta.validate(c.Type()); err != nil {
+	if err := c.check(c.Type()); err != nil {
 		return err
 	}
 	if c.LedgerVersion < 1 {
@@ -95,7 +95,7 @@ func (c *LeaderEpoch) Validate() error {
 // Validate implements Command.
 func (c *SetIdentities) Validate() error {
 	t := c.Type()
-	if err := firstErr(c.Meta.validate(t), checkName(t, "cluster", c.Cluster, true),
+	if err := firstErr(c.check(t), checkName(t, "cluster", c.Cluster, true),
 		checkName(t, "node", c.Node, true), checkName(t, "bootID", c.BootID, false)); err != nil {
 		return err
 	}
@@ -145,7 +145,7 @@ func validatePods(t MessageType, uids []string) error {
 // Validate implements Command.
 func (c *OpenFence) Validate() error {
 	t := c.Type()
-	if err := firstErr(c.Meta.validate(t), checkName(t, "cluster", c.Cluster, true),
+	if err := firstErr(c.check(t), checkName(t, "cluster", c.Cluster, true),
 		checkName(t, "node", c.Node, true), checkText(t, "reason", c.Reason, true),
 		checkName(t, "bootID", c.BootID, false), validatePods(t, c.PodUIDs),
 		validatePlans(t, c.Node, c.Plans)); err != nil {
@@ -174,7 +174,7 @@ func (c *fenceRef) validate(t MessageType) error {
 func (c *AmendFence) Validate() error {
 	t := c.Type()
 	ref := fenceRef{c.Cluster, c.Node, c.FenceID}
-	if err := firstErr(c.Meta.validate(t), ref.validate(t), validatePods(t, c.PodUIDs),
+	if err := firstErr(c.check(t), ref.validate(t), validatePods(t, c.PodUIDs),
 		validatePlans(t, c.Node, c.Plans)); err != nil {
 		return err
 	}
@@ -191,7 +191,7 @@ func (c *AmendFence) Validate() error {
 func (c *FenceStep) Validate() error {
 	t := c.Type()
 	ref := fenceRef{c.Cluster, c.Node, c.FenceID}
-	if err := firstErr(c.Meta.validate(t), ref.validate(t), checkOperator(t, "operator", c.Operator, false),
+	if err := firstErr(c.check(t), ref.validate(t), checkOperator(t, "operator", c.Operator, false),
 		checkText(t, "note", c.Note, false), checkName(t, "bootID", c.BootID, false)); err != nil {
 		return err
 	}
@@ -211,7 +211,7 @@ func (c *FenceStep) Validate() error {
 func (c *RecordArrayResult) Validate() error {
 	t := c.Type()
 	ref := fenceRef{c.Cluster, c.Node, c.FenceID}
-	if err := firstErr(c.Meta.validate(t), ref.validate(t), checkName(t, "array", c.Array, true),
+	if err := firstErr(c.check(t), ref.validate(t), checkName(t, "array", c.Array, true),
 		checkText(t, "error", c.Error, false)); err != nil {
 		return err
 	}
@@ -237,14 +237,14 @@ func (c *RecordArrayResult) Validate() error {
 // Validate implements Command.
 func (c *SetPause) Validate() error {
 	t := c.Type()
-	return firstErr(c.Meta.validate(t), checkName(t, "cluster", c.Cluster, false),
+	return firstErr(c.check(t), checkName(t, "cluster", c.Cluster, false),
 		checkOperator(t, "operator", c.Operator, true), checkText(t, "reason", c.Reason, true))
 }
 
 // Validate implements Command.
 func (c *Observe) Validate() error {
 	t := c.Type()
-	if err := firstErr(c.Meta.validate(t), checkName(t, "replica", c.Replica, true),
+	if err := firstErr(c.check(t), checkName(t, "replica", c.Replica, true),
 		checkName(t, "cluster", c.Cluster, true), checkName(t, "node", c.Node, false),
 		checkName(t, "probe", c.Probe, true), checkText(t, "detail", c.Detail, false)); err != nil {
 		return err
@@ -258,7 +258,7 @@ func (c *Observe) Validate() error {
 // Validate implements Command.
 func (c *OperatorNote) Validate() error {
 	t := c.Type()
-	if err := firstErr(c.Meta.validate(t), checkName(t, "cluster", c.Cluster, false),
+	if err := firstErr(c.check(t), checkName(t, "cluster", c.Cluster, false),
 		checkName(t, "node", c.Node, false), checkName(t, "fenceID", c.FenceID, false),
 		checkOperator(t, "operator", c.Operator, true), checkName(t, "action", c.Action, true),
 		checkText(t, "reason", c.Reason, true)); err != nil {
@@ -273,7 +273,7 @@ func (c *OperatorNote) Validate() error {
 // Validate implements Command.
 func (c *ForgetNode) Validate() error {
 	t := c.Type()
-	return firstErr(c.Meta.validate(t), checkName(t, "cluster", c.Cluster, true),
+	return firstErr(c.check(t), checkName(t, "cluster", c.Cluster, true),
 		checkName(t, "node", c.Node, true), checkOperator(t, "operator", c.Operator, false),
 		checkText(t, "reason", c.Reason, true))
 }

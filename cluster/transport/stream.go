@@ -64,7 +64,7 @@ func Listen(bind, advertise string, creds *Credentials, opts Options) (*StreamLa
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	ln, err := net.Listen("tcp", bind)
+	ln, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", bind)
 	if err != nil {
 		return nil, fmt.Errorf("listen for raft on %s: %w", bind, err)
 	}

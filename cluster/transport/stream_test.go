@@ -63,7 +63,7 @@ func echo(s *StreamLayer) {
 		defer c.Close()
 		buf := make([]byte, 5)
 		if _, err := io.ReadFull(c, buf); err == nil {
-			c.Write(buf)
+			_, _ = c.Write(buf)
 		}
 	}()
 }
@@ -99,8 +99,8 @@ func TestMutualTLS(t *testing.T) {
 		c, err := rogue.Dial(raft.ServerAddress(addr), time.Second)
 		if err == nil { // TLS 1.3: the server's refusal arrives on the first read
 			defer c.Close()
-			c.SetDeadline(time.Now().Add(2 * time.Second))
-			c.Write([]byte("hello"))
+			require.NoError(t, c.SetDeadline(time.Now().Add(2*time.Second)))
+			_, _ = c.Write([]byte("hello")) // may already fail: the refusal is the point
 			_, err = c.Read(make([]byte, 1))
 		}
 		require.Error(t, err)
@@ -120,7 +120,8 @@ func TestMutualTLS(t *testing.T) {
 		c, err := net.Dial("tcp", addr)
 		require.NoError(t, err)
 		defer c.Close()
-		c.Write([]byte("this is not a TLS client hello at all\r\n"))
+		_, err = c.Write([]byte("this is not a TLS client hello at all\r\n"))
+		require.NoError(t, err)
 		require.Eventually(t, func() bool { return rej.count() > before }, 5*time.Second, 10*time.Millisecond)
 	})
 
@@ -132,7 +133,7 @@ func TestMutualTLS(t *testing.T) {
 		c, err := tlsDial(addr, cfg)
 		if err == nil {
 			defer c.Close()
-			c.SetDeadline(time.Now().Add(2 * time.Second))
+			require.NoError(t, c.SetDeadline(time.Now().Add(2*time.Second)))
 			_, err = c.Read(make([]byte, 1))
 		}
 		require.Error(t, err)
