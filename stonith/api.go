@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 
+	"github.com/fenced-project/fenced/cluster"
 	"github.com/fenced-project/fenced/cluster/ledger"
 )
 
@@ -126,7 +127,7 @@ func statusOf(err error) int {
 	case errors.Is(err, ErrConflict), errors.Is(err, ErrRefused), errors.Is(err, ledger.ErrConflict),
 		errors.Is(err, ledger.ErrBadTransition), errors.Is(err, ledger.ErrPaused):
 		return http.StatusConflict
-	case errors.Is(err, ErrNotLeader):
+	case errors.Is(err, ErrNotLeader), errors.Is(err, cluster.ErrNotLeader), errors.Is(err, cluster.ErrNoLeader):
 		return http.StatusServiceUnavailable
 	}
 	return http.StatusInternalServerError

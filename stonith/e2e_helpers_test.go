@@ -1,0 +1,321 @@
+package stonith_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/fenced-project/fenced/arrayclients"
+	"github.com/fenced-project/fenced/cluster"
+	"github.com/fenced-project/fenced/cluster/clustertest"
+	"github.com/fenced-project/fenced/cluster/ledger"
+	"github.com/fenced-project/fenced/detector"
+	"github.com/fenced-project/fenced/kube"
+	"github.com/fenced-project/fenced/stonith"
+	"github.com/fenced-project/fenced/tests/arraysim/fixture"
+	"github.com/fenced-project/fenced/tests/arraysim/powerflex"
+	"github.com/fenced-project/fenced/tests/arraysim/powerscale"
+	"github.com/fenced-project/fenced/tests/arraysim/simcore"
+	"github.com/fenced-project/fenced/tests/arraysim/unity"
+	"github.com/fenced-project/fenced/tests/testbed"
+)
+
+// fencedToken is the API server token fenced uses in the end-to-end test,
+// so the audit log tells its writes from everyone else's.
+const (
+	fencedToken = "fenced-e2e-token-0123456789"
+	fencedUser  = "fenced-e2e"
+	clusterName = "c1"
+)
+
+// sim is one simulated array with its adapter configuration.
+type sim struct {
+	name string
+	srv  *simcore.Server
+	cfg  arrayclients.Config
+}
+
+// snapshot returns the array's state as JSON.
+func (s *sim) snapshot(t *testing.T) string {
+	b, err := json.Marshal(s.srv.Family().Snapshot())
+	require.NoError(t, err)
+	return string(b)
+}
+
+// accessRefs lists every reference that grants a host access in a
+// snapshot: PowerFlex volume mappings (SDC IDs), PowerScale export client
+// lists (client strings), Unity LUN host access (host IDs).
+func accessRefs(t *testing.T, snapshot string) []string {
+	var v any
+	require.NoError(t, json.Unmarshal([]byte(snapshot), &v))
+	var out []string
+	var walk func(key string, v any)
+	walk = func(key string, v any) {
+		switch x := v.(type) {
+		case map[string]any:
+			for k, c := range x {
+				walk(k, c)
+			}
+		case []any:
+			for _, e := range x {
+				switch key {
+				case "mappedSdcInfo":
+					out = append(out, fmt.Sprint(e.(map[string]any)["sdcId"]))
+				case "hostAccess":
+					out = append(out, fmt.Sprint(e.(map[string]any)["host"]))
+				case "clients", "root_clients", "read_write_clients", "read_only_clients":
+					out = append(out, fmt.Sprint(e))
+				default:
+					walk(key, e)
+				}
+			}
+		}
+	}
+	walk("", v)
+	return out
+}
+
+// hasAccess reports whether the identity has any access in the snapshot.
+func hasAccess(t *testing.T, snapshot string, id arrayclients.Identity) bool {
+	refs := accessRefs(t, snapshot)
+	keys := append([]string{id.ObjectID}, id.Keys...)
+	for _, k := range keys {
+		if k != "" && slices.Contains(refs, k) {
+			return true
+		}
+	}
+	return false
+}
+
+// bed is the whole test bed: control plane, nodes, simulators, adapters and
+// a single-replica Raft group.
+type bed struct {
+	t        *testing.T
+	cp       *testbed.ControlPlane
+	nodes    map[string]*testbed.Node
+	sims     map[string]*sim
+	arrays   map[string]stonith.Array
+	adapters map[string]arrayclients.Adapter
+	raft     *cluster.Node
+	writer   *kube.Writer
+	kcluster *kube.Cluster
+	log      *slog.Logger
+}
+
+func startBed(t *testing.T, nodeCount int) *bed {
+	t.Helper()
+	b := &bed{t: t, nodes: map[string]*testbed.Node{}, sims: map[string]*sim{}, arrays: map[string]stonith.Array{},
+		adapters: map[string]arrayclients.Adapter{}, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	if testing.Verbose() {
+		b.log = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+	b.cp = testbed.Start(t, testbed.Options{NodeLeaseDurationSeconds: 8,
+		Tokens: []testbed.Token{{Token: fencedToken, User: fencedUser, UID: "fenced-e2e", Groups: []string{"system:masters"}}}})
+	ctx := t.Context()
+	nodes, err := b.cp.AddNodes(ctx, testbed.NodeSpecs("e2e", nodeCount)...)
+	require.NoError(t, err)
+	var names []string
+	for _, n := range nodes {
+		b.nodes[n.Name()] = n
+		names = append(names, n.Name())
+	}
+	require.NoError(t, b.cp.WaitNodesReady(ctx, names...))
+
+	// The simulators know exactly the nodes the control plane has.
+	var doc strings.Builder
+	doc.WriteString("nodes:\n")
+	for _, n := range nodes {
+		s := n.Spec
+		fmt.Fprintf(&doc, "  - {name: %s, ip: %s, fqdn: %s, machineID: %s, sdcGUID: %s, iqn: %q, wwpns: [%q]}\n",
+			s.Name, s.IP, s.FQDN, s.MachineID, s.SDCGUID, s.IQN, s.WWPNs[0])
+	}
+	doc.WriteString(`arrays:
+  - {name: pflex-1, family: powerflex, spec: {systems: [{id: 1a2b3c4d5e6f7a8b, name: sys-1}], perNode: {volumes: 2, limitIops: 500}}}
+  - {name: pscale-1, family: powerscale, spec: {perNode: {exports: 2, lists: [clients, readWriteClients], forms: [ip, fqdn]}}}
+  - {name: unity-1, family: unity, spec: {username: admin, password: unity-secret, generate: {lunsPerNode: 2}}}
+`)
+	fx, err := fixture.Parse([]byte(doc.String()))
+	require.NoError(t, err, doc.String())
+	for _, a := range fx.Arrays {
+		var fam simcore.Family
+		cfg := arrayclients.Config{Name: a.Name, RequestTimeout: 3 * time.Second}
+		switch a.Family {
+		case fixture.PowerFlex:
+			s, err := powerflex.New(&a.Spec, fx.Nodes)
+			require.NoError(t, err)
+			fam = s
+			cfg.Family, cfg.SystemID = arrayclients.PowerFlex, "1a2b3c4d5e6f7a8b"
+			cfg.Username, cfg.Password = s.Credentials()
+		case fixture.PowerScale:
+			s, err := powerscale.New(&a.Spec, fx.Nodes)
+			require.NoError(t, err)
+			fam = s
+			cfg.Family, cfg.Username, cfg.Password, cfg.Insecure = arrayclients.PowerScale,
+				powerscale.DefaultUsername, powerscale.DefaultPassword, true
+		case fixture.Unity:
+			s, err := unity.New(&a.Spec, fx.Nodes)
+			require.NoError(t, err)
+			fam = s
+			cfg.Family, cfg.Username, cfg.Password, cfg.Insecure = arrayclients.Unity, "admin", "unity-secret", true
+		}
+		srv := simcore.New(a.Name, fam, nil)
+		srv.SetAuditLimit(0)
+		l, err := simcore.Serve(srv, "127.0.0.1:0", true, t.TempDir())
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = l.Close() })
+		cfg.Endpoint = l.URL
+		if cfg.Family == arrayclients.PowerFlex {
+			cfg.CAFile = l.CAFile
+		}
+		b.sims[a.Name] = &sim{name: a.Name, srv: srv, cfg: cfg}
+	}
+	var cfgs []arrayclients.Config
+	for _, s := range b.sims {
+		cfgs = append(cfgs, s.cfg)
+	}
+	reg, err := arrayclients.New(cfgs, arrayclients.Options{Registry: prometheus.NewRegistry(), Logger: b.log})
+	require.NoError(t, err)
+	for _, a := range reg.Adapters() {
+		b.adapters[a.Name()] = a
+		b.arrays[a.Name()] = a
+	}
+
+	// A real single-replica Raft group holding the real ledger.
+	addr, err := clustertest.FreeAddr()
+	require.NoError(t, err)
+	ccfg := cluster.DefaultConfig()
+	ccfg.ID, ccfg.DataDir, ccfg.BindAddr = "r1", t.TempDir(), addr
+	ccfg.Peers = []cluster.Peer{{ID: "r1", RaftAddr: addr}}
+	b.raft, err = cluster.Open(ccfg, b.log, prometheus.NewRegistry())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = b.raft.Close() })
+	require.Eventually(t, func() bool { l, _ := b.raft.Leadership(); return l.Leader }, 30*time.Second, 20*time.Millisecond)
+
+	kc := filepath.Join(t.TempDir(), "kubeconfig")
+	require.NoError(t, b.cp.WriteKubeconfig(kc, fencedToken))
+	clients, err := kube.NewClients(kube.Config{Kubeconfig: kc})
+	require.NoError(t, err)
+	b.writer = kube.NewWriter(clients.Requests, "fenced", "r1", nil)
+	b.kcluster = kube.NewClusterFromClients(clusterName, clients, nil)
+	return b
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// learn resolves every node's identity on every array from its Node and
+// CSINode, as the daemon does for healthy nodes, and commits them.
+func (b *bed) learn() map[string]map[string]arrayclients.Identity {
+	t, ctx := b.t, b.t.Context()
+	out := map[string]map[string]arrayclients.Identity{}
+	l, _ := b.raft.Leadership()
+	require.True(t, l.Leader)
+	for name := range b.nodes {
+		n, err := b.cp.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		require.NoError(t, err)
+		csi, err := b.cp.Client.StorageV1().CSINodes().Get(ctx, name, metav1.GetOptions{})
+		require.NoError(t, err)
+		in := kube.NodeInputs(clusterName, n, csi)
+		ids := map[string]arrayclients.Identity{}
+		for arr, a := range b.adapters {
+			id, err := a.Resolve(ctx, in)
+			if errors.Is(err, arrayclients.ErrNoIdentity) {
+				continue
+			}
+			require.NoError(t, err, "resolve %s on %s", name, arr)
+			ids[arr] = id
+		}
+		require.Len(t, ids, 3, "node %s has an identity on each of the three arrays", name)
+		_, err = b.raft.Apply(ctx, &ledger.SetIdentities{Meta: l.Meta(), Cluster: clusterName, Node: name,
+			BootID: n.Status.NodeInfo.BootID, Identities: ids})
+		require.NoError(t, err)
+		out[name] = ids
+	}
+	return out
+}
+
+// pipeline is a running detector and controller (one daemon's worth).
+type pipeline struct {
+	ctrl   *stonith.Controller
+	runner *detector.Runner
+	reg    *prometheus.Registry
+	stop   func()
+}
+
+func (b *bed) startPipeline(dryRun bool) *pipeline {
+	t := b.t
+	p := &pipeline{reg: prometheus.NewRegistry()}
+	ctrl, err := stonith.New(stonith.Config{
+		ReplicaID: "r1", Ledger: b.raft.Ledger(), Arrays: b.arrays, Registry: p.reg, Logger: b.log,
+		ArrayTimeout: 3 * time.Second, ArrayAttempts: 2, ArrayBackoff: 100 * time.Millisecond,
+		RetryBase: 200 * time.Millisecond, RetryMax: 2 * time.Second, Resync: time.Second,
+		Clusters: []stonith.ClusterConfig{{Name: clusterName, Kube: b.writer, SettlePeriod: 3 * time.Second,
+			DryRun: dryRun, ProtectionSelector: "fenced.io/protect=true",
+			Detector: stonith.DetectorStatusFunc(func() detector.Status { return p.runner.Status() })}},
+	})
+	require.NoError(t, err)
+	p.ctrl = ctrl
+	pol := detector.DefaultPolicy()
+	pol.HeartbeatGrace, pol.ProbeAfter, pol.PollInterval = 10*time.Second, 5*time.Second, 500*time.Millisecond
+	pol.EvidenceMaxAge, pol.ProbeTimeout = 5*time.Second, time.Second
+	pol.Corroboration = detector.CorroborateKubelet
+	pol.SettlePeriod = 3 * time.Second
+	pol.APICheckInterval, pol.APICheckMaxAge = time.Second, 10*time.Second
+	pol.MaxUnhealthy = detector.Limit{Value: 2}
+	pol.StormCooldown = 0
+	p.runner, err = detector.NewRunner(detector.RunnerConfig{Cluster: clusterName, Replica: "r1", Policy: pol,
+		API: b.kcluster, Publisher: ctrl, Logger: b.log})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{}, 2)
+	go func() { _ = p.runner.Run(ctx); done <- struct{}{} }()
+	go func() { ctrl.FollowCluster(ctx, b.raft); done <- struct{}{} }()
+	p.stop = func() { cancel(); <-done; <-done }
+	t.Cleanup(func() {
+		select {
+		case <-ctx.Done():
+		default:
+			p.stop()
+		}
+	})
+	return p
+}
+
+// fence returns a copy of the node's open record.
+func (b *bed) fence(node string) *ledger.Fence {
+	st := b.raft.Ledger().Copy()
+	if n := st.Node(clusterName, node); n != nil {
+		return n.Fence
+	}
+	return nil
+}
+
+func (b *bed) lastClosed(node string) *ledger.Fence {
+	st := b.raft.Ledger().Copy()
+	if n := st.Node(clusterName, node); n != nil && len(n.History) > 0 {
+		return n.History[len(n.History)-1]
+	}
+	return nil
+}
+
+func (b *bed) waitState(node string, s ledger.FenceState, d time.Duration) {
+	b.t.Helper()
+	require.Eventually(b.t, func() bool { f := b.fence(node); return f != nil && f.State == s }, d, 100*time.Millisecond,
+		"fence of %s never reached %s (record %+v)", node, s, b.fence(node))
+}
