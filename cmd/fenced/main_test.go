@@ -103,10 +103,17 @@ type proc struct {
 
 func start(t *testing.T, bin string, args ...string) *proc {
 	t.Helper()
+	return startEnv(t, nil, bin, args...)
+}
+
+// startEnv starts fenced outside systemd, plus env.
+func startEnv(t *testing.T, env []string, bin string, args ...string) *proc {
+	t.Helper()
 	p := &proc{cmd: exec.Command(bin, args...), stderr: &syncBuffer{}, exited: make(chan struct{})}
 	p.cmd.Stdout = p.stderr
 	p.cmd.Stderr = p.stderr
-	p.cmd.Env = append(os.Environ(), "JOURNAL_STREAM=", "NOTIFY_SOCKET=", "WATCHDOG_USEC=")
+	p.cmd.Env = append(os.Environ(), "JOURNAL_STREAM=", "NOTIFY_SOCKET=", "WATCHDOG_USEC=", "WATCHDOG_PID=")
+	p.cmd.Env = append(p.cmd.Env, env...)
 	require.NoError(t, p.cmd.Start())
 	go func() {
 		p.err = p.cmd.Wait()
@@ -356,4 +363,68 @@ func TestCommandsInProcess(t *testing.T) {
 	assert.Equal(t, exitUsage, run(context.Background(), []string{"status", "-o", "yaml"}, &out, &errb))
 	assert.Equal(t, exitFailure, run(context.Background(), []string{"status", "--addr", "http://" + freeAddr(t), "--timeout", "2s"}, &out, &errb))
 	assert.Equal(t, exitConfig, run(context.Background(), []string{"run", "--config", filepath.Join(t.TempDir(), "missing.yaml")}, &out, &errb))
+}
+
+// notifySocket listens where systemd would and collects the datagrams
+// fenced sends.
+type notifySocket struct {
+	conn *net.UnixConn
+	mu   sync.Mutex
+	msgs []string
+}
+
+func listenNotify(t *testing.T) (*notifySocket, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "notify.sock")
+	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: path, Net: "unixgram"})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conn.Close() })
+	n := &notifySocket{conn: conn}
+	go func() {
+		buf := make([]byte, 4096)
+		for {
+			k, err := conn.Read(buf)
+			if err != nil {
+				return
+			}
+			n.mu.Lock()
+			n.msgs = append(n.msgs, string(buf[:k]))
+			n.mu.Unlock()
+		}
+	}()
+	return n, path
+}
+
+func (n *notifySocket) count(prefix string) int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	c := 0
+	for _, m := range n.msgs {
+		if strings.HasPrefix(m, prefix) {
+			c++
+		}
+	}
+	return c
+}
+
+// TestRunTalksToSystemd runs the binary with a notify socket and a watchdog
+// as systemd would: it must report READY, STATUS, keep the watchdog fed from
+// its main loop and report STOPPING on SIGTERM.
+func TestRunTalksToSystemd(t *testing.T) {
+	bin := buildFenced(t)
+	n, sock := listenNotify(t)
+	addr := freeAddr(t)
+	p := startEnv(t, []string{"NOTIFY_SOCKET=" + sock, "WATCHDOG_USEC=300000"}, bin, "run", "--config", devConfig(t, addr, ""))
+	waitHealthy(t, p, "http://"+addr)
+
+	require.Eventually(t, func() bool { return n.count("READY=1") == 1 }, 10*time.Second, 20*time.Millisecond)
+	assert.Positive(t, n.count("STATUS="), "a status line with READY=1")
+	require.Eventually(t, func() bool { return n.count("WATCHDOG=1") >= 3 }, 10*time.Second, 20*time.Millisecond,
+		"the watchdog is fed every WATCHDOG_USEC/2")
+
+	exit, took := p.stop(t)
+	assert.Equal(t, 0, exit)
+	assert.Less(t, took, 5*time.Second)
+	require.Eventually(t, func() bool { return n.count("STOPPING=1") == 1 }, 5*time.Second, 20*time.Millisecond)
+	assert.Equal(t, 1, n.count("STATUS=stopping"))
 }
