@@ -29,6 +29,11 @@ type Config struct {
 	SystemName string
 	// SymmetrixID selects the PowerMax array behind a Unisphere endpoint.
 	SymmetrixID string
+	// PowerMaxClusterPrefix is csi-powermax's cluster prefix
+	// (X_CSI_K8S_CLUSTER_PREFIX, 1..3 letters or digits): the PowerMax
+	// adapter names a node's host csi-node-<prefix>-<nodeID>. Empty: nodes
+	// resolve only through per-node overrides.
+	PowerMaxClusterPrefix string
 	// Zone is the PowerScale access zone of the exports (default "System").
 	Zone string
 	// SessionAuth selects PowerScale session authentication instead of

@@ -54,11 +54,16 @@ type PowerMaxView struct {
 }
 
 // NewPowerMax builds a PowerMax adapter with the family constructor
-// signature. Config has no csi-powermax cluster prefix, so nodes resolve
-// only through per-node overrides until one is given with
-// NewPowerMaxWithPrefixes. It sends nothing until first used.
+// signature. cfg.PowerMaxClusterPrefix, when set, is the prefix for every
+// cluster; without it nodes resolve only through per-node overrides (or
+// prefixes given with NewPowerMaxWithPrefixes). It sends nothing until
+// first used.
 func NewPowerMax(ctx context.Context, cfg Config, logger *slog.Logger) (*PowerMaxAdapter, error) {
-	return NewPowerMaxWithPrefixes(ctx, cfg, nil, logger)
+	var prefixes PowerMaxPrefixes
+	if cfg.PowerMaxClusterPrefix != "" {
+		prefixes = PowerMaxPrefixes{"": cfg.PowerMaxClusterPrefix}
+	}
+	return NewPowerMaxWithPrefixes(ctx, cfg, prefixes, logger)
 }
 
 // NewPowerMaxWithPrefixes builds a PowerMax adapter that names each node's
