@@ -54,6 +54,11 @@ type PowerFlexOptions struct {
 type PowerMaxOptions struct {
 	// SymmetrixID is the 12-digit array ID. Required.
 	SymmetrixID string `mapstructure:"symmetrixID"`
+	// ClusterPrefix is csi-powermax's cluster prefix
+	// (X_CSI_K8S_CLUSTER_PREFIX, 1 to 3 letters or digits). With it a node's
+	// host is found as csi-node-<prefix>-<node ID>; without it every node
+	// needs a per-node override (clusters[].nodes).
+	ClusterPrefix string `mapstructure:"clusterPrefix"`
 }
 
 // PowerScaleOptions are PowerScale (OneFS) settings.

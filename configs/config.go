@@ -57,6 +57,11 @@ type Replica struct {
 	// TLS secures Raft traffic between replicas with mutual TLS. All three
 	// files or none.
 	TLS PeerTLS `mapstructure:"tls"`
+	// JoinExisting makes a replica with no Raft state wait to be added to a
+	// running group (by its leader, once the running replicas list it in
+	// their peers) instead of bootstrapping a group from its peer list. Set
+	// it on replicas added to a group that already runs. Default false.
+	JoinExisting bool `mapstructure:"joinExisting"`
 }
 
 // PeerTLS is mutual TLS between replicas. Every file field accepts a path

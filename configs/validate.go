@@ -243,6 +243,9 @@ func (c *checker) log(l Log) {
 
 var symmetrixID = regexp.MustCompile(`^[0-9]{12}$`)
 
+// powerMaxPrefix is csi-powermax's X_CSI_K8S_CLUSTER_PREFIX.
+var powerMaxPrefix = regexp.MustCompile(`^[A-Za-z0-9]{1,3}$`)
+
 // arrays checks the arrays and returns the valid names.
 func (c *checker) arrays(cfg *Config, root *yaml.Node) map[string]bool {
 	names := map[string]bool{}
@@ -313,6 +316,9 @@ func (c *checker) familyOptions(base string, a Array, root *yaml.Node) {
 			} else {
 				c.add(base+".powermax.symmetrixID", "invalid ID %q: want 12 digits", a.PowerMax.SymmetrixID)
 			}
+		}
+		if p := a.PowerMax.ClusterPrefix; p != "" && !powerMaxPrefix.MatchString(p) {
+			c.add(base+".powermax.clusterPrefix", "invalid prefix %q: want 1 to 3 letters or digits", p)
 		}
 	case arrayclients.PowerScale:
 		if a.PowerScale.Zone == "" {

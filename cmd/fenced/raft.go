@@ -27,6 +27,7 @@ func raftConfig(cfg *configs.Config, credDir string) (cluster.Config, error) {
 		rc.AdvertiseAddr = r.RaftBindAddress
 	}
 	rc.HTTPAdvertise = httpAdvertise(cfg.HTTP)
+	rc.JoinExisting = r.JoinExisting
 	rc.Peers = []cluster.Peer{{ID: r.ID, RaftAddr: rc.AdvertiseAddr, HTTPAddr: rc.HTTPAdvertise}}
 	for _, p := range cfg.Peers {
 		rc.Peers = append(rc.Peers, cluster.Peer{ID: p.ID, RaftAddr: p.RaftAddress, HTTPAddr: p.HTTPAddress})

@@ -1,0 +1,39 @@
+package configs
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// pmaxYAML is validYAML with the array turned into a PowerMax.
+func pmaxYAML(dir, options string) []byte {
+	s := strings.Replace(string(render(validYAML, dir)), "family: powerstore", "family: powermax", 1)
+	return []byte(s + "    powermax:\n      symmetrixID: \"000197900123\"\n" + options)
+}
+
+func TestPowerMaxClusterPrefix(t *testing.T) {
+	dir := fixtureDir(t)
+	cfg, err := Parse(pmaxYAML(dir, "      clusterPrefix: CR1\n"), dir, Options{})
+	require.NoError(t, err)
+	cc, err := cfg.Arrays[0].ClientConfig("")
+	require.NoError(t, err)
+	assert.Equal(t, "CR1", cc.PowerMaxClusterPrefix)
+
+	assert.Equal(t, []string{`arrays[0].powermax.clusterPrefix: invalid prefix "CR-1": want 1 to 3 letters or digits (line 21)`},
+		problems(t, pmaxYAML(dir, "      clusterPrefix: CR-1\n"), Options{}))
+}
+
+func TestReplicaJoinExisting(t *testing.T) {
+	dir := fixtureDir(t)
+	cfg, err := Parse(render(validYAML, dir), dir, Options{})
+	require.NoError(t, err)
+	assert.False(t, cfg.Replica.JoinExisting)
+	doc := strings.Replace(string(render(validYAML, dir)), "  raftBindAddress: 127.0.0.1:7441\n",
+		"  raftBindAddress: 127.0.0.1:7441\n  joinExisting: true\n", 1)
+	cfg, err = Parse([]byte(doc), dir, Options{})
+	require.NoError(t, err)
+	assert.True(t, cfg.Replica.JoinExisting)
+}
