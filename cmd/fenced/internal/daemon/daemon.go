@@ -201,26 +201,30 @@ func (d *Daemon) Run(ctx context.Context) error {
 		}
 	}
 
+	// Components stop first and the HTTP endpoint last, so that /healthz
+	// and /status answer while the replica winds down.
 	compCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	httpCtx, stopHTTP := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopHTTP()
 	type result struct {
 		name string
 		err  error
 	}
 	results := make(chan result, len(comps)+1)
-	var wg sync.WaitGroup
-	start := func(name string, run func(context.Context) error) {
+	var compWG, httpWG sync.WaitGroup
+	start := func(wg *sync.WaitGroup, ctx context.Context, name string, run func(context.Context) error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			results <- result{name: name, err: run(compCtx)}
+			results <- result{name: name, err: run(ctx)}
 		}()
 	}
-	start("http", func(ctx context.Context) error {
-		return d.srv.Serve(ctx, ln, tlsConfig, d.opts.ShutdownTimeout-500*time.Millisecond)
+	start(&httpWG, httpCtx, "http", func(ctx context.Context) error {
+		return d.srv.Serve(ctx, ln, tlsConfig, d.opts.ShutdownTimeout/2)
 	})
 	for _, c := range comps {
-		start(c.Name, c.Run)
+		start(&compWG, compCtx, c.Name, c.Run)
 	}
 
 	d.notify(sddaemon.SdNotifyReady)
@@ -269,13 +273,16 @@ loop:
 
 	d.notify(sddaemon.SdNotifyStopping)
 	d.notify("STATUS=stopping")
+	dctx, dcancel := context.WithTimeout(context.WithoutCancel(ctx), d.opts.ShutdownTimeout)
+	defer dcancel()
+	deadline := dctx.Done()
 	cancel()
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(d.opts.ShutdownTimeout):
+	if !waitUntil(&compWG, deadline) {
 		d.log.Warn("components did not stop in time; exiting anyway", "timeout", d.opts.ShutdownTimeout)
+	}
+	stopHTTP()
+	if !waitUntil(&httpWG, deadline) {
+		d.log.Warn("http server did not stop in time; exiting anyway", "timeout", d.opts.ShutdownTimeout)
 	}
 drain:
 	for {
@@ -290,6 +297,19 @@ drain:
 	}
 	d.log.Info("fenced stopped")
 	return runErr
+}
+
+// waitUntil waits for wg until deadline fires (or already fired) and
+// reports whether wg finished.
+func waitUntil(wg *sync.WaitGroup, deadline <-chan struct{}) bool {
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return true
+	case <-deadline:
+		return false
+	}
 }
 
 // statusLine summarizes readiness for systemd's STATUS=.
