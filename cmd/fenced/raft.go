@@ -78,8 +78,9 @@ func httpAdvertise(h configs.HTTP) string {
 
 // wireRaft opens this replica of the Raft group and plugs it into the
 // daemon: its metrics, a readiness check (a leader is known), the Raft
-// section of /status, and a component that closes it when the daemon stops.
-func wireRaft(d *daemon.Daemon) (*cluster.Node, error) {
+// section of /status, and a component that closes it when the daemon stops,
+// after users.Wait: the components that use the group stop first.
+func wireRaft(d *daemon.Daemon, users *stopOrder) (*cluster.Node, error) {
 	rc, err := raftConfig(d.Config(), d.CredentialsDir())
 	if err != nil {
 		return nil, fmt.Errorf("raft: %w", err)
@@ -99,6 +100,7 @@ func wireRaft(d *daemon.Daemon) (*cluster.Node, error) {
 	})
 	if err := d.AddComponent("raft", func(ctx context.Context) error {
 		<-ctx.Done()
+		users.Wait(raftStopWait)
 		return node.Close()
 	}); err != nil {
 		node.Close()

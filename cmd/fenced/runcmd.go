@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -14,7 +13,6 @@ import (
 	"github.com/fenced-project/fenced/cmd/fenced/internal/buildinfo"
 	"github.com/fenced-project/fenced/cmd/fenced/internal/daemon"
 	"github.com/fenced-project/fenced/cmd/fenced/internal/logging"
-	"github.com/fenced-project/fenced/cmd/fenced/status"
 	"github.com/fenced-project/fenced/configs"
 )
 
@@ -104,31 +102,32 @@ func runDaemon(cmd *cobra.Command, f runFlags) error {
 	return nil
 }
 
-// wire adds the replica's components to the daemon. Each cluster's API
-// server is probed so that an unreachable cluster makes the replica not
-// ready rather than stopping it.
+// wire adds the replica's components to the daemon: the Raft group, the
+// arrays, and per cluster its API server probe, detector and identity
+// learning, then the fencing pipeline that runs while this replica leads,
+// its API under /v1/, the /readyz checks and the /status sections. A
+// cluster that cannot be reached makes the replica not ready rather than
+// stopping it. On SIGTERM the detectors and the pipeline stop first, then
+// Raft, then HTTP.
 func wire(d *daemon.Daemon) error {
-	if _, err := wireRaft(d); err != nil {
+	order := &stopOrder{}
+	node, err := wireRaft(d, order)
+	if err != nil {
 		return err
 	}
-	cfg := d.Config()
-	probers := make([]*apiprobe.Prober, 0, len(cfg.Clusters))
-	for _, c := range cfg.Clusters {
-		p := apiprobe.New(c, d.CredentialsDir(), d.Logger())
-		probers = append(probers, p)
-		d.AddReadinessCheck("cluster/"+c.Name, p.Check)
-		if err := d.AddComponent("apiprobe/"+c.Name, p.Run); err != nil {
-			return err
-		}
+	f, err := wireFencing(d, node, order)
+	if err != nil {
+		_ = node.Close()
+		return err
+	}
+	probers := make([]*apiprobe.Prober, 0, len(f.clusters))
+	for _, cr := range f.clusters {
+		probers = append(probers, cr.probe)
 	}
 	if err := d.Registry().Register(apiprobe.NewCollector(probers)); err != nil {
+		_ = node.Close()
 		return fmt.Errorf("register API server metrics: %w", err)
 	}
-	d.AddStatusProvider(func(_ context.Context, st *status.Status) {
-		for _, p := range probers {
-			st.Clusters = append(st.Clusters, p.Status())
-		}
-	})
-	d.Logger().Debug("wired", "clusters", len(probers), "arrays", len(d.ArrayConfigs()))
+	d.Logger().Debug("wired", "clusters", len(f.clusters), "arrays", len(d.ArrayConfigs()), "pipeline", f.ctrl != nil)
 	return nil
 }

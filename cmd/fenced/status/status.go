@@ -90,6 +90,11 @@ type Cluster struct {
 	ServerVersion string `json:"serverVersion,omitempty"`
 	// DryRun mirrors the cluster's dryRun setting.
 	DryRun bool `json:"dryRun"`
+	// Paused is set while fencing is paused for this cluster (or for all).
+	Paused bool `json:"paused"`
+	// Doubt is set while this replica doubts its own view of the cluster
+	// (apiserver-unreachable, watch-stale): every node is then blocked.
+	Doubt string `json:"doubt,omitempty"`
 	// Nodes counts nodes by verdict.
 	Nodes *NodeCounts `json:"nodes,omitempty"`
 	// Storm is set while the storm limit holds fencing back.
@@ -106,7 +111,10 @@ type NodeCounts struct {
 	Healthy int `json:"healthy"`
 	Suspect int `json:"suspect"`
 	Failed  int `json:"failed"`
-	Fenced  int `json:"fenced"`
+	// Blocked nodes would be judged but a guard holds (storm, doubt, ...).
+	Blocked int `json:"blocked"`
+	// Fenced counts the cluster's open fence records.
+	Fenced int `json:"fenced"`
 }
 
 // Storm describes storm protection holding fencing back.
@@ -123,7 +131,7 @@ type Storm struct {
 // Node is a node that is not healthy.
 type Node struct {
 	Name string `json:"name"`
-	// Verdict is suspect, failed, fenced or needs-reboot.
+	// Verdict is suspect, failed, blocked, fenced or needs-reboot.
 	Verdict string `json:"verdict"`
 	// Reason explains the verdict.
 	Reason string `json:"reason,omitempty"`
@@ -136,8 +144,15 @@ type Fence struct {
 	ID      string `json:"id"`
 	Cluster string `json:"cluster"`
 	Node    string `json:"node"`
-	// Phase is the operation's last committed step, e.g. planned, fencing,
-	// fenced, tainted, evicted, done, unfencing, unfenced, failed.
+	// Kind is fence or unfence; Origin is verdict or operator, Operator who
+	// asked and Reason why.
+	Kind     string `json:"kind,omitempty"`
+	Origin   string `json:"origin,omitempty"`
+	Operator string `json:"operator,omitempty"`
+	Reason   string `json:"reason,omitempty"`
+	// Phase is the record's last committed state in the ledger: intent,
+	// fencing, fenced, tainted, evicted, unfence-intent, restored,
+	// untainted, failed (closed and aborted for finished ones).
 	Phase string `json:"phase"`
 	// Arrays is the per-array progress.
 	Arrays    []FenceArray `json:"arrays,omitempty"`
@@ -146,6 +161,10 @@ type Fence struct {
 	// Error is the last error, while the operation retries or after it
 	// failed.
 	Error string `json:"error,omitempty"`
+	// Blocked says why the leader cannot go on; NeedsReboot is set when
+	// the node came back without a reboot (leader's view).
+	Blocked     string `json:"blocked,omitempty"`
+	NeedsReboot string `json:"needsReboot,omitempty"`
 }
 
 // FenceArray is a fence's progress on one array.

@@ -1,0 +1,284 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/fenced-project/fenced/arrayclients"
+	"github.com/fenced-project/fenced/cluster"
+	"github.com/fenced-project/fenced/cmd/fenced/internal/apiprobe"
+	"github.com/fenced-project/fenced/cmd/fenced/internal/daemon"
+	"github.com/fenced-project/fenced/configs"
+	"github.com/fenced-project/fenced/detector"
+	"github.com/fenced-project/fenced/kube"
+	"github.com/fenced-project/fenced/stonith"
+)
+
+// identityRetry is how often a new leader retries learning the identities
+// of nodes whose inputs arrived while it followed and could not be resolved.
+const identityRetry = 30 * time.Second
+
+// clusterRuntime is one protected cluster inside the daemon.
+type clusterRuntime struct {
+	cfg   configs.Cluster
+	probe *apiprobe.Prober
+	// kube, writer, runner and view are nil when the cluster's clients
+	// could not be built (err says why); the daemon runs on without it.
+	kube   *kube.Cluster
+	writer *kube.Writer
+	runner *detector.Runner
+	view   *ledgerView
+	err    error
+}
+
+// fencing is everything `fenced run` wires next to the Raft group: the
+// arrays, one detector per cluster, identity learning, the fencing
+// pipeline and its API.
+type fencing struct {
+	d        *daemon.Daemon
+	node     *cluster.Node
+	log      *slog.Logger
+	reg      *arrayclients.Registry
+	checker  *arrayChecker
+	clusters []*clusterRuntime
+	ctrl     *stonith.Controller // nil when no cluster could be wired
+}
+
+// wireFencing builds the components and plugs them into the daemon. A
+// cluster whose kubeconfig cannot be used is reported (not ready, in
+// /status), never fatal; bad array settings are.
+func wireFencing(d *daemon.Daemon, node *cluster.Node, order *stopOrder) (*fencing, error) {
+	cfg := d.Config()
+	f := &fencing{d: d, node: node, log: d.Logger()}
+	reg, err := arrayclients.New(d.ArrayConfigs(), arrayclients.Options{Registry: d.Registry(), Logger: f.log.With("component", "arrays")})
+	if err != nil {
+		return nil, fmt.Errorf("arrays: %w", err)
+	}
+	f.reg = reg
+	f.checker = newArrayChecker(reg, f.log)
+	if err := d.AddComponent("arrays", f.checker.Run); err != nil {
+		return nil, err
+	}
+
+	for _, c := range cfg.Clusters {
+		f.clusters = append(f.clusters, f.newCluster(c))
+	}
+	if err := f.newController(); err != nil {
+		return nil, err
+	}
+	metrics, err := detector.NewMetrics(d.Registry())
+	if err != nil {
+		return nil, fmt.Errorf("register detector metrics: %w", err)
+	}
+	for _, cr := range f.clusters {
+		if err := d.AddComponent("apiprobe/"+cr.cfg.Name, cr.probe.Run); err != nil {
+			return nil, err
+		}
+		if cr.kube == nil {
+			continue
+		}
+		if err := f.newRunner(cr, metrics); err != nil {
+			return nil, err
+		}
+		if err := order.add(d, "detector/"+cr.cfg.Name, cr.runner.Run); err != nil {
+			return nil, err
+		}
+	}
+	if err := order.add(d, "identities", f.learnAsLeader); err != nil {
+		return nil, err
+	}
+	if f.ctrl != nil {
+		if err := order.add(d, "stonith", func(ctx context.Context) error {
+			f.ctrl.FollowCluster(ctx, node)
+			return nil
+		}); err != nil {
+			return nil, err
+		}
+		if err := f.routes(); err != nil {
+			return nil, err
+		}
+	}
+	f.readiness()
+	f.statusProviders()
+	for _, c := range cfg.Clusters {
+		if c.StoragePathLoss.Enabled {
+			f.log.Warn("clusters[].storagePathLoss is not supported by this version's detector and is ignored: nodes are not fenced on lost storage paths alone",
+				"cluster", c.Name)
+		}
+	}
+	return f, nil
+}
+
+// newCluster builds a cluster's API access. Errors are kept, not returned.
+func (f *fencing) newCluster(c configs.Cluster) *clusterRuntime {
+	cr := &clusterRuntime{cfg: c, probe: apiprobe.New(c, f.d.CredentialsDir(), f.log)}
+	path, err := configs.ResolveFile(c.Kubeconfig, f.d.CredentialsDir())
+	if err == nil {
+		var clients *kube.Clients
+		if clients, err = kube.NewClients(kube.Config{Kubeconfig: path}); err == nil {
+			cr.kube = kube.NewClusterFromClients(c.Name, clients, nil)
+			cr.writer = kube.NewWriter(clients.Requests, "fenced", f.d.Config().Replica.ID, nil)
+		}
+	}
+	if err != nil {
+		cr.err = fmt.Errorf("cluster %s: kubeconfig: %w", c.Name, err)
+		f.log.Error("cluster not protected: cannot build its API clients", "cluster", c.Name, "err", err)
+		return cr
+	}
+	var adapters []arrayclients.Adapter
+	for _, name := range c.Arrays {
+		if a, ok := f.reg.Get(name); ok {
+			adapters = append(adapters, a)
+		}
+	}
+	kc := cr.kube
+	bootID := func(node string) string {
+		if n, ok := kc.Node(node); ok {
+			return n.Status.NodeInfo.BootID
+		}
+		return ""
+	}
+	cr.view = newLedgerView(c, f.node, adapters, bootID, f.log.With("component", "identities"))
+	return cr
+}
+
+// newController builds the fencing pipeline over the clusters that have
+// API clients.
+func (f *fencing) newController() error {
+	cfg := f.d.Config()
+	arrays := map[string]stonith.Array{}
+	for _, a := range f.reg.Adapters() {
+		arrays[a.Name()] = a
+	}
+	var timeout time.Duration
+	for _, a := range cfg.Arrays {
+		timeout = max(timeout, a.RequestTimeout)
+	}
+	var clusters []stonith.ClusterConfig
+	for _, cr := range f.clusters {
+		if cr.kube == nil {
+			continue
+		}
+		clusters = append(clusters, stonith.ClusterConfig{
+			Name: cr.cfg.Name, Kube: cr.writer, DryRun: cr.cfg.DryRun, SettlePeriod: cr.cfg.SettlePeriod,
+			ProtectionSelector: cr.cfg.ProtectionSelector,
+			Detector: stonith.DetectorStatusFunc(func() detector.Status {
+				if cr.runner == nil {
+					return detector.Status{Cluster: cr.cfg.Name}
+				}
+				return cr.runner.Status()
+			}),
+		})
+	}
+	if len(clusters) == 0 {
+		if len(cfg.Clusters) > 0 {
+			f.log.Error("no cluster could be wired: the fencing pipeline does not run")
+		}
+		return nil
+	}
+	ctrl, err := stonith.New(stonith.Config{
+		ReplicaID: cfg.Replica.ID, Ledger: f.node.Ledger(), Arrays: arrays, Clusters: clusters,
+		Registry: f.d.Registry(), Logger: f.log, ArrayTimeout: timeout,
+	})
+	if err != nil {
+		return fmt.Errorf("fencing pipeline: %w", err)
+	}
+	f.ctrl = ctrl
+	return nil
+}
+
+// newRunner builds a cluster's detector.
+func (f *fencing) newRunner(cr *clusterRuntime, metrics *detector.Metrics) error {
+	pol, err := detectorPolicy(cr.cfg)
+	if err != nil {
+		return err
+	}
+	arrays := map[string]detector.HealthSource{}
+	for _, name := range cr.cfg.Arrays {
+		if a, ok := f.reg.Get(name); ok {
+			arrays[name] = a
+		}
+	}
+	rc := detector.RunnerConfig{
+		Cluster: cr.cfg.Name, Replica: f.d.Config().Replica.ID, Replicas: len(f.d.Config().Peers) + 1,
+		Policy: pol, API: cr.kube, Arrays: arrays,
+		Identities: cr.view, Vantage: cr.view, Sink: cr.view, Guard: cr.view,
+		Metrics: metrics, Logger: f.log.With("component", "detector"),
+	}
+	if f.ctrl != nil {
+		rc.Publisher = f.ctrl
+	}
+	r, err := detector.NewRunner(rc)
+	if err != nil {
+		return fmt.Errorf("detector of cluster %s: %w", cr.cfg.Name, err)
+	}
+	cr.runner = r
+	return nil
+}
+
+// learnAsLeader learns, on each leadership of this replica, the
+// identities of nodes whose inputs arrived while it followed.
+func (f *fencing) learnAsLeader(ctx context.Context) error {
+	for {
+		l, changed := f.node.Leadership()
+		if l.Leader {
+			lctx, cancel := context.WithCancel(l.Ctx)
+			stop := context.AfterFunc(ctx, cancel)
+			l.Ctx = lctx
+			done := make(chan struct{}, len(f.clusters))
+			n := 0
+			for _, cr := range f.clusters {
+				if cr.view == nil {
+					continue
+				}
+				n++
+				go func() { cr.view.drain(l, identityRetry); done <- struct{}{} }()
+			}
+			for range n {
+				<-done
+			}
+			stop()
+			cancel()
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return nil
+		}
+	}
+}
+
+// readiness adds the /readyz checks (see README, "Readiness"): on every
+// replica each cluster's API server answers and its detector trusts its
+// own view; on the leader also every array answers.
+func (f *fencing) readiness() {
+	for _, cr := range f.clusters {
+		f.d.AddReadinessCheck("cluster/"+cr.cfg.Name, func(ctx context.Context) error {
+			if cr.err != nil {
+				return cr.err
+			}
+			if err := cr.probe.Check(ctx); err != nil {
+				return err
+			}
+			st := cr.runner.Status()
+			switch {
+			case st.EvaluatedAt.IsZero():
+				return errors.New("detector has not evaluated the cluster yet")
+			case st.Doubt != "":
+				return fmt.Errorf("detector doubts its view of the cluster: %s", st.Doubt)
+			}
+			return nil
+		})
+	}
+	if len(f.reg.Adapters()) > 0 {
+		f.d.AddReadinessCheck("arrays", func(ctx context.Context) error {
+			if !f.node.IsLeader() {
+				return nil // a follower writes to no array; /status shows what it reaches
+			}
+			return f.checker.Check(ctx)
+		})
+	}
+}

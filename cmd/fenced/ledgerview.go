@@ -1,0 +1,298 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/fenced-project/fenced/arrayclients"
+	"github.com/fenced-project/fenced/cluster"
+	"github.com/fenced-project/fenced/cluster/ledger"
+	"github.com/fenced-project/fenced/configs"
+	"github.com/fenced-project/fenced/detector"
+)
+
+// probeKubelet is the ledger's name for a replica's kubelet probe of a node.
+const probeKubelet = "kubelet"
+
+// raftNode is what the detector's ledger view needs of the Raft group.
+// *cluster.Node implements it.
+type raftNode interface {
+	ID() string
+	Leadership() (cluster.Leadership, <-chan struct{})
+	Leader() (cluster.LeaderInfo, bool)
+	Apply(ctx context.Context, cmd ledger.Command) (uint64, error)
+	Ledger() *ledger.FSM
+}
+
+var _ raftNode = (*cluster.Node)(nil)
+
+// ledgerView connects one cluster's detector to the ledger: it is the
+// Runner's IdentitySource, VantageSource, ObservationSink and Guard.
+//
+// Identity learning: the detector hands over the identity inputs (Node and
+// CSINode) of healthy nodes. On the leader they are resolved at once on
+// every array of the cluster and committed with SetIdentities when they
+// differ from the ledger's; on a follower they are kept, and resolved when
+// the replica becomes leader (drain), so a new leader learns what changed
+// while it followed. A node is committed only when every array answered:
+// an ambiguous identity or an unreachable array keeps the previous set, so
+// a fence is never planned from a partial one. Ambiguities are kept in
+// memory and reported to the detector (Blocked identity-ambiguous).
+type ledgerView struct {
+	cluster   string
+	node      raftNode
+	arrays    []arrayclients.Adapter
+	overrides map[string]map[string]string // node -> array -> override
+	bootID    func(node string) string
+	log       *slog.Logger
+
+	mu        sync.Mutex
+	ambiguous map[string][]string
+	pending   map[string]arrayclients.Node
+}
+
+var (
+	_ detector.IdentitySource  = (*ledgerView)(nil)
+	_ detector.VantageSource   = (*ledgerView)(nil)
+	_ detector.ObservationSink = (*ledgerView)(nil)
+	_ detector.Guard           = (*ledgerView)(nil)
+)
+
+func newLedgerView(c configs.Cluster, node raftNode, arrays []arrayclients.Adapter, bootID func(string) string, log *slog.Logger) *ledgerView {
+	ov := map[string]map[string]string{}
+	for _, n := range c.Nodes {
+		ov[n.Name] = maps.Clone(n.Arrays)
+	}
+	return &ledgerView{cluster: c.Name, node: node, arrays: arrays, overrides: ov, bootID: bootID,
+		log: log.With("cluster", c.Name), ambiguous: map[string][]string{}, pending: map[string]arrayclients.Node{}}
+}
+
+// NodeIdentities returns the identities the ledger holds for the node and
+// the arrays where its identity was found ambiguous.
+func (v *ledgerView) NodeIdentities(cluster, node string) ([]arrayclients.Identity, []string) {
+	var ids []arrayclients.Identity
+	v.node.Ledger().Read(func(s *ledger.State) {
+		if n := s.Node(cluster, node); n != nil {
+			for _, name := range slices.Sorted(maps.Keys(n.Identities)) {
+				ids = append(ids, n.Identities[name])
+			}
+		}
+	})
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return ids, slices.Clone(v.ambiguous[node])
+}
+
+// Probes returns the other replicas' latest kubelet probes of the node as
+// committed to the ledger. The ledger records changes only, so At is when
+// the replica first saw the value; an old value counts only within the
+// detector's evidence age.
+func (v *ledgerView) Probes(cluster, node string) []detector.ProbeObservation {
+	var out []detector.ProbeObservation
+	v.node.Ledger().Read(func(s *ledger.State) {
+		for replica, o := range s.Observations(cluster, node, probeKubelet) {
+			if replica == v.node.ID() {
+				continue
+			}
+			p := detector.ProbeObservation{Cluster: cluster, Node: node, Replica: replica, Reachable: o.OK, At: o.Since}
+			if !o.OK {
+				p.Error = o.Detail
+			}
+			out = append(out, p)
+		}
+	})
+	slices.SortFunc(out, func(a, b detector.ProbeObservation) int { return cmpString(a.Replica, b.Replica) })
+	return out
+}
+
+func cmpString(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// RecordProbe commits this replica's kubelet probe when its outcome
+// differs from the ledger's record. Only the leader writes; a follower's
+// probes serve its own detector.
+func (v *ledgerView) RecordProbe(ctx context.Context, obs detector.ProbeObservation) error {
+	l, _ := v.node.Leadership()
+	if !l.Leader {
+		return nil
+	}
+	self := v.node.ID()
+	same := false
+	v.node.Ledger().Read(func(s *ledger.State) {
+		o, ok := s.Observations(obs.Cluster, obs.Node, probeKubelet)[self]
+		same = ok && o.OK == obs.Reachable
+	})
+	if same {
+		return nil
+	}
+	detail := obs.Address
+	if !obs.Reachable {
+		detail = obs.Error
+	}
+	_, err := v.node.Apply(ctx, &ledger.Observe{Meta: l.Meta(), Replica: self, Cluster: obs.Cluster, Node: obs.Node,
+		Probe: probeKubelet, OK: obs.Reachable, Since: obs.At.UTC(), Detail: truncate(detail, 200)})
+	if errors.Is(err, cluster.ErrNotLeader) {
+		return nil
+	}
+	return err
+}
+
+// RecordNodeInputs learns a healthy node's identities (see ledgerView).
+func (v *ledgerView) RecordNodeInputs(ctx context.Context, in arrayclients.Node) error {
+	l, _ := v.node.Leadership()
+	if !l.Leader {
+		v.mu.Lock()
+		v.pending[in.Name] = in
+		v.mu.Unlock()
+		return nil
+	}
+	err := v.learn(ctx, l, in)
+	if errors.Is(err, cluster.ErrNotLeader) {
+		v.mu.Lock()
+		v.pending[in.Name] = in
+		v.mu.Unlock()
+		return nil
+	}
+	return err
+}
+
+// drain learns, under leadership l, every node whose inputs arrived while
+// this replica followed. It retries failures every retry interval until
+// the leadership ends.
+func (v *ledgerView) drain(l cluster.Leadership, retry time.Duration) {
+	for {
+		v.mu.Lock()
+		todo := v.pending
+		v.pending = map[string]arrayclients.Node{}
+		v.mu.Unlock()
+		var failed int
+		for _, name := range slices.Sorted(maps.Keys(todo)) {
+			if l.Ctx.Err() != nil {
+				return
+			}
+			if err := v.learn(l.Ctx, l, todo[name]); err != nil {
+				failed++
+				v.mu.Lock()
+				if _, newer := v.pending[name]; !newer {
+					v.pending[name] = todo[name]
+				}
+				v.mu.Unlock()
+				v.log.Warn("learn node identities", "node", name, "error", err)
+			}
+		}
+		if failed == 0 && len(todo) > 0 {
+			v.log.Info("learned node identities after gaining leadership", "nodes", len(todo))
+		}
+		select {
+		case <-l.Ctx.Done():
+			return
+		case <-time.After(retry):
+		}
+	}
+}
+
+// learn resolves the node on every array of the cluster and commits the
+// identity set when it is complete and differs from the ledger's.
+func (v *ledgerView) learn(ctx context.Context, l cluster.Leadership, in arrayclients.Node) error {
+	ids := map[string]arrayclients.Identity{}
+	var ambiguous []string
+	var errs []error
+	for _, a := range v.arrays {
+		q := in
+		q.Override = v.overrides[in.Name][a.Name()]
+		id, err := a.Resolve(ctx, q)
+		switch {
+		case err == nil:
+			ids[a.Name()] = id
+		case errors.Is(err, arrayclients.ErrNoIdentity):
+		case errors.Is(err, arrayclients.ErrAmbiguousIdentity):
+			ambiguous = append(ambiguous, a.Name())
+		default:
+			errs = append(errs, err)
+		}
+	}
+	v.mu.Lock()
+	if len(ambiguous) > 0 {
+		v.ambiguous[in.Name] = ambiguous
+	} else if len(errs) == 0 {
+		delete(v.ambiguous, in.Name)
+	}
+	v.mu.Unlock()
+	if len(ambiguous) > 0 {
+		v.log.Warn("node identity is ambiguous; its identities are not updated and it will not be fenced until resolved (per-node override)",
+			"node", in.Name, "arrays", ambiguous)
+		return nil
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("resolve %s/%s: %w", v.cluster, in.Name, err)
+	}
+	boot := v.bootID(in.Name)
+	if v.unchanged(in.Name, boot, ids) {
+		return nil
+	}
+	if _, err := v.node.Apply(ctx, &ledger.SetIdentities{Meta: l.Meta(), Cluster: v.cluster, Node: in.Name,
+		BootID: boot, Identities: ids}); err != nil {
+		return fmt.Errorf("record identities of %s/%s: %w", v.cluster, in.Name, err)
+	}
+	v.log.Info("learned node identities", "node", in.Name, "arrays", slices.Sorted(maps.Keys(ids)))
+	return nil
+}
+
+// unchanged reports whether the ledger already holds these identities
+// (times of resolution aside) and boot ID for the node.
+func (v *ledgerView) unchanged(node, boot string, ids map[string]arrayclients.Identity) bool {
+	same := false
+	v.node.Ledger().Read(func(s *ledger.State) {
+		n := s.Node(v.cluster, node)
+		if n == nil || n.IdentitiesAt.IsZero() || n.BootID != boot || len(n.Identities) != len(ids) {
+			return
+		}
+		for name, id := range ids {
+			old, ok := n.Identities[name]
+			if !ok || !sameIdentity(old, id) {
+				return
+			}
+		}
+		same = true
+	})
+	return same
+}
+
+func sameIdentity(a, b arrayclients.Identity) bool {
+	a.ResolvedAt, b.ResolvedAt = time.Time{}, time.Time{}
+	return a.Array == b.Array && a.Family == b.Family && a.Node == b.Node && a.ObjectID == b.ObjectID &&
+		a.ObjectName == b.ObjectName && slices.Equal(a.Keys, b.Keys)
+}
+
+// Quorum reports whether the group has a leader this replica knows of.
+func (v *ledgerView) Quorum() bool {
+	_, ok := v.node.Leader()
+	return ok
+}
+
+// Paused reports the replicated pause flag (global or for the cluster).
+func (v *ledgerView) Paused(cluster string) bool {
+	paused := false
+	v.node.Ledger().Read(func(s *ledger.State) { paused = s.Paused(cluster) })
+	return paused
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
+}

@@ -1,0 +1,141 @@
+package main
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/fenced-project/fenced/cluster/ledger"
+	"github.com/fenced-project/fenced/cmd/fenced/status"
+	"github.com/fenced-project/fenced/detector"
+	"github.com/fenced-project/fenced/stonith"
+)
+
+// recentFences is how long a closed or aborted fence stays in /status.
+const recentFences = 24 * time.Hour
+
+// statusProviders fills the clusters, fences and arrays sections of
+// /status.
+func (f *fencing) statusProviders() {
+	f.d.AddStatusProvider(func(_ context.Context, st *status.Status) {
+		var ps stonith.Status
+		if f.ctrl != nil {
+			ps = f.ctrl.Status()
+		}
+		var hist []*ledger.Fence
+		paused := map[string]bool{}
+		f.node.Ledger().Read(func(s *ledger.State) {
+			cutoff := time.Now().Add(-recentFences)
+			for name, c := range s.Clusters {
+				for _, n := range c.Nodes {
+					for _, h := range n.History {
+						if h.UpdatedAt.After(cutoff) {
+							hist = append(hist, &ledger.Fence{ID: h.ID, Cluster: h.Cluster, Node: h.Node, Kind: h.Kind,
+								Origin: h.Origin, Operator: h.Operator, Reason: h.Reason, State: h.State,
+								FailReason: h.FailReason, OpenedAt: h.OpenedAt, UpdatedAt: h.UpdatedAt})
+						}
+					}
+				}
+				paused[name] = s.Paused(name)
+			}
+			for _, cr := range f.clusters {
+				paused[cr.cfg.Name] = s.Paused(cr.cfg.Name)
+			}
+		})
+		for _, cr := range f.clusters {
+			st.Clusters = append(st.Clusters, f.clusterStatus(cr, ps, paused[cr.cfg.Name]))
+		}
+		st.Fences = fenceStatuses(ps, hist)
+		st.Arrays = f.checker.Status()
+	})
+}
+
+// clusterStatus merges the API server probe, the detector and the
+// pipeline's view of one cluster.
+func (f *fencing) clusterStatus(cr *clusterRuntime, ps stonith.Status, paused bool) status.Cluster {
+	out := cr.probe.Status()
+	out.Paused = paused
+	if cr.err != nil {
+		out.Ready, out.Error = false, cr.err.Error()
+		return out
+	}
+	ds := cr.runner.Status()
+	counts := &status.NodeCounts{Healthy: ds.Counts[detector.Healthy], Suspect: ds.Counts[detector.Suspect],
+		Failed: ds.Counts[detector.Failed], Blocked: ds.Counts[detector.Blocked]}
+	counts.Total = counts.Healthy + counts.Suspect + counts.Failed + counts.Blocked
+	out.Nodes = counts
+	if ds.Doubt != "" {
+		out.Doubt = string(ds.Doubt)
+		out.Ready = false
+		if out.Error == "" {
+			out.Error = "this replica doubts its view of the cluster: " + string(ds.Doubt)
+		}
+	}
+	if ds.Storm.Active {
+		s := &status.Storm{Limit: cr.cfg.StormLimit.String(), Allowed: ds.Storm.Limit, Unhealthy: ds.Storm.Unhealthy}
+		if !ds.Storm.CooldownUntil.IsZero() {
+			t := ds.Storm.CooldownUntil.UTC()
+			s.CooldownUntil = &t
+		}
+		out.Storm = s
+	}
+	listed := map[string]bool{}
+	for _, fs := range ps.Fences {
+		if fs.Cluster != cr.cfg.Name {
+			continue
+		}
+		if fs.Kind == string(ledger.KindFence) {
+			counts.Fenced++
+		}
+		verdict, reason := "fenced", fs.ID+" "+fs.State
+		if fs.NeedsReboot != "" {
+			verdict, reason = "needs-reboot", fs.NeedsReboot
+		} else if fs.Kind == string(ledger.KindUnfence) {
+			verdict = "unfencing"
+		}
+		out.Unhealthy = append(out.Unhealthy, status.Node{Name: fs.Node, Verdict: verdict, Reason: reason, Since: fs.OpenedAt})
+		listed[fs.Node] = true
+	}
+	for _, v := range ds.Nodes {
+		if listed[v.Node] {
+			continue
+		}
+		reason := string(v.Reason)
+		if v.Partitioned && v.Reason != detector.ReasonPartitioned {
+			reason += " (partitioned)"
+		}
+		out.Unhealthy = append(out.Unhealthy, status.Node{Name: v.Node, Verdict: string(v.State), Reason: reason, Since: v.Since})
+	}
+	slices.SortFunc(out.Unhealthy, func(a, b status.Node) int { return strings.Compare(a.Name, b.Name) })
+	if !ds.EvaluatedAt.IsZero() {
+		t := ds.EvaluatedAt.UTC()
+		out.CheckedAt = &t
+	}
+	return out
+}
+
+// fenceStatuses lists the open fence records (with the leader's notes) and
+// the recently finished ones.
+func fenceStatuses(ps stonith.Status, hist []*ledger.Fence) []status.Fence {
+	var out []status.Fence
+	for _, fs := range ps.Fences {
+		e := status.Fence{ID: fs.ID, Cluster: fs.Cluster, Node: fs.Node, Kind: fs.Kind, Origin: fs.Origin,
+			Operator: fs.Operator, Reason: fs.Reason, Phase: fs.State, StartedAt: fs.OpenedAt, UpdatedAt: fs.UpdatedAt,
+			Error: fs.FailReason, Blocked: fs.Blocked, NeedsReboot: fs.NeedsReboot}
+		for _, a := range fs.Arrays {
+			e.Arrays = append(e.Arrays, status.FenceArray{Array: a.Array, Step: a.Step, Summary: a.Summary, Error: a.LastError})
+			if e.Error == "" && a.LastError != "" && a.Step != "verified" && a.Step != "restored" {
+				e.Error = a.Array + ": " + a.LastError
+			}
+		}
+		out = append(out, e)
+	}
+	slices.SortFunc(hist, func(a, b *ledger.Fence) int { return b.UpdatedAt.Compare(a.UpdatedAt) })
+	for _, h := range hist {
+		out = append(out, status.Fence{ID: h.ID, Cluster: h.Cluster, Node: h.Node, Kind: string(h.Kind),
+			Origin: string(h.Origin), Operator: h.Operator, Reason: h.Reason, Phase: string(h.State),
+			StartedAt: h.OpenedAt, UpdatedAt: h.UpdatedAt, Error: h.FailReason})
+	}
+	return out
+}
