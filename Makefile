@@ -13,7 +13,7 @@ GOLANGCI_LINT := $(GO) run github.com/golangci/golangci-lint/v2/cmd/golangci-lin
 # How long `make test` fuzzes the configuration parser.
 FUZZTIME ?= 20s
 
-.PHONY: all build test lint fmt vet help
+.PHONY: all build test lint fmt vet help deb
 
 all: build
 
@@ -33,7 +33,10 @@ vet: ## Run go vet
 	$(GO) vet ./...
 
 # Later targets go here as their parts land: testbed (start the local
-# Kubernetes and array simulators), e2e, bench, demo, deb.
+# Kubernetes and array simulators), e2e, bench, demo.
+
+deb: build ## Build the Debian package into dist/ (nfpm, pinned in packaging/go.mod)
+	cd packaging && $(GO) run . -root .. -binary ../bin/fenced -version '$(VERSION)' -out ../dist
 
 help: ## List the targets
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
