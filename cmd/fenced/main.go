@@ -4,6 +4,9 @@
 //	fenced run --config /etc/fenced/fenced.yaml   run a replica (under systemd)
 //	fenced status [--addr URL] [-o table|json]      show a replica's status
 //	fenced config validate FILE...                  check configuration files
+//	fenced fence NODE --cluster C --reason R        fence a node now
+//	fenced unfence NODE --cluster C [--force]       restore a fenced node
+//	fenced pause|resume [--cluster C]               pause or resume fencing
 //	fenced version                                  print the version
 package main
 
@@ -68,6 +71,7 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(newRunCmd(), newStatusCmd(), newConfigCmd(), newVersionCmd())
+	root.AddCommand(newRunCmd(), newStatusCmd(), newConfigCmd(), newVersionCmd(),
+		newFenceCmd(), newUnfenceCmd(), newPauseCmd(), newResumeCmd())
 	return root
 }

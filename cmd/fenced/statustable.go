@@ -47,24 +47,47 @@ func writeTable(out io.Writer, st status.Status) error {
 		section(out, "", rows)
 	}
 	if len(st.Clusters) > 0 {
-		rows := [][]string{{"CLUSTER", "READY", "NODES", "UNHEALTHY", "DRY RUN", "API SERVER", "ERROR"}}
+		rows := [][]string{{"CLUSTER", "READY", "NODES", "HEALTHY", "SUSPECT", "FAILED", "BLOCKED", "FENCED", "PAUSED", "DRY RUN", "API SERVER", "ERROR"}}
+		var nodes [][]string
 		for _, c := range st.Clusters {
-			nodes := "-"
-			if c.Nodes != nil {
-				nodes = fmt.Sprintf("%d", c.Nodes.Total)
+			counts := []string{"-", "-", "-", "-", "-", "-"}
+			if n := c.Nodes; n != nil {
+				counts = []string{fmt.Sprint(n.Total), fmt.Sprint(n.Healthy), fmt.Sprint(n.Suspect), fmt.Sprint(n.Failed),
+					fmt.Sprint(n.Blocked), fmt.Sprint(n.Fenced)}
 			}
-			bad := make([]string, 0, len(c.Unhealthy))
+			row := append([]string{c.Name, yesNo(c.Ready)}, counts...)
+			rows = append(rows, append(row, yesNo(c.Paused), yesNo(c.DryRun), dash(c.APIServer), dash(c.Error)))
+			if s := c.Storm; s != nil {
+				nodes = append(nodes, []string{c.Name, "(storm guard)", "active", fmt.Sprintf("%d unhealthy, %d allowed (limit %s)", s.Unhealthy, s.Allowed, s.Limit), ""})
+			}
 			for _, n := range c.Unhealthy {
-				bad = append(bad, n.Name+"="+n.Verdict)
+				nodes = append(nodes, []string{c.Name, n.Name, n.Verdict, dash(n.Reason), n.Since.Local().Format(time.RFC3339)})
 			}
-			rows = append(rows, []string{c.Name, yesNo(c.Ready), nodes, dash(strings.Join(bad, ",")), yesNo(c.DryRun), dash(c.APIServer), dash(c.Error)})
 		}
 		section(out, "Clusters", rows)
+		if len(nodes) > 0 {
+			section(out, "Nodes not healthy", append([][]string{{"CLUSTER", "NODE", "VERDICT", "REASON", "SINCE"}}, nodes...))
+		}
 	}
 	if len(st.Fences) > 0 {
-		rows := [][]string{{"FENCE", "CLUSTER", "NODE", "PHASE", "UPDATED", "ERROR"}}
+		rows := [][]string{{"FENCE", "CLUSTER", "NODE", "KIND", "BY", "PHASE", "ARRAYS", "UPDATED", "NOTE"}}
 		for _, f := range st.Fences {
-			rows = append(rows, []string{f.ID, f.Cluster, f.Node, f.Phase, f.UpdatedAt.Local().Format(time.RFC3339), dash(f.Error)})
+			by := f.Origin
+			if f.Operator != "" {
+				by += ":" + f.Operator
+			}
+			arrays := make([]string, 0, len(f.Arrays))
+			for _, a := range f.Arrays {
+				arrays = append(arrays, a.Array+"="+a.Step)
+			}
+			note := f.Blocked
+			for _, s := range []string{f.NeedsReboot, f.Error} {
+				if note == "" {
+					note = s
+				}
+			}
+			rows = append(rows, []string{f.ID, f.Cluster, f.Node, dash(f.Kind), dash(by), f.Phase, dash(strings.Join(arrays, ",")),
+				f.UpdatedAt.Local().Format(time.RFC3339), dash(note)})
 		}
 		section(out, "Fences", rows)
 	}
