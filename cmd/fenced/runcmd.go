@@ -80,6 +80,10 @@ func runDaemon(cmd *cobra.Command, f runFlags) error {
 	for _, ref := range cfg.UncheckedCredentials() {
 		log.Warn("credential reference not checked: no credentials directory", "ref", ref)
 	}
+	for _, ex := range cfg.ExposedSecretFiles(f.credDir) {
+		log.Warn("secret file is readable by group or others; make it mode 0600 or use a systemd credential",
+			"field", ex.Field, "file", ex.Path, "mode", fmt.Sprintf("%04o", ex.Mode))
+	}
 
 	d, err := daemon.New(cfg, daemon.Options{
 		Logger: log, Redactor: red, CredentialsDir: f.credDir, Build: buildinfo.Get(),
