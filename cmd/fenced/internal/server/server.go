@@ -36,6 +36,19 @@ type Options struct {
 	CheckTimeout time.Duration
 	// Now returns the current time; default time.Now.
 	Now func() time.Time
+
+	// Request limits. MaxBodyBytes bounds a request body (default 1 MiB;
+	// more is answered 413), MaxHeaderBytes the request line and headers
+	// (default 64 KiB; more is answered 431). ReadHeaderTimeout (default
+	// 10s) and ReadTimeout (default 30s) bound reading a request, so a slow
+	// client cannot hold connections open; WriteTimeout (default 2m) bounds
+	// a response, longer than any handler waits (forwarding to the leader
+	// waits at most a few seconds).
+	MaxBodyBytes      int64
+	MaxHeaderBytes    int
+	ReadHeaderTimeout time.Duration
+	ReadTimeout       time.Duration
+	WriteTimeout      time.Duration
 }
 
 // Server is the HTTP endpoint. Its methods are safe for concurrent use, and
@@ -58,6 +71,21 @@ func New(opts Options) *Server {
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
+	}
+	if opts.MaxBodyBytes <= 0 {
+		opts.MaxBodyBytes = 1 << 20
+	}
+	if opts.MaxHeaderBytes <= 0 {
+		opts.MaxHeaderBytes = 64 << 10
+	}
+	if opts.ReadHeaderTimeout <= 0 {
+		opts.ReadHeaderTimeout = 10 * time.Second
+	}
+	if opts.ReadTimeout <= 0 {
+		opts.ReadTimeout = 30 * time.Second
+	}
+	if opts.WriteTimeout <= 0 {
+		opts.WriteTimeout = 2 * time.Minute
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -92,8 +120,11 @@ func (s *Server) StartedAt() time.Time { return s.startedAt }
 // not nil, makes it HTTPS. It returns nil after a clean shutdown.
 func (s *Server) Serve(ctx context.Context, ln net.Listener, tlsConfig *tls.Config, shutdownTimeout time.Duration) error {
 	hs := &http.Server{
-		Handler:           s.mux,
-		ReadHeaderTimeout: 10 * time.Second,
+		Handler:           http.MaxBytesHandler(s.mux, s.opts.MaxBodyBytes),
+		ReadHeaderTimeout: s.opts.ReadHeaderTimeout,
+		ReadTimeout:       s.opts.ReadTimeout,
+		WriteTimeout:      s.opts.WriteTimeout,
+		MaxHeaderBytes:    s.opts.MaxHeaderBytes,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(s.opts.Logger.Handler(), slog.LevelWarn),
 		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
