@@ -1,0 +1,42 @@
+package main
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/fenced-project/fenced/configs"
+	"github.com/fenced-project/fenced/detector"
+)
+
+func TestDetectorPolicyFromConfig(t *testing.T) {
+	c := configs.DefaultCluster()
+	c.Name = "c1"
+	p, err := detectorPolicy(c)
+	require.NoError(t, err)
+	assert.Equal(t, 40*time.Second, p.HeartbeatGrace)
+	assert.Equal(t, 2*time.Second, p.PollInterval)
+	assert.Equal(t, detector.CorroborateEither, p.Corroboration)
+	assert.Equal(t, 30*time.Second, p.IOSampleWindow)
+	assert.Equal(t, detector.Limit{Value: 33, Percent: true}, p.MaxUnhealthy)
+	assert.Equal(t, 5*time.Minute, p.StormCooldown)
+	assert.Equal(t, 2*time.Minute, p.SettlePeriod)
+	assert.Equal(t, 20*time.Second, p.ProbeAfter)
+
+	c.HeartbeatGrace, c.PollInterval, c.Corroboration = 10*time.Second, 500*time.Millisecond, configs.CorroborateKubelet
+	c.StormLimit, c.StormCooldown, c.SettlePeriod = configs.Count(2), 0, 3*time.Second
+	p, err = detectorPolicy(c)
+	require.NoError(t, err)
+	assert.Equal(t, 5*time.Second, p.ProbeAfter, "a short grace is probed from its middle")
+	assert.Equal(t, detector.Limit{Value: 2}, p.MaxUnhealthy)
+	assert.Equal(t, time.Duration(0), p.StormCooldown)
+	assert.Equal(t, 500*time.Millisecond, p.ProbeTimeout)
+	assert.Equal(t, time.Second, p.APICheckInterval)
+	assert.Equal(t, detector.CorroborateKubelet, p.Corroboration)
+
+	c.Corroboration = "maybe"
+	_, err = detectorPolicy(c)
+	require.ErrorContains(t, err, `cluster c1: policy corroboration: "maybe"`)
+}
