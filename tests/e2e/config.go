@@ -77,6 +77,13 @@ func (c replicaConfig) write(path string) error {
 		if len(a.Options) > 0 {
 			m[a.Family] = a.Options
 		}
+		if a.Family == "powerscale" || a.Family == "unity" {
+			// goisilon and gounity take no custom CA: the simulator's
+			// certificate cannot be verified (the configuration allows
+			// this for test arrays only).
+			delete(m, "caFile")
+			m["insecure"] = true
+		}
 		arrays = append(arrays, m)
 		names = append(names, a.Name)
 	}
@@ -117,7 +124,11 @@ func familyOptions(a *Array) map[string]any {
 			}
 		}
 	case "powermax":
-		return map[string]any{"symmetrixID": a.Spec["symmetrixID"]}
+		opts := map[string]any{"symmetrixID": a.Spec["symmetrixID"]}
+		if g, ok := a.Spec["generate"].(map[string]any); ok && g["clusterPrefix"] != nil {
+			opts["clusterPrefix"] = g["clusterPrefix"]
+		}
+		return opts
 	}
 	return nil
 }

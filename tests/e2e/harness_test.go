@@ -55,7 +55,7 @@ func TestHarness(t *testing.T) {
 		pool := x509.NewCertPool()
 		require.True(t, pool.AppendCertsFromPEM(pem))
 		c := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
-		return c.Get("https://" + h.Net.Addr(arrayProxy(replica, "pflex-1")) + "/api/version")
+		return c.Get("https://" + h.Net.Addr(arrayProxy(replica, "pflex-1")) + "/api/version?e2e-probe="+replica)
 	}
 	seq := a.Server.LastSeq()
 	resp, err := get("b")
@@ -63,7 +63,7 @@ func TestHarness(t *testing.T) {
 	_ = resp.Body.Close()
 	var remotes []string
 	for _, e := range a.Server.AuditSince(seq) {
-		if e.Path == "/api/version" {
+		if e.Path == "/api/version?e2e-probe=b" {
 			remotes = append(remotes, e.Remote)
 		}
 	}

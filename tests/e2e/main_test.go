@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"testing"
@@ -11,6 +12,7 @@ import (
 // TestMain builds the fenced binary of this tree once for every test of the
 // package, unless FENCED_E2E_BINARY names one already.
 func TestMain(m *testing.M) {
+	flag.Parse()
 	if os.Getenv(BinaryEnv) == "" && !testing.Short() {
 		dir, err := os.MkdirTemp("", "fenced-e2e-bin-")
 		if err != nil {
