@@ -4,6 +4,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -40,4 +41,27 @@ func TestExposedSecretFiles(t *testing.T) {
 	assert.Empty(t, c.ExposedSecretFiles(credDir))
 	c.HTTP.TokenFile = filepath.Join(dir, "missing")
 	assert.Empty(t, c.ExposedSecretFiles(credDir), "missing files are validation's business")
+}
+
+// TestSecretPastedAsFileNotRepeated checks a password typed where its file
+// belongs is not echoed by validation, while a missing file given as a path
+// still is.
+func TestSecretPastedAsFileNotRepeated(t *testing.T) {
+	dir := t.TempDir()
+	kc := filepath.Join(dir, "kc")
+	require.NoError(t, os.WriteFile(kc, []byte("x\n"), 0o600))
+	const pasted = "hunter2-PLANTED-s3cret"
+	doc := "replica:\n  id: r1\n  raftBindAddress: 127.0.0.1:7441\n" +
+		"clusters:\n  - name: c1\n    kubeconfig: " + kc + "\n    arrays: [a1]\n" +
+		"arrays:\n  - name: a1\n    family: powerscale\n    endpoint: https://127.0.0.1:8080\n    username: u\n    passwordFile: " + pasted + "\n"
+	_, err := Parse([]byte(doc), dir, Options{})
+	require.Error(t, err)
+	assert.NotContains(t, err.Error(), pasted)
+	assert.Contains(t, err.Error(), "arrays[0].passwordFile: no file by this name exists")
+	assert.Contains(t, err.Error(), "(line 13)")
+
+	missing := filepath.Join(dir, "sub", "a1.password")
+	_, err = Parse([]byte(strings.Replace(doc, pasted, missing, 1)), dir, Options{})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "file "+missing+" does not exist", "a path is shown: it helps and is no secret")
 }

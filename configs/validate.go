@@ -1,9 +1,12 @@
 package configs
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"net/url"
+	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -456,8 +459,27 @@ func (c *checker) files(cfg *Config, credDir string) []string {
 			continue
 		}
 		if err := checkFile(p); err != nil {
+			if maySecretBeValue(cfg, f.path, ref, p) {
+				c.add(f.path, "no file by this name exists (the value is not repeated: this field takes a path or credential:NAME, and a secret pasted here by mistake must not reach logs)")
+				continue
+			}
 			c.add(f.path, "%v", err)
 		}
 	}
 	return unchecked
+}
+
+// maySecretBeValue reports whether a missing file named by a secret-bearing
+// field could be the secret itself, pasted in place of a path: a plain
+// name without a directory (made relative to the configuration's directory
+// by Load). Such a value is not repeated in messages.
+func maySecretBeValue(cfg *Config, field, ref, path string) bool {
+	if !holdsSecret(field) || IsCredential(ref) {
+		return false
+	}
+	if _, err := os.Stat(path); !errors.Is(err, fs.ErrNotExist) {
+		return false
+	}
+	dir := filepath.Dir(path)
+	return dir == filepath.Clean(cfg.baseDir) || (cfg.baseDir == "" && dir == ".")
 }
