@@ -38,7 +38,7 @@ type peerConfig struct{ ID, RaftAddr, HTTPURL string }
 
 type arrayConfig struct {
 	Name, Family, Endpoint, Username, PasswordFile, CAFile string
-	Options                                              map[string]any
+	Options                                                map[string]any
 }
 
 func dur(d time.Duration) any {

@@ -13,6 +13,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/fenced-project/fenced/tests/invariants"
 )
 
 // fastTiming makes a node fail within seconds.
@@ -55,7 +57,7 @@ func TestHarness(t *testing.T) {
 		pool := x509.NewCertPool()
 		require.True(t, pool.AppendCertsFromPEM(pem))
 		c := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
-		return c.Get("https://" + h.Net.Addr(arrayProxy(replica, "pflex-1")) + "/api/version?e2e-probe="+replica)
+		return c.Get("https://" + h.Net.Addr(arrayProxy(replica, "pflex-1")) + "/api/version?e2e-probe=" + replica)
 	}
 	seq := a.Server.LastSeq()
 	resp, err := get("b")
@@ -81,4 +83,22 @@ func TestHarness(t *testing.T) {
 	resp, err = get("b")
 	require.NoError(t, err)
 	_ = resp.Body.Close()
+}
+
+// TestEvidenceOfAQuietRun gathers the evidence of a run in which nothing
+// fails (a leader, learned identities, no fault) and checks it: the real
+// apiserver audit log parses, the ledgers replay from the data directories,
+// every array is back in its start state, and no invariant is broken.
+func TestEvidenceOfAQuietRun(t *testing.T) {
+	h := startFast(t)
+	h.WaitLeader(waitLeader)
+	in, opts, err := h.Inputs()
+	require.NoError(t, err)
+	require.NotEmpty(t, in.Kube[ClusterName], "apiserver audit events")
+	require.NotEmpty(t, in.Ledger.Epochs, "leadership epochs replayed from the data directories")
+	require.Len(t, in.ArrayEnd, len(h.Arrays))
+	rep := invariants.Check(in, opts)
+	t.Logf("%s", rep)
+	require.True(t, rep.OK(), "%s", rep)
+	assert.Positive(t, rep.Checked[invariants.RuleArrayRestored])
 }
