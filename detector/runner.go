@@ -77,6 +77,8 @@ type apiCheck struct {
 	ok  bool
 	at  time.Time
 	err string
+	// restoredAt is when a check succeeded again after a failed one.
+	restoredAt time.Time
 }
 
 // NewRunner checks the configuration and builds the machine.
@@ -221,6 +223,10 @@ func (r *Runner) checkAPI(ctx context.Context) {
 		}
 		r.mu.Lock()
 		changed := r.api.ok != c.ok
+		c.restoredAt = r.api.restoredAt
+		if c.ok && !r.api.ok && !r.api.at.IsZero() {
+			c.restoredAt = c.at
+		}
 		r.api = c
 		r.mu.Unlock()
 		if changed {
@@ -243,6 +249,12 @@ func (r *Runner) self() Self {
 		APIReachable: api.ok, APICheckedAt: api.at, APIError: api.err,
 		WatchSynced: ws.Synced, WatchError: ws.Error,
 		Quorum: true, Replicas: r.cfg.Replicas,
+	}
+	// After an API server outage the Lease watch resumes only when the
+	// reflector's backoff lets it; until it shows progress, the view is not
+	// restored.
+	if s.WatchError == "" && !api.restoredAt.IsZero() && ws.LastLeaseProgress.Before(api.restoredAt) {
+		s.WatchError = "lease watch has not resumed since the API server returned at " + api.restoredAt.Format(time.RFC3339)
 	}
 	if g := r.cfg.Guard; g != nil {
 		s.Quorum = g.Quorum()

@@ -34,6 +34,7 @@ type fakeAPI struct {
 	kubeletUp map[string]bool
 	apiDown   bool
 	rounds    int
+	progress  time.Time
 }
 
 var _ ClusterAPI = (*fakeAPI)(nil)
@@ -81,6 +82,7 @@ func (f *fakeAPI) renew() {
 		return
 	}
 	f.rounds++
+	f.progress = time.Now()
 	for name, on := range f.renewing {
 		if !on {
 			continue
@@ -97,7 +99,7 @@ func (f *fakeAPI) renew() {
 func (f *fakeAPI) WatchState() kube.WatchState {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return kube.WatchState{Synced: f.h != nil}
+	return kube.WatchState{Synced: f.h != nil, LastLeaseProgress: f.progress}
 }
 
 func (f *fakeAPI) Node(name string) (*corev1.Node, bool) {

@@ -72,7 +72,7 @@ func TestClusterAgainstTestbed(t *testing.T) {
 	in := kube.NodeInputs("bed", node, csi)
 	assert.Equal(t, nodes[0].Spec.CSINodeIDs(), in.CSINodeIDs)
 	assert.Equal(t, []string{nodes[0].IP()}, in.Addresses)
-	assert.Equal(t, nodes[0].Spec.FQDN, in.FQDN)
+	assert.Equal(t, name, in.Hostname)
 
 	l, err := cl.ReadLease(ctx, name)
 	require.NoError(t, err)

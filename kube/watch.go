@@ -55,6 +55,10 @@ type WatchState struct {
 	ErrorAt time.Time
 	// LastLeaseEvent is when the Lease informer last delivered an event.
 	LastLeaseEvent time.Time
+	// LastLeaseProgress is the last time the Lease watch showed progress:
+	// an event, or (noticed when State is called) a new resource version
+	// from a relist or a bookmark.
+	LastLeaseProgress time.Time
 }
 
 // Watcher runs shared informers for Nodes, the node Leases in
@@ -77,6 +81,8 @@ type Watcher struct {
 	errAt     time.Time
 	errRV     string
 	lastLease time.Time
+	progress  time.Time
+	lastRV    string
 }
 
 // NewWatcher prepares the informers (resync disabled: a resync is not an
@@ -141,6 +147,7 @@ func (w *Watcher) deliver(kind Kind, obj any, deleted bool) {
 		ev.Name, ev.Lease = o.Name, o
 		w.mu.Lock()
 		w.lastLease = ev.At
+		w.progress = ev.At
 		w.errMsg = ""
 		w.mu.Unlock()
 	case *storagev1.CSINode:
@@ -170,14 +177,20 @@ func (w *Watcher) WaitForSync(ctx context.Context) bool {
 func (w *Watcher) State() WatchState {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.errMsg != "" && w.leaseInf.LastSyncResourceVersion() != w.errRV {
+	rv := w.leaseInf.LastSyncResourceVersion()
+	if w.errMsg != "" && rv != w.errRV {
 		w.errMsg = ""
 	}
+	if rv != w.lastRV {
+		w.lastRV = rv
+		w.progress = w.clk.Now()
+	}
 	return WatchState{
-		Synced:         w.nodeInf.HasSynced() && w.leaseInf.HasSynced() && w.csiInf.HasSynced(),
-		Error:          w.errMsg,
-		ErrorAt:        w.errAt,
-		LastLeaseEvent: w.lastLease,
+		Synced:            w.nodeInf.HasSynced() && w.leaseInf.HasSynced() && w.csiInf.HasSynced(),
+		Error:             w.errMsg,
+		ErrorAt:           w.errAt,
+		LastLeaseEvent:    w.lastLease,
+		LastLeaseProgress: w.progress,
 	}
 }
 
