@@ -110,7 +110,7 @@ type bed struct {
 	adapters map[string]arrayclients.Adapter
 	raft     *cluster.Node
 	writer   *kube.Writer
-	kcluster *kube.Cluster
+	clients  *kube.Clients
 	log      *slog.Logger
 }
 
@@ -208,7 +208,7 @@ func startBed(t *testing.T, nodeCount int) *bed {
 	clients, err := kube.NewClients(kube.Config{Kubeconfig: kc})
 	require.NoError(t, err)
 	b.writer = kube.NewWriter(clients.Requests, "fenced", "r1", nil)
-	b.kcluster = kube.NewClusterFromClients(clusterName, clients, nil)
+	b.clients = clients
 	return b
 }
 
@@ -280,11 +280,16 @@ func (b *bed) startPipeline(dryRun bool) *pipeline {
 	pol.MaxUnhealthy = detector.Limit{Value: 2}
 	pol.StormCooldown = 0
 	p.runner, err = detector.NewRunner(detector.RunnerConfig{Cluster: clusterName, Replica: "r1", Policy: pol,
-		API: b.kcluster, Publisher: ctrl, Logger: b.log})
+		API: kube.NewClusterFromClients(clusterName, b.clients, nil), Publisher: ctrl, Logger: b.log})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{}, 2)
-	go func() { _ = p.runner.Run(ctx); done <- struct{}{} }()
+	go func() {
+		if err := p.runner.Run(ctx); err != nil {
+			t.Errorf("detector runner: %v", err)
+		}
+		done <- struct{}{}
+	}()
 	go func() { ctrl.FollowCluster(ctx, b.raft); done <- struct{}{} }()
 	p.stop = func() { cancel(); <-done; <-done }
 	t.Cleanup(func() {
