@@ -58,6 +58,9 @@ func systemctlCalls(t *testing.T, root string) []string {
 // throwaway Debian root, checks what it created and the installed unit,
 // upgrades it, removes it and purges it.
 func TestDebianPackage(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and installs a package into a Debian root: skipped under -short")
+	}
 	root := debianRoot(t, "bookworm")
 	dist := t.TempDir()
 	deb1 := buildDeb(t, "v1.0.0", dist)
