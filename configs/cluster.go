@@ -27,7 +27,8 @@ type Cluster struct {
 	// whether a node still does I/O. Default 30s.
 	IOWindow time.Duration `mapstructure:"ioWindow"`
 	// StormLimit is the most nodes that may be failed at once, as a count
-	// ("3") or a percentage of the cluster's nodes ("33%", rounded up).
+	// ("3") or a percentage of the cluster's nodes ("33%", rounded down but
+	// never below 1, so 33% of 10 nodes is 3 and 33% of 3 nodes is 1).
 	// Beyond it nothing is fenced. Default 33%.
 	StormLimit StormLimit `mapstructure:"stormLimit"`
 	// StormCooldown is how long fencing stays suspended after the storm

@@ -43,18 +43,6 @@ func (l StormLimit) IsZero() bool { return l.n == 0 }
 // IsPercent reports whether the limit is a percentage.
 func (l StormLimit) IsPercent() bool { return l.percent }
 
-// Max returns the largest number of nodes out of total the limit allows. A
-// percentage is rounded up, so "33%" of 3 nodes allows 1.
-func (l StormLimit) Max(total int) int {
-	if !l.percent {
-		return l.n
-	}
-	if total <= 0 {
-		return 0
-	}
-	return (total*l.n + 99) / 100
-}
-
 // String returns the limit as written in configuration.
 func (l StormLimit) String() string {
 	if l.percent {
