@@ -56,8 +56,10 @@ type ObservationSink interface {
 	RecordNodeInputs(ctx context.Context, node arrayclients.Node) error
 }
 
-// VantageSource returns the newest kubelet probe of the node from every
-// replica, as committed to the ledger.
+// VantageSource returns the other replicas' fresh kubelet probes of the
+// node (on the leader: a VantageBoard fed by the followers' reports). The
+// Runner replaces what it held of the other replicas with the answer, so a
+// replica left out counts as no vantage, never as unreachable.
 type VantageSource interface {
 	Probes(cluster, node string) []ProbeObservation
 }

@@ -30,7 +30,8 @@ type RunnerConfig struct {
 	// Identities gives the identities learned for a node; without it the
 	// array corroboration can never hold.
 	Identities IdentitySource
-	// Vantage gives the other replicas' kubelet probes.
+	// Vantage gives the other replicas' fresh kubelet probes; a replica it
+	// leaves out does not count (see VantageBoard).
 	Vantage VantageSource
 	// Sink records this replica's probes and healthy nodes' identity inputs.
 	Sink ObservationSink
@@ -268,9 +269,7 @@ func (r *Runner) step(ctx context.Context) time.Time {
 	r.drain()
 	if v := r.cfg.Vantage; v != nil {
 		for _, name := range r.probeSet {
-			for _, p := range v.Probes(r.cfg.Cluster, name) {
-				r.m.ObserveProbe(p)
-			}
+			r.m.ReplaceVantage(name, r.cfg.Replica, v.Probes(r.cfg.Cluster, name))
 		}
 	}
 	self := r.self()
