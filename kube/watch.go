@@ -9,6 +9,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	coordlisters "k8s.io/client-go/listers/coordination/v1"
@@ -202,7 +203,7 @@ func (w *Watcher) Node(name string) (*corev1.Node, bool) {
 
 // Nodes returns every cached Node.
 func (w *Watcher) Nodes() []*corev1.Node {
-	ns, err := w.nodes.List(everything())
+	ns, err := w.nodes.List(labels.Everything())
 	if err != nil {
 		return nil
 	}
