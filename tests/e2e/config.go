@@ -16,6 +16,9 @@ type ClusterTiming struct {
 	PollInterval   time.Duration
 	SettlePeriod   time.Duration
 	StormCooldown  time.Duration
+	// IOWindow is how long the arrays must see no I/O from a node before
+	// they corroborate its death.
+	IOWindow time.Duration
 	// StormLimit is a count ("1") or a percentage ("33%").
 	StormLimit    string
 	Corroboration string
@@ -27,6 +30,7 @@ type replicaConfig struct {
 	ID, DataDir, RaftBind  string
 	TLSCert, TLSKey, TLSCA string
 	HTTPListen             string
+	TokenFile              string
 	Peers                  []peerConfig
 	Cluster                string
 	Kubeconfig             string
@@ -63,6 +67,7 @@ func (c replicaConfig) write(path string) error {
 	set("heartbeatGrace", dur(c.Timing.HeartbeatGrace))
 	set("pollInterval", dur(c.Timing.PollInterval))
 	set("settlePeriod", dur(c.Timing.SettlePeriod))
+	set("ioWindow", dur(c.Timing.IOWindow))
 	set("stormCooldown", dur(c.Timing.StormCooldown))
 	set("stormLimit", c.Timing.StormLimit)
 	set("corroboration", c.Timing.Corroboration)
@@ -95,7 +100,7 @@ func (c replicaConfig) write(path string) error {
 		},
 		"peers":    peers,
 		"raft":     map[string]any{"heartbeatTimeout": "1s", "electionTimeout": "1s", "leaderLeaseTimeout": "500ms"},
-		"http":     map[string]any{"listen": c.HTTPListen},
+		"http":     map[string]any{"listen": c.HTTPListen, "tokenFile": c.TokenFile},
 		"log":      map[string]any{"format": "json", "level": "debug"},
 		"clusters": []any{cluster},
 		"arrays":   arrays,

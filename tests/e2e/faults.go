@@ -3,14 +3,18 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
+	"os/exec"
 	"strings"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/fenced-project/fenced/cmd/fenced/status"
+	"github.com/fenced-project/fenced/tests/arraysim/fixture"
 	"github.com/fenced-project/fenced/tests/arraysim/simcore"
 	"github.com/fenced-project/fenced/tests/invariants"
+	"github.com/fenced-project/fenced/tests/testbed"
 )
 
 // Timeline kinds of the faults that only reports read.
@@ -22,6 +26,8 @@ const (
 	ArrayCutStart  = "array-cut-start"
 	ArrayCutEnd    = "array-cut-end"
 	APIServerStart = "apiserver-restart"
+	ArrayDownStart = "array-down-start"
+	ArrayDownEnd   = "array-down-end"
 )
 
 // Leader returns the replica that says it leads, if exactly one running
@@ -127,17 +133,87 @@ func (h *Harness) HealArray(id, array string) {
 	h.Timeline.Record(ArrayCutEnd, id+"/"+array)
 }
 
+// ArrayDown takes an array's API down for every replica (its proxies
+// black-hole traffic); the array keeps serving the nodes' I/O.
+func (h *Harness) ArrayDown(array string) {
+	h.t.Helper()
+	h.Timeline.Record(ArrayDownStart, array)
+	require.NoError(h.t, h.Net.Cut(h.arrayProxies(array)...))
+}
+
+// ArrayUp brings an array's API back.
+func (h *Harness) ArrayUp(array string) {
+	h.Net.Heal(h.arrayProxies(array)...)
+	h.Timeline.Record(ArrayDownEnd, array)
+}
+
+func (h *Harness) arrayProxies(array string) []string {
+	var out []string
+	for _, id := range h.IDs {
+		out = append(out, arrayProxy(id, array))
+	}
+	return out
+}
+
+// RestartAPIServer stops and starts the apiserver (every replica loses it
+// meanwhile) and waits until it is ready again.
+func (h *Harness) RestartAPIServer() error {
+	h.Timeline.Record(invariants.APIDownStart, ClusterName)
+	defer h.Timeline.Record(invariants.APIDownEnd, ClusterName)
+	ctx, cancel := context.WithTimeout(h.ctx, 2*time.Minute)
+	defer cancel()
+	if err := h.CP.RestartAPIServer(ctx); err != nil {
+		return fmt.Errorf("restart the apiserver: %w", err)
+	}
+	return nil
+}
+
 // setSignals sets a node's array-side health signals on every array that
-// knows it (by name, FQDN, IP or SDC GUID, whichever the family uses).
+// knows it (by name, FQDN, IP, SDC GUID or the host name the CSI driver
+// gives it on that family, whichever the family uses). An array that has an
+// identity of the node but matches none of them fails the test: a scenario
+// that relies on the arrays' view must really change it.
 func (h *Harness) setSignals(node string, connected, io bool) {
-	n := h.Nodes[node]
+	h.t.Helper()
 	for _, a := range sortedArrays(h.Arrays) {
-		for _, host := range []string{n.Spec.Name, n.Spec.FQDN, n.Spec.IP, n.Spec.SDCGUID} {
-			if host != "" && a.Server.Family().SetSignals(host, simcore.Signals{Connected: &connected, IOActive: &io}) == nil {
+		var matched bool
+		var last error
+		for _, host := range h.signalHosts(node, a) {
+			if last = a.Server.Family().SetSignals(host, simcore.Signals{Connected: &connected, IOActive: &io}); last == nil {
+				matched = true
 				break
 			}
 		}
+		require.True(h.t, matched, "set the signals of %s on array %s: %v", node, a.Name, last)
 	}
+}
+
+// signalHosts returns the names an array may know a node by.
+func (h *Harness) signalHosts(node string, a *Array) []string {
+	var fn fixture.Node
+	for _, n := range h.Fixture.Nodes {
+		if n.Name == node {
+			fn = n
+		}
+	}
+	hosts := []string{fn.Name, fn.FQDN, fn.IP, fn.SDCGUID}
+	switch a.Family {
+	case fixture.PowerStore:
+		hosts = append(hosts, "csi-node-"+fn.MachineID+"-"+fn.IP)
+	case fixture.PowerMax:
+		if g, ok := a.Spec["generate"].(map[string]any); ok {
+			if prefix, ok := g["clusterPrefix"].(string); ok {
+				hosts = append(hosts, fn.PowerMaxHostID(prefix))
+			}
+		}
+	}
+	out := hosts[:0]
+	for _, s := range hosts {
+		if s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // KillNode powers a node off: its heartbeat and kubelet stop, and the
@@ -213,4 +289,58 @@ func (h *Harness) WaitFence(node string, timeout time.Duration, phases ...string
 		return false, fmt.Sprintf("fences of the node: %v", seen)
 	})
 	return got
+}
+
+// CLI runs the fenced binary's command line against a replica (args after
+// the command name; --addr and --token-file are added) and returns its
+// combined output and error.
+func (h *Harness) CLI(replica string, args ...string) (string, error) {
+	bin := h.Replicas[replica].binary
+	full := append(append([]string{}, args...), "--addr", h.Replicas[replica].HTTPURL, "--token-file", h.TokenFile)
+	ctx, cancel := context.WithTimeout(h.ctx, 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, full...)
+	cmd.Env = append(os.Environ(), "FENCED_ADDR=", "FENCED_TOKEN_FILE=")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("fenced %s: %w: %s", strings.Join(args, " "), err, out)
+	}
+	return string(out), nil
+}
+
+// Follower returns a running replica that is not the leader.
+func (h *Harness) Follower(leader string) string {
+	for _, id := range h.IDs {
+		if id != leader && h.Replicas[id].Running() {
+			return id
+		}
+	}
+	return ""
+}
+
+// WaitHealthy waits until the leader reports n healthy nodes.
+func (h *Harness) WaitHealthy(n int, timeout time.Duration) {
+	h.t.Helper()
+	h.wait(timeout, fmt.Sprintf("%d healthy nodes", n), func() (bool, string) {
+		leader, err := h.Leader(h.ctx)
+		if err != nil {
+			return false, err.Error()
+		}
+		st, err := h.Replicas[leader].Status(h.ctx)
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, c := range st.Clusters {
+			if c.Name == ClusterName && c.Nodes != nil {
+				return c.Nodes.Healthy == n, fmt.Sprintf("%+v", *c.Nodes)
+			}
+		}
+		return false, "no cluster status"
+	})
+}
+
+// Dead reports whether a node of the test bed is killed or hung.
+func (h *Harness) Dead(node string) bool {
+	n, ok := h.Nodes[node]
+	return ok && n.State() != testbed.NodeUp
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/url"
 	"os"
@@ -45,9 +46,24 @@ type Options struct {
 	NodeLeaseDurationSeconds int
 }
 
+// TB is what the harness needs of a test. *testing.T satisfies it, and so
+// does the chaos runner's stand-in (tests/cmd/chaos), so the same harness
+// runs a scenario test or a standalone chaos run.
+type TB interface {
+	require.TestingT
+	Helper()
+	Cleanup(func())
+	TempDir() string
+	Logf(format string, args ...any)
+	Failed() bool
+	ArtifactDir() string
+}
+
+var _ TB = (*testing.T)(nil)
+
 // Harness is one running end-to-end setup.
 type Harness struct {
-	t   testing.TB
+	t   TB
 	ctx context.Context
 	// Dir holds the replicas' directories and the array certificates.
 	Dir      string
@@ -62,6 +78,8 @@ type Harness struct {
 	Timeline *Timeline
 	// Users maps each replica's Kubernetes user to the replica ID.
 	Users map[string]string
+	// TokenFile holds the operator API token every replica accepts.
+	TokenFile string
 
 	opts       Options
 	placements *placementRecorder
@@ -76,7 +94,7 @@ func randomHex(n int) string {
 
 // Start sets everything up for the test and tears it down when the test
 // ends. Any error fails the test.
-func Start(t *testing.T, opts Options) *Harness {
+func Start(t TB, opts Options) *Harness {
 	t.Helper()
 	if len(opts.Replicas) == 0 {
 		opts.Replicas = []string{"a", "b", "c"}
@@ -106,7 +124,11 @@ func Start(t *testing.T, opts Options) *Harness {
 		h.Users[user] = id
 		tbTokens = append(tbTokens, testbed.Token{Token: tokens[id], User: user, UID: user, Groups: []string{"system:masters"}})
 	}
-	h.CP = testbed.Start(t, testbed.Options{Tokens: tbTokens, NodeLeaseDurationSeconds: opts.NodeLeaseDurationSeconds})
+	cp, err := testbed.StartControlPlane(ctx, testbed.Options{Tokens: tbTokens, NodeLeaseDurationSeconds: opts.NodeLeaseDurationSeconds,
+		BuildLog: io.Discard})
+	require.NoError(t, err, "start the control plane")
+	h.CP = cp
+	t.Cleanup(cp.Stop)
 	nodes, err := h.CP.AddNodes(ctx, testbed.NodeSpecs("worker", opts.Nodes)...)
 	require.NoError(t, err)
 	var specs []testbed.NodeSpec
@@ -147,6 +169,10 @@ func (h *Harness) setUpReplicas(binary string, tokens map[string]string) error {
 	if err != nil {
 		return fmt.Errorf("create CA: %w", err)
 	}
+	h.TokenFile = filepath.Join(h.Dir, "api-token")
+	if err := os.WriteFile(h.TokenFile, []byte(randomHex(16)+"\n"), 0o600); err != nil {
+		return fmt.Errorf("write the API token: %w", err)
+	}
 	for _, id := range h.IDs {
 		r := newReplica(id, h.Dir, binary)
 		if err := os.MkdirAll(r.DataDir, 0o755); err != nil {
@@ -177,7 +203,7 @@ func (h *Harness) setUpReplicas(binary string, tokens map[string]string) error {
 			return err
 		}
 		cfg := replicaConfig{ID: id, DataDir: r.DataDir, RaftBind: r.RaftAddr, TLSCert: files.CertFile, TLSKey: files.KeyFile,
-			TLSCA: files.CAFile, HTTPListen: r.HTTPURL[len("http://"):], Cluster: ClusterName, Timing: h.opts.Timing,
+			TLSCA: files.CAFile, HTTPListen: r.HTTPURL[len("http://"):], TokenFile: h.TokenFile, Cluster: ClusterName, Timing: h.opts.Timing,
 			Kubeconfig: filepath.Join(r.Dir, "kubeconfig")}
 		for _, peer := range h.IDs {
 			if peer == id {

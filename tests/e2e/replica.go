@@ -147,3 +147,14 @@ func newReplica(id, root, binary string) *Replica {
 	return &Replica{ID: id, Dir: dir, ConfigPath: filepath.Join(dir, "fenced.yaml"), DataDir: filepath.Join(dir, "data"),
 		LogPath: filepath.Join(dir, "fenced.log"), binary: binary, client: &http.Client{Timeout: 5 * time.Second}}
 }
+
+// PID returns the process ID of the running process (0 when it does not
+// run).
+func (r *Replica) PID() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cmd == nil || r.cmd.Process == nil {
+		return 0
+	}
+	return r.cmd.Process.Pid
+}
