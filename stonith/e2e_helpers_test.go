@@ -259,12 +259,17 @@ type pipeline struct {
 }
 
 func (b *bed) startPipeline(dryRun bool) *pipeline {
+	return b.startPipelineHook(dryRun, nil)
+}
+
+// startPipelineHook starts a pipeline whose controller calls hook.
+func (b *bed) startPipelineHook(dryRun bool, hook func(stonith.Point) bool) *pipeline {
 	t := b.t
 	p := &pipeline{reg: prometheus.NewRegistry()}
 	ctrl, err := stonith.New(stonith.Config{
 		ReplicaID: "r1", Ledger: b.raft.Ledger(), Arrays: b.arrays, Registry: p.reg, Logger: b.log,
 		ArrayTimeout: 3 * time.Second, ArrayAttempts: 2, ArrayBackoff: 100 * time.Millisecond,
-		RetryBase: 200 * time.Millisecond, RetryMax: 2 * time.Second, Resync: time.Second,
+		RetryBase: 200 * time.Millisecond, RetryMax: 2 * time.Second, Resync: time.Second, Hook: hook,
 		Clusters: []stonith.ClusterConfig{{Name: clusterName, Kube: b.writer, SettlePeriod: 3 * time.Second,
 			DryRun: dryRun, ProtectionSelector: "fenced.io/protect=true",
 			Detector: stonith.DetectorStatusFunc(func() detector.Status { return p.runner.Status() })}},
