@@ -176,7 +176,7 @@ func (c *Controller) maybeOpen(ctx context.Context, l Leadership, cl *clusterRun
 	if err := c.verifyLeader(ctx, l); err != nil {
 		return done, err
 	}
-	reason := fmt.Sprintf("verdict failed (%s) since %s", ve.Reason, ve.Since.UTC().Format("2006-01-02T15:04:05Z"))
+	reason := fmt.Sprintf("verdict failed (%s) since %s", ve.Reason, ve.Since.UTC().Format("2006-01-02T15:04:05.000Z"))
 	if len(ve.Evidence.CorroboratedBy) > 0 {
 		reason += ", corroborated by " + strings.Join(ve.Evidence.CorroboratedBy, ", ")
 	}
