@@ -35,8 +35,26 @@ vet: ## Run go vet
 # Later targets go here as their parts land: testbed (start the local
 # Kubernetes and array simulators), e2e, bench, demo.
 
+# The end-to-end suite, chaos runs and benchmarks (tests/e2e, tests/cmd/chaos,
+# tests/bench). `go test ./...` runs the representative scenarios and a
+# 2-minute chaos run; these run everything.
+CHAOS_DURATION ?= 30m
+CHAOS_SEED     ?= 0
+BENCHFLAGS     ?=
+
+.PHONY: e2e chaos bench
+
+e2e: ## Run every end-to-end scenario (FENCED_E2E=full), about 30 min
+	FENCED_E2E=full $(GO) test -count=1 -timeout 120m -v ./tests/e2e/
+
+chaos: ## Chaos run with invariant checks: CHAOS_DURATION=30m, CHAOS_SEED=N to replay
+	$(GO) run ./tests/cmd/chaos -duration $(CHAOS_DURATION) -seed $(CHAOS_SEED)
+
+bench: ## Recovery benchmarks into bench/results.md and bench/results.json (BENCHFLAGS to tune)
+	$(GO) run ./tests/bench -out bench $(BENCHFLAGS)
+
 deb: build ## Build the Debian package into dist/ (nfpm, pinned in packaging/go.mod)
 	cd packaging && $(GO) run . -root .. -binary ../bin/fenced -version '$(VERSION)' -out ../dist
 
 help: ## List the targets
-	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
+	@grep -E '^[a-z0-9]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
