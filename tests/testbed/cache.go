@@ -143,6 +143,12 @@ func ensureBinariesIn(ctx context.Context, root string, logw io.Writer) (Binarie
 		return bins, nil
 	}
 
+	// Temporary directories of builds that were killed midway.
+	if stale, err := filepath.Glob(filepath.Join(bins.Dir, ".build-*")); err == nil {
+		for _, d := range stale {
+			_ = os.RemoveAll(d)
+		}
+	}
 	stampPath := filepath.Join(dir, "stamp")
 	if err := os.Remove(stampPath); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return Binaries{}, fmt.Errorf("remove stale stamp: %w", err)

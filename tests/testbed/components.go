@@ -44,7 +44,7 @@ rules:
 
 // freePort returns a TCP port on 127.0.0.1 that was free a moment ago.
 func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	l, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, fmt.Errorf("find a free port: %w", err)
 	}
@@ -81,7 +81,7 @@ func startAndWait(ctx context.Context, p *Process, ready func(context.Context) e
 			return err
 		case <-ctx.Done():
 			p.Kill()
-			return fmt.Errorf("wait for %s to be ready: %w (last check: %v); log %s ends:\n%s",
+			return fmt.Errorf("wait for %s to be ready: %w (last check: %w); log %s ends:\n%s",
 				p.Name, ctx.Err(), lastErr, p.LogPath, logTail(p.LogPath, 4000))
 		case <-tick.C:
 		}

@@ -93,7 +93,7 @@ type kubeletListener struct {
 
 func listenKubelet(ip string, cert tls.Certificate) (*kubeletListener, error) {
 	addr := net.JoinHostPort(ip, strconv.Itoa(KubeletPort))
-	l, err := net.Listen("tcp", addr)
+	l, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("open kubelet listener %s: %w", addr, err)
 	}

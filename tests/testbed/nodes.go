@@ -242,7 +242,6 @@ func nodeStatus(s NodeSpec, bootID string) map[string]any {
 			OSImage:                 "Debian GNU/Linux 12 (bookworm)",
 			ContainerRuntimeVersion: "kwok://" + KwokVersion,
 			KubeletVersion:          KubernetesVersion,
-			KubeProxyVersion:        KubernetesVersion,
 			OperatingSystem:         "linux",
 			Architecture:            "amd64",
 		},

@@ -89,7 +89,7 @@ func (p *Process) Start() error {
 		return fmt.Errorf("start %s: open log: %w", p.Name, err)
 	}
 	fmt.Fprintf(logf, "=== %s start: %s %s\n", time.Now().Format(time.RFC3339Nano), p.path, strings.Join(p.args, " "))
-	cmd := exec.Command(p.path, p.args...)
+	cmd := exec.Command(p.path, p.args...) //nolint:noctx // the process outlives any one call: Stop ends it
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := p.spawner.start(cmd); err != nil {

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -107,10 +106,10 @@ func TestNodeSpecComplete(t *testing.T) {
 
 	for _, bad := range []NodeSpec{{}, {Name: "x", IP: "10.0.0.1"}, {Name: "x", IP: "nope"}, {Name: "x", IP: "::1"}} {
 		_, err := bad.Complete()
-		assert.Error(t, err, "%+v", bad)
+		require.Error(t, err, "%+v", bad)
 	}
 	_, err = NodeSpec{Name: "x", IP: "10.1.2.3"}.Complete()
-	assert.ErrorContains(t, err, `ip "10.1.2.3"`)
+	require.ErrorContains(t, err, `ip "10.1.2.3"`)
 
 	specs := NodeSpecs("kw", 3)
 	assert.Equal(t, []string{"kw-1", "kw-2", "kw-3"}, []string{specs[0].Name, specs[1].Name, specs[2].Name})
@@ -129,7 +128,7 @@ func TestVolumeHandleFormats(t *testing.T) {
 		for i := range 3 {
 			h, err := VolumeHandle(d, i)
 			require.NoError(t, err)
-			assert.Regexp(t, regexp.MustCompile(p), h, d)
+			assert.Regexp(t, p, h, d)
 			assert.False(t, seen[h], "handles must differ: %s", h)
 			seen[h] = true
 		}
