@@ -45,6 +45,7 @@ type fencing struct {
 	checker  *arrayChecker
 	clusters []*clusterRuntime
 	ctrl     *stonith.Controller // nil when no cluster could be wired
+	vantage  *vantage
 }
 
 // wireFencing builds the components and plugs them into the daemon. A
@@ -58,6 +59,9 @@ func wireFencing(d *daemon.Daemon, node *cluster.Node, order *stopOrder) (*fenci
 		return nil, fmt.Errorf("arrays: %w", err)
 	}
 	f.reg = reg
+	if f.vantage, err = newVantage(cfg, d.CredentialsDir(), node, f.log); err != nil {
+		return nil, err
+	}
 	f.checker = newArrayChecker(reg, f.log)
 	if err := d.AddComponent("arrays", f.checker.Run); err != nil {
 		return nil, err
@@ -88,6 +92,12 @@ func wireFencing(d *daemon.Daemon, node *cluster.Node, order *stopOrder) (*fenci
 		}
 	}
 	if err := order.add(d, "identities", f.learnAsLeader); err != nil {
+		return nil, err
+	}
+	if err := order.add(d, "vantage", f.vantage.run); err != nil {
+		return nil, err
+	}
+	if err := f.vantageRoute(); err != nil {
 		return nil, err
 	}
 	if f.ctrl != nil {
@@ -210,6 +220,14 @@ func (f *fencing) newRunner(cr *clusterRuntime, metrics *detector.Metrics) error
 	}
 	if f.ctrl != nil {
 		rc.Publisher = f.ctrl
+	}
+	var others []string
+	for _, p := range f.d.Config().Peers {
+		others = append(others, p.ID)
+	}
+	if len(others) > 0 {
+		cr.view.board = f.vantage.addCluster(cr.cfg.Name, others, pol)
+		cr.view.report = f.vantage.queue
 	}
 	r, err := detector.NewRunner(rc)
 	if err != nil {

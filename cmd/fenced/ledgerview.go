@@ -52,6 +52,12 @@ type ledgerView struct {
 	bootID    func(node string) string
 	log       *slog.Logger
 
+	// board holds the other replicas' fresh kubelet probes (filled on the
+	// leader by their reports); report queues this replica's probe for the
+	// leader while it follows. Both are nil in a group of one.
+	board  *detector.VantageBoard
+	report func(detector.ProbeObservation)
+
 	mu        sync.Mutex
 	ambiguous map[string][]string
 	pending   map[string]arrayclients.Node
@@ -89,44 +95,27 @@ func (v *ledgerView) NodeIdentities(cluster, node string) ([]arrayclients.Identi
 	return ids, slices.Clone(v.ambiguous[node])
 }
 
-// Probes returns the other replicas' latest kubelet probes of the node as
-// committed to the ledger. The ledger records changes only, so At is when
-// the replica first saw the value; an old value counts only within the
-// detector's evidence age.
+// Probes returns the other replicas' fresh kubelet probes of the node:
+// on the leader, those they reported within the board's freshness bound
+// (see detector.VantageBoard); nothing on a follower. The ledger's record
+// of their reachability (changes only, for the history) is never used as
+// evidence: its Since is when a value began, not when it was last seen.
 func (v *ledgerView) Probes(cluster, node string) []detector.ProbeObservation {
-	var out []detector.ProbeObservation
-	v.node.Ledger().Read(func(s *ledger.State) {
-		for replica, o := range s.Observations(cluster, node, probeKubelet) {
-			if replica == v.node.ID() {
-				continue
-			}
-			p := detector.ProbeObservation{Cluster: cluster, Node: node, Replica: replica, Reachable: o.OK, At: o.Since}
-			if !o.OK {
-				p.Error = o.Detail
-			}
-			out = append(out, p)
-		}
-	})
-	slices.SortFunc(out, func(a, b detector.ProbeObservation) int { return cmpString(a.Replica, b.Replica) })
-	return out
-}
-
-func cmpString(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
+	if v.board == nil {
+		return nil
 	}
-	return 0
+	return v.board.Probes(cluster, node, time.Now())
 }
 
 // RecordProbe commits this replica's kubelet probe when its outcome
-// differs from the ledger's record. Only the leader writes; a follower's
-// probes serve its own detector.
+// differs from the ledger's record. Only the leader writes; a follower
+// reports its probes to the leader (see vantage).
 func (v *ledgerView) RecordProbe(ctx context.Context, obs detector.ProbeObservation) error {
 	l, _ := v.node.Leadership()
 	if !l.Leader {
+		if v.report != nil {
+			v.report(obs)
+		}
 		return nil
 	}
 	self := v.node.ID()

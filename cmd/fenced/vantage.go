@@ -1,0 +1,300 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fenced-project/fenced/cluster"
+	"github.com/fenced-project/fenced/cluster/ledger"
+	"github.com/fenced-project/fenced/configs"
+	"github.com/fenced-project/fenced/detector"
+)
+
+// VantagePath is the internal route a follower reports its kubelet probes
+// to the leader on. It is authorized like every mutating call (a client
+// certificate from the group's CA over HTTPS, or the API token) and
+// wrapped by the Raft node's forwarding, so a report that reaches a
+// follower after a leader change is passed on.
+const VantagePath = "/v1/internal/vantage"
+
+// vantageSendTimeout bounds one report.
+const vantageSendTimeout = 2 * time.Second
+
+// vantage shares the replicas' kubelet probes. A follower's probes are
+// queued by its ledgerView (RecordProbe) and sent to the leader by the
+// reporter; the leader keeps them, with their arrival time, on one
+// detector.VantageBoard per cluster (memory only, so that a sample is not
+// a ledger write), commits the changes of reachability to the ledger
+// (ledger.Observe), and its detectors read the fresh ones back through
+// their ledgerView (Probes).
+type vantage struct {
+	self   string
+	node   raftNode
+	boards map[string]*detector.VantageBoard
+	log    *slog.Logger
+
+	client *http.Client
+	token  string
+	cert   bool // this replica has a client certificate (replica.tls)
+
+	mu      sync.Mutex
+	pending map[vantageKey]detector.VantageObservation
+	since   map[vantageKey]detector.VantageObservation // last value seen and since when
+	wake    chan struct{}
+	failing bool
+}
+
+type vantageKey struct{ cluster, node string }
+
+func newVantage(cfg *configs.Config, credDir string, node raftNode, log *slog.Logger) (*vantage, error) {
+	v := &vantage{self: cfg.Replica.ID, node: node, boards: map[string]*detector.VantageBoard{},
+		log: log.With("component", "vantage"), pending: map[vantageKey]detector.VantageObservation{},
+		since: map[vantageKey]detector.VantageObservation{}, wake: make(chan struct{}, 1),
+		cert: cfg.Replica.TLS.CertFile != "" && cfg.Replica.TLS.KeyFile != ""}
+	if len(cfg.Peers) == 0 {
+		return v, nil
+	}
+	client, err := forwardClient(cfg, credDir)
+	if err != nil {
+		return nil, fmt.Errorf("client for vantage reports: %w", err)
+	}
+	client.Timeout = vantageSendTimeout
+	v.client = client
+	if cfg.HTTP.TokenFile != "" {
+		p, err := configs.ResolveFile(cfg.HTTP.TokenFile, credDir)
+		if err != nil {
+			return nil, fmt.Errorf("http.tokenFile: %w", err)
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return nil, fmt.Errorf("read http.tokenFile: %w", err)
+		}
+		v.token = strings.TrimSpace(string(b))
+	}
+	return v, nil
+}
+
+// addCluster creates the cluster's board for the policy's freshness bound.
+func (v *vantage) addCluster(name string, others []string, p detector.Policy) *detector.VantageBoard {
+	b := detector.NewVantageBoard(v.self, others, detector.VantageMaxAge(p))
+	v.boards[name] = b
+	return b
+}
+
+// queue records a follower's probe for the next report. It keeps the
+// newest probe per node and when its reachability last changed.
+func (v *vantage) queue(obs detector.ProbeObservation) {
+	if v.client == nil {
+		return
+	}
+	k := vantageKey{obs.Cluster, obs.Node}
+	v.mu.Lock()
+	o := detector.VantageObservation{Cluster: obs.Cluster, Node: obs.Node, Reachable: obs.Reachable,
+		Since: obs.At, At: obs.At, Address: obs.Address, Error: truncate(obs.Error, 200)}
+	if prev, ok := v.since[k]; ok && prev.Reachable == obs.Reachable && !prev.Since.IsZero() {
+		o.Since = prev.Since
+	}
+	v.since[k] = o
+	v.pending[k] = o
+	v.mu.Unlock()
+	select {
+	case v.wake <- struct{}{}:
+	default:
+	}
+}
+
+// run sends the queued probes to the leader as they come (one report per
+// wake-up). A report that cannot be delivered is dropped, not retried: the
+// next poll brings a fresher one, and an old one would not count anyway.
+func (v *vantage) run(ctx context.Context) error {
+	if v.client == nil {
+		return nil
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-v.wake:
+		}
+		v.mu.Lock()
+		p := v.pending
+		v.pending = map[vantageKey]detector.VantageObservation{}
+		if len(v.since) > 4*MaxTrackedNodes {
+			v.since = map[vantageKey]detector.VantageObservation{}
+		}
+		v.mu.Unlock()
+		if len(p) == 0 {
+			continue
+		}
+		err := v.send(ctx, p)
+		if ctx.Err() != nil {
+			return nil
+		}
+		switch {
+		case err != nil && !v.failing:
+			v.log.Warn("cannot report kubelet probes to the leader; the leader counts this replica as no vantage until it can", "error", err)
+			v.failing = true
+		case err == nil && v.failing:
+			v.log.Info("reporting kubelet probes to the leader again")
+			v.failing = false
+		}
+	}
+}
+
+// MaxTrackedNodes bounds the reachability history a follower keeps before
+// starting afresh (a restarted history only makes Since later).
+const MaxTrackedNodes = 10000
+
+func (v *vantage) send(ctx context.Context, p map[vantageKey]detector.VantageObservation) error {
+	li, ok := v.node.Leader()
+	if !ok {
+		return errors.New("no leader known")
+	}
+	if li.ID == v.self {
+		return nil // this replica leads: its probes feed its own detector
+	}
+	if li.HTTPAddr == "" {
+		return fmt.Errorf("leader %s has no HTTP address", li.ID)
+	}
+	rep := detector.VantageReport{Replica: v.self, SentAt: time.Now().UTC()}
+	for _, k := range slices.SortedFunc(maps.Keys(p), func(a, b vantageKey) int {
+		return strings.Compare(a.cluster+"/"+a.node, b.cluster+"/"+b.node)
+	}) {
+		rep.Observations = append(rep.Observations, p[k])
+	}
+	body, err := json.Marshal(rep)
+	if err != nil {
+		return fmt.Errorf("encode vantage report: %w", err)
+	}
+	url := strings.TrimSuffix(li.HTTPAddr, "/") + VantagePath
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return fmt.Errorf("vantage report to %s: %w", li.ID, err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	// Over HTTPS this replica's certificate authenticates it; the token is
+	// for plain HTTP (loopback only) or a replica without a certificate.
+	if v.token != "" && (!strings.HasPrefix(url, "https://") || !v.cert) {
+		req.Header.Set("Authorization", "Bearer "+v.token)
+	}
+	resp, err := v.client.Do(req)
+	if err != nil {
+		return fmt.Errorf("vantage report to %s: %w", li.ID, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return fmt.Errorf("vantage report to %s: %s: %s", li.ID, resp.Status, strings.TrimSpace(string(msg)))
+	}
+	return nil
+}
+
+// vantageAnswer is the leader's answer to a report.
+type vantageAnswer struct {
+	Accepted  int `json:"accepted"`
+	Committed int `json:"committed"`
+}
+
+// ServeHTTP takes a follower's report on the leader: it is recorded on the
+// boards with the leader's clock, and the changes of reachability are
+// committed to the ledger (changes only).
+func (v *vantage) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	l, _ := v.node.Leadership()
+	if !l.Leader {
+		cluster.WriteError(w, cluster.ErrNotLeader)
+		return
+	}
+	var rep detector.VantageReport
+	dec := json.NewDecoder(io.LimitReader(r.Body, 4<<20))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&rep); err != nil {
+		cluster.WriteError(w, fmt.Errorf("%w: decode vantage report: %w", ledger.ErrInvalid, err))
+		return
+	}
+	if err := rep.Validate(); err != nil {
+		cluster.WriteError(w, fmt.Errorf("%w: %w", ledger.ErrInvalid, err))
+		return
+	}
+	byCluster := map[string][]detector.VantageObservation{}
+	for _, o := range rep.Observations {
+		if _, ok := v.boards[o.Cluster]; !ok {
+			cluster.WriteError(w, fmt.Errorf("%w: vantage report: unknown cluster %q", ledger.ErrInvalid, o.Cluster))
+			return
+		}
+		byCluster[o.Cluster] = append(byCluster[o.Cluster], o)
+	}
+	now := time.Now()
+	var ans vantageAnswer
+	for _, name := range slices.Sorted(maps.Keys(byCluster)) {
+		if _, err := v.boards[name].Report(detector.VantageReport{Replica: rep.Replica, SentAt: rep.SentAt, Observations: byCluster[name]}, now); err != nil {
+			cluster.WriteError(w, fmt.Errorf("%w: %w", ledger.ErrInvalid, err))
+			return
+		}
+		ans.Accepted += len(byCluster[name])
+	}
+	for _, o := range rep.Observations {
+		done, err := v.commit(r.Context(), l, rep.Replica, o)
+		if err != nil {
+			v.log.Warn("record a replica's kubelet probe in the ledger", "replica", rep.Replica, "cluster", o.Cluster, "node", o.Node, "error", err)
+			break // the board has it; the next report retries the ledger
+		}
+		if done {
+			ans.Committed++
+		}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(ans)
+}
+
+// commit writes the observation to the ledger when its reachability differs
+// from the ledger's record for that replica and node.
+func (v *vantage) commit(ctx context.Context, l cluster.Leadership, replica string, o detector.VantageObservation) (bool, error) {
+	same := false
+	v.node.Ledger().Read(func(s *ledger.State) {
+		prev, ok := s.Observations(o.Cluster, o.Node, probeKubelet)[replica]
+		same = ok && prev.OK == o.Reachable
+	})
+	if same {
+		return false, nil
+	}
+	detail := o.Address
+	if !o.Reachable {
+		detail = o.Error
+	}
+	since := o.Since
+	if since.IsZero() {
+		since = o.At
+	}
+	_, err := v.node.Apply(ctx, &ledger.Observe{Meta: l.Meta(), Replica: replica, Cluster: o.Cluster, Node: o.Node,
+		Probe: probeKubelet, OK: o.Reachable, Since: since.UTC(), Detail: truncate(detail, 200)})
+	if err != nil {
+		return false, fmt.Errorf("observe %s/%s from %s: %w", o.Cluster, o.Node, replica, err)
+	}
+	return true, nil
+}
+
+// vantageRoute serves the internal route: authorized on the replica that
+// receives it, forwarded to the leader.
+func (f *fencing) vantageRoute() error {
+	if len(f.d.Config().Peers) == 0 {
+		return nil
+	}
+	client, err := forwardClient(f.d.Config(), f.d.CredentialsDir())
+	if err != nil {
+		return fmt.Errorf("client for forwarding to the leader: %w", err)
+	}
+	f.d.Handle(http.MethodPost+" "+VantagePath, f.d.Authorize(f.node.ForwardingHandler(f.vantage, cluster.ForwardOptions{Client: client})))
+	return nil
+}
