@@ -13,7 +13,7 @@ GOLANGCI_LINT := $(GO) run github.com/golangci/golangci-lint/v2/cmd/golangci-lin
 # How long `make test` fuzzes the configuration parser.
 FUZZTIME ?= 20s
 
-.PHONY: all build test lint fmt vet help deb
+.PHONY: all build test lint fmt vet help deb demo
 
 all: build
 
@@ -52,6 +52,9 @@ chaos: ## Chaos run with invariant checks: CHAOS_DURATION=30m, CHAOS_SEED=N to r
 
 bench: ## Recovery benchmarks into bench/results.md and bench/results.json (BENCHFLAGS to tune)
 	$(GO) run ./tests/bench -out bench $(BENCHFLAGS)
+
+demo: ## Run the demo: test bed, simulated arrays, three replicas; kill a node, show the recovery (DEMO_FLAGS=--keep, --nodes N, ...)
+	$(GO) run ./tests/cmd/demo $(DEMO_FLAGS)
 
 deb: build ## Build the Debian package into dist/ (nfpm, pinned in packaging/go.mod)
 	cd packaging && $(GO) run . -root .. -binary ../bin/fenced -version '$(VERSION)' -out ../dist
