@@ -108,6 +108,8 @@ type Evidence struct {
 	WouldFail bool `json:"wouldFail,omitempty"`
 	// AmbiguousArrays names arrays where the node's identity is ambiguous.
 	AmbiguousArrays []string `json:"ambiguousArrays,omitempty"`
+	// StoragePath is set on a storage path loss verdict (see PathMachine).
+	StoragePath *StoragePathEvidence `json:"storagePath,omitempty"`
 }
 
 // KubeletEvidence counts fresh kubelet probes by outcome.
