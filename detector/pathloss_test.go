@@ -317,7 +317,7 @@ func TestPathLossDecisions(t *testing.T) {
 		},
 		{
 			name: "percentage limit: 2 of 10 nodes disconnected with 20% is not a storm", nodes: 10,
-			pol:  func(p *PathLossPolicy) { p.MaxDisconnected = Limit{Value: 20, Percent: true} },
+			pol: func(p *PathLossPolicy) { p.MaxDisconnected = Limit{Value: 20, Percent: true} },
 			run: func(w *pathWorld) {
 				w.health["n01"]["pflex"] = hLost
 				w.health["n02"]["pflex"] = hLost
