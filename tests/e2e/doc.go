@@ -18,7 +18,15 @@
 // (tests/invariants) over it. On failure every log and audit file is
 // copied into the test's artifact directory.
 //
-// The scenarios are tests in this package (scenarios_test.go). The fenced
-// binary is built once per test binary (TestMain) into a temporary
-// directory; set FENCED_E2E_BINARY to use a prebuilt one.
+// The scenarios are tests in this package. `go test ./...` runs a
+// representative subset (scenarios_test.go: one node dies, the leader is
+// killed mid-fence, a storm fences nothing, a rebooted node is unfenced;
+// chaos_test.go: a 2-minute chaos run); FENCED_E2E=full (make e2e) adds the
+// rest (scenarios_full_test.go). The fenced binary is built once per test
+// binary (TestMain) into a temporary directory; set FENCED_E2E_BINARY to use
+// a prebuilt one.
+//
+// RunChaos drives a seeded random schedule of faults over a harness and
+// checks the invariants afterwards; tests/cmd/chaos runs it as a program,
+// with Standalone standing in for the testing.T the harness otherwise takes.
 package e2e

@@ -58,7 +58,7 @@ func (h *Harness) Inputs() (invariants.Inputs, invariants.Options, error) {
 		hs = append(hs, hist)
 	}
 	in.Ledger = invariants.Merge(hs...)
-	opts := invariants.Options{FencedUsers: h.Users, Remotes: map[string]string{}}
+	opts := invariants.Options{FencedUsers: h.Users, Remotes: map[string]string{}, DetectionSlack: detectionSlack(h.opts.Timing)}
 	for _, id := range h.IDs {
 		opts.Remotes[id] = id
 	}
@@ -133,4 +133,16 @@ func copyFile(from, to string) error {
 		return fmt.Errorf("copy %s: %w", from, err)
 	}
 	return os.WriteFile(to, data, 0o644)
+}
+
+// detectionSlack is how long a replica may take to notice that it lost the
+// apiserver with the cluster's timing: its API check interval (the poll
+// interval, at least 1 s, at most 5 s; cmd/fenced's mapping onto the
+// detector policy) plus the check's timeout (2 s).
+func detectionSlack(t ClusterTiming) time.Duration {
+	poll := t.PollInterval
+	if poll == 0 {
+		poll = 2 * time.Second
+	}
+	return min(max(poll, time.Second), 5*time.Second) + 2*time.Second
 }

@@ -3,6 +3,8 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"strings"
@@ -156,14 +158,41 @@ func (h *Harness) arrayProxies(array string) []string {
 }
 
 // RestartAPIServer stops and starts the apiserver (every replica loses it
-// meanwhile) and waits until it is ready again.
+// meanwhile) and waits until it is ready again. The timeline marks the
+// outage from the moment the old process has exited to the moment the new
+// one accepts connections (it may answer requests from then on).
 func (h *Harness) RestartAPIServer() error {
-	h.Timeline.Record(invariants.APIDownStart, ClusterName)
-	defer h.Timeline.Record(invariants.APIDownEnd, ClusterName)
 	ctx, cancel := context.WithTimeout(h.ctx, 2*time.Minute)
 	defer cancel()
-	if err := h.CP.RestartAPIServer(ctx); err != nil {
-		return fmt.Errorf("restart the apiserver: %w", err)
+	u, err := url.Parse(h.CP.APIServerURL)
+	if err != nil {
+		return fmt.Errorf("apiserver URL: %w", err)
+	}
+	h.Timeline.Record(APIServerStart, ClusterName)
+	if err := h.CP.StopAPIServer(); err != nil {
+		return fmt.Errorf("stop the apiserver: %w", err)
+	}
+	h.Timeline.Record(invariants.APIDownStart, ClusterName)
+	up := make(chan struct{})
+	go func() {
+		defer close(up)
+		for ctx.Err() == nil {
+			if c, err := net.DialTimeout("tcp", u.Host, 100*time.Millisecond); err == nil {
+				_ = c.Close()
+				h.Timeline.Record(invariants.APIDownEnd, ClusterName)
+				return
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+		h.Timeline.Record(invariants.APIDownEnd, ClusterName)
+	}()
+	err = h.CP.StartAPIServer(ctx)
+	<-up
+	if err != nil {
+		return fmt.Errorf("start the apiserver: %w", err)
 	}
 	return nil
 }

@@ -20,7 +20,7 @@ import (
 // fastTiming makes a node fail within seconds.
 func fastTiming() ClusterTiming {
 	return ClusterTiming{HeartbeatGrace: 6 * time.Second, PollInterval: 500 * time.Millisecond,
-		SettlePeriod: 5 * time.Second, StormCooldown: 30 * time.Second, StormLimit: "1"}
+		SettlePeriod: 5 * time.Second, StormCooldown: 30 * time.Second, StormLimit: "1", IOWindow: 2 * time.Second}
 }
 
 func startFast(t *testing.T) *Harness {
@@ -90,6 +90,7 @@ func TestHarness(t *testing.T) {
 // apiserver audit log parses, the ledgers replay from the data directories,
 // every array is back in its start state, and no invariant is broken.
 func TestEvidenceOfAQuietRun(t *testing.T) {
+	full(t)
 	h := startFast(t)
 	h.WaitLeader(waitLeader)
 	in, opts, err := h.Inputs()

@@ -1,0 +1,45 @@
+package e2e
+
+import (
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestChaosShort runs a short chaos run (2 minutes of faults; set
+// FENCED_CHAOS_DURATION and FENCED_CHAOS_SEED to change it) and requires
+// no invariant violation and every fence undone at the end. The seed is
+// logged; `go run ./tests/cmd/chaos -seed N` replays the schedule.
+func TestChaosShort(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end: starts a control plane and three fenced processes")
+	}
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv("FENCED_CHAOS_SEED"); s != "" {
+		var err error
+		seed, err = strconv.ParseUint(s, 10, 64)
+		require.NoError(t, err, "FENCED_CHAOS_SEED")
+	}
+	d := 2 * time.Minute
+	if s := os.Getenv("FENCED_CHAOS_DURATION"); s != "" {
+		var err error
+		d, err = time.ParseDuration(s)
+		require.NoError(t, err, "FENCED_CHAOS_DURATION")
+	}
+	t.Logf("chaos seed %d (replay: go run ./tests/cmd/chaos -seed %d -duration %s)", seed, seed, d)
+	h := Start(t, Options{Timing: ChaosTiming(), NodeLeaseDurationSeconds: 4})
+	res, err := RunChaos(h, ChaosConfig{Seed: seed, Duration: d, Out: testWriter{t}})
+	require.NoError(t, err)
+	require.NoError(t, res.Err(), "invariants:\n%s\nunsettled: %v", res.Report, res.Unsettled)
+}
+
+// testWriter writes to the test log, one Logf per write.
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Logf("%s", p)
+	return len(p), nil
+}
