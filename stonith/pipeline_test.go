@@ -430,6 +430,9 @@ func TestRecoveryDecision(t *testing.T) {
 			in.Verdict, in.Node = detector.Failed, node("b1", corev1.ConditionUnknown)
 		}, false, false, "still down"},
 		{"back with the same boot ID", func(in *recoveryInput) { in.Node = node("b1", corev1.ConditionTrue) }, false, true, "without a reboot"},
+		{"dead, Ready not yet updated by the node controller", func(in *recoveryInput) {
+			in.Verdict, in.Node = detector.Failed, node("b1", corev1.ConditionTrue)
+		}, false, false, "still down"},
 		{"back, boot ID unknown at fence time", func(in *recoveryInput) { in.FenceBootID = "" }, false, true, "unknown"},
 		{"rebooted but settling", func(in *recoveryInput) { in.HealthySince = now.Add(-10 * time.Second) }, false, false, "settling"},
 		{"rebooted, verdict not healthy yet", func(in *recoveryInput) { in.Verdict = detector.Failed }, false, false, "waiting for a healthy verdict"},

@@ -59,6 +59,11 @@ func decideRecovery(in recoveryInput) recoveryDecision {
 	switch {
 	case !back:
 		d.Why = fmt.Sprintf("node is still down (verdict %s)", in.Verdict)
+	case in.Verdict != detector.Healthy && (in.FenceBootID == "" || d.BootID == "" || d.BootID == in.FenceBootID):
+		// The Ready condition lags a dead node by the node controller's
+		// grace period: without a new boot ID only a fresh heartbeat (a
+		// Healthy verdict) shows the node is back.
+		d.Why = fmt.Sprintf("node is still down (verdict %s; its Ready condition is not yet updated)", in.Verdict)
 	case in.FenceBootID == "":
 		d.NeedsReboot = true
 		d.Why = "the node's boot ID at fence time is unknown, so a reboot cannot be proven; reboot it and unfence it with --force"
