@@ -44,6 +44,8 @@ type RunnerConfig struct {
 	Clock     clock.WithTicker
 	// ProbeConcurrency bounds the nodes probed at once (default 16).
 	ProbeConcurrency int
+	// PathLoss turns on the storage path loss path (nil: off).
+	PathLoss *PathLossConfig
 }
 
 // Runner is the I/O shell around a Machine for one cluster: it feeds the
@@ -70,6 +72,7 @@ type Runner struct {
 	probes   sync.WaitGroup
 	sem      chan struct{}
 	learner  *learner
+	paths    *pathRunner // nil unless storage path loss is on
 	doubt    Reason
 	storm    bool
 }
@@ -117,6 +120,11 @@ func NewRunner(cfg RunnerConfig) (*Runner, error) {
 		status:   Status{Cluster: cfg.Cluster, Counts: map[State]int{}, Nodes: []Verdict{}},
 	}
 	r.learner = newLearner(r)
+	if cfg.PathLoss != nil && cfg.PathLoss.Policy.Enabled {
+		if r.paths, err = newPathRunner(r, *cfg.PathLoss); err != nil {
+			return nil, err
+		}
+	}
 	return r, nil
 }
 
@@ -141,6 +149,9 @@ func (r *Runner) Run(ctx context.Context) error {
 	}
 	wg.Go(func() { r.checkAPI(ctx) })
 	wg.Go(func() { r.learner.run(ctx) })
+	if r.paths != nil {
+		wg.Go(func() { r.paths.run(ctx) })
+	}
 	// The first evaluation waits for the first API server check (it kicks
 	// the loop) or one poll interval, whichever comes first.
 	timer := r.clk.NewTimer(r.cfg.Policy.PollInterval)
@@ -275,9 +286,14 @@ func (r *Runner) step(ctx context.Context) time.Time {
 	self := r.self()
 	now := r.clk.Now()
 	res := r.m.Evaluate(self, now)
+	var storms []StorageStormState
+	if r.paths != nil {
+		res, storms = r.paths.merge(res, self, now)
+	}
 	r.cfg.Metrics.observe(res)
 	r.report(res)
 	st := NewStatus(res, self, now)
+	st.StorageStorm = storms
 	verdicts := make(map[string]State, len(res.Verdicts))
 	for _, v := range res.Verdicts {
 		verdicts[v.Node] = v.State

@@ -10,7 +10,10 @@ type Status struct {
 	// Doubt is set while this replica doubts its own view of the cluster.
 	Doubt Reason     `json:"doubt,omitempty"`
 	Storm StormState `json:"storm"`
-	Self  SelfStatus `json:"self"`
+	// StorageStorm holds each array's storage storm guard when the storage
+	// path loss path is on.
+	StorageStorm []StorageStormState `json:"storageStorm,omitempty"`
+	Self         SelfStatus          `json:"self"`
 	// Nodes holds every node that is not Healthy, with its evidence.
 	Nodes []Verdict `json:"nodes"`
 }
