@@ -32,13 +32,15 @@ type replicaConfig struct {
 	HTTPListen             string
 	TokenFile              string
 	Peers                  []peerConfig
-	Cluster                string
-	Kubeconfig             string
+	Clusters               []clusterRef
 	Timing                 ClusterTiming
 	Arrays                 []arrayConfig
 }
 
 type peerConfig struct{ ID, RaftAddr, HTTPURL string }
+
+// clusterRef is one protected cluster of a replica's configuration.
+type clusterRef struct{ Name, Kubeconfig string }
 
 type arrayConfig struct {
 	Name, Family, Endpoint, Username, PasswordFile, CAFile string
@@ -58,7 +60,58 @@ func (c replicaConfig) write(path string) error {
 	for _, p := range c.Peers {
 		peers = append(peers, map[string]any{"id": p.ID, "raftAddress": p.RaftAddr, "httpAddress": p.HTTPURL})
 	}
-	cluster := map[string]any{"name": c.Cluster, "kubeconfig": c.Kubeconfig, "arrays": []string{}}
+	var names []string
+	for _, a := range c.Arrays {
+		names = append(names, a.Name)
+	}
+	clusters := []any{}
+	for _, ref := range c.Clusters {
+		clusters = append(clusters, c.cluster(ref, names))
+	}
+	arrays := []map[string]any{}
+	for _, a := range c.Arrays {
+		m := map[string]any{"name": a.Name, "family": a.Family, "endpoint": a.Endpoint, "username": a.Username,
+			"passwordFile": a.PasswordFile, "caFile": a.CAFile, "requestTimeout": "5s"}
+		if len(a.Options) > 0 {
+			m[a.Family] = a.Options
+		}
+		if a.Family == "powerscale" || a.Family == "unity" {
+			// goisilon and gounity take no custom CA: the simulator's
+			// certificate cannot be verified (the configuration allows
+			// this for test arrays only).
+			delete(m, "caFile")
+			m["insecure"] = true
+		}
+		arrays = append(arrays, m)
+	}
+	doc := map[string]any{
+		"replica": map[string]any{
+			"id": c.ID, "dataDir": c.DataDir, "raftBindAddress": c.RaftBind,
+			"tls": map[string]any{"certFile": c.TLSCert, "keyFile": c.TLSKey, "caFile": c.TLSCA},
+		},
+		"peers":    peers,
+		"raft":     map[string]any{"heartbeatTimeout": "1s", "electionTimeout": "1s", "leaderLeaseTimeout": "500ms"},
+		"http":     map[string]any{"listen": c.HTTPListen, "tokenFile": c.TokenFile},
+		"log":      map[string]any{"format": "json", "level": "debug"},
+		"clusters": clusters,
+		"arrays":   arrays,
+	}
+	b, err := yaml.Marshal(doc)
+	if err != nil {
+		return fmt.Errorf("encode configuration of %s: %w", c.ID, err)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("write configuration of %s: %w", c.ID, err)
+	}
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		return fmt.Errorf("write configuration of %s: %w", c.ID, err)
+	}
+	return nil
+}
+
+// cluster is one entry of the clusters section.
+func (c replicaConfig) cluster(ref clusterRef, arrays []string) map[string]any {
+	cluster := map[string]any{"name": ref.Name, "kubeconfig": ref.Kubeconfig, "arrays": arrays}
 	set := func(k string, v any) {
 		if v != nil && v != "" {
 			cluster[k] = v
@@ -74,48 +127,7 @@ func (c replicaConfig) write(path string) error {
 	if c.Timing.DryRun {
 		cluster["dryRun"] = true
 	}
-	arrays := []map[string]any{}
-	var names []string
-	for _, a := range c.Arrays {
-		m := map[string]any{"name": a.Name, "family": a.Family, "endpoint": a.Endpoint, "username": a.Username,
-			"passwordFile": a.PasswordFile, "caFile": a.CAFile, "requestTimeout": "5s"}
-		if len(a.Options) > 0 {
-			m[a.Family] = a.Options
-		}
-		if a.Family == "powerscale" || a.Family == "unity" {
-			// goisilon and gounity take no custom CA: the simulator's
-			// certificate cannot be verified (the configuration allows
-			// this for test arrays only).
-			delete(m, "caFile")
-			m["insecure"] = true
-		}
-		arrays = append(arrays, m)
-		names = append(names, a.Name)
-	}
-	cluster["arrays"] = names
-	doc := map[string]any{
-		"replica": map[string]any{
-			"id": c.ID, "dataDir": c.DataDir, "raftBindAddress": c.RaftBind,
-			"tls": map[string]any{"certFile": c.TLSCert, "keyFile": c.TLSKey, "caFile": c.TLSCA},
-		},
-		"peers":    peers,
-		"raft":     map[string]any{"heartbeatTimeout": "1s", "electionTimeout": "1s", "leaderLeaseTimeout": "500ms"},
-		"http":     map[string]any{"listen": c.HTTPListen, "tokenFile": c.TokenFile},
-		"log":      map[string]any{"format": "json", "level": "debug"},
-		"clusters": []any{cluster},
-		"arrays":   arrays,
-	}
-	b, err := yaml.Marshal(doc)
-	if err != nil {
-		return fmt.Errorf("encode configuration of %s: %w", c.ID, err)
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return fmt.Errorf("write configuration of %s: %w", c.ID, err)
-	}
-	if err := os.WriteFile(path, b, 0o600); err != nil {
-		return fmt.Errorf("write configuration of %s: %w", c.ID, err)
-	}
-	return nil
+	return cluster
 }
 
 // familyOptions returns the family section of an array's configuration

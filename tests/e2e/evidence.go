@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"time"
@@ -25,30 +24,22 @@ func (h *Harness) Inputs() (invariants.Inputs, invariants.Options, error) {
 		Arrays:     map[string][]simcore.AuditEntry{},
 		ArrayStart: h.arrayStart,
 		ArrayEnd:   h.arrayStates(),
-		Placements: map[string][]invariants.Placement{ClusterName: h.placements.Placements()},
+		Placements: map[string][]invariants.Placement{},
+		Kube:       map[string][]invariants.KubeEvent{},
 		Timeline:   h.Timeline.Events(),
 		DryRun:     h.opts.Timing.DryRun,
 	}
 	for name, a := range h.Arrays {
 		in.Arrays[name] = a.Server.Audit()
 	}
-	f, err := os.Open(h.CP.AuditLogPath)
-	if err != nil {
-		return in, invariants.Options{}, fmt.Errorf("open apiserver audit log: %w", err)
+	for name, cp := range h.CPs {
+		in.Placements[name] = h.placements[name].Placements()
+		evs, err := kubeAudit(cp.AuditLogPath)
+		if err != nil {
+			return in, invariants.Options{}, fmt.Errorf("cluster %s: %w", name, err)
+		}
+		in.Kube[name] = evs
 	}
-	data, err := io.ReadAll(f)
-	_ = f.Close()
-	if err != nil {
-		return in, invariants.Options{}, fmt.Errorf("read apiserver audit log: %w", err)
-	}
-	if i := bytes.LastIndexByte(data, '\n'); i+1 < len(data) {
-		data = data[:i+1] // a line still being written
-	}
-	evs, err := invariants.ParseKubeAudit(bytes.NewReader(data))
-	if err != nil {
-		return in, invariants.Options{}, err
-	}
-	in.Kube = map[string][]invariants.KubeEvent{ClusterName: evs}
 	var hs []*invariants.History
 	for _, id := range h.IDs {
 		hist, err := invariants.ReplayDataDir(h.Replicas[id].DataDir, 10*time.Second)
@@ -104,7 +95,7 @@ func (h *Harness) saveEvidence(dir string, logs bool) error {
 	if err := write("timeline.json", h.Timeline.Events()); err != nil {
 		return err
 	}
-	if err := write("placements.json", h.placements.Placements()); err != nil {
+	if err := write("placements.json", h.placements[ClusterName].Placements()); err != nil {
 		return err
 	}
 	if !logs {
@@ -145,4 +136,17 @@ func detectionSlack(t ClusterTiming) time.Duration {
 		poll = 2 * time.Second
 	}
 	return min(max(poll, time.Second), 5*time.Second) + 2*time.Second
+}
+
+// kubeAudit parses an apiserver audit log (leaving out a line still being
+// written).
+func kubeAudit(path string) ([]invariants.KubeEvent, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read apiserver audit log: %w", err)
+	}
+	if i := bytes.LastIndexByte(data, '\n'); i+1 < len(data) {
+		data = data[:i+1]
+	}
+	return invariants.ParseKubeAudit(bytes.NewReader(data))
 }

@@ -249,7 +249,7 @@ func (h *Harness) signalHosts(node string, a *Array) []string {
 // arrays see no connection and no I/O from it.
 func (h *Harness) KillNode(name string) {
 	h.t.Helper()
-	h.Timeline.Record(invariants.NodeKill, ClusterName+"/"+name)
+	h.Timeline.Record(invariants.NodeKill, h.ClusterOf(name)+"/"+name)
 	require.NoError(h.t, h.Nodes[name].Kill(h.ctx))
 	h.setSignals(name, false, false)
 }
@@ -258,14 +258,14 @@ func (h *Harness) KillNode(name string) {
 // the arrays still see it.
 func (h *Harness) HangNode(name string) {
 	h.t.Helper()
-	h.Timeline.Record(invariants.NodeHang, ClusterName+"/"+name)
+	h.Timeline.Record(invariants.NodeHang, h.ClusterOf(name)+"/"+name)
 	require.NoError(h.t, h.Nodes[name].Hang(h.ctx))
 }
 
 // ReturnNode brings a node back without a reboot.
 func (h *Harness) ReturnNode(name string) {
 	h.t.Helper()
-	h.Timeline.Record(invariants.NodeReturn, ClusterName+"/"+name)
+	h.Timeline.Record(invariants.NodeReturn, h.ClusterOf(name)+"/"+name)
 	require.NoError(h.t, h.Nodes[name].Return(h.ctx))
 	h.setSignals(name, true, true)
 }
@@ -273,7 +273,7 @@ func (h *Harness) ReturnNode(name string) {
 // RebootNode reboots a node: it comes back with a new boot ID.
 func (h *Harness) RebootNode(name string) {
 	h.t.Helper()
-	h.Timeline.Record(invariants.NodeReboot, ClusterName+"/"+name)
+	h.Timeline.Record(invariants.NodeReboot, h.ClusterOf(name)+"/"+name)
 	_, err := h.Nodes[name].Reboot(h.ctx)
 	require.NoError(h.t, err)
 	h.setSignals(name, true, true)
@@ -304,7 +304,7 @@ func (h *Harness) WaitFence(node string, timeout time.Duration, phases ...string
 		}
 		var seen []string
 		for _, f := range fences {
-			if f.Node != node || f.Cluster != ClusterName {
+			if f.Node != node || f.Cluster != h.ClusterOf(node) {
 				continue
 			}
 			seen = append(seen, f.ID+":"+f.Phase)

@@ -16,8 +16,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/fenced-project/fenced/cluster/clustertest"
 	"github.com/fenced-project/fenced/tests/arraysim/fixture"
@@ -44,6 +42,10 @@ type Options struct {
 	// NodeLeaseDurationSeconds is passed to the test bed (renewal every
 	// quarter of it). Default 40.
 	NodeLeaseDurationSeconds int
+	// SecondCluster is the number of worker nodes ("other-N") of a second
+	// test bed cluster, SecondClusterName, protected by the same replicas
+	// and arrays. Default 0: no second cluster.
+	SecondCluster int
 }
 
 // TB is what the harness needs of a test. *testing.T satisfies it, and so
@@ -66,8 +68,10 @@ type Harness struct {
 	t   TB
 	ctx context.Context
 	// Dir holds the replicas' directories and the array certificates.
-	Dir      string
+	Dir string
+	// CP is the control plane of ClusterName; CPs has every cluster's.
 	CP       *testbed.ControlPlane
+	CPs      map[string]*testbed.ControlPlane
 	Nodes    map[string]*testbed.Node
 	Fixture  *fixture.Fixture
 	Arrays   map[string]*Array
@@ -81,9 +85,10 @@ type Harness struct {
 	// TokenFile holds the operator API token every replica accepts.
 	TokenFile string
 
-	opts       Options
-	placements *placementRecorder
-	arrayStart map[string]json.RawMessage
+	opts        Options
+	placements  map[string]*placementRecorder
+	nodeCluster map[string]string
+	arrayStart  map[string]json.RawMessage
 }
 
 func randomHex(n int) string {
@@ -124,23 +129,29 @@ func Start(t TB, opts Options) *Harness {
 		h.Users[user] = id
 		tbTokens = append(tbTokens, testbed.Token{Token: tokens[id], User: user, UID: user, Groups: []string{"system:masters"}})
 	}
-	cp, err := testbed.StartControlPlane(ctx, testbed.Options{Tokens: tbTokens, NodeLeaseDurationSeconds: opts.NodeLeaseDurationSeconds,
-		BuildLog: io.Discard})
-	require.NoError(t, err, "start the control plane")
-	h.CP = cp
-	t.Cleanup(cp.Stop)
-	nodes, err := h.CP.AddNodes(ctx, testbed.NodeSpecs("worker", opts.Nodes)...)
-	require.NoError(t, err)
+	h.CPs, h.placements, h.nodeCluster = map[string]*testbed.ControlPlane{}, map[string]*placementRecorder{}, map[string]string{}
 	var specs []testbed.NodeSpec
-	var names []string
-	for _, n := range nodes {
-		h.Nodes[n.Name()] = n
-		specs = append(specs, n.Spec)
-		names = append(names, n.Name())
+	for _, c := range h.clusterSpecs() {
+		cp, err := testbed.StartControlPlane(ctx, testbed.Options{Tokens: tbTokens, NodeLeaseDurationSeconds: opts.NodeLeaseDurationSeconds,
+			BuildLog: io.Discard})
+		require.NoError(t, err, "start the control plane of %s", c.name)
+		t.Cleanup(cp.Stop)
+		h.CPs[c.name] = cp
+		nodes, err := cp.AddNodes(ctx, testbed.NodeSpecs(c.prefix, c.nodes)...)
+		require.NoError(t, err)
+		var names []string
+		for _, n := range nodes {
+			h.Nodes[n.Name()] = n
+			h.nodeCluster[n.Name()] = c.name
+			specs = append(specs, n.Spec)
+			names = append(names, n.Name())
+		}
+		require.NoError(t, cp.WaitNodesReady(ctx, names...))
+		h.placements[c.name] = watchPlacements(ctx, cp.Client)
 	}
-	require.NoError(t, h.CP.WaitNodesReady(ctx, names...))
-	h.placements = watchPlacements(ctx, h.CP.Client)
+	h.CP = h.CPs[ClusterName]
 
+	var err error
 	h.Fixture, err = MakeFixture(specs, opts.ArraysYAML)
 	require.NoError(t, err)
 	h.Arrays, err = StartArrays(h.Fixture, opts.Replicas, filepath.Join(h.Dir, "array-certs"), slog.New(slog.DiscardHandler))
@@ -188,14 +199,6 @@ func (h *Harness) setUpReplicas(binary string, tokens map[string]string) error {
 		r.HTTPURL = "http://" + httpAddr
 		h.Replicas[id] = r
 	}
-	api, err := url.Parse(h.CP.APIServerURL)
-	if err != nil {
-		return fmt.Errorf("apiserver URL: %w", err)
-	}
-	caPEM, err := os.ReadFile(h.CP.CAFile)
-	if err != nil {
-		return fmt.Errorf("read apiserver CA: %w", err)
-	}
 	for _, id := range h.IDs {
 		r := h.Replicas[id]
 		files, err := ca.WriteFiles(r.Dir, "raft-"+id)
@@ -203,8 +206,7 @@ func (h *Harness) setUpReplicas(binary string, tokens map[string]string) error {
 			return err
 		}
 		cfg := replicaConfig{ID: id, DataDir: r.DataDir, RaftBind: r.RaftAddr, TLSCert: files.CertFile, TLSKey: files.KeyFile,
-			TLSCA: files.CAFile, HTTPListen: r.HTTPURL[len("http://"):], TokenFile: h.TokenFile, Cluster: ClusterName, Timing: h.opts.Timing,
-			Kubeconfig: filepath.Join(r.Dir, "kubeconfig")}
+			TLSCA: files.CAFile, HTTPListen: r.HTTPURL[len("http://"):], TokenFile: h.TokenFile, Timing: h.opts.Timing}
 		for _, peer := range h.IDs {
 			if peer == id {
 				continue
@@ -215,17 +217,12 @@ func (h *Harness) setUpReplicas(binary string, tokens map[string]string) error {
 			}
 			cfg.Peers = append(cfg.Peers, peerConfig{ID: peer, RaftAddr: addr, HTTPURL: h.Replicas[peer].HTTPURL})
 		}
-		apiAddr, err := h.Net.Add(apiProxy(id), api.Host)
-		if err != nil {
-			return err
-		}
-		kc := clientcmdapi.NewConfig()
-		kc.Clusters[ClusterName] = &clientcmdapi.Cluster{Server: "https://" + apiAddr, CertificateAuthorityData: caPEM}
-		kc.AuthInfos["fenced"] = &clientcmdapi.AuthInfo{Token: tokens[id]}
-		kc.Contexts[ClusterName] = &clientcmdapi.Context{Cluster: ClusterName, AuthInfo: "fenced"}
-		kc.CurrentContext = ClusterName
-		if err := clientcmd.WriteToFile(*kc, cfg.Kubeconfig); err != nil {
-			return fmt.Errorf("write kubeconfig of %s: %w", id, err)
+		for _, c := range h.clusterSpecs() {
+			kubeconfig, err := h.writeKubeconfig(id, c.name, tokens[id])
+			if err != nil {
+				return err
+			}
+			cfg.Clusters = append(cfg.Clusters, clusterRef{Name: c.name, Kubeconfig: kubeconfig})
 		}
 		for _, a := range sortedArrays(h.Arrays) {
 			l := a.Listeners[id]

@@ -201,7 +201,29 @@ func TestArrayDownDuringFence(t *testing.T) {
 	down := "pstore-1"
 	h.ArrayDown(down)
 	h.KillNode(victim)
-	h.WaitFence(victim, waitFence, append([]string{"intent", "failed"}, phasesFencing...)...)
+	// The leader judges the node failed (and may open the fence and fence
+	// the other arrays) ...
+	h.wait(waitFence, victim+" failed or a fence of it opened", func() (bool, string) {
+		st, err := leaderStatus(h)
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, f := range st.Fences {
+			if f.Node == victim {
+				return true, ""
+			}
+		}
+		if c := clusterStatus(st); c != nil {
+			for _, u := range c.Unhealthy {
+				if u.Name == victim && u.Verdict != "suspect" {
+					return true, ""
+				}
+			}
+			return false, fmt.Sprintf("%+v", c.Unhealthy)
+		}
+		return false, "no cluster status"
+	})
+	// ... but goes no further than fencing while the array is down.
 	deadline := time.Now().Add(20 * time.Second)
 	h.wait(time.Minute, "20 s of the fence held back by the down array", func() (bool, string) {
 		st, err := leaderStatus(h)
@@ -345,4 +367,33 @@ func TestDryRun(t *testing.T) {
 	assert.False(t, hasTaint(t, h, victim, outOfService))
 	rep := h.Check()
 	require.Positive(t, rep.Checked[invariants.RuleDryRun])
+}
+
+// TestTwoClusters: one Raft group protects two clusters (each its own
+// control plane) over the same arrays; a node dies in each at once; both
+// are fenced, and the checker reads both apiservers' audit logs.
+func TestTwoClusters(t *testing.T) {
+	full(t)
+	h := Start(t, Options{Nodes: 4, SecondCluster: 3, Timing: fastTiming(), NodeLeaseDurationSeconds: 4})
+	h.WaitLeader(waitLeader)
+	pods := deployStatefulSet(t, h, "web", 1)
+	first := withPods(pods, 1)[0]
+	second := "other-2"
+	require.Equal(t, SecondClusterName, h.ClusterOf(second))
+	h.KillNode(first)
+	h.KillNode(second)
+	requireVerified(t, h, h.WaitFence(first, waitFence, phasesEvicted...))
+	f := h.WaitFence(second, waitFence, phasesEvicted...)
+	requireVerified(t, h, f)
+	require.Equal(t, SecondClusterName, f.Cluster)
+	n, err := h.CPs[SecondClusterName].Client.CoreV1().Nodes().Get(h.ctx, second, metav1.GetOptions{})
+	require.NoError(t, err)
+	tainted := false
+	for _, taint := range n.Spec.Taints {
+		tainted = tainted || taint.Key == outOfService
+	}
+	require.True(t, tainted, "%s of %s not tainted", second, SecondClusterName)
+	waitReplaced(t, h, pods[first])
+	rep := h.Check()
+	require.Positive(t, rep.Checked[invariants.RuleFenceBeforeDelete])
 }
