@@ -46,6 +46,8 @@ type fencing struct {
 	clusters []*clusterRuntime
 	ctrl     *stonith.Controller // nil when no cluster could be wired
 	vantage  *vantage
+	// pathMetrics is registered when a cluster enables storagePathLoss.
+	pathMetrics *detector.PathMetrics
 }
 
 // wireFencing builds the components and plugs them into the daemon. A
@@ -113,12 +115,6 @@ func wireFencing(d *daemon.Daemon, node *cluster.Node, order *stopOrder) (*fenci
 	}
 	f.readiness()
 	f.statusProviders()
-	for _, c := range cfg.Clusters {
-		if c.StoragePathLoss.Enabled {
-			f.log.Warn("clusters[].storagePathLoss is not supported by this version's detector and is ignored: nodes are not fenced on lost storage paths alone",
-				"cluster", c.Name)
-		}
-	}
 	return f, nil
 }
 
@@ -228,6 +224,9 @@ func (f *fencing) newRunner(cr *clusterRuntime, metrics *detector.Metrics) error
 	if len(others) > 0 {
 		cr.view.board = f.vantage.addCluster(cr.cfg.Name, others, pol)
 		cr.view.report = f.vantage.queue
+	}
+	if err := f.pathLoss(cr, pol, &rc); err != nil {
+		return err
 	}
 	r, err := detector.NewRunner(rc)
 	if err != nil {

@@ -80,6 +80,12 @@ func (f *fencing) clusterStatus(cr *clusterRuntime, ps stonith.Status, paused bo
 		}
 		out.Storm = s
 	}
+	for _, s := range ds.StorageStorm {
+		if s.Active {
+			out.StorageStorm = append(out.StorageStorm, status.StorageStorm{Array: s.Array, Reason: s.Reason,
+				Disconnected: s.Disconnected, Allowed: s.Limit, Error: s.Error, Since: s.Since.UTC()})
+		}
+	}
 	listed := map[string]bool{}
 	for _, fs := range ps.Fences {
 		if fs.Cluster != cr.cfg.Name {

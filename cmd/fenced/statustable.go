@@ -60,6 +60,10 @@ func writeTable(out io.Writer, st status.Status) error {
 			if s := c.Storm; s != nil {
 				nodes = append(nodes, []string{c.Name, "(storm guard)", "active", fmt.Sprintf("%d unhealthy, %d allowed (limit %s)", s.Unhealthy, s.Allowed, s.Limit), ""})
 			}
+			for _, s := range c.StorageStorm {
+				nodes = append(nodes, []string{c.Name, "(storage storm guard: " + s.Array + ")", "active",
+					fmt.Sprintf("%s: %d disconnected, %d allowed %s", s.Reason, s.Disconnected, s.Allowed, s.Error), s.Since.Local().Format(time.RFC3339)})
+			}
 			for _, n := range c.Unhealthy {
 				nodes = append(nodes, []string{c.Name, n.Name, n.Verdict, dash(n.Reason), n.Since.Local().Format(time.RFC3339)})
 			}

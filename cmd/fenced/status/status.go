@@ -99,6 +99,9 @@ type Cluster struct {
 	Nodes *NodeCounts `json:"nodes,omitempty"`
 	// Storm is set while the storm limit holds fencing back.
 	Storm *Storm `json:"storm,omitempty"`
+	// StorageStorm lists the arrays whose storage storm guard is active:
+	// storage path loss verdicts on them are blocked.
+	StorageStorm []StorageStorm `json:"storageStorm,omitempty"`
 	// Unhealthy lists nodes that are not healthy.
 	Unhealthy []Node `json:"unhealthy,omitempty"`
 	// CheckedAt is when the cluster was last observed.
@@ -126,6 +129,20 @@ type Storm struct {
 	Unhealthy int    `json:"unhealthy"`
 	// CooldownUntil is when fencing may resume.
 	CooldownUntil *time.Time `json:"cooldownUntil,omitempty"`
+}
+
+// StorageStorm is an array whose storage storm guard is active: it reports
+// more of the cluster's nodes disconnected than storagePathLoss
+// maxDisconnected allows, or its API is unreachable or erroring. No node
+// is fenced for a lost storage path on it.
+type StorageStorm struct {
+	Array string `json:"array"`
+	// Reason is "disconnected" or "api-error".
+	Reason       string    `json:"reason"`
+	Disconnected int       `json:"disconnected"`
+	Allowed      int       `json:"allowed"`
+	Error        string    `json:"error,omitempty"`
+	Since        time.Time `json:"since"`
 }
 
 // Node is a node that is not healthy.

@@ -1,0 +1,79 @@
+package kube
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+// CSIVolume is a CSI persistent volume used by a pod.
+type CSIVolume struct {
+	// Pod is namespace/name of the pod using it.
+	Pod string
+	// PV is the PersistentVolume's name.
+	PV string
+	// Driver and Handle are spec.csi.driver and spec.csi.volumeHandle.
+	Driver string
+	Handle string
+}
+
+// Protected reports whether a pod is protected: owned by a StatefulSet (as
+// its controller) or matching the selector (nil: none).
+func Protected(p *corev1.Pod, sel labels.Selector) bool {
+	for _, o := range p.OwnerReferences {
+		if o.Kind == "StatefulSet" && o.Controller != nil && *o.Controller {
+			return true
+		}
+	}
+	return sel != nil && !sel.Empty() && sel.Matches(labels.Set(p.Labels))
+}
+
+// ProtectedVolumes reads, from the API server, the CSI volumes of the
+// protected pods running on the node (not terminated), following each
+// pod's PersistentVolumeClaims to their bound PersistentVolumes. A claim
+// that is gone or not bound yet is skipped. It is called only for nodes an
+// array reports disconnected, so it lists instead of watching every pod.
+func (w *Writer) ProtectedVolumes(ctx context.Context, node string, sel labels.Selector) ([]CSIVolume, error) {
+	pods, err := w.PodsOnNode(ctx, node)
+	if err != nil {
+		return nil, err
+	}
+	var out []CSIVolume
+	for i := range pods {
+		p := &pods[i]
+		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed || !Protected(p, sel) {
+			continue
+		}
+		for _, v := range p.Spec.Volumes {
+			if v.PersistentVolumeClaim == nil {
+				continue
+			}
+			pvc, err := w.cs.CoreV1().PersistentVolumeClaims(p.Namespace).Get(ctx, v.PersistentVolumeClaim.ClaimName, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			if err != nil {
+				return nil, fmt.Errorf("get claim %s/%s of pod %s: %w", p.Namespace, v.PersistentVolumeClaim.ClaimName, p.Name, err)
+			}
+			if pvc.Spec.VolumeName == "" {
+				continue
+			}
+			pv, err := w.cs.CoreV1().PersistentVolumes().Get(ctx, pvc.Spec.VolumeName, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			if err != nil {
+				return nil, fmt.Errorf("get volume %s of pod %s/%s: %w", pvc.Spec.VolumeName, p.Namespace, p.Name, err)
+			}
+			if pv.Spec.CSI == nil {
+				continue
+			}
+			out = append(out, CSIVolume{Pod: p.Namespace + "/" + p.Name, PV: pv.Name, Driver: pv.Spec.CSI.Driver, Handle: pv.Spec.CSI.VolumeHandle})
+		}
+	}
+	return out, nil
+}
