@@ -86,6 +86,21 @@ func (d *demo) run(ctx context.Context) error {
 	}
 	d.fenced = bin
 
+	if err := d.setUp(ctx); err != nil {
+		return err
+	}
+	if d.o.exitAfterRecovery {
+		return nil
+	}
+	d.printHints()
+	fmt.Fprintln(d.out, "Press Ctrl-C to stop everything.")
+	<-ctx.Done()
+	return nil
+}
+
+// setUp starts everything and, unless --keep, kills a node and prints the
+// timeline of its recovery, all within --timeout.
+func (d *demo) setUp(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, d.o.timeout)
 	defer cancel()
 	if err := d.startKubernetes(ctx); err != nil {
@@ -112,13 +127,6 @@ func (d *demo) run(ctx context.Context) error {
 		}
 		tl.summary()
 	}
-	cancel()
-	d.printHints()
-	if d.o.exitAfterRecovery {
-		return nil
-	}
-	fmt.Fprintln(d.out, "Press Ctrl-C to stop everything.")
-	<-ctx.Done()
 	return nil
 }
 
@@ -131,6 +139,9 @@ func (d *demo) makeDir() error {
 		}
 		if err := os.MkdirAll(abs, 0o755); err != nil {
 			return fmt.Errorf("--dir: %w", err)
+		}
+		if entries, err := os.ReadDir(abs); err != nil || len(entries) > 0 {
+			return fmt.Errorf("--dir: %s is not an empty directory (a new demo needs fresh etcd and Raft data)", abs)
 		}
 		d.dir = abs
 		return nil

@@ -78,10 +78,14 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	stopWithParent()
 	d := newDemo(o, os.Stdout)
 	err = d.run(ctx)
 	interrupted := ctx.Err() != nil
 	stop() // a second Ctrl-C now kills the demo; Pdeathsig takes the children with it
+	if interrupted {
+		d.say("stopping everything")
+	}
 	d.close()
 	switch {
 	case err != nil && !interrupted:
@@ -90,5 +94,19 @@ func main() {
 	case err != nil:
 		fmt.Fprintln(os.Stderr, "demo: interrupted before it finished")
 		os.Exit(130)
+	}
+}
+
+// stopWithParent asks the kernel to send the demo SIGTERM when the process
+// that started it dies: `go run` itself ignores Ctrl-C (the demo gets it
+// from the terminal) but dies of a SIGTERM without passing it on, which
+// would otherwise leave the demo and everything it started running.
+func stopWithParent() {
+	ppid := os.Getppid()
+	if _, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, syscall.PR_SET_PDEATHSIG, uintptr(syscall.SIGTERM), 0); errno != 0 {
+		return
+	}
+	if os.Getppid() != ppid { // the parent died before the request took effect
+		_ = syscall.Kill(os.Getpid(), syscall.SIGTERM)
 	}
 }
