@@ -146,7 +146,7 @@ func (d *demo) makeDir() error {
 		d.dir = abs
 		return nil
 	}
-	dir, err := os.MkdirTemp("", "fenced-demo-")
+	dir, err := os.MkdirTemp("", "demo-")
 	if err != nil {
 		return fmt.Errorf("create the working directory: %w", err)
 	}
