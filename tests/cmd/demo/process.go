@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -72,7 +73,8 @@ func (c *child) start(sp *spawner, path string, args ...string) error {
 	if err != nil {
 		return fmt.Errorf("start %s: open log: %w", c.name, err)
 	}
-	cmd := exec.Command(path, args...)
+	// The process lives until stop, not for the length of a request.
+	cmd := exec.CommandContext(context.Background(), path, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := sp.start(cmd); err != nil {

@@ -91,14 +91,6 @@ func (t *timeline) mark(name string, at time.Time) {
 	}
 }
 
-// marked returns a milestone's time.
-func (t *timeline) marked(name string) (time.Time, bool) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	at, ok := t.marks[name]
-	return at, ok
-}
-
 // countArray counts an array confirmed fenced.
 func (t *timeline) countArray() {
 	t.mu.Lock()

@@ -34,7 +34,6 @@ type watcher struct {
 	mu           sync.Mutex
 	leader       *replica
 	heartbeatSet bool
-	fenceID      string
 	lastState    string // for the error on timeout
 }
 
