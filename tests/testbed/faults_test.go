@@ -13,6 +13,7 @@ import (
 )
 
 func TestNodeRebootHangAndReturn(t *testing.T) {
+	t.Parallel()
 	cp := testbed.Start(t, testbed.Options{NodeLeaseDurationSeconds: leaseDuration})
 	ctx := ctxFor(t, 5*time.Minute)
 	nodes, err := cp.AddNodes(ctx, testbed.NodeSpecs("node", 2)...)
@@ -88,6 +89,7 @@ func TestNodeRebootHangAndReturn(t *testing.T) {
 }
 
 func TestAPIServerRestart(t *testing.T) {
+	t.Parallel()
 	cp := testbed.Start(t, testbed.Options{})
 	ctx := ctxFor(t, 3*time.Minute)
 	_, err := cp.Client.Discovery().ServerVersion()

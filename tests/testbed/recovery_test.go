@@ -19,6 +19,7 @@ import (
 // automates: a node dies, it is marked out of service, its StatefulSet pod
 // is force-deleted and comes back on a healthy node.
 func TestKilledNodeStatefulSetRecovery(t *testing.T) {
+	t.Parallel() // mostly waiting on state: overlaps with the other small control planes
 	cp := testbed.Start(t, testbed.Options{NodeLeaseDurationSeconds: leaseDuration})
 	ctx := ctxFor(t, 5*time.Minute)
 
