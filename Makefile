@@ -21,7 +21,7 @@ build: ## Build bin/fenced with the version stamped in
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/fenced ./cmd/fenced
 
 test: ## Run the tests, then fuzz the configuration parser briefly (the README's test command)
-	$(GO) test ./... && $(GO) test ./configs -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME)
+	$(GO) test -timeout 60m ./... && $(GO) test ./configs -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME)
 
 lint: ## Run golangci-lint (pinned) with .golangci.yml
 	$(GOLANGCI_LINT) run ./...
@@ -42,7 +42,10 @@ CHAOS_DURATION ?= 30m
 CHAOS_SEED     ?= 0
 BENCHFLAGS     ?=
 
-.PHONY: e2e chaos bench
+.PHONY: e2e chaos bench testbed
+
+testbed: ## Build the test bed's etcd, Kubernetes and kwok binaries into .cache/k8s (no-op when present)
+	$(GO) run ./tests/testbed/cmd/build
 
 e2e: ## Run every end-to-end scenario (FENCED_E2E=full), about 30 min
 	FENCED_E2E=full $(GO) test -count=1 -timeout 120m -v ./tests/e2e/
