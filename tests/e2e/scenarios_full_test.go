@@ -79,8 +79,9 @@ func TestNodeHangs(t *testing.T) {
 }
 
 // TestKubeletPolicyDeadNode: under corroboration "kubelet" a dead node
-// (kubelet unreachable from every replica) is fenced: the leader needs the
-// probes of a majority of replicas.
+// (kubelet unreachable from every replica) is fenced: the followers report
+// their probes to the leader, which needs a majority of replicas to find
+// the kubelet unreachable.
 func TestKubeletPolicyDeadNode(t *testing.T) {
 	full(t)
 	timing := fastTiming()
@@ -89,30 +90,7 @@ func TestKubeletPolicyDeadNode(t *testing.T) {
 	h.WaitLeader(waitLeader)
 	victim := "worker-2"
 	h.KillNode(victim)
-	var last string
-	h.wait(waitFence, "a fence of "+victim, func() (bool, string) {
-		st, err := leaderStatus(h)
-		if err != nil {
-			return false, err.Error()
-		}
-		for _, f := range st.Fences {
-			if f.Node == victim && f.Phase == "evicted" {
-				return true, ""
-			}
-		}
-		c := clusterStatus(st)
-		if c != nil {
-			last = fmt.Sprintf("%+v", c.Unhealthy)
-			for _, u := range c.Unhealthy {
-				if u.Name == victim && u.Verdict == "suspect" && time.Since(u.Since) > 2*timing.HeartbeatGrace {
-					t.Skipf("waiting on follower vantage sharing: the leader's verdict on %s stays %s (%s) "+
-						"because the followers' kubelet probes do not reach it, so a majority of replicas can never "+
-						"be shown to find the kubelet unreachable (leader's view: %s)", victim, u.Verdict, u.Reason, last)
-				}
-			}
-		}
-		return false, last
-	})
+	requireVerified(t, h, h.WaitFence(victim, waitFence, phasesEvicted...))
 	h.Check()
 }
 

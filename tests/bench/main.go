@@ -1,0 +1,235 @@
+// Command bench measures fenced's recovery figures end to end and writes
+// them to bench/results.md and bench/results.json. The figures are
+// measurements, not pass/fail checks.
+//
+//	go run ./tests/bench -out bench            # make bench
+//	go run ./tests/bench -trials 5 -baseline=false -failover 0
+//
+// What it runs, each over the end-to-end harness (tests/e2e: three fenced
+// processes built from this tree, a real kube-apiserver, controller
+// manager and scheduler with kwok nodes, the five array simulators behind
+// toxiproxy):
+//
+//   - single: one node of a -nodes cluster dies with -pods protected
+//     StatefulSet pods on it, array latency -latency, fenced's default
+//     configuration; -trials trials (a new victim each);
+//   - baseline: the same death with no fenced at all (Kubernetes alone,
+//     default timings), observed for -baseline-wait; it runs on its own
+//     control plane, at the same time as the trials;
+//   - failover: like single, but the leader is killed with SIGKILL as soon
+//     as the fence is opened; the time from the kill to the fence's
+//     completion;
+//   - steady: fenced idle over -steady-nodes nodes, the leader's and a
+//     follower's CPU and RSS;
+//   - storm: -storm-dying of -storm-nodes nodes die at once with the storm
+//     limit raised to allow it.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/fenced-project/fenced/tests/e2e"
+)
+
+// params are the command line.
+type params struct {
+	Out           string        `json:"-"`
+	Nodes         int           `json:"nodes"`
+	Pods          int           `json:"podsPerNode"`
+	Latency       time.Duration `json:"arrayLatency"`
+	Trials        int           `json:"trials"`
+	Baseline      bool          `json:"baseline"`
+	BaselineWait  time.Duration `json:"baselineWait"`
+	Failover      int           `json:"failoverTrials"`
+	SteadyNodes   int           `json:"steadyNodes"`
+	SteadyWindow  time.Duration `json:"steadyWindow"`
+	StormNodes    int           `json:"stormNodes"`
+	StormDying    int           `json:"stormDying"`
+	Keep          string        `json:"-"`
+	TrialDeadline time.Duration `json:"-"`
+}
+
+func main() {
+	var p params
+	flag.StringVar(&p.Out, "out", "bench", "directory for results.md and results.json")
+	flag.IntVar(&p.Nodes, "nodes", 100, "nodes of the single-node and failover cluster")
+	flag.IntVar(&p.Pods, "pods", 12, "protected StatefulSet pods on each dying node")
+	flag.DurationVar(&p.Latency, "latency", 20*time.Millisecond, "added round-trip latency on every array path")
+	flag.IntVar(&p.Trials, "trials", 20, "single-node trials")
+	flag.BoolVar(&p.Baseline, "baseline", true, "run the baseline without fenced")
+	flag.DurationVar(&p.BaselineWait, "baseline-wait", 10*time.Minute, "how long the baseline observes the pods")
+	flag.IntVar(&p.Failover, "failover", 5, "leader-killed-during-a-fence trials")
+	flag.IntVar(&p.SteadyNodes, "steady-nodes", 0, "nodes of the steady-state measurement (0: skip; the issue asks for 2000)")
+	flag.DurationVar(&p.SteadyWindow, "steady-window", time.Minute, "how long CPU is sampled in steady state")
+	flag.IntVar(&p.StormNodes, "storm-nodes", 0, "nodes of the mass-death run (0: skip; the issue asks for 1000)")
+	flag.IntVar(&p.StormDying, "storm-dying", 100, "nodes that die at once in the mass-death run")
+	flag.StringVar(&p.Keep, "keep", "", "keep the runs' directories here")
+	flag.DurationVar(&p.TrialDeadline, "trial-deadline", 5*time.Minute, "give up on a trial after this long")
+	render := flag.Bool("render", false, "only render results.md again from the results.json in -out")
+	flag.Parse()
+	if *render {
+		if err := rerender(p.Out); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if err := run(p); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+// Results is the JSON document.
+type Results struct {
+	StartedAt time.Time       `json:"startedAt"`
+	Duration  string          `json:"duration"`
+	Host      Host            `json:"host"`
+	Params    params          `json:"params"`
+	Single    *SingleResults  `json:"single,omitempty"`
+	Failover  *FailoverResult `json:"failover,omitempty"`
+	Baseline  *BaselineResult `json:"baseline,omitempty"`
+	Steady    *SteadyResult   `json:"steady,omitempty"`
+	Storm     *StormResult    `json:"storm,omitempty"`
+	Notes     []string        `json:"notes,omitempty"`
+}
+
+func run(p params) error {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	res := &Results{StartedAt: time.Now().UTC(), Host: hostInfo(), Params: p}
+	var mu sync.Mutex // guards res: the baseline runs alongside
+	save := func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		res.Duration = time.Since(res.StartedAt).Round(time.Second).String()
+		return write(p.Out, res)
+	}
+	note := func(s string) {
+		mu.Lock()
+		defer mu.Unlock()
+		res.Notes = append(res.Notes, s)
+	}
+	bin, err := e2e.BuildFenced(ctx, mustTemp())
+	if err != nil {
+		return err
+	}
+	_ = os.Setenv(e2e.BinaryEnv, bin)
+
+	var wg sync.WaitGroup
+	if p.Baseline {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			b, err := runBaseline(ctx, p)
+			if err != nil {
+				note("baseline failed: " + err.Error())
+				return
+			}
+			mu.Lock()
+			res.Baseline = b
+			mu.Unlock()
+			_ = save()
+		}()
+	}
+	if p.Trials > 0 || p.Failover > 0 {
+		err := standalone(p.Keep, "single", func(t *e2e.Standalone) error {
+			s, f, err := runSingle(t, p)
+			mu.Lock()
+			res.Single, res.Failover = s, f
+			mu.Unlock()
+			_ = save()
+			return err
+		})
+		if err != nil {
+			note("single/failover: " + err.Error())
+		}
+	}
+	if p.SteadyNodes > 0 {
+		err := standalone(p.Keep, "steady", func(t *e2e.Standalone) error {
+			s, err := runSteady(t, p)
+			mu.Lock()
+			res.Steady = s
+			mu.Unlock()
+			return err
+		})
+		if err != nil {
+			note("steady: " + err.Error())
+		}
+		_ = save()
+	}
+	if p.StormNodes > 0 {
+		err := standalone(p.Keep, "storm", func(t *e2e.Standalone) error {
+			s, err := runStorm(t, p)
+			mu.Lock()
+			res.Storm = s
+			mu.Unlock()
+			return err
+		})
+		if err != nil {
+			note("storm: " + err.Error())
+		}
+		_ = save()
+	}
+	wg.Wait()
+	return save()
+}
+
+// standalone runs f over a fresh harness stand-in.
+func standalone(keep, name string, f func(*e2e.Standalone) error) error {
+	dir := ""
+	if keep != "" {
+		dir = filepath.Join(keep, name)
+	}
+	t, err := e2e.NewStandalone(dir)
+	if err != nil {
+		return err
+	}
+	return t.Run(func() error { return f(t) })
+}
+
+func mustTemp() string {
+	dir, err := os.MkdirTemp("", "fenced-bench-bin-")
+	if err != nil {
+		panic(err)
+	}
+	return dir
+}
+
+// write saves results.json and results.md.
+func write(dir string, r *Results) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("results directory: %w", err)
+	}
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode results: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "results.json"), append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("write results.json: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "results.md"), []byte(markdown(r)), 0o644); err != nil {
+		return fmt.Errorf("write results.md: %w", err)
+	}
+	return nil
+}
+
+// rerender writes results.md again from results.json.
+func rerender(dir string) error {
+	b, err := os.ReadFile(filepath.Join(dir, "results.json"))
+	if err != nil {
+		return fmt.Errorf("read results.json: %w", err)
+	}
+	var r Results
+	if err := json.Unmarshal(b, &r); err != nil {
+		return fmt.Errorf("decode results.json: %w", err)
+	}
+	return os.WriteFile(filepath.Join(dir, "results.md"), []byte(markdown(&r)), 0o644)
+}

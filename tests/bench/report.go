@@ -1,0 +1,167 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"runtime"
+	"sort"
+	"strings"
+
+	"github.com/fenced-project/fenced/cmd/fenced/status"
+	"github.com/fenced-project/fenced/tests/e2e"
+)
+
+// Host describes the machine the figures come from.
+type Host struct {
+	CPUs      int    `json:"cpus"`
+	CPUModel  string `json:"cpuModel"`
+	GoVersion string `json:"goVersion"`
+	LoadAvg   string `json:"loadAverageAtStart"`
+}
+
+func hostInfo() Host {
+	h := Host{CPUs: runtime.NumCPU(), GoVersion: runtime.Version()}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(line, "model name") {
+				h.CPUModel = strings.TrimSpace(line[strings.IndexByte(line, ':')+1:])
+				break
+			}
+		}
+	}
+	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
+		h.LoadAvg = strings.Join(strings.Fields(string(b))[:3], " ")
+	}
+	return h
+}
+
+func leaderStatus(ctx context.Context, h *e2e.Harness) (*status.Status, error) {
+	l, err := h.Leader(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return h.Replicas[l].Status(ctx)
+}
+
+// stats are the median, 90th percentile, min and max of a sample.
+type stats struct {
+	n                  int
+	med, p90, min, max float64
+}
+
+func summarize(xs []float64) stats {
+	if len(xs) == 0 {
+		return stats{}
+	}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	q := func(p float64) float64 {
+		i := int(p*float64(len(s)-1) + 0.5)
+		return s[i]
+	}
+	return stats{n: len(s), med: q(0.5), p90: q(0.9), min: s[0], max: s[len(s)-1]}
+}
+
+func (s stats) row(name, target string) string {
+	if s.n == 0 {
+		return fmt.Sprintf("| %s | – | – | – | – | %s |\n", name, target)
+	}
+	return fmt.Sprintf("| %s | %.2f | %.2f | %.2f | %.2f | %s |\n", name, s.med, s.p90, s.min, s.max, target)
+}
+
+func ok(trials []Trial) []Trial {
+	var out []Trial
+	for _, t := range trials {
+		if t.Error == "" && !t.Evicted.IsZero() {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+func field(trials []Trial, f func(Trial) float64) []float64 {
+	var out []float64
+	for _, t := range trials {
+		out = append(out, f(t))
+	}
+	return out
+}
+
+// markdown renders the results.
+func markdown(r *Results) string {
+	var b strings.Builder
+	b.WriteString("# fenced benchmark results\n\n")
+	fmt.Fprintf(&b, "Run %s, took %s, on %d CPUs (%s), %s; load average at start %s. "+
+		"Written by `make bench` (`go run ./tests/bench`); the raw figures are in results.json. "+
+		"Every run is real: three `fenced run` processes, kube-apiserver with etcd, controller manager, scheduler and kwok nodes, "+
+		"the five array simulators behind toxiproxy. Figures, not pass/fail.\n\n",
+		r.StartedAt.Format("2006-01-02 15:04 MST"), r.Duration, r.Host.CPUs, r.Host.CPUModel, r.Host.GoVersion, r.Host.LoadAvg)
+	p := r.Params
+	if r.Single != nil {
+		good := ok(r.Single.Trials)
+		fmt.Fprintf(&b, "## Single node death\n\n%d-node cluster, %d protected StatefulSet pods on the dying node, %s added round trip on every array request (toxiproxy), "+
+			"fenced's default configuration (heartbeatGrace %s, pollInterval 2s, corroboration either, ioWindow 30s), kube's default Lease (40 s, renewed every 10 s). "+
+			"%d trials, %d complete. Seconds.\n\n", p.Nodes, p.Pods, p.Latency, r.Single.Grace, len(r.Single.Trials), len(good))
+		b.WriteString("| Figure | median | p90 | min | max | target |\n|---|---|---|---|---|---|\n")
+		b.WriteString(summarize(field(good, func(t Trial) float64 { return t.DetectionOverhead })).row("detection overhead (Failed verdict − (last renewal + grace))", "≤ 1 s median"))
+		b.WriteString(summarize(field(good, func(t Trial) float64 { return t.FenceTime })).row("fence time (intent → fenced: every array fenced and read back)", ""))
+		b.WriteString(summarize(field(good, func(t Trial) float64 { return t.EvictionTime })).row("eviction time (fenced → evicted: tainted, pods force-deleted)", ""))
+		b.WriteString(summarize(field(good, func(t Trial) float64 { return t.GraceToEvicted })).row("heartbeat loss past grace → all pods force-deleted", "≤ 2 s median"))
+		b.WriteString(summarize(field(good, func(t Trial) float64 { return t.TotalRecovery })).row("total recovery (last renewal → all replacements Running)", ""))
+		b.WriteString("\n")
+		for _, t := range r.Single.Trials {
+			if t.Error != "" {
+				fmt.Fprintf(&b, "- trial on %s failed: %s\n", t.Node, t.Error)
+			}
+		}
+	}
+	if r.Baseline != nil {
+		bl := r.Baseline
+		fmt.Fprintf(&b, "## Baseline: Kubernetes alone\n\nThe same death (%d nodes, %d StatefulSet pods on the dying node) with no fenced, default Kubernetes timings, watched for %s. "+
+			"The node was marked NotReady after %.0f s; the first pod got a deletion timestamp after %.0f s.\n\n", bl.Nodes, bl.Pods, bl.Watched, bl.NotReadyAfter, bl.TerminatingAfter)
+		fmt.Fprintf(&b, "Where the pods are after %s: **%s**.\n\n", bl.Watched, countsString(bl.Final))
+		b.WriteString("| after (s) | pods |\n|---|---|\n")
+		for _, s := range bl.Samples {
+			fmt.Fprintf(&b, "| %.0f | %s |\n", s.After, countsString(s.Counts))
+		}
+		b.WriteString("\n")
+	}
+	if r.Failover != nil {
+		good := ok(r.Failover.Trials)
+		fmt.Fprintf(&b, "## Leader killed during a fence\n\nAs above, but the leader is killed with SIGKILL as soon as it opens the fence (its array paths are slowed to 300 ms per round trip so that the kill lands mid-fence; the other replicas keep %s). %d trials, %d complete. Seconds.\n\n",
+			p.Latency, len(r.Failover.Trials), len(good))
+		b.WriteString("| Figure | median | p90 | min | max | target |\n|---|---|---|---|---|---|\n")
+		b.WriteString(summarize(field(good, func(t Trial) float64 { return t.KillToComplete })).row("leader kill → fence complete (evicted)", "≤ 5 s"))
+		b.WriteString(summarize(field(good, func(t Trial) float64 { return t.TotalRecovery })).row("total recovery (last renewal → all replacements Running)", ""))
+		b.WriteString("\n")
+		for _, t := range r.Failover.Trials {
+			if t.Error != "" {
+				fmt.Fprintf(&b, "- trial on %s failed: %s\n", t.Node, t.Error)
+			}
+		}
+	}
+	if r.Steady != nil {
+		s := r.Steady
+		fmt.Fprintf(&b, "## Steady state, %d nodes\n\nfenced idle (every node healthy) over %s.\n\n| Replica | CPU (%% of a core) | RSS (MB) | target |\n|---|---|---|---|\n", s.Nodes, s.Window)
+		fmt.Fprintf(&b, "| leader (%s) | %.1f | %.0f | ≤ 5 %%, ≤ 200 MB |\n", s.Leader.Replica, s.Leader.CPUPercent, float64(s.Leader.RSSBytes)/1e6)
+		fmt.Fprintf(&b, "| follower (%s) | %.1f | %.0f | |\n\n", s.Follower.Replica, s.Follower.CPUPercent, float64(s.Follower.RSSBytes)/1e6)
+	}
+	if r.Storm != nil {
+		s := r.Storm
+		fmt.Fprintf(&b, "## %d of %d nodes die at once\n\nStorm limit raised to %d. Seconds after the last renewal of the dying nodes' Leases.\n\n| all fenced | all evicted | all replacements Running | target |\n|---|---|---|---|\n| %.1f | %.1f | %.1f | fenced and evicted within grace + 15 s |\n\n",
+			s.Dying, s.Nodes, s.Dying, s.AllFenced, s.AllEvicted, s.AllRunning)
+		if s.Error != "" {
+			fmt.Fprintf(&b, "Incomplete: %s\n\n", s.Error)
+		}
+	}
+	b.WriteString(targets(r))
+	if len(r.Notes) > 0 {
+		b.WriteString("## Notes from the run\n\n")
+		for _, n := range r.Notes {
+			fmt.Fprintf(&b, "- %s\n", n)
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}

@@ -1,0 +1,81 @@
+package main
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// targets writes the targets section: each target, what was measured, and
+// for a missed one why and what would fix it. The explanations describe
+// the mechanisms the figures come from in this version; they are printed
+// only when the figures show the effect.
+func targets(r *Results) string {
+	var b strings.Builder
+	b.WriteString("## Targets\n\n")
+	if r.Single != nil {
+		good := ok(r.Single.Trials)
+		det := summarize(field(good, func(t Trial) float64 { return t.DetectionOverhead }))
+		del := summarize(field(good, func(t Trial) float64 { return t.GraceToEvicted }))
+		by := map[string]int{}
+		for _, t := range good {
+			by[t.Corroboration]++
+		}
+		var parts []string
+		for k, v := range by {
+			parts = append(parts, fmt.Sprintf("%d by %q", v, k))
+		}
+		sort.Strings(parts)
+		fmt.Fprintf(&b, "- **Detection overhead ≤ 1 s median**: %s (median %.2f s). Verdicts were corroborated: %s.\n",
+			met(det.n > 0 && det.med <= 1), det.med, strings.Join(parts, ", "))
+		if det.n > 0 && det.med > 1 {
+			if by["array"] > 0 {
+				b.WriteString("  Why: the verdict waited for the arrays to corroborate. A node's array health is sampled only once the node is late " +
+					"(probeAfter, half the grace: 20 s after the last renewal), and the arrays count as quiet only after `ioWindow` " +
+					"(default 30 s) of quiet samples, so array corroboration arrives about 50 s after the last renewal, plus up to one poll " +
+					"interval — 10–12 s after the grace. The kubelet-majority corroboration, which would hold at the grace, did not count: " +
+					"the leader's verdicts report no majority of fresh unreachable kubelet probes at that moment (under the e2e scenarios' fast " +
+					"timings it does count — `corroborated by kubelet` — so the gap is in how follower probes age under the default 2 s poll " +
+					"interval; to be investigated in the detector's vantage sharing).\n" +
+					"  Fix: sample every node's array health continuously (so the quiet window starts at the death, not at probeAfter), or " +
+					"default `ioWindow` to at most grace − probeAfter; and make the kubelet-majority evidence hold at the grace.\n")
+			} else {
+				b.WriteString("  Why: the probe results that complete the evidence at the grace are evaluated at the next poll tick " +
+					"(detector/probe.go enqueues them without a re-evaluation), so the verdict lands up to one poll interval (2 s) after the grace.\n" +
+					"  Fix: re-evaluate a stale node as soon as its probes complete.\n")
+			}
+		}
+		fmt.Fprintf(&b, "- **Heartbeat loss (past grace) → all pods force-deleted ≤ 2 s median**: %s (median %.2f s). ", met(del.n > 0 && del.med <= 2), del.med)
+		fenceMed := summarize(field(good, func(t Trial) float64 { return t.FenceTime })).med
+		evictMed := summarize(field(good, func(t Trial) float64 { return t.EvictionTime })).med
+		fmt.Fprintf(&b, "Of it, fencing five arrays and reading them back takes %.2f s and tainting plus force-deleting %d pods %.2f s (medians); the rest is the detection overhead above.\n",
+			fenceMed, r.Params.Pods, evictMed)
+	}
+	if r.Failover != nil {
+		good := ok(r.Failover.Trials)
+		fo := summarize(field(good, func(t Trial) float64 { return t.KillToComplete }))
+		fmt.Fprintf(&b, "- **Failover during a fence ≤ 5 s**: %s (median %.2f s, max %.2f s over %d trials). "+
+			"It covers the Raft election (1 s heartbeat and election timeouts in these configurations, stretched by the load of the machine) "+
+			"and the new leader resuming the fence from the ledger: re-reading the arrays, applying what is missing, reading back, tainting and evicting.\n",
+			met(fo.n > 0 && fo.med <= 5), fo.med, fo.max, fo.n)
+	}
+	if r.Steady != nil {
+		s := r.Steady
+		fmt.Fprintf(&b, "- **Leader at %d nodes ≤ 5 %% of a core and ≤ 200 MB RSS**: %s (%.1f %%, %.0f MB).\n", s.Nodes,
+			met(s.Leader.CPUPercent <= 5 && s.Leader.RSSBytes <= 200e6), s.Leader.CPUPercent, float64(s.Leader.RSSBytes)/1e6)
+	} else {
+		b.WriteString("- **Leader at 2,000 nodes ≤ 5 % of a core and ≤ 200 MB RSS**: not measured in this run (`-steady-nodes 2000`).\n")
+	}
+	if r.Storm == nil {
+		b.WriteString("- **100 of 1,000 nodes fenced and evicted within grace + 15 s**: not measured in this run (`-storm-nodes 1000`).\n")
+	}
+	b.WriteString("\n")
+	return b.String()
+}
+
+func met(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "missed"
+}
