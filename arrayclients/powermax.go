@@ -221,7 +221,7 @@ func (a *PowerMaxAdapter) entries(p Plan) (PowerMaxEntries, error) {
 		return e, fmt.Errorf("%w: plan of %s/%s", ErrPlanMismatch, p.Family, p.Array)
 	}
 	if err := json.Unmarshal(p.Entries, &e); err != nil {
-		return e, fmt.Errorf("%w: entries: %v", ErrPlanMismatch, err)
+		return e, fmt.Errorf("%w: entries: %w", ErrPlanMismatch, err)
 	}
 	if e.SymmetrixID != a.cfg.SymmetrixID || e.HostID != p.Identity.ObjectID || !pmaxHostIDRE.MatchString(e.HostID) {
 		return e, fmt.Errorf("%w: plan for Symmetrix %s host %q", ErrPlanMismatch, e.SymmetrixID, e.HostID)

@@ -257,7 +257,7 @@ func (a *UnityAdapter) entries(p Plan) (UnityEntries, error) {
 		return e, fmt.Errorf("%w: plan of %s/%s", ErrPlanMismatch, p.Family, p.Array)
 	}
 	if err := json.Unmarshal(p.Entries, &e); err != nil {
-		return e, fmt.Errorf("%w: entries: %v", ErrPlanMismatch, err)
+		return e, fmt.Errorf("%w: entries: %w", ErrPlanMismatch, err)
 	}
 	if e.HostID != p.Identity.ObjectID || !unityIDRE.MatchString(e.HostID) {
 		return e, fmt.Errorf("%w: plan for host %q", ErrPlanMismatch, e.HostID)

@@ -202,7 +202,7 @@ func (m *Machine) decide(n *nodeState, v *Verdict, self Self, now time.Time) {
 		reason = ReasonPartitioned
 	}
 	n.suspectReason = reason
-	kubeletDead := k.Majority && !(n.partitioned && p.Partitioned == PartitionHold)
+	kubeletDead := k.Majority && (!n.partitioned || p.Partitioned != PartitionHold)
 	arrayDead := len(n.idArrays) > 0
 	for _, name := range n.idArrays {
 		st, ok := n.arrays[name]

@@ -86,7 +86,7 @@ func decode(body []byte, v any) error {
 	dec := json.NewDecoder(bytesReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return fmt.Errorf("%w: request body: %v", ErrBadRequest, err)
+		return fmt.Errorf("%w: request body: %w", ErrBadRequest, err)
 	}
 	return nil
 }

@@ -106,7 +106,7 @@ func (c *Controller) Fence(ctx context.Context, operator string, req FenceReques
 	err = cl.Kube.CheckAPIServer(kctx)
 	kcancel()
 	if err != nil {
-		return ActionResult{}, fmt.Errorf("%w: cannot reach the API server of %s: %v", ErrRefused, cl.Name, err)
+		return ActionResult{}, fmt.Errorf("%w: cannot reach the API server of %s: %w", ErrRefused, cl.Name, err)
 	}
 	d, err := c.decide(ctx, cl, req.Node, v)
 	if err != nil {

@@ -137,11 +137,6 @@ func (w window) contains(t time.Time) bool {
 	return !t.Before(w.From) && (w.To.IsZero() || t.Before(w.To))
 }
 
-// containsClosed is contains with the end included.
-func (w window) containsClosed(t time.Time) bool {
-	return !t.Before(w.From) && (w.To.IsZero() || !t.After(w.To))
-}
-
 // windows returns the intervals during which a record was in one of the
 // states in set: from each step entering the set to the next step leaving
 // it.

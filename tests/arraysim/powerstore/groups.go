@@ -125,7 +125,7 @@ func (s *Sim) modifyGroupLocked(id string, mod hostGroupModify) *apiError {
 			if !ok {
 				return errf(http.StatusNotFound, "host %s not found", hid)
 			}
-			if h.GroupID != "" && !(h.GroupID == id && remove[hid]) {
+			if h.GroupID != "" && (h.GroupID != id || !remove[hid]) {
 				return errf(http.StatusBadRequest, "host %s already belongs to a host group", h.Name)
 			}
 			add = append(add, hid)

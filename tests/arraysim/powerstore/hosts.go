@@ -208,7 +208,7 @@ func (s *Sim) modifyHostLocked(id string, mod hostModify) *apiError {
 				return errf(http.StatusBadRequest, "add_initiators[%d].port_type %q: want iSCSI, FC or NVMe", i, pt)
 			}
 			owner := s.initiatorOwnerLocked(p)
-			if seen[p] || (owner != nil && !(owner.ID == id && removing[p])) {
+			if seen[p] || (owner != nil && (owner.ID != id || !removing[p])) {
 				return &apiError{status: http.StatusBadRequest, code: codePortRegistered,
 					msg: "One of the provided port names is already registered with another host. Please use port names unique to all hosts."}
 			}

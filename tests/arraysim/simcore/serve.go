@@ -42,7 +42,9 @@ func Serve(h http.Handler, addr string, useTLS bool, certDir string) (*Listener,
 	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
 		return nil, fmt.Errorf("serve on %q: not a loopback address", addr)
 	}
-	ln, err := net.Listen("tcp", addr)
+	// Serve has no caller context: binding a loopback port does not block.
+	var lc net.ListenConfig
+	ln, err := lc.Listen(context.Background(), "tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("serve on %q: %w", addr, err)
 	}

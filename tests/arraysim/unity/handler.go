@@ -79,11 +79,11 @@ func (s *Sim) fail(w http.ResponseWriter, status, code int, format string, args 
 // ServeHTTP serves the Unity REST API under /api.
 func (s *Sim) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	path := r.URL.Path
-	switch {
-	case path == "/api/types/basicSystemInfo/instances":
+	switch path {
+	case "/api/types/basicSystemInfo/instances":
 		s.basicSystemInfo(w, r)
 		return
-	case path == "/api/types/loginSessionInfo":
+	case "/api/types/loginSessionInfo":
 		s.login(w, r)
 		return
 	}
