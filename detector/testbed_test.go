@@ -2,7 +2,6 @@ package detector_test
 
 import (
 	"context"
-	"io"
 	"log/slog"
 	"sync"
 	"testing"
@@ -101,7 +100,7 @@ func startRunner(t testing.TB, cp *testbed.ControlPlane, p detector.Policy) (*de
 	r, err := detector.NewRunner(detector.RunnerConfig{
 		Cluster: "bed", Replica: "r1", Policy: p, API: cl,
 		Sink: log, Publisher: log,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Logger: slog.New(slog.DiscardHandler),
 	})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())

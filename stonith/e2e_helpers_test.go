@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"path/filepath"
 	"slices"
@@ -117,7 +116,7 @@ type bed struct {
 func startBed(t *testing.T, nodeCount int) *bed {
 	t.Helper()
 	b := &bed{t: t, nodes: map[string]*testbed.Node{}, sims: map[string]*sim{}, arrays: map[string]stonith.Array{},
-		adapters: map[string]arrayclients.Adapter{}, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+		adapters: map[string]arrayclients.Adapter{}, log: slog.New(slog.DiscardHandler)}
 	if testing.Verbose() {
 		b.log = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}

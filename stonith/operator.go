@@ -179,7 +179,7 @@ func (c *Controller) Unfence(ctx context.Context, operator string, req UnfenceRe
 		}
 		if !req.Force {
 			if err := errors.Join(nerr, perr); err != nil {
-				return ActionResult{}, fmt.Errorf("%w: cannot check that %s rebooted: %v (use --force to unfence anyway)",
+				return ActionResult{}, fmt.Errorf("%w: cannot check that %s rebooted: %w (use --force to unfence anyway)",
 					ErrRefused, req.Node, err)
 			}
 			if f.BootID == "" || step.BootID == "" || step.BootID == f.BootID {

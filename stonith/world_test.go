@@ -2,7 +2,6 @@ package stonith
 
 import (
 	"context"
-	"io"
 	"log/slog"
 	"sync"
 	"testing"
@@ -74,7 +73,7 @@ func newWorld(t *testing.T, mutate ...func(cfg *Config)) *world {
 	w.group.must(t, &ledger.SetIdentities{Meta: w.group.meta(), Cluster: "c1", Node: "n1", BootID: "boot-1", Identities: ids})
 	w.cfg = Config{
 		ReplicaID: "r1", Ledger: w.group.fsm, Arrays: arrays, Registry: w.reg,
-		Logger:       slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Logger:       slog.New(slog.DiscardHandler),
 		ArrayTimeout: time.Second, ArrayAttempts: 2, ArrayBackoff: time.Millisecond,
 		RetryBase: 5 * time.Millisecond, RetryMax: 50 * time.Millisecond, Resync: 20 * time.Millisecond,
 		Clusters: []ClusterConfig{{Name: "c1", Kube: w.kube, Detector: w.det, ProtectionSelector: "fenced.io/protect=true",

@@ -197,8 +197,8 @@ func definedMetrics(t testing.TB, root string) map[string]metricSpec {
 					return true
 				}
 				pos := fset.Position(call.Pos()).String()
-				switch {
-				case fn == "NewDesc":
+				switch fn {
+				case "NewDesc":
 					require.GreaterOrEqual(t, len(call.Args), 3, pos)
 					name, ok := str(call.Args[0])
 					require.True(t, ok, "%s: NewDesc name is not a string literal or constant", pos)
@@ -206,12 +206,12 @@ func definedMetrics(t testing.TB, root string) map[string]metricSpec {
 						pos, name string
 						labels    []string
 					}{pos, name, labels(pos, call.Args[2])})
-				case fn == "MustNewConstMetric" || fn == "NewConstMetric":
+				case "MustNewConstMetric", "NewConstMetric":
 					require.GreaterOrEqual(t, len(call.Args), 2, pos)
 					sel, ok := call.Args[1].(*ast.SelectorExpr)
 					require.True(t, ok, "%s: value type is not prometheus.XValue", pos)
 					constTypes[valueTypes[sel.Sel.Name]] = true
-				case fn == "MustNewConstHistogram" || fn == "NewConstHistogram":
+				case "MustNewConstHistogram", "NewConstHistogram":
 					constTypes["histogram"] = true
 				default:
 					c, ok := metricConstructors[fn]
