@@ -17,7 +17,7 @@ import (
 // refused naming it.
 func TestPowerMaxClusterPrefixThroughRegistry(t *testing.T) {
 	e := startPowerMax(t, pmaxFixture, 5*time.Second)
-	defer e.close()
+	defer func() { assert.NoError(t, e.close()) }()
 	cfg := e.cfg
 	cfg.PowerMaxClusterPrefix = "TST"
 	reg, err := arrayclients.New([]arrayclients.Config{cfg}, arrayclients.Options{Registry: prometheus.NewRegistry()})

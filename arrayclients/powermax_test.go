@@ -222,7 +222,7 @@ func TestPowerMaxIdentityErrors(t *testing.T) {
 
 	_, err := e.adapter.Resolve(ctx, pmaxNode("worker-3"))
 	require.ErrorIs(t, err, arrayclients.ErrAmbiguousIdentity)
-	assert.ErrorContains(t, err, "csi-node-TST-worker-3, csi-node-TST-worker-3-FC")
+	require.ErrorContains(t, err, "csi-node-TST-worker-3, csi-node-TST-worker-3-FC")
 
 	id, err := e.adapter.Resolve(ctx, arrayclients.Node{Name: "worker-3", Override: "csi-node-TST-worker-3-FC"})
 	require.NoError(t, err, "an override settles it")
@@ -230,21 +230,21 @@ func TestPowerMaxIdentityErrors(t *testing.T) {
 
 	_, err = e.adapter.Resolve(ctx, pmaxNode("worker-9"))
 	require.ErrorIs(t, err, arrayclients.ErrNoIdentity)
-	assert.ErrorContains(t, err, "csi-node-TST-worker-9")
+	require.ErrorContains(t, err, "csi-node-TST-worker-9")
 
 	_, err = e.adapter.Resolve(ctx, arrayclients.Node{Name: "worker-1"})
 	require.ErrorIs(t, err, arrayclients.ErrNoIdentity, "no csi-powermax CSINode ID")
 
 	_, err = e.adapter.Resolve(ctx, arrayclients.Node{Name: "x", Override: "../../system/symmetrix"})
 	require.Error(t, err)
-	assert.NotErrorIs(t, err, arrayclients.ErrNoIdentity)
-	assert.ErrorContains(t, err, "override")
+	require.NotErrorIs(t, err, arrayclients.ErrNoIdentity)
+	require.ErrorContains(t, err, "override")
 
 	noPrefix, err := arrayclients.NewPowerMaxWithPrefixes(ctx, e.cfg, arrayclients.PowerMaxPrefixes{"other": "OTH"}, nil)
 	require.NoError(t, err)
 	_, err = noPrefix.Resolve(ctx, pmaxNode("worker-1"))
 	require.Error(t, err)
-	assert.NotErrorIs(t, err, arrayclients.ErrNoIdentity, "a missing prefix is not 'nothing to fence'")
+	require.NotErrorIs(t, err, arrayclients.ErrNoIdentity, "a missing prefix is not 'nothing to fence'")
 
 	// A plan of another array is refused before anything is sent.
 	id, err = e.adapter.Resolve(ctx, pmaxNode("worker-1"))
@@ -323,7 +323,7 @@ func TestPowerMaxCheckAndAuth(t *testing.T) {
 	require.ErrorIs(t, err, arrayclients.ErrUnreachable)
 
 	_, err = arrayclients.NewPowerMax(ctx, arrayclients.Config{Name: "p", Endpoint: "https://api.example.com", SymmetrixID: pmaxSym}, nil)
-	assert.ErrorContains(t, err, "api")
+	require.ErrorContains(t, err, "api")
 	_, err = arrayclients.NewPowerMax(ctx, arrayclients.Config{Name: "p", Endpoint: "https://10.0.0.1", SymmetrixID: "46"}, nil)
 	assert.ErrorContains(t, err, "symmetrixID")
 }

@@ -72,15 +72,20 @@ func fenceAll(b *testing.B, a arrayclients.Adapter, ids []arrayclients.Identity)
 		require.NoError(b, err)
 	}
 	b.StopTimer()
+	undoErrs := make(chan error, len(plans))
 	for _, p := range plans {
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			require.NoError(b, a.Undo(ctx, p))
+			undoErrs <- a.Undo(ctx, p)
 		}()
 	}
 	wg.Wait()
+	close(undoErrs)
+	for err := range undoErrs {
+		require.NoError(b, err)
+	}
 	b.StartTimer()
 	return total
 }

@@ -232,7 +232,7 @@ func TestPowerStoreApplyInterrupted(t *testing.T) {
 		e.srv.AddFault(simcore.Fault{Kind: simcore.FaultReset, Method: "PATCH", Path: "^/api/rest/host_group/", Count: 1})
 		err = a.Apply(ctx, plan)
 		require.Error(t, err)
-		assert.ErrorIs(t, err, arrayclients.ErrUnreachable)
+		require.ErrorIs(t, err, arrayclients.ErrUnreachable)
 		v, err := a.Verify(ctx, plan)
 		require.NoError(t, err)
 		assert.False(t, v.Fenced)
@@ -415,9 +415,9 @@ func TestPowerStoreFaultModes(t *testing.T) {
 			assert.Less(t, time.Since(start), 3*time.Second)
 			switch {
 			case f.Kind == simcore.FaultError && f.Status == 404:
-				assert.ErrorIs(t, err, arrayclients.ErrNoIdentity, "a 404 for the host means it is gone")
+				require.ErrorIs(t, err, arrayclients.ErrNoIdentity, "a 404 for the host means it is gone")
 			case f.Kind == simcore.FaultMalformed:
-				assert.NotErrorIs(t, err, arrayclients.ErrUnreachable)
+				require.NotErrorIs(t, err, arrayclients.ErrUnreachable)
 			default:
 				assert.ErrorIs(t, err, arrayclients.ErrUnreachable)
 			}

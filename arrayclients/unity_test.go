@@ -174,7 +174,7 @@ func TestUnityApplyInterruptedThenRetried(t *testing.T) {
 	e.srv.AddFault(simcore.Fault{Kind: simcore.FaultError, Method: http.MethodPost, Path: `/storageResource/sv_2/action/modifyLun$`, Status: http.StatusServiceUnavailable, Count: 1})
 	err = e.adapter.Apply(ctx, plan)
 	require.Error(t, err)
-	assert.ErrorContains(t, err, "sv_2")
+	require.ErrorContains(t, err, "sv_2")
 	v, err := e.adapter.Verify(ctx, plan)
 	require.NoError(t, err)
 	assert.False(t, v.Fenced)
@@ -197,7 +197,7 @@ func TestUnityIdentityErrors(t *testing.T) {
 	ctx := context.Background()
 	_, err := e.adapter.Resolve(ctx, arrayclients.Node{Name: "t", Override: "twin"})
 	require.ErrorIs(t, err, arrayclients.ErrAmbiguousIdentity)
-	assert.ErrorContains(t, err, "twin")
+	require.ErrorContains(t, err, "twin")
 
 	_, err = e.adapter.Resolve(ctx, unityNode("worker-9"))
 	require.ErrorIs(t, err, arrayclients.ErrNoIdentity)
@@ -211,7 +211,7 @@ func TestUnityIdentityErrors(t *testing.T) {
 	} {
 		_, err = e.adapter.Resolve(ctx, bad)
 		require.Error(t, err)
-		assert.NotErrorIs(t, err, arrayclients.ErrNoIdentity, "%v", err)
+		require.NotErrorIs(t, err, arrayclients.ErrNoIdentity, "%v", err)
 	}
 
 	// Exact names only: the short name is not the host.
@@ -302,7 +302,7 @@ func TestUnityReloginAndCheck(t *testing.T) {
 	require.ErrorIs(t, err, arrayclients.ErrUnreachable)
 
 	_, err = arrayclients.NewUnity(context.Background(), arrayclients.Config{Name: "u", Endpoint: "https://10.0.0.1", CAFile: "/ca.pem"}, nil)
-	assert.ErrorContains(t, err, "caFile")
+	require.ErrorContains(t, err, "caFile")
 	_, err = arrayclients.NewUnity(context.Background(), arrayclients.Config{Name: "u", Endpoint: "https://api.example.com", Insecure: true}, nil)
 	assert.ErrorContains(t, err, "api")
 }
@@ -397,7 +397,7 @@ func TestRegistryBuildsPowerMaxAndUnity(t *testing.T) {
 	require.True(t, ok)
 	_, err = pa.Resolve(ctx, pmaxNode("worker-1"))
 	require.Error(t, err, "no prefix in Config")
-	assert.NotErrorIs(t, err, arrayclients.ErrNoIdentity)
+	require.NotErrorIs(t, err, arrayclients.ErrNoIdentity)
 	id, err := pa.Resolve(ctx, arrayclients.Node{Name: "worker-1", Override: "csi-node-TST-worker-1-FC"})
 	require.NoError(t, err)
 	plan, err := pa.Plan(ctx, id)
@@ -422,7 +422,7 @@ func TestRegistryBuildsPowerMaxAndUnity(t *testing.T) {
 
 	for _, endpoint := range []string{"/api", "https://api.example.com", "10.0.0.1"} {
 		_, err = arrayclients.NewUnity(ctx, arrayclients.Config{Name: "u", Endpoint: endpoint, Insecure: true}, nil)
-		assert.Error(t, err, endpoint)
+		require.Error(t, err, endpoint)
 		_, err = arrayclients.NewPowerMax(ctx, arrayclients.Config{Name: "p", Endpoint: endpoint, SymmetrixID: pmaxSym}, nil)
 		assert.Error(t, err, endpoint)
 	}
