@@ -477,5 +477,6 @@ func TestMachineIsDeterministic(t *testing.T) {
 		}
 		return all
 	}
-	assert.Equal(t, run(), run())
+	first, second := run(), run()
+	assert.Equal(t, first, second)
 }

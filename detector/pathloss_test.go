@@ -393,7 +393,7 @@ func TestPathLossPolicy(t *testing.T) {
 	assert.Equal(t, 42*time.Second, p.SampleMaxAge)
 	require.NoError(t, p.Validate())
 	p.Grace = 0
-	assert.ErrorContains(t, p.Validate(), "storagePathLoss grace")
+	require.ErrorContains(t, p.Validate(), "storagePathLoss grace")
 	p = DefaultPathLossPolicy().WithDefaults(DefaultPolicy())
 	p.Enabled, p.MaxDisconnected = true, Limit{Value: 101, Percent: true}
 	assert.ErrorContains(t, p.Validate(), "storagePathLoss maxDisconnected")

@@ -68,8 +68,8 @@ func TestProbeTCP(t *testing.T) {
 
 func TestReadyStatus(t *testing.T) {
 	n := node("a", 0)
-	assert.Equal(t, "", ReadyStatus(nil))
-	assert.Equal(t, "", ReadyStatus(n))
+	assert.Empty(t, ReadyStatus(nil))
+	assert.Empty(t, ReadyStatus(n))
 	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeMemoryPressure, Status: corev1.ConditionFalse}, {Type: corev1.NodeReady, Status: corev1.ConditionUnknown}}
 	assert.Equal(t, "Unknown", ReadyStatus(n))
 }

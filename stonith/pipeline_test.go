@@ -86,8 +86,8 @@ func TestPipelineFencesVerifiesTaintsEvicts(t *testing.T) {
 	assert.Equal(t, 1, ev["NodeFenced"])
 	assert.Equal(t, 3, ev["FencedPodDeleted"])
 	assert.Equal(t, 1, ev["FencedPodsDeleted"])
-	assert.Equal(t, 1.0, value(w.ctrl.metrics.fences.WithLabelValues("c1", ResultEvicted)))
-	assert.Equal(t, 3.0, value(w.ctrl.metrics.podsDeleted.WithLabelValues("c1")))
+	assert.InDelta(t, 1.0, value(w.ctrl.metrics.fences.WithLabelValues("c1", ResultEvicted)), 0)
+	assert.InDelta(t, 3.0, value(w.ctrl.metrics.podsDeleted.WithLabelValues("c1")), 0)
 	assert.Equal(t, uint64(1), histCount(w.ctrl.metrics.toEviction))
 
 	st := w.ctrl.Status()
@@ -106,7 +106,7 @@ func TestPipelineFencesVerifiesTaintsEvicts(t *testing.T) {
 		assert.Empty(t, w.kube.taints("n1"))
 		h := w.group.history("c1", "n1")
 		assert.Equal(t, "boot-2", h[len(h)-1].UnfenceBootID)
-		assert.Equal(t, 1.0, value(w.ctrl.metrics.fences.WithLabelValues("c1", ResultRestored)))
+		assert.InDelta(t, 1.0, value(w.ctrl.metrics.fences.WithLabelValues("c1", ResultRestored)), 0)
 		assert.Equal(t, 1, w.kube.eventReasons()["NodeUnfenced"])
 	})
 }
@@ -133,7 +133,7 @@ func TestArrayFaultBlocksTaintAndDelete(t *testing.T) {
 				return len(st.Fences) == 1 && st.Fences[0].Blocked != ""
 			}, 5*time.Second, 2*time.Millisecond)
 			assert.Contains(t, w.ctrl.Status().Fences[0].Blocked, "a2")
-			assert.Equal(t, 1.0, value(w.ctrl.metrics.blocked.WithLabelValues("c1")))
+			assert.InDelta(t, 1.0, value(w.ctrl.metrics.blocked.WithLabelValues("c1")), 0)
 			assert.Equal(t, 1, w.kube.eventReasons()["FenceBlocked"])
 			require.Never(t, func() bool {
 				for _, op := range w.log.list() {
@@ -263,7 +263,7 @@ func TestReturnWithoutRebootStaysFenced(t *testing.T) {
 	assert.Contains(t, st.NeedsReboot[0].Note, "needs reboot")
 	assert.Contains(t, st.NeedsReboot[0].Note, "boot-1")
 	assert.Contains(t, st.Fences[0].NeedsReboot, "without a reboot")
-	assert.Equal(t, 1.0, value(w.ctrl.metrics.needsReboot.WithLabelValues("c1")))
+	assert.InDelta(t, 1.0, value(w.ctrl.metrics.needsReboot.WithLabelValues("c1")), 0)
 	require.Never(t, func() bool { return w.state() != ledger.StateEvicted }, 300*time.Millisecond, 5*time.Millisecond)
 	assert.Equal(t, 1, w.kube.eventReasons()["FencedNodeNeedsReboot"], "one Event, not one per reconcile")
 	for _, a := range w.arrays {
@@ -273,7 +273,7 @@ func TestReturnWithoutRebootStaysFenced(t *testing.T) {
 	w.reboot("boot-2")
 	w.waitClosed()
 	assert.Empty(t, w.ctrl.Status().NeedsReboot)
-	assert.Equal(t, 0.0, value(w.ctrl.metrics.needsReboot.WithLabelValues("c1")))
+	assert.InDelta(t, 0.0, value(w.ctrl.metrics.needsReboot.WithLabelValues("c1")), 0)
 }
 
 func TestDryRunWritesNothing(t *testing.T) {
@@ -289,7 +289,7 @@ func TestDryRunWritesNothing(t *testing.T) {
 	require.Never(t, func() bool {
 		return len(w.log.list()) > 0 || len(w.kube.eventReasons()) > 0 || w.group.fsm.AppliedIndex() != before
 	}, 300*time.Millisecond, 5*time.Millisecond, "dry-run wrote something: %v", w.log.list())
-	assert.Equal(t, 1.0, value(w.ctrl.metrics.fences.WithLabelValues("c1", ResultDryRun)))
+	assert.InDelta(t, 1.0, value(w.ctrl.metrics.fences.WithLabelValues("c1", ResultDryRun)), 0)
 }
 
 func TestGuardsHoldNewFences(t *testing.T) {
