@@ -2,7 +2,6 @@ package powerflex_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -83,7 +82,7 @@ func requireSioError(t *testing.T, err error, status int, msgPart string) {
 	t.Helper()
 	require.Error(t, err)
 	var e *siotypes.Error
-	require.True(t, errors.As(err, &e), "want *types.Error, got %T: %v", err, err)
+	require.ErrorAs(t, err, &e, "want *types.Error, got %T: %v", err, err)
 	assert.Equal(t, status, e.HTTPStatusCode)
 	assert.Contains(t, e.Message, msgPart)
 }
@@ -258,7 +257,7 @@ func TestFaultsReachTheClient(t *testing.T) {
 	id := b.srv.AddFault(simcore.Fault{Kind: simcore.FaultReset, Path: sdcPath})
 	_, err = sys.GetSdc()
 	require.Error(t, err)
-	assert.False(t, errors.As(err, new(*siotypes.Error)), "a reset is a transport error")
+	assert.NotErrorAs(t, err, new(*siotypes.Error), "a reset is a transport error")
 	b.srv.RemoveFault(id)
 
 	b.srv.AddFault(simcore.Fault{Kind: simcore.FaultMalformed, Path: sdcPath, Count: 1})
@@ -273,7 +272,7 @@ func TestFaultsReachTheClient(t *testing.T) {
 	c.WithContext(ctx)
 	_, err = sys.GetSdc()
 	require.Error(t, err)
-	assert.ErrorIs(t, err, context.DeadlineExceeded)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
 	assert.Less(t, time.Since(start), 5*time.Second, "bounded by the context, not the hang")
 
 	b.srv.AddFault(simcore.Fault{Kind: simcore.FaultLatency, Latency: 50 * time.Millisecond, Path: sdcPath, Count: 1})

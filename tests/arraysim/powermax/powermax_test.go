@@ -229,15 +229,15 @@ func TestFaultsReachTheClient(t *testing.T) {
 	// Go's transport retries an idempotent request once when a reused
 	// connection is reset before any response, so a reset must persist.
 	e.srv.AddFault(simcore.Fault{Kind: simcore.FaultReset, Path: hostPath, Count: 2})
-	assert.Error(t, get())
+	require.Error(t, get())
 
 	e.srv.AddFault(simcore.Fault{Kind: simcore.FaultMalformed, Path: hostPath, Count: 1})
-	assert.Error(t, get())
+	require.Error(t, get())
 
 	e.srv.AddFault(simcore.Fault{Kind: simcore.FaultHang, Path: hostPath, Count: 1})
 	began := time.Now()
 	err = get()
-	assert.ErrorIs(t, err, context.DeadlineExceeded)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
 	assert.Less(t, time.Since(began), 5*time.Second, "the client gives up at its own timeout")
 
 	e.srv.AddFault(simcore.Fault{Kind: simcore.FaultLatency, Path: hostPath, Latency: 50 * time.Millisecond, Count: 1})
@@ -254,10 +254,10 @@ func TestConcurrentClients(t *testing.T) {
 	ctx := context.Background()
 	var wg sync.WaitGroup
 	for _, id := range []string{"csi-node-TST-worker-1", "csi-node-TST-worker-2", "legacy-fc-host"} {
+		c := e.client(t, "secret", 5*time.Second)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c := e.client(t, "secret", 5*time.Second)
 			for range 10 {
 				h, err := c.GetHostByID(ctx, sym, id)
 				if !assert.NoError(t, err) {

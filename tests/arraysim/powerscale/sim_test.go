@@ -3,7 +3,6 @@ package powerscale_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"net/url"
 	"strconv"
 	"strings"
@@ -85,7 +84,7 @@ func (e *env) dump(t *testing.T) string {
 func jsonStatus(t *testing.T, err error) int {
 	t.Helper()
 	var je *api.JSONError
-	require.True(t, errors.As(err, &je), "want *api.JSONError, got %T: %v", err, err)
+	require.ErrorAs(t, err, &je, "want *api.JSONError, got %T: %v", err, err)
 	require.NotEmpty(t, je.Err, "error bodies always carry an error")
 	return je.StatusCode
 }

@@ -89,7 +89,7 @@ func nodeHostName(n fixture.Node) string { return n.CSINodeIDs("")[fixture.Drive
 func apiStatus(t *testing.T, err error) int {
 	t.Helper()
 	var apiErr gopowerstore.APIError
-	require.True(t, errors.As(err, &apiErr), "want gopowerstore.APIError, got %T: %v", err, err)
+	require.ErrorAs(t, err, &apiErr, "want gopowerstore.APIError, got %T: %v", err, err)
 	return apiErr.StatusCode
 }
 
@@ -305,7 +305,7 @@ func TestRealClientFaults(t *testing.T) {
 	start := time.Now()
 	_, err = c.GetHostByName(ctx, name)
 	require.Error(t, err)
-	assert.ErrorIs(t, err, context.DeadlineExceeded)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
 	assert.Less(t, time.Since(start), timeout+2*time.Second, "the client gives up at its timeout")
 
 	e.srv.AddFault(simcore.Fault{Kind: simcore.FaultLatency, Path: "^/api/rest/host$", Latency: 50 * time.Millisecond, Count: 1})
@@ -315,5 +315,5 @@ func TestRealClientFaults(t *testing.T) {
 	_, err = c.GetHostByName(ctx, name)
 	require.NoError(t, err, "one-shot faults are gone")
 	var ne net.Error
-	assert.False(t, errors.As(err, &ne))
+	assert.NotErrorAs(t, err, &ne)
 }

@@ -6,7 +6,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -244,7 +243,10 @@ func TestFaultReset(t *testing.T) {
 		t.Run(fmt.Sprintf("tls=%v", useTLS), func(t *testing.T) {
 			srv, _, l, c := serve(t, useTLS)
 			srv.AddFault(simcore.Fault{Kind: simcore.FaultReset, Count: 1})
-			_, err := c.Get(l.URL + "/kv/a")
+			resp, err := c.Get(l.URL + "/kv/a")
+			if resp != nil {
+				_ = resp.Body.Close()
+			}
 			require.Error(t, err)
 			st, _ := do(t, c, http.MethodGet, l.URL+"/kv/a", "")
 			assert.Equal(t, 404, st)
@@ -260,9 +262,12 @@ func TestFaultHangUntilClientTimeout(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, l.URL+"/kv/a", nil)
-	_, err := c.Do(req)
+	resp, err := c.Do(req)
+	if resp != nil {
+		_ = resp.Body.Close()
+	}
 	require.Error(t, err)
-	assert.True(t, errors.Is(err, context.DeadlineExceeded))
+	require.ErrorIs(t, err, context.DeadlineExceeded)
 	require.Eventually(t, func() bool { return len(srv.Audit()) == 1 }, 5*time.Second, 10*time.Millisecond)
 	assert.Equal(t, "hang", srv.Audit()[0].Fault)
 }
@@ -365,7 +370,7 @@ func TestExpireSessions(t *testing.T) {
 	srv := simcore.New("kv-2", fam, nil)
 	l2, err := simcore.Serve(srv, "127.0.0.1:0", false, "")
 	require.NoError(t, err)
-	defer l2.Close()
+	defer func() { assert.NoError(t, l2.Close()) }()
 	st, _ = do(t, c, http.MethodPost, l2.URL+"/_sim/expire-sessions", "")
 	assert.Equal(t, http.StatusNoContent, st)
 	assert.Equal(t, 1, fam.expired)
