@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -179,7 +180,8 @@ func cli(t *testing.T, bin string, args ...string) (int, string) {
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), "FENCED_ADDR=", "FENCED_TOKEN_FILE=")
 	out, err := cmd.CombinedOutput()
-	if ee, ok := err.(*exec.ExitError); ok {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
 		return ee.ExitCode(), string(out)
 	}
 	require.NoError(t, err)
