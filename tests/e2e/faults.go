@@ -177,7 +177,8 @@ func (h *Harness) RestartAPIServer() error {
 	go func() {
 		defer close(up)
 		for ctx.Err() == nil {
-			if c, err := net.DialTimeout("tcp", u.Host, 100*time.Millisecond); err == nil {
+			d := net.Dialer{Timeout: 100 * time.Millisecond}
+			if c, err := d.DialContext(ctx, "tcp", u.Host); err == nil {
 				_ = c.Close()
 				h.Timeline.Record(invariants.APIDownEnd, ClusterName)
 				return

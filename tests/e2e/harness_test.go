@@ -77,7 +77,10 @@ func TestHarness(t *testing.T) {
 	}
 
 	h.CutArray("b", "pflex-1")
-	_, err = get("b")
+	resp, err = get("b")
+	if err == nil {
+		_ = resp.Body.Close()
+	}
 	require.Error(t, err, "a cut proxy must stop traffic")
 	h.HealArray("b", "pflex-1")
 	resp, err = get("b")

@@ -139,7 +139,7 @@ func (n *Net) proxy(name string) (*toxiproxy.Proxy, error) {
 }
 
 // Close stops every proxy.
-func (n *Net) Close() { n.server.Collection.Clear() }
+func (n *Net) Close() { _ = n.server.Collection.Clear() }
 
 // ArrayProxy names the proxy between a replica and an array (for Net's
 // Cut, Latency and Heal).

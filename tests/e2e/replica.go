@@ -53,7 +53,8 @@ func (r *Replica) Start() error {
 		return fmt.Errorf("replica %s: open log: %w", r.ID, err)
 	}
 	fmt.Fprintf(logf, "=== start %s\n", time.Now().UTC().Format(time.RFC3339Nano))
-	cmd := exec.Command(r.binary, "run", "--config", r.ConfigPath, "--log-output", "stream")
+	// The process outlives any one call: Stop and Kill end it.
+	cmd := exec.CommandContext(context.Background(), r.binary, "run", "--config", r.ConfigPath, "--log-output", "stream")
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
