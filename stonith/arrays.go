@@ -166,60 +166,60 @@ func (c *Controller) amendPlans(ctx context.Context, l Leadership, f *ledger.Fen
 	return errs, nil
 }
 
+// arrayDirection is one way of driving a plan on an array: the fence
+// (apply, then read back until fenced) or the recovery (undo, then read back
+// until restored). Both directions share driveArray, so the leadership check
+// before every write, the ledger record of every outcome and the retry rules
+// are the same for both.
+type arrayDirection struct {
+	verb     string // "fence" or "restore", for errors
+	change   string // metrics/log name of the write: "apply" or "undo"
+	readBack string // metrics/log name of the read: "verify" or "verify-restore"
+	point    Point  // test hook after the write
+	changeOp ledger.ArrayOp
+	readOp   ledger.ArrayOp
+	write    func(ctx context.Context, a Array, p arrayclients.Plan) error
+	// done reports whether the read-back shows the goal reached, and
+	// otherwise what is still wrong.
+	done func(v arrayclients.Verification) (bool, string)
+}
+
+var (
+	fenceDirection = arrayDirection{
+		verb: "fence", change: "apply", readBack: "verify", point: PointApplied,
+		changeOp: ledger.OpApply, readOp: ledger.OpVerify,
+		write: func(ctx context.Context, a Array, p arrayclients.Plan) error { return a.Apply(ctx, p) },
+		done: func(v arrayclients.Verification) (bool, string) {
+			return v.Fenced, "read-back shows access remaining: " + strings.Join(v.Remaining, ", ")
+		},
+	}
+	restoreDirection = arrayDirection{
+		verb: "restore", change: "undo", readBack: "verify-restore", point: PointUndone,
+		changeOp: ledger.OpUndo, readOp: ledger.OpVerifyRestore,
+		write: func(ctx context.Context, a Array, p arrayclients.Plan) error { return a.Undo(ctx, p) },
+		done: func(v arrayclients.Verification) (bool, string) {
+			return v.Restored, "read-back shows entries missing: " + strings.Join(v.Missing, ", ")
+		},
+	}
+)
+
 // fenceArray applies the plan on one array and reads it back, recording
 // every outcome, until the read-back shows the node fenced or the attempts
 // run out. Each apply is preceded by a leadership check.
 func (c *Controller) fenceArray(ctx context.Context, l Leadership, f *ledger.Fence, array string) error {
-	p, _ := planOf(f, array)
-	a, err := c.adapter(array)
-	if err != nil {
-		return err
-	}
-	backoff := c.cfg.ArrayBackoff
-	for attempt := 1; ; attempt++ {
-		if err := c.verifyLeader(ctx, l); err != nil {
-			return err
-		}
-		applyErr := c.callArray(ctx, "apply", func(ctx context.Context) error { return a.Apply(ctx, p) })
-		if err := c.at(PointApplied); err != nil {
-			return err
-		}
-		if err := c.record(ctx, l, f, array, ledger.OpApply, applyErr, nil); err != nil {
-			return err
-		}
-		err = applyErr
-		if err == nil {
-			var v arrayclients.Verification
-			verr := c.callArray(ctx, "verify", func(ctx context.Context) error {
-				var err error
-				v, err = a.Verify(ctx, p)
-				return err
-			})
-			if err := c.record(ctx, l, f, array, ledger.OpVerify, verr, &v); err != nil {
-				return err
-			}
-			switch {
-			case verr != nil:
-				err = fmt.Errorf("read back: %w", verr)
-			case v.Fenced:
-				return nil
-			default:
-				err = fmt.Errorf("read-back shows access remaining: %s", strings.Join(v.Remaining, ", "))
-			}
-		}
-		if permanent(err) || attempt >= c.cfg.ArrayAttempts || ctx.Err() != nil {
-			return fmt.Errorf("fence %s on array %s: %w", f.Node, array, err)
-		}
-		if err := c.sleep(ctx, backoff); err != nil {
-			return err
-		}
-		backoff *= 2
-	}
+	return c.driveArray(ctx, l, f, array, fenceDirection)
 }
 
 // restoreArray undoes the plan on one array and reads it back, recording
 // every outcome, until the read-back shows every entry restored.
 func (c *Controller) restoreArray(ctx context.Context, l Leadership, f *ledger.Fence, array string) error {
+	return c.driveArray(ctx, l, f, array, restoreDirection)
+}
+
+// driveArray writes the plan in one direction and reads it back, recording
+// every outcome in the ledger, until the read-back shows the goal reached or
+// the attempts run out. Each write is preceded by a leadership check.
+func (c *Controller) driveArray(ctx context.Context, l Leadership, f *ledger.Fence, array string, d arrayDirection) error {
 	p, _ := planOf(f, array)
 	a, err := c.adapter(array)
 	if err != nil {
@@ -230,35 +230,34 @@ func (c *Controller) restoreArray(ctx context.Context, l Leadership, f *ledger.F
 		if err := c.verifyLeader(ctx, l); err != nil {
 			return err
 		}
-		undoErr := c.callArray(ctx, "undo", func(ctx context.Context) error { return a.Undo(ctx, p) })
-		if err := c.at(PointUndone); err != nil {
+		writeErr := c.callArray(ctx, d.change, func(ctx context.Context) error { return d.write(ctx, a, p) })
+		if err := c.at(d.point); err != nil {
 			return err
 		}
-		if err := c.record(ctx, l, f, array, ledger.OpUndo, undoErr, nil); err != nil {
+		if err := c.record(ctx, l, f, array, d.changeOp, writeErr, nil); err != nil {
 			return err
 		}
-		err = undoErr
+		err = writeErr
 		if err == nil {
 			var v arrayclients.Verification
-			verr := c.callArray(ctx, "verify-restore", func(ctx context.Context) error {
+			verr := c.callArray(ctx, d.readBack, func(ctx context.Context) error {
 				var err error
 				v, err = a.Verify(ctx, p)
 				return err
 			})
-			if err := c.record(ctx, l, f, array, ledger.OpVerifyRestore, verr, &v); err != nil {
+			if err := c.record(ctx, l, f, array, d.readOp, verr, &v); err != nil {
 				return err
 			}
-			switch {
-			case verr != nil:
+			if verr != nil {
 				err = fmt.Errorf("read back: %w", verr)
-			case v.Restored:
+			} else if ok, wrong := d.done(v); ok {
 				return nil
-			default:
-				err = fmt.Errorf("read-back shows entries missing: %s", strings.Join(v.Missing, ", "))
+			} else {
+				err = errors.New(wrong)
 			}
 		}
 		if permanent(err) || attempt >= c.cfg.ArrayAttempts || ctx.Err() != nil {
-			return fmt.Errorf("restore %s on array %s: %w", f.Node, array, err)
+			return fmt.Errorf("%s %s on array %s: %w", d.verb, f.Node, array, err)
 		}
 		if err := c.sleep(ctx, backoff); err != nil {
 			return err
