@@ -157,7 +157,12 @@ func run(p params) error {
 		err := standalone(p.Keep, "single", func(t *e2e.Standalone) error {
 			s, f, err := runSingle(t, p)
 			mu.Lock()
-			res.Single, res.Failover = s, f
+			if p.Trials > 0 {
+				res.Single = s
+			}
+			if p.Failover > 0 {
+				res.Failover = f
+			}
 			mu.Unlock()
 			_ = save()
 			return err
