@@ -292,6 +292,27 @@ func TestDryRunWritesNothing(t *testing.T) {
 	assert.InDelta(t, 1.0, value(w.ctrl.metrics.fences.WithLabelValues("c1", ResultDryRun)), 0)
 }
 
+// TestDoubtHoldsAFenceInIntent: a fence whose intent was committed before
+// the replica lost its view of the cluster does not enter fencing while
+// the detector doubts; it goes on once the doubt is over.
+func TestDoubtHoldsAFenceInIntent(t *testing.T) {
+	w := newWorld(t)
+	w.group.must(t, &ledger.OpenFence{Meta: w.group.meta(), Cluster: "c1", Node: "n1", Origin: ledger.OriginVerdict,
+		Reason: "verdict failed before the doubt", BootID: "boot-1"})
+	w.det.set(func(st *detector.Status) { st.Doubt = detector.ReasonAPIServerUnreachable })
+	w.verdict("n1", detector.Failed)
+	_, stop := w.lead()
+	defer stop()
+	require.Eventually(t, func() bool {
+		st := w.ctrl.Status()
+		return len(st.Fences) == 1 && strings.Contains(st.Fences[0].Blocked, "doubts")
+	}, 5*time.Second, 2*time.Millisecond, "fences: %+v", w.ctrl.Status().Fences)
+	require.Never(t, func() bool { return w.state() != ledger.StateIntent || len(w.log.list()) > 0 },
+		200*time.Millisecond, 5*time.Millisecond, "the fence went on while the replica doubted")
+	w.det.set(func(st *detector.Status) { st.Doubt = detector.ReasonNone })
+	w.waitState(ledger.StateEvicted)
+}
+
 func TestGuardsHoldNewFences(t *testing.T) {
 	for _, tc := range []struct {
 		name  string

@@ -90,6 +90,24 @@ func (c *Controller) openGuard(ctx context.Context, l Leadership, cl *clusterRun
 	return ""
 }
 
+// fencingGuard returns why a fence in intent may not enter fencing now, or
+// "": this replica doubts its view of the cluster (invariant 4: no fencing
+// without the API server), or, for a fence on a verdict, the storm guard
+// holds.
+func (c *Controller) fencingGuard(cl *clusterRuntime, f *ledger.Fence) string {
+	if cl.Detector == nil {
+		return ""
+	}
+	st := cl.Detector.Status()
+	switch {
+	case st.Doubt != detector.ReasonNone:
+		return "this replica doubts its view of the cluster: " + string(st.Doubt)
+	case f.Origin == ledger.OriginVerdict && st.Storm.Active:
+		return fmt.Sprintf("storm guard active: %d of %d nodes unhealthy, limit %d", st.Storm.Unhealthy, st.Storm.Total, st.Storm.Limit)
+	}
+	return ""
+}
+
 // decision is what opening a fence would commit.
 type decision struct {
 	Plans   []planSummary
@@ -210,6 +228,13 @@ func (c *Controller) stepIntent(ctx context.Context, l Leadership, cl *clusterRu
 			c.block(cl.Name, f.Node, f.ID, "fencing is paused: fence "+f.ID+" waits before changing any array", nil)
 			return waitFor(c.cfg.Resync), nil
 		}
+	}
+	// The guards were checked when the fence was opened, but committing
+	// the intent can take a while (a slow or changing quorum); check the
+	// ones that can arise since again before any array may be changed.
+	if reason := c.fencingGuard(cl, f); reason != "" {
+		c.block(cl.Name, f.Node, f.ID, reason+": fence "+f.ID+" waits before changing any array", nil)
+		return waitFor(c.cfg.Resync), nil
 	}
 	if err := c.step(ctx, l, f, ledger.StateFencing, "plans committed for "+strings.Join(planArrays(f), ", ")); err != nil {
 		return done, err
