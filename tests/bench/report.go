@@ -115,6 +115,7 @@ func markdown(r *Results) string {
 				fmt.Fprintf(&b, "- trial on %s failed: %s\n", t.Node, t.Error)
 			}
 		}
+		b.WriteString("\n")
 	}
 	if r.Baseline != nil {
 		bl := r.Baseline
@@ -140,6 +141,7 @@ func markdown(r *Results) string {
 				fmt.Fprintf(&b, "- trial on %s failed: %s\n", t.Node, t.Error)
 			}
 		}
+		b.WriteString("\n")
 	}
 	if r.Steady != nil {
 		s := r.Steady
