@@ -11,13 +11,9 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/fenced-project/fenced/tests/arraysim/families"
 	"github.com/fenced-project/fenced/tests/arraysim/fixture"
-	"github.com/fenced-project/fenced/tests/arraysim/powerflex"
-	"github.com/fenced-project/fenced/tests/arraysim/powermax"
-	"github.com/fenced-project/fenced/tests/arraysim/powerscale"
-	"github.com/fenced-project/fenced/tests/arraysim/powerstore"
 	"github.com/fenced-project/fenced/tests/arraysim/simcore"
-	"github.com/fenced-project/fenced/tests/arraysim/unity"
 	"github.com/fenced-project/fenced/tests/testbed"
 )
 
@@ -37,37 +33,6 @@ func MakeFixture(nodes []testbed.NodeSpec, arraysYAML []byte) (*fixture.Fixture,
 		return nil, fmt.Errorf("fixture: %w", err)
 	}
 	return fx, nil
-}
-
-// newFamily builds the simulator of one fixture array.
-func newFamily(a fixture.Array, nodes []fixture.Node) (simcore.Family, error) {
-	var fam simcore.Family
-	var err error
-	switch a.Family {
-	case fixture.PowerFlex:
-		fam, err = asFamily(powerflex.New(&a.Spec, nodes))
-	case fixture.PowerStore:
-		fam, err = asFamily(powerstore.New(&a.Spec, nodes))
-	case fixture.PowerScale:
-		fam, err = asFamily(powerscale.New(&a.Spec, nodes))
-	case fixture.PowerMax:
-		fam, err = asFamily(powermax.New(&a.Spec, nodes))
-	case fixture.Unity:
-		fam, err = asFamily(unity.New(&a.Spec, nodes))
-	default:
-		return nil, fmt.Errorf("arrays[%s].family: %q has no simulator", a.Name, a.Family)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("arrays[%s]: %w", a.Name, err)
-	}
-	return fam, nil
-}
-
-func asFamily[S simcore.Family](sim S, err error) (simcore.Family, error) {
-	if err != nil {
-		return nil, err
-	}
-	return sim, nil
 }
 
 // Array is one simulated array with a listener per replica.
@@ -104,7 +69,7 @@ func StartArrays(fx *fixture.Fixture, replicas []string, certDir string, logger 
 		}
 	}
 	for _, fa := range fx.Arrays {
-		fam, err := newFamily(fa, fx.Nodes)
+		fam, err := families.New(fa, fx.Nodes)
 		if err != nil {
 			closeAll()
 			return nil, err

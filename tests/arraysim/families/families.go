@@ -1,4 +1,6 @@
-package main
+// Package families builds the simulator of any fixture array: the one place
+// that knows every simulated family. Adding a family is one case line here.
+package families
 
 import (
 	"fmt"
@@ -12,10 +14,9 @@ import (
 	"github.com/fenced-project/fenced/tests/arraysim/unity"
 )
 
-// newFamily builds the simulator of one fixture array. Each family package
-// exports New(spec *yaml.Node, nodes []fixture.Node) (*Sim, error); adding a
-// family is one case line here.
-func newFamily(a fixture.Array, nodes []fixture.Node) (simcore.Family, error) {
+// New builds the simulator of one fixture array. Each family package exports
+// New(spec *yaml.Node, nodes []fixture.Node) (*Sim, error).
+func New(a fixture.Array, nodes []fixture.Node) (simcore.Family, error) {
 	var (
 		fam simcore.Family
 		err error
@@ -32,7 +33,7 @@ func newFamily(a fixture.Array, nodes []fixture.Node) (simcore.Family, error) {
 	case fixture.Unity:
 		fam, err = asFamily(unity.New(&a.Spec, nodes))
 	default:
-		return nil, fmt.Errorf("arrays[%s].family: %q has no simulator in this build", a.Name, a.Family)
+		return nil, fmt.Errorf("arrays[%s].family: %q has no simulator", a.Name, a.Family)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("arrays[%s]: %w", a.Name, err)
