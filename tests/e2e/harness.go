@@ -185,7 +185,7 @@ func (h *Harness) setUpReplicas(binary string, tokens map[string]string) error {
 		return fmt.Errorf("write the API token: %w", err)
 	}
 	for _, id := range h.IDs {
-		r := newReplica(id, h.Dir, binary)
+		r := newReplica(id, h.Dir, binary, h.CP.StartProcess)
 		if err := os.MkdirAll(r.DataDir, 0o755); err != nil {
 			return err
 		}

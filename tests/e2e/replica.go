@@ -32,6 +32,7 @@ type Replica struct {
 	RaftAddr string
 
 	binary string
+	start  func(*exec.Cmd) error
 	client *http.Client
 
 	mu   sync.Mutex
@@ -56,8 +57,7 @@ func (r *Replica) Start() error {
 	// The process outlives any one call: Stop and Kill end it.
 	cmd := exec.CommandContext(context.Background(), r.binary, "run", "--config", r.ConfigPath, "--log-output", "stream")
 	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
+	if err := r.start(cmd); err != nil {
 		_ = logf.Close()
 		return fmt.Errorf("replica %s: start: %w", r.ID, err)
 	}
@@ -142,11 +142,13 @@ func (r *Replica) Status(ctx context.Context) (*status.Status, error) {
 	return &st, nil
 }
 
-// newReplica lays out a replica's directory.
-func newReplica(id, root, binary string) *Replica {
+// newReplica lays out a replica's directory. start starts its process (the
+// test bed's StartProcess: a process group of its own, killed if the test
+// binary dies).
+func newReplica(id, root, binary string, start func(*exec.Cmd) error) *Replica {
 	dir := filepath.Join(root, id)
 	return &Replica{ID: id, Dir: dir, ConfigPath: filepath.Join(dir, "fenced.yaml"), DataDir: filepath.Join(dir, "data"),
-		LogPath: filepath.Join(dir, "fenced.log"), binary: binary, client: &http.Client{Timeout: 5 * time.Second}}
+		LogPath: filepath.Join(dir, "fenced.log"), binary: binary, start: start, client: &http.Client{Timeout: 5 * time.Second}}
 }
 
 // PID returns the process ID of the running process (0 when it does not

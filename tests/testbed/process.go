@@ -46,6 +46,27 @@ func (s *spawner) start(cmd *exec.Cmd) error {
 	return <-errc
 }
 
+// startChild starts cmd in a process group of its own, to be killed with
+// SIGKILL when the spawner's thread ends (the test binary died or the test
+// bed stopped).
+func (s *spawner) startChild(cmd *exec.Cmd) error {
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Setpgid = true
+	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
+	return s.start(cmd)
+}
+
+// StartProcess starts a process that belongs with the test bed, such as a
+// fenced replica, the way the test bed starts its own components: in a
+// process group of its own and killed with SIGKILL if the test binary dies,
+// so no process outlives a test that timed out or was killed. Stop the
+// process before the control plane; once it is stopped, StartProcess fails.
+func (cp *ControlPlane) StartProcess(cmd *exec.Cmd) error {
+	return cp.spawner.startChild(cmd)
+}
+
 // close ends the spawner's thread; call it only after its children exited.
 func (s *spawner) close() {
 	s.once.Do(func() { close(s.reqs) })
@@ -91,8 +112,7 @@ func (p *Process) Start() error {
 	fmt.Fprintf(logf, "=== %s start: %s %s\n", time.Now().Format(time.RFC3339Nano), p.path, strings.Join(p.args, " "))
 	cmd := exec.Command(p.path, p.args...) //nolint:noctx // the process outlives any one call: Stop ends it
 	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := p.spawner.start(cmd); err != nil {
+	if err := p.spawner.startChild(cmd); err != nil {
 		_ = logf.Close()
 		return fmt.Errorf("start %s: %w", p.Name, err)
 	}
