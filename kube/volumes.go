@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -76,4 +77,81 @@ func (w *Writer) ProtectedVolumes(ctx context.Context, node string, sel labels.S
 		}
 	}
 	return out, nil
+}
+
+// PendingDetaches names the VolumeAttachments of the node that no pod now
+// on it needs: attachments the attach/detach controller is still to
+// detach (or is detaching), such as those of pods force-deleted from a
+// fenced node. An attachment counts as needed when a pod on the node that
+// has not terminated mounts a claim bound to its PersistentVolume. Each
+// name is followed by its volume, for messages ("va (pv)").
+//
+// Recovery waits for this list to be empty before it gives a fenced node
+// its array access back, so that every detach of the fence's volumes
+// happens while the node is still fenced.
+func (w *Writer) PendingDetaches(ctx context.Context, node string) ([]string, error) {
+	vas, err := w.cs.StorageV1().VolumeAttachments().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("list volume attachments of %s: %w", node, err)
+	}
+	var mine []storagev1.VolumeAttachment
+	for _, va := range vas.Items {
+		if va.Spec.NodeName == node {
+			mine = append(mine, va)
+		}
+	}
+	if len(mine) == 0 {
+		return nil, nil
+	}
+	used, err := w.volumesInUse(ctx, node)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, va := range mine {
+		pv := ""
+		if va.Spec.Source.PersistentVolumeName != nil {
+			pv = *va.Spec.Source.PersistentVolumeName
+		}
+		if va.DeletionTimestamp == nil && pv != "" && used[pv] {
+			continue
+		}
+		if pv == "" {
+			pv = "inline volume"
+		}
+		out = append(out, fmt.Sprintf("%s (%s)", va.Name, pv))
+	}
+	return out, nil
+}
+
+// volumesInUse returns the PersistentVolumes mounted by the pods on the
+// node that have not terminated.
+func (w *Writer) volumesInUse(ctx context.Context, node string) (map[string]bool, error) {
+	pods, err := w.PodsOnNode(ctx, node)
+	if err != nil {
+		return nil, err
+	}
+	used := map[string]bool{}
+	for i := range pods {
+		p := &pods[i]
+		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		for _, v := range p.Spec.Volumes {
+			if v.PersistentVolumeClaim == nil {
+				continue
+			}
+			pvc, err := w.cs.CoreV1().PersistentVolumeClaims(p.Namespace).Get(ctx, v.PersistentVolumeClaim.ClaimName, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			if err != nil {
+				return nil, fmt.Errorf("get claim %s/%s of pod %s: %w", p.Namespace, v.PersistentVolumeClaim.ClaimName, p.Name, err)
+			}
+			if pvc.Spec.VolumeName != "" {
+				used[pvc.Spec.VolumeName] = true
+			}
+		}
+	}
+	return used, nil
 }

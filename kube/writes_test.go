@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -110,6 +111,53 @@ func TestWriterAgainstAPIServer(t *testing.T) {
 		deleted, err = w.ForceDeletePod(ctx, "wr", "p1", created.UID)
 		require.NoError(t, err, "NotFound is done")
 		assert.False(t, deleted)
+	})
+
+	t.Run("pending detaches", func(t *testing.T) {
+		// A StatefulSet pod on the node: the attach/detach controller
+		// attaches its volume, which the pod needs.
+		_, err := cp.CreateStatefulSet(ctx, testbed.StatefulSetSpec{Namespace: "wr", Name: "db",
+			NodeSelector: map[string]string{"kubernetes.io/hostname": node}})
+		require.NoError(t, err)
+		inUse := testbed.PVName("wr", "db", 0)
+		require.Eventually(t, func() bool {
+			vas, err := cp.VolumeAttachmentsOfNode(ctx, node)
+			return err == nil && len(vas) == 1 && *vas[0].Spec.Source.PersistentVolumeName == inUse
+		}, 2*time.Minute, 200*time.Millisecond, "the attach/detach controller never attached %s", inUse)
+		pending, err := w.PendingDetaches(ctx, node)
+		require.NoError(t, err)
+		assert.Empty(t, pending, "the running pod needs its volume")
+
+		// An attachment no pod on the node needs (an evicted pod's), and
+		// one being deleted (a detach in progress): both pending.
+		orphan, detaching := "pv-orphan", "pv-detaching"
+		for _, pv := range []string{orphan, detaching} {
+			va := &storagev1.VolumeAttachment{
+				ObjectMeta: metav1.ObjectMeta{Name: "va-" + pv, Finalizers: []string{"test.fenced.io/hold"}},
+				Spec: storagev1.VolumeAttachmentSpec{Attacher: testbed.DriverPowerFlex, NodeName: node,
+					Source: storagev1.VolumeAttachmentSource{PersistentVolumeName: &pv}},
+			}
+			_, err := cp.Client.StorageV1().VolumeAttachments().Create(ctx, va, metav1.CreateOptions{})
+			require.NoError(t, err)
+		}
+		require.NoError(t, cp.Client.StorageV1().VolumeAttachments().Delete(ctx, "va-"+detaching, metav1.DeleteOptions{}))
+		pending, err = w.PendingDetaches(ctx, node)
+		require.NoError(t, err)
+		assert.ElementsMatch(t, []string{"va-pv-orphan (pv-orphan)", "va-pv-detaching (pv-detaching)"}, pending)
+		other, err := w.PendingDetaches(ctx, "no-such-node")
+		require.NoError(t, err)
+		assert.Empty(t, other)
+
+		for _, pv := range []string{orphan, detaching} {
+			_, err := cp.Client.StorageV1().VolumeAttachments().Patch(ctx, "va-"+pv, types.MergePatchType,
+				[]byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
+			require.NoError(t, err)
+			err = cp.Client.StorageV1().VolumeAttachments().Delete(ctx, "va-"+pv, metav1.DeleteOptions{})
+			require.True(t, err == nil || apierrors.IsNotFound(err), "delete va-%s: %v", pv, err)
+		}
+		pending, err = w.PendingDetaches(ctx, node)
+		require.NoError(t, err)
+		assert.Empty(t, pending)
 	})
 
 	t.Run("events", func(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -237,6 +238,8 @@ type fakeKube struct {
 	pods    map[types.UID]corev1.Pod
 	events  map[string]string // name -> reason
 	deletes int
+	// detaching: node -> VolumeAttachments still to be detached.
+	detaching map[string][]string
 }
 
 func newFakeKube(log *opLog) *fakeKube {
@@ -305,6 +308,24 @@ func (k *fakeKube) PodsOnNode(_ context.Context, node string) ([]corev1.Pod, err
 		}
 	}
 	return out, nil
+}
+
+func (k *fakeKube) PendingDetaches(_ context.Context, node string) ([]string, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.apiErr != nil {
+		return nil, k.apiErr
+	}
+	return slices.Clone(k.detaching[node]), nil
+}
+
+func (k *fakeKube) setDetaching(node string, vas ...string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.detaching == nil {
+		k.detaching = map[string][]string{}
+	}
+	k.detaching[node] = vas
 }
 
 func (k *fakeKube) AddTaints(_ context.Context, node string, taints ...corev1.Taint) (bool, error) {

@@ -61,6 +61,7 @@ type KubeAPI interface {
 	CheckAPIServer(ctx context.Context) error
 	GetNode(ctx context.Context, name string) (*corev1.Node, error)
 	PodsOnNode(ctx context.Context, node string) ([]corev1.Pod, error)
+	PendingDetaches(ctx context.Context, node string) ([]string, error)
 	AddTaints(ctx context.Context, node string, taints ...corev1.Taint) (bool, error)
 	RemoveTaints(ctx context.Context, node string, taints ...corev1.Taint) (bool, error)
 	ForceDeletePod(ctx context.Context, namespace, name string, uid types.UID) (bool, error)

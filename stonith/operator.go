@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/fenced-project/fenced/cluster/ledger"
 )
@@ -18,8 +19,9 @@ type FenceRequest struct {
 
 // UnfenceRequest asks to restore a fenced node (`fenced unfence NODE
 // --cluster C [--force]`). Without Force the node must have rebooted since
-// the fence (its boot ID changed) and none of its pre-fence pods may still
-// run there; Force skips both checks.
+// the fence (its boot ID changed), none of its pre-fence pods may still
+// run there and no volume of the node may still wait for a detach; Force
+// skips these checks.
 type UnfenceRequest struct {
 	Cluster string `json:"cluster"`
 	Node    string `json:"node"`
@@ -173,6 +175,10 @@ func (c *Controller) Unfence(ctx context.Context, operator string, req UnfenceRe
 		kctx, kcancel := context.WithTimeout(ctx, c.cfg.KubeTimeout)
 		n, nerr := cl.Kube.GetNode(kctx, req.Node)
 		pods, perr := cl.Kube.PodsOnNode(kctx, req.Node)
+		var detaching []string
+		if !req.Force && perr == nil {
+			detaching, perr = cl.Kube.PendingDetaches(kctx, req.Node)
+		}
 		kcancel()
 		if nerr == nil {
 			step.BootID = n.Status.NodeInfo.BootID
@@ -189,6 +195,10 @@ func (c *Controller) Unfence(ctx context.Context, operator string, req UnfenceRe
 			if old := stalePods(f.PodUIDs, pods); len(old) > 0 {
 				return ActionResult{}, fmt.Errorf("%w: pods from before fence %s still run on %s: %v (use --force to unfence anyway)",
 					ErrRefused, f.ID, req.Node, old)
+			}
+			if len(detaching) > 0 {
+				return ActionResult{}, fmt.Errorf("%w: volumes of %s still wait for a detach: %s; fenced unfences it by itself once they are detached (or use --force)",
+					ErrRefused, req.Node, strings.Join(detaching, ", "))
 			}
 		} else {
 			step.Note = "forced: " + req.Reason

@@ -248,6 +248,32 @@ func TestCrashBetweenStepsResumes(t *testing.T) {
 	}
 }
 
+// TestRecoveryWaitsForDetaches: a rebooted node gets its array access back
+// only once the attach/detach controller has detached the volumes of its
+// evicted pods, so no detach of the node happens after the restore.
+func TestRecoveryWaitsForDetaches(t *testing.T) {
+	w := newWorld(t)
+	_, stop := w.lead()
+	defer stop()
+	w.verdict("n1", detector.Failed)
+	w.waitState(ledger.StateEvicted)
+	w.kube.setDetaching("n1", "csi-1 (pv-a)")
+	w.reboot("boot-2")
+	require.Eventually(t, func() bool {
+		st := w.ctrl.Status()
+		return len(st.Fences) == 1 && strings.Contains(st.Fences[0].Recovery, "detach csi-1 (pv-a)")
+	}, 10*time.Second, 2*time.Millisecond, "status never named the pending detach: %+v", w.ctrl.Status())
+	assert.Equal(t, ledger.StateEvicted, w.state(), "restore began while a detach was pending")
+	for name, a := range w.arrays {
+		assert.False(t, a.hasAccess("n1"), "n1 restored on %s while a detach was pending", name)
+	}
+	w.kube.setDetaching("n1")
+	w.waitClosed()
+	for name, a := range w.arrays {
+		assert.True(t, a.hasAccess("n1"), "n1 not restored on %s", name)
+	}
+}
+
 func TestReturnWithoutRebootStaysFenced(t *testing.T) {
 	w := newWorld(t)
 	_, stop := w.lead()
@@ -460,6 +486,8 @@ func TestRecoveryDecision(t *testing.T) {
 		{"rebooted, not Ready", func(in *recoveryInput) { in.Node = node("b2", corev1.ConditionFalse) }, false, false, "Ready"},
 		{"rebooted, old pod still runs", func(in *recoveryInput) { in.Pods = []corev1.Pod{old} }, false, false, "web/frontend"},
 		{"rebooted, old pod finished", func(in *recoveryInput) { in.Pods = []corev1.Pod{done} }, true, false, ""},
+		{"rebooted, a volume still waits for its detach", func(in *recoveryInput) { in.Detaching = []string{"csi-1 (pv-a)"} },
+			false, false, "detach csi-1 (pv-a)"},
 	}
 	for _, tc := range tcs {
 		t.Run(tc.name, func(t *testing.T) {

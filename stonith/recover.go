@@ -26,8 +26,11 @@ type recoveryInput struct {
 	// PodUIDs are the pods on the node before the fence; Pods those on it now.
 	PodUIDs []string
 	Pods    []corev1.Pod
-	Now     time.Time
-	Settle  time.Duration
+	// Detaching names the node's VolumeAttachments no pod on it needs
+	// (kube.Writer.PendingDetaches).
+	Detaching []string
+	Now       time.Time
+	Settle    time.Duration
 }
 
 // recoveryDecision says whether to unfence now.
@@ -43,7 +46,10 @@ type recoveryDecision struct {
 
 // decideRecovery is the unfence rule of invariant 5: the boot ID changed,
 // the heartbeat has been fresh for the settle period, and none of the
-// pods from before the fence still runs on the node.
+// pods from before the fence still runs on the node. It also waits until
+// the attach/detach controller has detached every volume no pod on the
+// node needs (those of the evicted pods): a detach is a storage action
+// for the node, and invariant 1 allows it only while the node is fenced.
 func decideRecovery(in recoveryInput) recoveryDecision {
 	d := recoveryDecision{}
 	ready := false
@@ -82,8 +88,13 @@ func decideRecovery(in recoveryInput) recoveryDecision {
 			d.Why = fmt.Sprintf("node rebooted but pods from before the fence still run there: %s", strings.Join(old, ", "))
 			break
 		}
+		if len(in.Detaching) > 0 {
+			d.Why = fmt.Sprintf("node rebooted; waiting for the attach/detach controller to detach %s",
+				strings.Join(in.Detaching, ", "))
+			break
+		}
 		d.Unfence = true
-		d.Why = fmt.Sprintf("node rebooted (boot ID %s -> %s), healthy for %s, no pod from before the fence runs there",
+		d.Why = fmt.Sprintf("node rebooted (boot ID %s -> %s), healthy for %s, no pod from before the fence runs there and no volume waits for a detach",
 			in.FenceBootID, d.BootID, in.Now.Sub(in.HealthySince).Round(time.Second))
 	}
 	return d
@@ -117,7 +128,11 @@ func (c *Controller) stepRecover(ctx context.Context, l Leadership, cl *clusterR
 	if err != nil {
 		return done, fmt.Errorf("fence %s: recovery check: %w", f.ID, err)
 	}
-	in := recoveryInput{FenceBootID: f.BootID, Node: n, PodUIDs: f.PodUIDs, Pods: pods, Now: c.clk.Now(),
+	detaching, err := cl.Kube.PendingDetaches(kctx, f.Node)
+	if err != nil {
+		return done, fmt.Errorf("fence %s: recovery check: %w", f.ID, err)
+	}
+	in := recoveryInput{FenceBootID: f.BootID, Node: n, PodUIDs: f.PodUIDs, Pods: pods, Detaching: detaching, Now: c.clk.Now(),
 		Settle: cl.SettlePeriod, Verdict: detector.Failed}
 	if ve, ok := c.verdict(cl.Name, f.Node); ok {
 		in.Verdict = ve.State
@@ -134,7 +149,7 @@ func (c *Controller) stepRecover(ctx context.Context, l Leadership, cl *clusterR
 		first := false
 		c.report(cl.Name, f.Node, func(r *nodeReport) {
 			first = needs != "" && r.NeedsReboot != needs
-			r.FenceID, r.NeedsReboot = f.ID, needs
+			r.FenceID, r.NeedsReboot, r.Recovery = f.ID, needs, d.Why
 		})
 		if first {
 			c.log.Warn("fenced node needs a reboot", "cluster", cl.Name, "node", f.Node, "fence", f.ID, "why", d.Why)
@@ -151,7 +166,7 @@ func (c *Controller) stepRecover(ctx context.Context, l Leadership, cl *clusterR
 	if err != nil {
 		return done, fmt.Errorf("fence %s: unfence intent: %w", f.ID, err)
 	}
-	c.report(cl.Name, f.Node, func(r *nodeReport) { r.NeedsReboot = "" })
+	c.report(cl.Name, f.Node, func(r *nodeReport) { r.NeedsReboot, r.Recovery = "", "" })
 	c.log.Info("unfencing node", "cluster", cl.Name, "node", f.Node, "fence", f.ID, "why", d.Why)
 	if err := c.at(PointUnfenceIntent); err != nil {
 		return done, err

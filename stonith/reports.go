@@ -19,6 +19,8 @@ type nodeReport struct {
 	BlockedSince  time.Time
 	// NeedsReboot is set when the node came back with its fence-time boot ID.
 	NeedsReboot string
+	// Recovery says what the recovery of an evicted node waits for.
+	Recovery string
 	// DryRun is what a dry-run decided.
 	DryRun *DryRunReport
 	// FailedAt is when the Failed verdict that opened the fence was seen.

@@ -49,6 +49,9 @@ type FenceStatus struct {
 	BlockedSince time.Time `json:"blockedSince,omitzero"`
 	// NeedsReboot is set when the node came back with its fence-time boot ID.
 	NeedsReboot string `json:"needsReboot,omitempty"`
+	// Recovery says what the unfence of an evicted node waits for (the
+	// node to come back, a reboot, the settle period, a detach).
+	Recovery string `json:"recovery,omitempty"`
 }
 
 // ArrayStatus is a fence's progress on one array.
@@ -109,6 +112,9 @@ func (c *Controller) Status() Status {
 			f := &st.Fences[i]
 			if f.Cluster == r.Cluster && f.Node == r.Node && f.ID == r.FenceID {
 				f.Blocked, f.BlockedSince, f.NeedsReboot = r.Blocked, r.BlockedSince, r.NeedsReboot
+				if f.State == string(ledger.StateEvicted) {
+					f.Recovery = r.Recovery
+				}
 			}
 		}
 		if r.NeedsReboot != "" {

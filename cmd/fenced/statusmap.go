@@ -128,7 +128,8 @@ func fenceStatuses(ps stonith.Status, hist []*ledger.Fence) []status.Fence {
 	for _, fs := range ps.Fences {
 		e := status.Fence{ID: fs.ID, Cluster: fs.Cluster, Node: fs.Node, Kind: fs.Kind, Origin: fs.Origin,
 			Operator: fs.Operator, Reason: fs.Reason, Phase: fs.State, StartedAt: fs.OpenedAt, UpdatedAt: fs.UpdatedAt,
-			Error: fs.FailReason, Blocked: fs.Blocked, NeedsReboot: fs.NeedsReboot}
+			Error: fs.FailReason, Blocked: fs.Blocked, NeedsReboot: fs.NeedsReboot,
+			Recovery: fs.Recovery}
 		for _, a := range fs.Arrays {
 			e.Arrays = append(e.Arrays, status.FenceArray{Array: a.Array, Step: a.Step, Summary: a.Summary, Error: a.LastError})
 			if e.Error == "" && a.LastError != "" && a.Step != "verified" && a.Step != "restored" {

@@ -85,7 +85,7 @@ func writeTable(out io.Writer, st status.Status) error {
 				arrays = append(arrays, a.Array+"="+a.Step)
 			}
 			note := f.Blocked
-			for _, s := range []string{f.NeedsReboot, f.Error} {
+			for _, s := range []string{f.NeedsReboot, f.Error, f.Recovery} {
 				if note == "" {
 					note = s
 				}

@@ -97,6 +97,9 @@ type ControlPlane struct {
 	componentKubeconfigs map[string]string
 	removeDir            bool
 
+	attacherToken string
+	stopAttacher  func()
+
 	mu       sync.Mutex
 	nodes    map[string]*Node
 	stopOnce sync.Once
@@ -189,6 +192,9 @@ func StartControlPlane(ctx context.Context, opts Options) (_ *ControlPlane, err 
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
+	if err := cp.startAttacher(cp.attacherToken); err != nil {
+		return nil, err
+	}
 	// The service-account controllers work once the default namespace's
 	// default ServiceAccount exists; pods need it.
 	if err := cp.waitServiceAccount(ctx, metav1.NamespaceDefault); err != nil {
@@ -224,7 +230,9 @@ func (cp *ControlPlane) writeTokens() error {
 		{Token: randomHex(16), User: "system:kube-controller-manager", UID: "kube-controller-manager"},
 		{Token: randomHex(16), User: "system:kube-scheduler", UID: "kube-scheduler"},
 		{Token: randomHex(16), User: "kwok", UID: "kwok", Groups: []string{"system:masters"}},
+		{Token: randomHex(16), User: AttacherUser, UID: AttacherUser, Groups: []string{"system:masters"}},
 	}
+	cp.attacherToken = tokens[4].Token
 	tokens = append(tokens, cp.opts.Tokens...)
 	var b strings.Builder
 	for _, tk := range tokens {
@@ -348,6 +356,9 @@ func (cp *ControlPlane) RSS() (map[string]int64, int64, error) {
 // removes the directory if Start created it. It is safe to call twice.
 func (cp *ControlPlane) Stop() {
 	cp.stopOnce.Do(func() {
+		if cp.stopAttacher != nil {
+			cp.stopAttacher()
+		}
 		var wg sync.WaitGroup
 		for _, p := range cp.Processes() {
 			wg.Add(1)
@@ -376,6 +387,7 @@ func (cp *ControlPlane) dumpLogs(t testing.TB) {
 	for _, p := range cp.Processes() {
 		t.Logf("--- end of %s (%s):\n%s", p.Name, p.LogPath, logTail(p.LogPath, 3000))
 	}
+	t.Logf("--- end of the CSI attacher (%s):\n%s", cp.attacherLogPath(), logTail(cp.attacherLogPath(), 1500))
 }
 
 // testWriter sends build output to the test log.

@@ -16,4 +16,12 @@
 // [ControlPlane.CreateStatefulSet]), node faults ([Node.Kill], [Node.Hang],
 // [Node.Return], [Node.Reboot]) and the apiserver's audit log
 // ([ControlPlane.AuditEvents]).
+//
+// No CSI driver runs, so a small in-process attacher (user
+// [AttacherUser], log csi-attacher.log) plays the Dell drivers'
+// external-attacher sidecar: it marks each of their VolumeAttachments
+// attached. Attach and detach then behave as in a real cluster: a volume
+// is detached from a node as soon as its pod is gone from there (at once
+// under the out-of-service taint), instead of every attach timing out and
+// being retried by the attach/detach controller every two minutes.
 package testbed

@@ -64,11 +64,20 @@ func TestKilledNodeStatefulSetRecovery(t *testing.T) {
 	}
 	require.Len(t, onNode, 3, "anti-affinity puts each pod on its own node")
 
-	// Every pod's volume gets a VolumeAttachment on its node.
+	// Every pod's volume gets a VolumeAttachment on its node, which the
+	// test bed's stand-in for the CSI attacher marks attached.
 	require.Eventually(t, func() bool {
 		vas, err := cp.Client.StorageV1().VolumeAttachments().List(ctx, metav1.ListOptions{})
-		return err == nil && len(vas.Items) == 3
-	}, time.Minute, 200*time.Millisecond, "volume attachments missing")
+		if err != nil || len(vas.Items) != 3 {
+			return false
+		}
+		for _, va := range vas.Items {
+			if !va.Status.Attached {
+				return false
+			}
+		}
+		return true
+	}, time.Minute, 200*time.Millisecond, "volume attachments missing or not attached")
 
 	spare, err := cp.AddNodes(ctx, testbed.NodeSpec{Name: "worker-4"})
 	require.NoError(t, err)
@@ -127,11 +136,15 @@ func TestKilledNodeStatefulSetRecovery(t *testing.T) {
 	assert.Equal(t, "worker-4", moved.Spec.NodeName)
 	t.Logf("db-0 running on %s %s after the taint", moved.Spec.NodeName, time.Since(before).Round(time.Millisecond))
 
-	// Its volume follows it.
+	// Its volume follows it: detached from the dead node (the
+	// out-of-service taint lets the attach/detach controller detach at
+	// once) and attached to the new one.
 	require.Eventually(t, func() bool {
 		vas, err := cp.VolumeAttachmentsOfNode(ctx, "worker-4")
-		return err == nil && len(vas) == 1 && *vas[0].Spec.Source.PersistentVolumeName == pvName
-	}, 2*time.Minute, 200*time.Millisecond, "volume attachment on worker-4 missing")
+		old, oerr := cp.VolumeAttachmentsOfNode(ctx, victim.Name())
+		return err == nil && oerr == nil && len(old) == 0 && len(vas) == 1 &&
+			*vas[0].Spec.Source.PersistentVolumeName == pvName && vas[0].Status.Attached
+	}, 2*time.Minute, 200*time.Millisecond, "volume not moved from %s to worker-4", victim.Name())
 
 	// The audit log witnesses the delete and the taint.
 	var deletes []testbed.AuditEvent

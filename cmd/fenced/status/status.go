@@ -182,6 +182,10 @@ type Fence struct {
 	// the node came back without a reboot (leader's view).
 	Blocked     string `json:"blocked,omitempty"`
 	NeedsReboot string `json:"needsReboot,omitempty"`
+	// Recovery says what the unfence of an evicted node waits for: the
+	// node to come back, the settle period, the detach of its old volumes
+	// (leader's view).
+	Recovery string `json:"recovery,omitempty"`
 }
 
 // FenceArray is a fence's progress on one array.
