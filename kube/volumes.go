@@ -49,26 +49,17 @@ func (w *Writer) ProtectedVolumes(ctx context.Context, node string, sel labels.S
 		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed || !Protected(p, sel) {
 			continue
 		}
-		for _, v := range p.Spec.Volumes {
-			if v.PersistentVolumeClaim == nil {
-				continue
-			}
-			pvc, err := w.cs.CoreV1().PersistentVolumeClaims(p.Namespace).Get(ctx, v.PersistentVolumeClaim.ClaimName, metav1.GetOptions{})
+		names, err := w.boundVolumes(ctx, p)
+		if err != nil {
+			return nil, err
+		}
+		for _, name := range names {
+			pv, err := w.cs.CoreV1().PersistentVolumes().Get(ctx, name, metav1.GetOptions{})
 			if apierrors.IsNotFound(err) {
 				continue
 			}
 			if err != nil {
-				return nil, fmt.Errorf("get claim %s/%s of pod %s: %w", p.Namespace, v.PersistentVolumeClaim.ClaimName, p.Name, err)
-			}
-			if pvc.Spec.VolumeName == "" {
-				continue
-			}
-			pv, err := w.cs.CoreV1().PersistentVolumes().Get(ctx, pvc.Spec.VolumeName, metav1.GetOptions{})
-			if apierrors.IsNotFound(err) {
-				continue
-			}
-			if err != nil {
-				return nil, fmt.Errorf("get volume %s of pod %s/%s: %w", pvc.Spec.VolumeName, p.Namespace, p.Name, err)
+				return nil, fmt.Errorf("get volume %s of pod %s/%s: %w", name, p.Namespace, p.Name, err)
 			}
 			if pv.Spec.CSI == nil {
 				continue
@@ -137,21 +128,35 @@ func (w *Writer) volumesInUse(ctx context.Context, node string) (map[string]bool
 		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 			continue
 		}
-		for _, v := range p.Spec.Volumes {
-			if v.PersistentVolumeClaim == nil {
-				continue
-			}
-			pvc, err := w.cs.CoreV1().PersistentVolumeClaims(p.Namespace).Get(ctx, v.PersistentVolumeClaim.ClaimName, metav1.GetOptions{})
-			if apierrors.IsNotFound(err) {
-				continue
-			}
-			if err != nil {
-				return nil, fmt.Errorf("get claim %s/%s of pod %s: %w", p.Namespace, v.PersistentVolumeClaim.ClaimName, p.Name, err)
-			}
-			if pvc.Spec.VolumeName != "" {
-				used[pvc.Spec.VolumeName] = true
-			}
+		names, err := w.boundVolumes(ctx, p)
+		if err != nil {
+			return nil, err
+		}
+		for _, name := range names {
+			used[name] = true
 		}
 	}
 	return used, nil
+}
+
+// boundVolumes returns the PersistentVolumes bound to the pod's claims; a
+// claim that is gone or not bound yet is skipped.
+func (w *Writer) boundVolumes(ctx context.Context, p *corev1.Pod) ([]string, error) {
+	var out []string
+	for _, v := range p.Spec.Volumes {
+		if v.PersistentVolumeClaim == nil {
+			continue
+		}
+		pvc, err := w.cs.CoreV1().PersistentVolumeClaims(p.Namespace).Get(ctx, v.PersistentVolumeClaim.ClaimName, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("get claim %s/%s of pod %s: %w", p.Namespace, v.PersistentVolumeClaim.ClaimName, p.Name, err)
+		}
+		if pvc.Spec.VolumeName != "" {
+			out = append(out, pvc.Spec.VolumeName)
+		}
+	}
+	return out, nil
 }
