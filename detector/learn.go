@@ -3,6 +3,7 @@ package detector
 import (
 	"context"
 	"reflect"
+	"sync"
 
 	"k8s.io/client-go/util/workqueue"
 
@@ -12,13 +13,20 @@ import (
 
 // learner records the identity inputs (Node + CSINode) of healthy nodes
 // through the sink, so that a fence never depends on reading a dead node's
-// CSINode for the first time. One worker; failed records are retried with
-// rate limiting.
+// CSINode for the first time. A few workers (recording resolves the node on
+// every array, so a cold start over thousands of nodes is bound by array
+// round trips); the queue never hands one node to two workers at once.
+// Failed records are retried with rate limiting.
 type learner struct {
-	r       *Runner
-	q       workqueue.TypedRateLimitingInterface[string]
-	learned map[string]arrayclients.Node // worker goroutine only
+	r *Runner
+	q workqueue.TypedRateLimitingInterface[string]
+
+	mu      sync.Mutex
+	learned map[string]arrayclients.Node
 }
+
+// learnWorkers is how many nodes are learned at once.
+const learnWorkers = 8
 
 func newLearner(r *Runner) *learner {
 	return &learner{
@@ -44,6 +52,14 @@ func (l *learner) run(ctx context.Context) {
 		<-ctx.Done()
 		l.q.ShutDown()
 	}()
+	var wg sync.WaitGroup
+	for range learnWorkers {
+		wg.Go(func() { l.work(ctx) })
+	}
+	wg.Wait()
+}
+
+func (l *learner) work(ctx context.Context) {
 	for {
 		name, quit := l.q.Get()
 		if quit {
@@ -64,7 +80,9 @@ func (l *learner) run(ctx context.Context) {
 func (l *learner) learn(ctx context.Context, name string) error {
 	node, ok := l.r.cfg.API.Node(name)
 	if !ok {
+		l.mu.Lock()
 		delete(l.learned, name)
+		l.mu.Unlock()
 		return nil
 	}
 	l.r.mu.Lock()
@@ -75,12 +93,17 @@ func (l *learner) learn(ctx context.Context, name string) error {
 	}
 	csi, _ := l.r.cfg.API.CSINode(name)
 	in := kube.NodeInputs(l.r.cfg.Cluster, node, csi)
-	if prev, ok := l.learned[name]; ok && reflect.DeepEqual(prev, in) {
+	l.mu.Lock()
+	prev, ok := l.learned[name]
+	l.mu.Unlock()
+	if ok && reflect.DeepEqual(prev, in) {
 		return nil
 	}
 	if err := l.r.cfg.Sink.RecordNodeInputs(ctx, in); err != nil {
 		return err
 	}
+	l.mu.Lock()
 	l.learned[name] = in
+	l.mu.Unlock()
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fenced-project/fenced/arrayclients"
@@ -158,6 +159,11 @@ func (v *ledgerView) RecordNodeInputs(ctx context.Context, in arrayclients.Node)
 	return err
 }
 
+// drainWorkers is how many nodes drain learns at once: learning resolves
+// the node on every array, so thousands of nodes one at a time would take
+// many minutes after an election.
+const drainWorkers = 8
+
 // drain learns, under leadership l, every node whose inputs arrived while
 // this replica followed. It retries failures every retry interval until
 // the leadership ends.
@@ -167,22 +173,36 @@ func (v *ledgerView) drain(l cluster.Leadership, retry time.Duration) {
 		todo := v.pending
 		v.pending = map[string]arrayclients.Node{}
 		v.mu.Unlock()
-		var failed int
+		var failed atomic.Int64
+		names := make(chan string)
+		var wg sync.WaitGroup
+		for range min(drainWorkers, len(todo)) {
+			wg.Go(func() {
+				for name := range names {
+					if err := v.learn(l.Ctx, l, todo[name]); err != nil {
+						failed.Add(1)
+						v.mu.Lock()
+						if _, newer := v.pending[name]; !newer {
+							v.pending[name] = todo[name]
+						}
+						v.mu.Unlock()
+						v.log.Warn("learn node identities", "node", name, "error", err)
+					}
+				}
+			})
+		}
 		for _, name := range slices.Sorted(maps.Keys(todo)) {
 			if l.Ctx.Err() != nil {
-				return
+				break
 			}
-			if err := v.learn(l.Ctx, l, todo[name]); err != nil {
-				failed++
-				v.mu.Lock()
-				if _, newer := v.pending[name]; !newer {
-					v.pending[name] = todo[name]
-				}
-				v.mu.Unlock()
-				v.log.Warn("learn node identities", "node", name, "error", err)
-			}
+			names <- name
 		}
-		if failed == 0 && len(todo) > 0 {
+		close(names)
+		wg.Wait()
+		if l.Ctx.Err() != nil {
+			return
+		}
+		if failed.Load() == 0 && len(todo) > 0 {
 			v.log.Info("learned node identities after gaining leadership", "nodes", len(todo))
 		}
 		select {
