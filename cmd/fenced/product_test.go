@@ -259,6 +259,9 @@ func TestProductOneReplica(t *testing.T) {
 			return false
 		}, time.Minute, 200*time.Millisecond, "identities of %s never learned; log:\n%s", n, p.stderr)
 	}
+	st, ok := getStatus(t, base)
+	require.True(t, ok)
+	assert.Zero(t, st.Clusters[0].Nodes.Unprotected, "every node's identities are learned")
 
 	// The test's own view of the arrays, through the real Dell clients.
 	var cfgs []arrayclients.Config

@@ -25,6 +25,7 @@ func (f *fencing) statusProviders() {
 		}
 		var hist []*ledger.Fence
 		paused := map[string]bool{}
+		known := map[string]int{}
 		f.node.Ledger().Read(func(s *ledger.State) {
 			cutoff := time.Now().Add(-recentFences)
 			for name, c := range s.Clusters {
@@ -41,14 +42,34 @@ func (f *fencing) statusProviders() {
 			}
 			for _, cr := range f.clusters {
 				paused[cr.cfg.Name] = s.Paused(cr.cfg.Name)
+				known[cr.cfg.Name] = identitiesKnown(cr, s.Clusters[cr.cfg.Name])
 			}
 		})
 		for _, cr := range f.clusters {
-			st.Clusters = append(st.Clusters, f.clusterStatus(cr, ps, paused[cr.cfg.Name]))
+			cs := f.clusterStatus(cr, ps, paused[cr.cfg.Name])
+			if cs.Nodes != nil {
+				cs.Nodes.Unprotected = max(0, cs.Nodes.Total-known[cr.cfg.Name])
+			}
+			st.Clusters = append(st.Clusters, cs)
 		}
 		st.Fences = fenceStatuses(ps, hist)
 		st.Arrays = f.checker.Status()
 	})
+}
+
+// identitiesKnown counts the cluster's current nodes whose array
+// identities the ledger holds.
+func identitiesKnown(cr *clusterRuntime, c *ledger.ClusterState) int {
+	if cr.kube == nil || c == nil {
+		return 0
+	}
+	n := 0
+	for name, rec := range c.Nodes {
+		if _, ok := cr.kube.Node(name); ok && !rec.IdentitiesAt.IsZero() {
+			n++
+		}
+	}
+	return n
 }
 
 // clusterStatus merges the API server probe, the detector and the

@@ -47,13 +47,13 @@ func writeTable(out io.Writer, st status.Status) error {
 		section(out, "", rows)
 	}
 	if len(st.Clusters) > 0 {
-		rows := [][]string{{"CLUSTER", "READY", "NODES", "HEALTHY", "SUSPECT", "FAILED", "BLOCKED", "FENCED", "PAUSED", "DRY RUN", "API SERVER", "ERROR"}}
+		rows := [][]string{{"CLUSTER", "READY", "NODES", "HEALTHY", "SUSPECT", "FAILED", "BLOCKED", "FENCED", "UNPROTECTED", "PAUSED", "DRY RUN", "API SERVER", "ERROR"}}
 		var nodes [][]string
 		for _, c := range st.Clusters {
-			counts := []string{"-", "-", "-", "-", "-", "-"}
+			counts := []string{"-", "-", "-", "-", "-", "-", "-"}
 			if n := c.Nodes; n != nil {
 				counts = []string{fmt.Sprint(n.Total), fmt.Sprint(n.Healthy), fmt.Sprint(n.Suspect), fmt.Sprint(n.Failed),
-					fmt.Sprint(n.Blocked), fmt.Sprint(n.Fenced)}
+					fmt.Sprint(n.Blocked), fmt.Sprint(n.Fenced), fmt.Sprint(n.Unprotected)}
 			}
 			row := append([]string{c.Name, yesNo(c.Ready)}, counts...)
 			rows = append(rows, append(row, yesNo(c.Paused), yesNo(c.DryRun), dash(c.APIServer), dash(c.Error)))

@@ -118,6 +118,10 @@ type NodeCounts struct {
 	Blocked int `json:"blocked"`
 	// Fenced counts the cluster's open fence records.
 	Fenced int `json:"fenced"`
+	// Unprotected counts nodes whose array identities are not learned yet
+	// (just added, or while a new leader resolves thousands of nodes): a
+	// fence of one of them would block, so it is not fenced.
+	Unprotected int `json:"unprotected"`
 }
 
 // Storm describes storm protection holding fencing back.
