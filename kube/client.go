@@ -82,6 +82,11 @@ func NewClients(cfg Config) (*Clients, error) {
 		return nil, fmt.Errorf("kubeconfig %s: %w", cfg.Kubeconfig, err)
 	}
 	rc.QPS, rc.Burst, rc.UserAgent = cfg.QPS, cfg.Burst, cfg.UserAgent
+	// Protobuf instead of JSON for every built-in type: decoding the
+	// Lease renewals of thousands of nodes is most of an idle leader's
+	// work, and protobuf decodes several times cheaper.
+	rc.ContentType = "application/vnd.kubernetes.protobuf"
+	rc.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
 	dialer := &net.Dialer{Timeout: cfg.DialTimeout, KeepAlive: 30 * time.Second}
 	rc.Dial = dialer.DialContext
 	watch := rest.CopyConfig(rc)
