@@ -111,10 +111,31 @@ func (cp *ControlPlane) AddNodes(ctx context.Context, specs ...NodeSpec) ([]*Nod
 		}
 		return false
 	}
+	// Generated port names have 24 random bits: among thousands of nodes
+	// two would clash now and then, which the arrays (and the fixture)
+	// refuse. Draw again until they are unique.
+	wwpnUsed := map[string]bool{}
+	cp.mu.Lock()
+	for _, n := range cp.nodes {
+		for _, w := range n.Spec.WWPNs {
+			wwpnUsed[w] = true
+		}
+	}
+	cp.mu.Unlock()
+	clash := func(ws []string) bool {
+		return len(ws) != 2 || ws[0] == ws[1] || wwpnUsed[ws[0]] || wwpnUsed[ws[1]]
+	}
 	var err error
 	for i, s := range specs {
+		generated := len(s.WWPNs) == 0
 		if s, err = s.Complete(); err != nil {
 			break
+		}
+		for generated && clash(s.WWPNs) {
+			s.WWPNs = newWWPNs()
+		}
+		for _, w := range s.WWPNs {
+			wwpnUsed[w] = true
 		}
 		cp.mu.Lock()
 		_, dup := cp.nodes[s.Name]

@@ -89,7 +89,7 @@ func (s NodeSpec) Complete() (NodeSpec, error) {
 		s.IQN = "iqn.1994-05.com.redhat:" + randomHex(6)
 	}
 	if len(s.WWPNs) == 0 {
-		s.WWPNs = []string{"10000090fa" + randomHex(3), "10000090fa" + randomHex(3)}
+		s.WWPNs = newWWPNs()
 	}
 	if s.BootID == "" {
 		s.BootID = newUUID()
@@ -125,6 +125,12 @@ func (s NodeSpec) CSINodeIDs() map[string]string {
 		DriverPowerMax:   s.Name,
 		DriverUnity:      s.Name + "," + s.FQDN,
 	}
+}
+
+// newWWPNs returns two random Emulex-style port names. They have only 24
+// random bits each: ControlPlane.AddNodes draws again on a clash.
+func newWWPNs() []string {
+	return []string{"10000090fa" + randomHex(3), "10000090fa" + randomHex(3)}
 }
 
 // newUUID returns a random version-4 UUID in lower case.

@@ -295,19 +295,23 @@ type row struct {
 	obj    any
 }
 
+// keeps reports whether a row with these fields passes every filter. A
+// handler over many objects checks it before rendering one.
+func (q listQuery) keeps(fields map[string]string) bool {
+	for _, f := range q.filters {
+		if !f.match(fields[f.field]) {
+			return false
+		}
+	}
+	return true
+}
+
 // writePage filters, orders and pages rows. A page that is not the whole
 // collection answers 206 with Content-Range first-last/total.
 func writePage(w http.ResponseWriter, rows []row, q listQuery) {
 	kept := rows[:0:0]
 	for _, rw := range rows {
-		ok := true
-		for _, f := range q.filters {
-			if !f.match(rw.fields[f.field]) {
-				ok = false
-				break
-			}
-		}
-		if ok {
+		if q.keeps(rw.fields) {
 			kept = append(kept, rw)
 		}
 	}
