@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"strconv"
@@ -12,9 +13,13 @@ import (
 
 // SteadyResult is fenced idle over many nodes.
 type SteadyResult struct {
-	Nodes  int     `json:"nodes"`
-	Window string  `json:"window"`
-	Leader Process `json:"leader"`
+	Nodes  int    `json:"nodes"`
+	Window string `json:"window"`
+	// Learned is how long after the replicas started the leader knew the
+	// array identities of every node (cold start: every node resolved on
+	// every array). The window begins after it.
+	Learned float64 `json:"identitiesLearnedSeconds"`
+	Leader  Process `json:"leader"`
 	// Follower is one follower.
 	Follower Process `json:"follower"`
 }
@@ -30,11 +35,32 @@ type Process struct {
 func runSteady(t *e2e.Standalone, p params) (*SteadyResult, error) {
 	fmt.Fprintf(os.Stderr, "steady: starting %d nodes\n", p.SteadyNodes)
 	h := e2e.Start(t, e2e.Options{Nodes: p.SteadyNodes})
-	leader := h.WaitLeader(5 * time.Minute)
-	follower := h.Follower(leader)
-	// Let the replicas learn every node's identities and settle.
+	started := time.Now()
+	h.WaitLeader(5 * time.Minute)
+	// Steady means after the cold start: every node healthy and its
+	// identities learned on every array.
 	h.WaitHealthy(p.SteadyNodes, 10*time.Minute)
-	res := &SteadyResult{Nodes: p.SteadyNodes, Window: p.SteadyWindow.String()}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	for {
+		st, err := leaderStatus(ctx, h)
+		if err == nil && len(st.Clusters) > 0 && st.Clusters[0].Nodes != nil && st.Clusters[0].Nodes.Unprotected == 0 &&
+			st.Clusters[0].Nodes.Total == p.SteadyNodes {
+			break
+		}
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("steady: identities of every node never learned (last status error: %v)", err)
+		}
+		time.Sleep(time.Second)
+	}
+	res := &SteadyResult{Nodes: p.SteadyNodes, Window: p.SteadyWindow.String(), Learned: time.Since(started).Seconds()}
+	fmt.Fprintf(os.Stderr, "steady: identities of %d nodes learned after %.0f s\n", p.SteadyNodes, res.Learned)
+	time.Sleep(10 * time.Second) // let the last ledger writes settle
+	leader, err := h.Leader(ctx)
+	if err != nil {
+		return nil, err
+	}
+	follower := h.Follower(leader)
 	pids := map[string]int{leader: h.Replicas[leader].PID(), follower: h.Replicas[follower].PID()}
 	before := map[string]float64{}
 	for id, pid := range pids {
