@@ -34,15 +34,19 @@ func ModuleRoot() (string, error) {
 	}
 }
 
-// BuildFenced builds ./cmd/fenced of this tree into outDir and returns the
-// binary's path.
-func BuildFenced(ctx context.Context, outDir string) (string, error) {
+// BuildFenced builds ./cmd/fenced of this tree, with the given build tags,
+// into outDir and returns the binary's path.
+func BuildFenced(ctx context.Context, outDir string, tags ...string) (string, error) {
 	root, err := ModuleRoot()
 	if err != nil {
 		return "", err
 	}
 	out := filepath.Join(outDir, "fenced")
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "./cmd/fenced")
+	args := []string{"build", "-o", out}
+	if len(tags) > 0 {
+		args = append(args, "-tags", strings.Join(tags, ","))
+	}
+	cmd := exec.CommandContext(ctx, "go", append(args, "./cmd/fenced")...)
 	cmd.Dir = root
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("go build ./cmd/fenced: %w\n%s", err, b)

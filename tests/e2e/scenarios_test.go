@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"sort"
@@ -189,6 +190,34 @@ func TestOneNodeDies(t *testing.T) {
 	waitReplaced(t, h, pods[victim])
 	rep := h.Check()
 	assert.Positive(t, rep.Checked[invariants.RuleFenceBeforeDelete])
+}
+
+// TestCheckerCatchesBrokenBuild runs a deliberately broken fenced (built
+// with the tag fenced_broken_delete_before_fence: it force-deletes a failed
+// node's pods before fencing any array) through the same scenario as
+// TestOneNodeDies, and requires the invariant checker to report the early
+// deletes. A checker that passed this run would pass anything.
+func TestCheckerCatchesBrokenBuild(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
+	defer cancel()
+	bin, err := BuildFenced(ctx, t.TempDir(), "fenced_broken_delete_before_fence")
+	require.NoError(t, err)
+	t.Setenv(BinaryEnv, bin)
+	h := startFast(t)
+	h.WaitLeader(waitLeader)
+	pods := deployStatefulSet(t, h, "web", 1)
+	victim := withPods(pods, 1)[0]
+	h.KillNode(victim)
+	h.WaitFence(victim, waitFence, phasesEvicted...)
+	waitReplaced(t, h, pods[victim])
+	in, opts, err := h.Inputs()
+	require.NoError(t, err)
+	rep := invariants.Check(in, opts)
+	t.Logf("invariants of the broken build: %s", rep)
+	early := rep.ByRule(invariants.RuleFenceBeforeDelete)
+	require.NotEmpty(t, early, "the checker missed pods deleted before the fence")
+	assert.Contains(t, early[0].Message, "while no fence of the node was in force")
+	assert.Contains(t, early[0].Message, "pod ")
 }
 
 // TestLeaderKilledMidFence: the leader is killed with SIGKILL while it
