@@ -42,16 +42,8 @@ func runSteady(t *e2e.Standalone, p params) (*SteadyResult, error) {
 	h.WaitHealthy(p.SteadyNodes, 10*time.Minute)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
-	for {
-		st, err := leaderStatus(ctx, h)
-		if err == nil && len(st.Clusters) > 0 && st.Clusters[0].Nodes != nil && st.Clusters[0].Nodes.Unprotected == 0 &&
-			st.Clusters[0].Nodes.Total == p.SteadyNodes {
-			break
-		}
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("steady: identities of every node never learned (last status error: %v)", err)
-		}
-		time.Sleep(time.Second)
+	if err := waitLearned(ctx, h, p.SteadyNodes); err != nil {
+		return nil, fmt.Errorf("steady: %w", err)
 	}
 	res := &SteadyResult{Nodes: p.SteadyNodes, Window: p.SteadyWindow.String(), Learned: time.Since(started).Seconds()}
 	fmt.Fprintf(os.Stderr, "steady: identities of %d nodes learned after %.0f s\n", p.SteadyNodes, res.Learned)
@@ -115,4 +107,20 @@ func rssBytes(pid int) (int64, error) {
 		}
 	}
 	return 0, fmt.Errorf("rss of %d: no VmRSS", pid)
+}
+
+// waitLearned waits until the leader knows the array identities of all n
+// nodes (status: no node unprotected).
+func waitLearned(ctx context.Context, h *e2e.Harness, n int) error {
+	for {
+		st, err := leaderStatus(ctx, h)
+		if err == nil && len(st.Clusters) > 0 && st.Clusters[0].Nodes != nil && st.Clusters[0].Nodes.Unprotected == 0 &&
+			st.Clusters[0].Nodes.Total == n {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("identities of every node never learned (last status error: %v)", err)
+		}
+		time.Sleep(time.Second)
+	}
 }

@@ -30,8 +30,13 @@ func runStorm(t *e2e.Standalone, p params) (*StormResult, error) {
 	h := e2e.Start(t, e2e.Options{Nodes: p.StormNodes, Timing: e2e.ClusterTiming{StormLimit: strconv.Itoa(p.StormDying)}})
 	h.WaitLeader(5 * time.Minute)
 	h.WaitHealthy(p.StormNodes, 10*time.Minute)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
+	// A node whose identities are not learned cannot be fenced: start
+	// from a group that knows every node.
+	if err := waitLearned(ctx, h, p.StormNodes); err != nil {
+		return nil, fmt.Errorf("storm: %w", err)
+	}
 	res := &StormResult{Nodes: p.StormNodes, Dying: p.StormDying}
 	var victims []string
 	for i := 1; i <= p.StormDying; i++ {
