@@ -128,11 +128,7 @@ func (c *Controller) stepRecover(ctx context.Context, l Leadership, cl *clusterR
 	if err != nil {
 		return done, fmt.Errorf("fence %s: recovery check: %w", f.ID, err)
 	}
-	detaching, err := cl.Kube.PendingDetaches(kctx, f.Node)
-	if err != nil {
-		return done, fmt.Errorf("fence %s: recovery check: %w", f.ID, err)
-	}
-	in := recoveryInput{FenceBootID: f.BootID, Node: n, PodUIDs: f.PodUIDs, Pods: pods, Detaching: detaching, Now: c.clk.Now(),
+	in := recoveryInput{FenceBootID: f.BootID, Node: n, PodUIDs: f.PodUIDs, Pods: pods, Now: c.clk.Now(),
 		Settle: cl.SettlePeriod, Verdict: detector.Failed}
 	if ve, ok := c.verdict(cl.Name, f.Node); ok {
 		in.Verdict = ve.State
@@ -141,6 +137,15 @@ func (c *Controller) stepRecover(ctx context.Context, l Leadership, cl *clusterR
 		}
 	}
 	d := decideRecovery(in)
+	if d.Unfence {
+		// Listing the cluster's VolumeAttachments is the costly check:
+		// only once every other condition holds, not on every resync of a
+		// node that is still down.
+		if in.Detaching, err = cl.Kube.PendingDetaches(kctx, f.Node); err != nil {
+			return done, fmt.Errorf("fence %s: recovery check: %w", f.ID, err)
+		}
+		d = decideRecovery(in)
+	}
 	if !d.Unfence {
 		needs := ""
 		if d.NeedsReboot {
