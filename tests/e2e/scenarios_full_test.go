@@ -248,12 +248,7 @@ func TestAPIServerRestarts(t *testing.T) {
 // reboot.
 func TestNodeReturnsWithoutReboot(t *testing.T) {
 	full(t)
-	h := startFast(t)
-	h.WaitLeader(waitLeader)
-	pods := deployStatefulSet(t, h, "web", 1)
-	victim := withPods(pods, 1)[0]
-	h.KillNode(victim)
-	h.WaitFence(victim, waitFence, phasesEvicted...)
+	h, _, victim, _ := killOneNode(t)
 	h.ReturnNode(victim)
 	settle := fastTiming().SettlePeriod
 	deadline := time.Now().Add(3 * settle)

@@ -175,16 +175,24 @@ func containsStr(xs []string, x string) bool {
 	return false
 }
 
-// TestOneNodeDies: a worker powers off; fenced fences it on every array,
-// reads each back, taints it, force-deletes its StatefulSet pod, which
-// runs again elsewhere.
-func TestOneNodeDies(t *testing.T) {
+// killOneNode starts the harness, deploys a StatefulSet with a spare node,
+// kills the node of one of its pods and waits until that node's fence has
+// evicted its pods.
+func killOneNode(t *testing.T) (*Harness, map[string]corev1.Pod, string, status.Fence) {
+	t.Helper()
 	h := startFast(t)
 	h.WaitLeader(waitLeader)
 	pods := deployStatefulSet(t, h, "web", 1)
 	victim := withPods(pods, 1)[0]
 	h.KillNode(victim)
-	f := h.WaitFence(victim, waitFence, phasesEvicted...)
+	return h, pods, victim, h.WaitFence(victim, waitFence, phasesEvicted...)
+}
+
+// TestOneNodeDies: a worker powers off; fenced fences it on every array,
+// reads each back, taints it, force-deletes its StatefulSet pod, which
+// runs again elsewhere.
+func TestOneNodeDies(t *testing.T) {
+	h, pods, victim, f := killOneNode(t)
 	requireVerified(t, h, f)
 	assert.True(t, hasTaint(t, h, victim, outOfService))
 	waitReplaced(t, h, pods[victim])
@@ -203,12 +211,7 @@ func TestCheckerCatchesBrokenBuild(t *testing.T) {
 	bin, err := BuildFenced(ctx, t.TempDir(), "fenced_broken_delete_before_fence")
 	require.NoError(t, err)
 	t.Setenv(BinaryEnv, bin)
-	h := startFast(t)
-	h.WaitLeader(waitLeader)
-	pods := deployStatefulSet(t, h, "web", 1)
-	victim := withPods(pods, 1)[0]
-	h.KillNode(victim)
-	h.WaitFence(victim, waitFence, phasesEvicted...)
+	h, pods, victim, _ := killOneNode(t)
 	waitReplaced(t, h, pods[victim])
 	in, opts, err := h.Inputs()
 	require.NoError(t, err)
@@ -291,12 +294,7 @@ func TestStormNothingFenced(t *testing.T) {
 // array to its state before the fence, reads it back and removes the
 // taints; the checker compares every array with the fixture.
 func TestRebootUnfence(t *testing.T) {
-	h := startFast(t)
-	h.WaitLeader(waitLeader)
-	pods := deployStatefulSet(t, h, "web", 1)
-	victim := withPods(pods, 1)[0]
-	h.KillNode(victim)
-	h.WaitFence(victim, waitFence, phasesEvicted...)
+	h, pods, victim, _ := killOneNode(t)
 	waitReplaced(t, h, pods[victim])
 	h.RebootNode(victim)
 	h.WaitFence(victim, waitRecovery, phasesClosed...)
