@@ -293,6 +293,7 @@ func TestPowerFlexHealth(t *testing.T) {
 
 	h, err := e.adapter.Health(ctx, id)
 	require.NoError(t, err)
+	requireReadOnlyProbes(t, e.srv)
 	assert.Equal(t, arrayclients.Connected, h.Connectivity)
 	assert.Equal(t, arrayclients.IOActive, h.IO)
 	assert.False(t, h.SampledAt.IsZero())

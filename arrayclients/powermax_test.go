@@ -264,6 +264,7 @@ func TestPowerMaxHealth(t *testing.T) {
 
 	h, err := e.adapter.Health(ctx, id)
 	require.NoError(t, err)
+	requireReadOnlyProbes(t, e.srv)
 	assert.Equal(t, arrayclients.Connected, h.Connectivity, h.Reason)
 	assert.Equal(t, arrayclients.IOIdle, h.IO, h.Reason)
 	assert.WithinDuration(t, time.Now(), h.SampledAt, time.Minute)

@@ -273,6 +273,7 @@ func TestPowerScaleHealth(t *testing.T) {
 
 	h, err := a.Health(ctx, id)
 	require.NoError(t, err)
+	requireReadOnlyProbes(t, e.srv)
 	assert.Equal(t, arrayclients.ConnectivityUnknown, h.Connectivity, "absence of traffic is not disconnection")
 	assert.Equal(t, arrayclients.IOIdle, h.IO)
 

@@ -325,6 +325,7 @@ func TestPowerStoreHealth(t *testing.T) {
 
 	h, err := a.Health(ctx, id)
 	require.NoError(t, err)
+	requireReadOnlyProbes(t, e.srv)
 	assert.Equal(t, arrayclients.Connected, h.Connectivity)
 	assert.Equal(t, arrayclients.IOIdle, h.IO)
 	assert.WithinDuration(t, time.Now(), h.SampledAt, time.Minute)

@@ -235,6 +235,7 @@ func TestUnityHealth(t *testing.T) {
 
 	h, err := e.adapter.Health(ctx, id)
 	require.NoError(t, err)
+	requireReadOnlyProbes(t, e.srv)
 	assert.Equal(t, arrayclients.Connected, h.Connectivity, h.Reason)
 	assert.Equal(t, arrayclients.IOIdle, h.IO, h.Reason)
 

@@ -282,3 +282,11 @@ func (s *Sim) getRelationship(w http.ResponseWriter, typ, id, rel string) {
 		writeError(w, http.StatusNotFound, codeNone, "no such relationship: "+typ+"/"+rel)
 	}
 }
+
+// IsQuery reports the POST actions that only read (simcore.Querier):
+// queryIdByKey and queryVolumeSdcBwc, the latter being what health probes
+// call for every node.
+func (s *Sim) IsQuery(r *http.Request) bool {
+	return r.Method == http.MethodPost &&
+		(strings.HasSuffix(r.URL.Path, "/action/queryIdByKey") || strings.HasSuffix(r.URL.Path, "/action/queryVolumeSdcBwc"))
+}

@@ -37,6 +37,7 @@ type Sim struct {
 
 var (
 	_ simcore.Family         = (*Sim)(nil)
+	_ simcore.Querier        = (*Sim)(nil)
 	_ simcore.SessionExpirer = (*Sim)(nil)
 )
 

@@ -246,3 +246,9 @@ func (s *Sim) getVolume(w http.ResponseWriter, r *http.Request, id string) {
 		"volume_identifier": "csi-sim-" + v.ID,
 	})
 }
+
+// IsQuery reports POST performance/Volume/metrics, which only reads
+// (simcore.Querier): health probes call it for every node.
+func (s *Sim) IsQuery(r *http.Request) bool {
+	return r.Method == http.MethodPost && strings.HasSuffix(strings.TrimSuffix(r.URL.Path, "/"), "/performance/Volume/metrics")
+}

@@ -32,7 +32,10 @@ type Sim struct {
 	now      func() time.Time
 }
 
-var _ simcore.Family = (*Sim)(nil)
+var (
+	_ simcore.Family  = (*Sim)(nil)
+	_ simcore.Querier = (*Sim)(nil)
+)
 
 type host struct {
 	ID         string

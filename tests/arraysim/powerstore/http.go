@@ -381,3 +381,9 @@ func (s *Sim) serveSystem(w http.ResponseWriter, r *http.Request, kind, id strin
 	simcore.WriteJSON(w, http.StatusOK, []any{obj})
 	return nil
 }
+
+// IsQuery reports POST metrics/generate, which only reads
+// (simcore.Querier): health probes call it for every node.
+func (s *Sim) IsQuery(r *http.Request) bool {
+	return r.Method == http.MethodPost && strings.TrimSuffix(r.URL.Path, "/") == APIPrefix+"metrics/generate"
+}

@@ -56,6 +56,7 @@ type Sim struct {
 
 var (
 	_ simcore.Family         = (*Sim)(nil)
+	_ simcore.Querier        = (*Sim)(nil)
 	_ simcore.SessionExpirer = (*Sim)(nil)
 )
 

@@ -28,6 +28,9 @@ type AuditEntry struct {
 	Change  string `json:"change,omitempty"`
 	// Fault is the kind of injected fault(s) that fired, comma-separated.
 	Fault string `json:"fault,omitempty"`
+	// Query is set on a write-method request the family declared
+	// read-only (see Querier): it was served without snapshots.
+	Query bool `json:"query,omitempty"`
 }
 
 // maxAuditBody bounds the recorded request body.
@@ -63,12 +66,10 @@ func diffSnapshots(before, after []byte) string {
 	if bytes.Equal(before, after) {
 		return ""
 	}
-	var a, b any
-	if json.Unmarshal(before, &a) != nil || json.Unmarshal(after, &b) != nil {
+	var paths []string
+	if !diffRaw("$", before, after, &paths) {
 		return "$"
 	}
-	var paths []string
-	diffValue("$", a, b, &paths)
 	if len(paths) == 0 {
 		return ""
 	}
@@ -79,115 +80,137 @@ func diffSnapshots(before, after []byte) string {
 	return strings.Join(paths, " ")
 }
 
-// diffValue appends the paths under path where a and b differ.
-func diffValue(path string, a, b any, out *[]string) {
-	switch av := a.(type) {
-	case map[string]any:
-		bv, ok := b.(map[string]any)
-		if !ok {
-			*out = append(*out, path)
-			return
+// diffRaw appends the paths under path where a and b differ. Objects are
+// compared by member, lists by element key ("id", else "name", ...) when
+// every element is an object with a unique key, else by position. It
+// decodes one level at a time and descends only into the members whose
+// bytes differ, so a write costs in proportion to what it changed rather
+// than to the whole state. It reports false when a or b is not valid JSON.
+func diffRaw(path string, a, b []byte, out *[]string) bool {
+	if bytes.Equal(a, b) {
+		return true
+	}
+	switch ka, kb := jsonKind(a), jsonKind(b); {
+	case ka == '{' && kb == '{':
+		ma, okA := objectMembers(a)
+		mb, okB := objectMembers(b)
+		if !okA || !okB {
+			return false
 		}
-		keys := make(map[string]struct{}, len(av)+len(bv))
-		for k := range av {
-			keys[k] = struct{}{}
-		}
-		for k := range bv {
-			keys[k] = struct{}{}
-		}
-		sorted := make([]string, 0, len(keys))
-		for k := range keys {
-			sorted = append(sorted, k)
-		}
-		sort.Strings(sorted)
-		for _, k := range sorted {
-			x, inA := av[k]
-			y, inB := bv[k]
+		for _, k := range unionKeys(ma, mb) {
+			x, inA := ma[k]
+			y, inB := mb[k]
 			switch {
 			case inA && inB:
-				diffValue(path+"."+k, x, y, out)
+				if !diffRaw(path+"."+k, x, y, out) {
+					return false
+				}
 			case inA:
 				*out = append(*out, "-"+path+"."+k)
 			default:
 				*out = append(*out, "+"+path+"."+k)
 			}
 		}
-	case []any:
-		bv, ok := b.([]any)
-		if !ok {
-			*out = append(*out, path)
-			return
+		return true
+	case ka == '[' && kb == '[':
+		la, okA := arrayElements(a)
+		lb, okB := arrayElements(b)
+		if !okA || !okB {
+			return false
 		}
-		diffList(path, av, bv, out)
+		return diffRawList(path, la, lb, out)
 	default:
-		if !scalarEqual(a, b) {
+		var va, vb any
+		if json.Unmarshal(a, &va) != nil || json.Unmarshal(b, &vb) != nil {
+			return false
+		}
+		if !scalarEqual(va, vb) {
 			*out = append(*out, path)
 		}
+		return true
 	}
 }
 
-// diffList compares two lists by element key ("id", else "name") when all
-// elements are keyed objects, else element by element.
-func diffList(path string, a, b []any, out *[]string) {
-	ka, okA := keyed(a)
-	kb, okB := keyed(b)
+// diffRawList compares two lists of undecoded elements.
+func diffRawList(path string, a, b [][]byte, out *[]string) bool {
+	ka, okA := keyedRaw(a)
+	kb, okB := keyedRaw(b)
 	if okA && okB {
-		keys := make(map[string]struct{}, len(ka)+len(kb))
-		for k := range ka {
-			keys[k] = struct{}{}
-		}
-		for k := range kb {
-			keys[k] = struct{}{}
-		}
-		sorted := make([]string, 0, len(keys))
-		for k := range keys {
-			sorted = append(sorted, k)
-		}
-		sort.Strings(sorted)
-		for _, k := range sorted {
+		for _, k := range unionKeys(ka, kb) {
 			x, inA := ka[k]
 			y, inB := kb[k]
 			p := path + "[" + k + "]"
 			switch {
 			case inA && inB:
-				diffValue(p, x, y, out)
+				if !diffRaw(p, x, y, out) {
+					return false
+				}
 			case inA:
 				*out = append(*out, "-"+p)
 			default:
 				*out = append(*out, "+"+p)
 			}
 		}
-		return
+		return true
 	}
-	n := max(len(a), len(b))
-	for i := range n {
+	for i := range max(len(a), len(b)) {
 		p := fmt.Sprintf("%s[%d]", path, i)
 		switch {
 		case i < len(a) && i < len(b):
-			diffValue(p, a[i], b[i], out)
+			if !diffRaw(p, a[i], b[i], out) {
+				return false
+			}
 		case i < len(a):
 			*out = append(*out, "-"+p)
 		default:
 			*out = append(*out, "+"+p)
 		}
 	}
+	return true
 }
 
-// keyed indexes a list of objects by their "id" (or "name") field. It
-// reports false when an element is not an object with a unique key.
-func keyed(list []any) (map[string]any, bool) {
-	m := make(map[string]any, len(list))
+// keyFields are the fields that key a list element, in order of preference.
+var keyFields = []string{"id", "name", "sdcId", "port_name", "initiatorId"}
+
+// keyedRaw indexes a list of objects by their key field (see keyFields).
+// It reports false when an element is not an object with a unique key. It
+// decodes each element one level deep, and only the key's value fully.
+func keyedRaw(list [][]byte) (map[string][]byte, bool) {
+	m := make(map[string][]byte, len(list))
 	for _, e := range list {
-		obj, ok := e.(map[string]any)
-		if !ok {
+		if jsonKind(e) != '{' {
+			return nil, false
+		}
+		// The first key field present wins; a repeated member, its last
+		// value (as encoding/json decodes it).
+		best, bestRaw := len(keyFields), []byte(nil)
+		badName := false
+		if !eachMember(e, func(name, raw []byte) {
+			n, ok := memberName(name)
+			if !ok {
+				badName = true
+				return
+			}
+			for i, f := range keyFields {
+				if i <= best && n == f {
+					best, bestRaw = i, raw
+				}
+			}
+		}) || badName {
+			return nil, false
+		}
+		if bestRaw == nil {
 			return nil, false
 		}
 		var key string
-		for _, field := range []string{"id", "name", "sdcId", "port_name", "initiatorId"} {
-			if v, ok := obj[field]; ok {
-				key = fmt.Sprint(v)
-				break
+		if s, ok := memberName(bestRaw); ok && jsonKind(bestRaw) == '"' {
+			key = s
+		} else {
+			var v any
+			if json.Unmarshal(bestRaw, &v) != nil {
+				return nil, false
 			}
+			key = fmt.Sprint(v)
 		}
 		if key == "" {
 			return nil, false
@@ -195,9 +218,37 @@ func keyed(list []any) (map[string]any, bool) {
 		if _, dup := m[key]; dup {
 			return nil, false
 		}
-		m[key] = obj
+		m[key] = e
 	}
 	return m, true
+}
+
+// jsonKind is the first non-space byte of a JSON value ('{', '[', or
+// another for a scalar), 0 for an empty one.
+func jsonKind(b []byte) byte {
+	for _, c := range b {
+		switch c {
+		case ' ', '\t', '\n', '\r':
+			continue
+		}
+		return c
+	}
+	return 0
+}
+
+// unionKeys returns the keys of a and b, sorted.
+func unionKeys[V any](a, b map[string]V) []string {
+	keys := make([]string, 0, len(a)+len(b))
+	for k := range a {
+		keys = append(keys, k)
+	}
+	for k := range b {
+		if _, ok := a[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	return keys
 }
 
 func scalarEqual(a, b any) bool {

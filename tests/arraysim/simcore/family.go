@@ -39,6 +39,16 @@ type SessionExpirer interface {
 	ExpireSessions()
 }
 
+// Querier is implemented by families whose API answers some read-only
+// queries with a write method (POST metrics/generate and the like). The
+// server serves a request IsQuery accepts like a GET: concurrently, outside
+// the write lock and without before/after snapshots, and audits it as
+// unchanged. IsQuery must not read the body, and must accept only requests
+// that change nothing in Snapshot.
+type Querier interface {
+	IsQuery(r *http.Request) bool
+}
+
 // Signals are array-side health signals of one host; nil fields are left
 // unchanged.
 type Signals struct {

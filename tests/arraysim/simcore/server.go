@@ -218,7 +218,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.inject(rec, r, fire)
 		return
 	}
-	if !IsWrite(r.Method) {
+	if !IsWrite(r.Method) || s.isQuery(r) {
+		entry.Query = IsWrite(r.Method)
 		s.fam.ServeHTTP(rec, r)
 		return
 	}
@@ -232,6 +233,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// Record while still holding writeMu so writes appear in audit order.
 	s.record(entry, rec.status)
 	recorded = true
+}
+
+// isQuery reports whether the family declares r a read-only query.
+func (s *Server) isQuery(r *http.Request) bool {
+	q, ok := s.fam.(Querier)
+	return ok && q.IsQuery(r)
 }
 
 // inject performs a non-latency fault.

@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -152,6 +153,80 @@ func TestAuditRecordsWritesWithChange(t *testing.T) {
 	writes := srv.AuditWrites()
 	require.Len(t, writes, 1)
 	assert.Equal(t, http.MethodPut, writes[0].Method)
+}
+
+// queryKV is kvFamily whose POST /kv/{key} reads the key, as arrays answer
+// metric queries with POST, and whose PUT waits on hold once entered.
+type queryKV struct {
+	*kvFamily
+	entered, hold chan struct{}
+	snapshots     atomic.Int64
+}
+
+func (f *queryKV) IsQuery(r *http.Request) bool { return r.Method == http.MethodPost }
+
+func (f *queryKV) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	switch r.Method {
+	case http.MethodPost:
+		r = r.Clone(r.Context())
+		r.Method = http.MethodGet
+	case http.MethodPut:
+		f.entered <- struct{}{}
+		<-f.hold
+	}
+	f.kvFamily.ServeHTTP(w, r)
+}
+
+func (f *queryKV) Snapshot() any {
+	f.snapshots.Add(1)
+	return f.kvFamily.Snapshot()
+}
+
+func TestQueriesBypassTheWriteLock(t *testing.T) {
+	fam := &queryKV{kvFamily: newKV(), entered: make(chan struct{}, 1), hold: make(chan struct{})}
+	srv := simcore.New("kv-1", fam, nil)
+	l, err := simcore.Serve(srv, "127.0.0.1:0", false, t.TempDir())
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, l.Close()) })
+	c := &http.Client{Timeout: 5 * time.Second}
+
+	// A write holds the write lock; a query is answered meanwhile.
+	done := make(chan int)
+	go func() {
+		req, _ := http.NewRequest(http.MethodPut, l.URL+"/kv/a", strings.NewReader("1"))
+		resp, err := c.Do(req)
+		if err != nil {
+			done <- 0
+			return
+		}
+		_ = resp.Body.Close()
+		done <- resp.StatusCode
+	}()
+	<-fam.entered
+	st, _ := do(t, c, http.MethodPost, l.URL+"/kv/a", "")
+	assert.Equal(t, http.StatusNotFound, st, "the query reads the state before the held write")
+	assert.Equal(t, int64(1), fam.snapshots.Load(), "only the held write took its before snapshot")
+	close(fam.hold)
+	require.Equal(t, http.StatusNoContent, <-done)
+	st, body := do(t, c, http.MethodPost, l.URL+"/kv/a", "")
+	assert.Equal(t, http.StatusOK, st)
+	assert.JSONEq(t, `{"value":"1"}`, body)
+	assert.Equal(t, int64(2), fam.snapshots.Load(), "queries take no snapshots")
+
+	audit := srv.Audit()
+	require.Len(t, audit, 3)
+	byMethod := map[string][]simcore.AuditEntry{}
+	for _, e := range audit {
+		byMethod[e.Method] = append(byMethod[e.Method], e)
+	}
+	require.Len(t, byMethod[http.MethodPut], 1)
+	assert.True(t, byMethod[http.MethodPut][0].Changed)
+	assert.False(t, byMethod[http.MethodPut][0].Query)
+	for _, e := range byMethod[http.MethodPost] {
+		assert.True(t, e.Query)
+		assert.False(t, e.Changed)
+	}
+	assert.Len(t, srv.AuditWrites(), 1)
 }
 
 func TestAdminEndpoints(t *testing.T) {

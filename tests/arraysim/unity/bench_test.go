@@ -15,13 +15,20 @@ import (
 // BenchmarkFenceRoundTrip measures the simulator with gounity: one op is a
 // fence round trip of one LUN of one host (GET lun, POST modifyLun without
 // the host, GET lun, POST modifyLun with it: 4 requests). Parallel
-// goroutines each own a node and its LUN, and their own session.
+// goroutines each own a node and its LUN, and their own session. It runs
+// at 64 and 1,000 hosts: each write costs the audit's whole-state diff.
 func BenchmarkFenceRoundTrip(b *testing.B) {
+	for _, nodes := range []int{64, 1000} {
+		b.Run(fmt.Sprintf("hosts=%d", nodes), func(b *testing.B) { benchFenceRoundTrip(b, nodes) })
+	}
+}
+
+func benchFenceRoundTrip(b *testing.B, nodes int) {
 	var doc strings.Builder
 	doc.WriteString("nodes:\n")
-	const nodes = 64
 	for i := range nodes {
-		fmt.Fprintf(&doc, "  - {name: n%02d, ip: 127.0.12.%d, fqdn: n%02d.cluster.local, iqn: \"iqn.1994-05.com.redhat:n%02d\"}\n", i, i+1, i, i)
+		fmt.Fprintf(&doc, "  - {name: n%02d, ip: 127.0.%d.%d, fqdn: n%02d.cluster.local, iqn: \"iqn.1994-05.com.redhat:n%02d\"}\n",
+			i, 12+i/250, i%250+1, i, i)
 	}
 	doc.WriteString("arrays:\n  - {name: unity-1, family: unity, spec: {username: admin, password: secret, generate: {lunsPerNode: 3}}}\n")
 	e := startDoc(b, doc.String(), false)

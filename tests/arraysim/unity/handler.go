@@ -208,3 +208,12 @@ func list(contents []any) map[string]any {
 func one(c any) map[string]any {
 	return map[string]any{"@base": "https://127.0.0.1/api/instances", "updated": time.Now().UTC().Format(time.RFC3339), "content": c}
 }
+
+// IsQuery reports the creation and deletion of real-time metric queries
+// (simcore.Querier). They are the array's way of reading metrics, which
+// health probes do for every node, and are not part of Snapshot.
+func (s *Sim) IsQuery(r *http.Request) bool {
+	p := strings.TrimSuffix(r.URL.Path, "/")
+	return (r.Method == http.MethodPost && p == "/api/types/metricRealTimeQuery/instances") ||
+		(r.Method == http.MethodDelete && strings.HasPrefix(p, "/api/instances/metricRealTimeQuery/"))
+}

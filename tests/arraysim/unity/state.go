@@ -6,6 +6,7 @@
 package unity
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"sort"
@@ -35,7 +36,10 @@ type Sim struct {
 	now        func() time.Time
 }
 
-var _ simcore.Family = (*Sim)(nil)
+var (
+	_ simcore.Family  = (*Sim)(nil)
+	_ simcore.Querier = (*Sim)(nil)
+)
 
 type host struct {
 	ID        string   `json:"id"`
@@ -325,7 +329,7 @@ func idLess(a, b string) bool {
 }
 
 func splitID(id string) (string, int) {
-	i := strings.LastIndexAny(id, "_")
+	i := strings.LastIndexByte(id, '_')
 	if i < 0 {
 		return id, 0
 	}
@@ -336,11 +340,30 @@ func splitID(id string) (string, int) {
 	return id[:i], n
 }
 
+// sortedIDs returns the keys of m in idLess order. Each key is split once,
+// not on every comparison: snapshots sort thousands of IDs per write.
 func sortedIDs[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
+	type split struct {
+		id, prefix string
+		n          int
 	}
-	sort.Slice(keys, func(i, j int) bool { return idLess(keys[i], keys[j]) })
-	return keys
+	keys := make([]split, 0, len(m))
+	for k := range m {
+		p, n := splitID(k)
+		keys = append(keys, split{k, p, n})
+	}
+	slices.SortFunc(keys, func(a, b split) int {
+		if c := strings.Compare(a.prefix, b.prefix); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(a.n, b.n); c != 0 {
+			return c
+		}
+		return strings.Compare(a.id, b.id)
+	})
+	out := make([]string, len(keys))
+	for i, k := range keys {
+		out[i] = k.id
+	}
+	return out
 }
