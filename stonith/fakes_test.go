@@ -238,6 +238,8 @@ type fakeKube struct {
 	pods    map[types.UID]corev1.Pod
 	events  map[string]string // name -> reason
 	deletes int
+	// reads counts GetNode and PodsOnNode calls.
+	reads int
 	// detaching: node -> VolumeAttachments still to be detached.
 	detaching map[string][]string
 }
@@ -253,6 +255,12 @@ func (k *fakeKube) addNode(name, bootID string) {
 	n.Status.NodeInfo.BootID = bootID
 	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionUnknown}}
 	k.nodes[name] = n
+}
+
+func (k *fakeKube) readCount() int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.reads
 }
 
 func (k *fakeKube) setNode(name string, fn func(n *corev1.Node)) {
@@ -285,6 +293,7 @@ func (k *fakeKube) CheckAPIServer(context.Context) error {
 func (k *fakeKube) GetNode(_ context.Context, name string) (*corev1.Node, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	k.reads++
 	if k.apiErr != nil {
 		return nil, k.apiErr
 	}
@@ -298,6 +307,7 @@ func (k *fakeKube) GetNode(_ context.Context, name string) (*corev1.Node, error)
 func (k *fakeKube) PodsOnNode(_ context.Context, node string) ([]corev1.Pod, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	k.reads++
 	if k.apiErr != nil {
 		return nil, k.apiErr
 	}

@@ -274,6 +274,31 @@ func TestRecoveryWaitsForDetaches(t *testing.T) {
 	}
 }
 
+// While a fenced node's verdict is not Healthy, the resync of its fence
+// reads nothing from the API server (only a Healthy verdict can lead to an
+// unfence, and its arrival enqueues the node), yet the status says why.
+func TestRecoveryReadsNothingWhileNodeIsDown(t *testing.T) {
+	w := newWorld(t)
+	_, stop := w.lead()
+	defer stop()
+	w.verdict("n1", detector.Failed)
+	w.waitState(ledger.StateEvicted)
+	require.Eventually(t, func() bool {
+		st := w.ctrl.Status()
+		return len(st.Fences) == 1 && st.Fences[0].Recovery == "node is still down (verdict failed)"
+	}, 10*time.Second, 2*time.Millisecond, "%+v", w.ctrl.Status())
+	reads := w.kube.readCount()
+	// Many resyncs (Resync is 20ms here) and a verdict that stays down.
+	w.verdict("n1", detector.Blocked)
+	time.Sleep(200 * time.Millisecond)
+	assert.Equal(t, reads, w.kube.readCount(), "recovery checks read the API server while the node was down")
+	assert.Equal(t, "node is still down (verdict blocked)", w.ctrl.Status().Fences[0].Recovery)
+
+	w.reboot("boot-2")
+	w.waitClosed()
+	assert.Greater(t, w.kube.readCount(), reads, "a Healthy verdict reads the node")
+}
+
 func TestReturnWithoutRebootStaysFenced(t *testing.T) {
 	w := newWorld(t)
 	_, stop := w.lead()

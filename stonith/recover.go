@@ -118,6 +118,21 @@ func stalePods(uids []string, pods []corev1.Pod) []string {
 // stepRecover commits unfence-intent once the node rebooted and settled,
 // and reports a node that came back without a reboot.
 func (c *Controller) stepRecover(ctx context.Context, l Leadership, cl *clusterRuntime, f *ledger.Fence) (result, error) {
+	ve, known := c.verdict(cl.Name, f.Node)
+	if !known || ve.State != detector.Healthy {
+		// Only a Healthy verdict leads to an unfence (or shows a node back
+		// without a reboot; see decideRecovery), and a verdict change
+		// enqueues the node at once. Until then the resync reads nothing:
+		// a hundred fenced nodes re-read every Resync would take the
+		// client's whole request budget from fences still in progress.
+		state := detector.Failed
+		if known {
+			state = ve.State
+		}
+		d := decideRecovery(recoveryInput{FenceBootID: f.BootID, Verdict: state, Now: c.clk.Now(), Settle: cl.SettlePeriod})
+		c.report(cl.Name, f.Node, func(r *nodeReport) { r.FenceID, r.NeedsReboot, r.Recovery = f.ID, "", d.Why })
+		return waitFor(c.cfg.Resync), nil
+	}
 	kctx, cancel := context.WithTimeout(ctx, c.cfg.KubeTimeout)
 	defer cancel()
 	n, err := cl.Kube.GetNode(kctx, f.Node)
@@ -129,13 +144,7 @@ func (c *Controller) stepRecover(ctx context.Context, l Leadership, cl *clusterR
 		return done, fmt.Errorf("fence %s: recovery check: %w", f.ID, err)
 	}
 	in := recoveryInput{FenceBootID: f.BootID, Node: n, PodUIDs: f.PodUIDs, Pods: pods, Now: c.clk.Now(),
-		Settle: cl.SettlePeriod, Verdict: detector.Failed}
-	if ve, ok := c.verdict(cl.Name, f.Node); ok {
-		in.Verdict = ve.State
-		if ve.State == detector.Healthy {
-			in.HealthySince = ve.ObservedAt
-		}
-	}
+		Settle: cl.SettlePeriod, Verdict: ve.State, HealthySince: ve.ObservedAt}
 	d := decideRecovery(in)
 	if d.Unfence {
 		// Listing the cluster's VolumeAttachments is the costly check:
