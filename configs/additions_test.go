@@ -37,3 +37,27 @@ func TestReplicaJoinExisting(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, cfg.Replica.JoinExisting)
 }
+
+func TestArrayMaxConcurrentCalls(t *testing.T) {
+	dir := fixtureDir(t)
+	cfg, err := Parse(render(validYAML, dir), dir, Options{})
+	require.NoError(t, err)
+	assert.Equal(t, DefaultMaxConcurrentCalls, cfg.Arrays[0].MaxConcurrentCalls)
+
+	withCalls := func(v string) []byte {
+		return []byte(strings.Replace(string(render(validYAML, dir)), "family: powerstore",
+			"family: powerstore\n    maxConcurrentCalls: "+v, 1))
+	}
+	cfg, err = Parse(withCalls("2"), dir, Options{})
+	require.NoError(t, err)
+	assert.Equal(t, 2, cfg.Arrays[0].MaxConcurrentCalls)
+
+	for _, bad := range []string{"0", "-1", "257"} {
+		ps := problems(t, withCalls(bad), Options{})
+		require.Len(t, ps, 1, bad)
+		assert.Contains(t, ps[0], "arrays[0].maxConcurrentCalls: "+bad+" is out of range: want 1 to 256", bad)
+	}
+	ps := problems(t, withCalls("many"), Options{})
+	require.Len(t, ps, 1)
+	assert.Contains(t, ps[0], "arrays[0].maxConcurrentCalls")
+}

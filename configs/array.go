@@ -31,6 +31,11 @@ type Array struct {
 	Insecure bool `mapstructure:"insecure"`
 	// RequestTimeout bounds every request to the array. Default 10s.
 	RequestTimeout time.Duration `mapstructure:"requestTimeout"`
+	// MaxConcurrentCalls bounds the fencing calls (plan, apply, read-back,
+	// undo) in flight to the array at once, over every node being fenced or
+	// restored; more wait in fenced instead of timing out at a busy
+	// management API. Default 8.
+	MaxConcurrentCalls int `mapstructure:"maxConcurrentCalls"`
 
 	// PowerFlex holds PowerFlex-only settings.
 	PowerFlex PowerFlexOptions `mapstructure:"powerflex"`
@@ -89,11 +94,14 @@ const (
 // DefaultPowerScaleZone is the access zone used when none is configured.
 const DefaultPowerScaleZone = "System"
 
+// DefaultMaxConcurrentCalls is the default of arrays[].maxConcurrentCalls.
+const DefaultMaxConcurrentCalls = 8
+
 // DefaultArray returns the values every arrays[] entry starts from.
 // Family-specific defaults (PowerScale zone, PowerStore fence mode) are
 // applied to arrays of that family only.
 func DefaultArray() Array {
-	return Array{RequestTimeout: arrayclients.DefaultRequestTimeout}
+	return Array{RequestTimeout: arrayclients.DefaultRequestTimeout, MaxConcurrentCalls: DefaultMaxConcurrentCalls}
 }
 
 // applyFamilyDefaults fills the defaults that depend on the family.

@@ -286,6 +286,9 @@ func (c *checker) arrays(cfg *Config, root *yaml.Node) map[string]bool {
 		if a.RequestTimeout < 100*time.Millisecond || a.RequestTimeout > 10*time.Minute {
 			c.add(base+".requestTimeout", "%v is out of range: want 100ms to 10m", a.RequestTimeout)
 		}
+		if a.MaxConcurrentCalls < 1 || a.MaxConcurrentCalls > 256 {
+			c.add(base+".maxConcurrentCalls", "%d is out of range: want 1 to 256", a.MaxConcurrentCalls)
+		}
 		c.familyOptions(base, a, root)
 	}
 	return names

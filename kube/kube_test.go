@@ -3,6 +3,8 @@ package kube
 import (
 	"context"
 	"net"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -11,6 +13,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/flowcontrol"
 
 	"github.com/fenced-project/fenced/arrayclients"
 )
@@ -111,4 +115,30 @@ func TestNewClientsNamesTheBadKubeconfig(t *testing.T) {
 	require.ErrorContains(t, err, "kubeconfig")
 	_, err = NewClients(Config{Kubeconfig: t.TempDir() + "/missing"})
 	require.ErrorContains(t, err, "missing")
+}
+
+// The fencing pipeline's client has its own, larger request budget: a
+// storm of fences does not wait behind the detector's reads.
+func TestFenceClientHasItsOwnRateLimit(t *testing.T) {
+	kc := filepath.Join(t.TempDir(), "kubeconfig")
+	require.NoError(t, os.WriteFile(kc, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: x, context: {cluster: c, user: u}}]
+current-context: x
+`), 0o600))
+	cs, err := NewClients(Config{Kubeconfig: kc})
+	require.NoError(t, err)
+	limiter := func(i kubernetes.Interface) flowcontrol.RateLimiter {
+		return i.CoreV1().RESTClient().GetRateLimiter()
+	}
+	def := DefaultConfig()
+	assert.InDelta(t, def.QPS, limiter(cs.Requests).QPS(), 0.001)
+	assert.InDelta(t, def.FenceQPS, limiter(cs.Fence).QPS(), 0.001)
+	assert.NotSame(t, limiter(cs.Requests), limiter(cs.Fence))
+
+	cs, err = NewClients(Config{Kubeconfig: kc, FenceQPS: 7, FenceBurst: 9})
+	require.NoError(t, err)
+	assert.InDelta(t, 7, limiter(cs.Fence).QPS(), 0.001)
 }

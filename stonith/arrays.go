@@ -37,6 +37,7 @@ func (c *Controller) sleep(ctx context.Context, d time.Duration) error {
 }
 
 // callArray runs one array call under the per-call deadline and times it.
+// The caller holds one of the array's slots (see arraySlots).
 func (c *Controller) callArray(ctx context.Context, step string, fn func(ctx context.Context) error) error {
 	cctx, cancel := context.WithTimeout(ctx, c.cfg.ArrayTimeout)
 	defer cancel()
@@ -44,6 +45,34 @@ func (c *Controller) callArray(ctx context.Context, step string, fn func(ctx con
 	err := fn(cctx)
 	c.metrics.stepDuration(step, c.clk.Since(start))
 	return err
+}
+
+// readArray is callArray for a read (plan, read-back) in one of the
+// array's slots; the error is the call's, or why no slot was had.
+func (c *Controller) readArray(ctx context.Context, array, step string, fn func(ctx context.Context) error) error {
+	var callErr error
+	if err := c.slots.do(ctx, array, func() error {
+		callErr = c.callArray(ctx, step, fn)
+		return nil
+	}); err != nil {
+		return err
+	}
+	return callErr
+}
+
+// writeArray checks leadership and then makes one write call, both in one
+// of the array's slots, so the write starts at once after the check
+// however long the slot took. notLeader is the leadership check's error
+// (the caller stops); callErr is the write's.
+func (c *Controller) writeArray(ctx context.Context, l Leadership, array, step string, fn func(ctx context.Context) error) (callErr, notLeader error) {
+	notLeader = c.slots.do(ctx, array, func() error {
+		if err := c.verifyLeader(ctx, l); err != nil {
+			return err
+		}
+		callErr = c.callArray(ctx, step, fn)
+		return nil
+	})
+	return callErr, notLeader
 }
 
 // forEachArray runs fn for each array with bounded concurrency and returns
@@ -92,7 +121,7 @@ func (c *Controller) planArray(ctx context.Context, id arrayclients.Identity) (a
 	var p arrayclients.Plan
 	backoff := c.cfg.ArrayBackoff
 	for attempt := 1; ; attempt++ {
-		err = c.callArray(ctx, "plan", func(ctx context.Context) error {
+		err = c.readArray(ctx, id.Array, "plan", func(ctx context.Context) error {
 			var err error
 			p, err = a.Plan(ctx, id)
 			return err
@@ -227,10 +256,10 @@ func (c *Controller) driveArray(ctx context.Context, l Leadership, f *ledger.Fen
 	}
 	backoff := c.cfg.ArrayBackoff
 	for attempt := 1; ; attempt++ {
-		if err := c.verifyLeader(ctx, l); err != nil {
+		writeErr, err := c.writeArray(ctx, l, array, d.change, func(ctx context.Context) error { return d.write(ctx, a, p) })
+		if err != nil {
 			return err
 		}
-		writeErr := c.callArray(ctx, d.change, func(ctx context.Context) error { return d.write(ctx, a, p) })
 		if err := c.at(d.point); err != nil {
 			return err
 		}
@@ -240,7 +269,7 @@ func (c *Controller) driveArray(ctx context.Context, l Leadership, f *ledger.Fen
 		err = writeErr
 		if err == nil {
 			var v arrayclients.Verification
-			verr := c.callArray(ctx, d.readBack, func(ctx context.Context) error {
+			verr := c.readArray(ctx, array, d.readBack, func(ctx context.Context) error {
 				var err error
 				v, err = a.Verify(ctx, p)
 				return err

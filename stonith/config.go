@@ -39,9 +39,16 @@ type Config struct {
 	// ArrayConcurrency bounds the arrays worked on at once for one node
 	// (default 4).
 	ArrayConcurrency int
+	// ArrayCallLimits bounds the pipeline's calls in flight to each array
+	// across all nodes, by array name; arrays not named get
+	// DefaultArrayCallLimit. Calls over the bound queue in fenced.
+	ArrayCallLimits map[string]int
 	// KubeTimeout bounds one API server call (default 10s).
 	KubeTimeout time.Duration
-	// Workers is the number of nodes reconciled at once (default 4).
+	// Workers is the number of nodes reconciled at once (default 64). A
+	// reconcile mostly waits on arrays, the API server and Raft commits,
+	// so many nodes dying at once need many workers; ArrayCallLimits keeps
+	// the arrays' load bounded however many there are.
 	Workers int
 	// RetryBase and RetryMax bound the per-node exponential requeue delay
 	// after a failed reconcile (defaults 1s and 1m).
@@ -77,11 +84,15 @@ type ClusterConfig struct {
 	DryRun bool
 }
 
+// DefaultArrayCallLimit is the default bound on the pipeline's calls in
+// flight to one array.
+const DefaultArrayCallLimit = 8
+
 // DefaultConfig returns a Config with every default set and nothing wired.
 func DefaultConfig() Config {
 	return Config{
 		ArrayTimeout: 10 * time.Second, ArrayAttempts: 3, ArrayBackoff: 500 * time.Millisecond,
-		ArrayConcurrency: 4, KubeTimeout: 10 * time.Second, Workers: 4,
+		ArrayConcurrency: 4, KubeTimeout: 10 * time.Second, Workers: 64,
 		RetryBase: time.Second, RetryMax: time.Minute, Resync: 5 * time.Second,
 	}
 }
@@ -136,6 +147,14 @@ func (c Config) validate() error {
 			errs = append(errs, fmt.Errorf("stonith: arrays[%s]: adapter is nil", name))
 		} else if a.Name() != name {
 			errs = append(errs, fmt.Errorf("stonith: arrays[%s]: adapter is named %q", name, a.Name()))
+		}
+	}
+	for name, n := range c.ArrayCallLimits {
+		switch {
+		case c.Arrays[name] == nil:
+			errs = append(errs, fmt.Errorf("stonith: arrayCallLimits[%s]: no such array", name))
+		case n < 1:
+			errs = append(errs, fmt.Errorf("stonith: arrayCallLimits[%s]: %d is below 1", name, n))
 		}
 	}
 	seen := map[string]bool{}

@@ -26,6 +26,8 @@ type Controller struct {
 	log      *slog.Logger
 	clk      clock.WithTicker
 	metrics  *metrics
+	// slots bounds the calls in flight to each array.
+	slots *arraySlots
 
 	mu       sync.Mutex
 	lead     Leadership
@@ -73,6 +75,14 @@ func New(cfg Config) (*Controller, error) {
 		return nil, err
 	}
 	c.metrics = m
+	limits := map[string]int{}
+	for name := range cfg.Arrays {
+		limits[name] = DefaultArrayCallLimit
+		if n := cfg.ArrayCallLimits[name]; n > 0 {
+			limits[name] = n
+		}
+	}
+	c.slots = newArraySlots(limits, m.callQueued)
 	return c, nil
 }
 

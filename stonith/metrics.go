@@ -25,6 +25,7 @@ type metrics struct {
 	toEviction  prometheus.Histogram
 	blocked     *prometheus.GaugeVec
 	needsReboot *prometheus.GaugeVec
+	callsQueued *prometheus.GaugeVec
 }
 
 func newMetrics(reg *prometheus.Registry) (*metrics, error) {
@@ -55,9 +56,13 @@ func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 			Name: "fenced_nodes_awaiting_reboot",
 			Help: "Fenced nodes that came back without a reboot; they stay fenced until they reboot (leader's view, 0 elsewhere).",
 		}, []string{"cluster"}),
+		callsQueued: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "fenced_array_calls_queued",
+			Help: "Pipeline calls waiting in fenced for a free call slot of the array (arrays[].maxConcurrentCalls are in flight).",
+		}, []string{"array"}),
 	}
 	if reg != nil {
-		for _, col := range []prometheus.Collector{m.fences, m.stepSeconds, m.podsDeleted, m.toEviction, m.blocked, m.needsReboot} {
+		for _, col := range []prometheus.Collector{m.fences, m.stepSeconds, m.podsDeleted, m.toEviction, m.blocked, m.needsReboot, m.callsQueued} {
 			if err := reg.Register(col); err != nil {
 				return nil, fmt.Errorf("stonith: register metrics: %w", err)
 			}
@@ -82,4 +87,8 @@ func (m *metrics) setBlocked(cluster string, n int) {
 
 func (m *metrics) setAwaitingReboot(cluster string, n int) {
 	m.needsReboot.WithLabelValues(cluster).Set(float64(n))
+}
+
+func (m *metrics) callQueued(array string, delta int) {
+	m.callsQueued.WithLabelValues(array).Add(float64(delta))
 }

@@ -126,7 +126,7 @@ func (f *fencing) newCluster(c configs.Cluster) *clusterRuntime {
 		var clients *kube.Clients
 		if clients, err = kube.NewClients(kube.Config{Kubeconfig: path}); err == nil {
 			cr.kube = kube.NewClusterFromClients(c.Name, clients, nil)
-			cr.writer = kube.NewWriter(clients.Requests, "fenced", f.d.Config().Replica.ID, nil)
+			cr.writer = kube.NewWriter(clients.Fence, "fenced", f.d.Config().Replica.ID, nil)
 		}
 	}
 	if err != nil {
@@ -160,8 +160,12 @@ func (f *fencing) newController() error {
 		arrays[a.Name()] = a
 	}
 	var timeout time.Duration
+	callLimits := map[string]int{}
 	for _, a := range cfg.Arrays {
 		timeout = max(timeout, a.RequestTimeout)
+		if arrays[a.Name] != nil {
+			callLimits[a.Name] = a.MaxConcurrentCalls
+		}
 	}
 	var clusters []stonith.ClusterConfig
 	for _, cr := range f.clusters {
@@ -187,7 +191,7 @@ func (f *fencing) newController() error {
 	}
 	ctrl, err := stonith.New(stonith.Config{
 		ReplicaID: cfg.Replica.ID, Ledger: f.node.Ledger(), Arrays: arrays, Clusters: clusters,
-		Registry: f.d.Registry(), Logger: f.log, ArrayTimeout: timeout,
+		Registry: f.d.Registry(), Logger: f.log, ArrayTimeout: timeout, ArrayCallLimits: callLimits,
 	})
 	if err != nil {
 		return fmt.Errorf("fencing pipeline: %w", err)
