@@ -2,7 +2,9 @@ package powerstore
 
 import (
 	"net/http"
+	"slices"
 	"sort"
+	"strings"
 
 	"github.com/fenced-project/fenced/tests/arraysim/simcore"
 )
@@ -45,11 +47,16 @@ func (s *Sim) renderHostLocked(h *host) map[string]any {
 			"chap_mutual_username": nullable(in.ChapMutualUsername),
 		})
 	}
-	mapped := []map[string]any{}
-	for _, m := range s.sortedMappingsLocked() {
+	var own []*mapping
+	for _, m := range s.mappings {
 		if m.HostID == h.ID {
-			mapped = append(mapped, map[string]any{"id": m.ID, "host_id": m.HostID, "volume_id": m.VolumeID})
+			own = append(own, m)
 		}
+	}
+	slices.SortFunc(own, func(a, b *mapping) int { return strings.Compare(a.ID, b.ID) })
+	mapped := make([]map[string]any, 0, len(own))
+	for _, m := range own {
+		mapped = append(mapped, map[string]any{"id": m.ID, "host_id": m.HostID, "volume_id": m.VolumeID})
 	}
 	return map[string]any{
 		"id": h.ID, "name": h.Name, "description": nullable(h.Description),

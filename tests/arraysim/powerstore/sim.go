@@ -20,7 +20,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -203,10 +205,10 @@ func (s *Sim) State() Snapshot {
 
 func (s *Sim) snapshotLocked() Snapshot {
 	snap := Snapshot{
-		Hosts:      []HostState{},
-		HostGroups: []HostGroupState{},
-		Volumes:    []VolumeState{},
-		Mappings:   []MappingState{},
+		Hosts:      make([]HostState, 0, len(s.hosts)),
+		HostGroups: make([]HostGroupState, 0, len(s.groups)),
+		Volumes:    make([]VolumeState, 0, len(s.volumes)),
+		Mappings:   make([]MappingState, 0, len(s.mappings)),
 	}
 	for _, h := range s.hosts {
 		hs := HostState{ID: h.ID, Name: h.Name, OSType: h.OSType, HostGroupID: h.GroupID,
@@ -218,24 +220,24 @@ func (s *Sim) snapshotLocked() Snapshot {
 				ChapMutualUsername: in.ChapMutualUsername, ChapMutualSecret: secretFingerprint(in.ChapMutualPassword),
 			})
 		}
-		sort.Slice(hs.Initiators, func(i, j int) bool { return hs.Initiators[i].PortName < hs.Initiators[j].PortName })
+		slices.SortFunc(hs.Initiators, func(a, b InitiatorState) int { return strings.Compare(a.PortName, b.PortName) })
 		snap.Hosts = append(snap.Hosts, hs)
 	}
-	sort.Slice(snap.Hosts, func(i, j int) bool { return snap.Hosts[i].Name < snap.Hosts[j].Name })
+	slices.SortFunc(snap.Hosts, func(a, b HostState) int { return strings.Compare(a.Name, b.Name) })
 	for _, g := range s.groups {
 		gs := HostGroupState{ID: g.ID, Name: g.Name, HostIDs: s.groupMembersLocked(g.ID)}
 		snap.HostGroups = append(snap.HostGroups, gs)
 	}
-	sort.Slice(snap.HostGroups, func(i, j int) bool { return snap.HostGroups[i].Name < snap.HostGroups[j].Name })
+	slices.SortFunc(snap.HostGroups, func(a, b HostGroupState) int { return strings.Compare(a.Name, b.Name) })
 	for _, v := range s.volumes {
 		snap.Volumes = append(snap.Volumes, VolumeState{ID: v.ID, Name: v.Name, Size: v.Size})
 	}
-	sort.Slice(snap.Volumes, func(i, j int) bool { return snap.Volumes[i].Name < snap.Volumes[j].Name })
+	slices.SortFunc(snap.Volumes, func(a, b VolumeState) int { return strings.Compare(a.Name, b.Name) })
 	for _, m := range s.mappings {
 		snap.Mappings = append(snap.Mappings, MappingState{ID: m.ID, HostID: m.HostID,
 			HostGroupID: m.GroupID, VolumeID: m.VolumeID, LUN: m.LUN})
 	}
-	sort.Slice(snap.Mappings, func(i, j int) bool { return snap.Mappings[i].ID < snap.Mappings[j].ID })
+	slices.SortFunc(snap.Mappings, func(a, b MappingState) int { return strings.Compare(a.ID, b.ID) })
 	return snap
 }
 
