@@ -152,8 +152,11 @@ func markdown(r *Results) string {
 	}
 	if r.Storm != nil {
 		s := r.Storm
-		fmt.Fprintf(&b, "## %d of %d nodes die at once\n\nStorm limit raised to %d. Seconds after the last renewal of the dying nodes' Leases.\n\n| all fenced | all evicted | all replacements Running | target |\n|---|---|---|---|\n| %.1f | %.1f | %.1f | fenced and evicted within grace + 15 s |\n\n",
-			s.Dying, s.Nodes, s.Dying, s.AllFenced, s.AllEvicted, s.AllRunning)
+		fmt.Fprintf(&b, "## %d of %d nodes die at once\n\nStorm limit raised to %d. Seconds after the last renewal of the dying nodes' Leases "+
+			"(\"opened\": the leader's status shows a fence of the node, in any phase).\n\n"+
+			"| first opened | all opened | all fenced | all evicted | all replacements Running | target |\n|---|---|---|---|---|---|\n"+
+			"| %s | %s | %.1f | %.1f | %.1f | fenced and evicted within grace + 15 s |\n\n",
+			s.Dying, s.Nodes, max(s.Limit, s.Dying), orDash(s.FirstOpened), orDash(s.AllOpened), s.AllFenced, s.AllEvicted, s.AllRunning)
 		if s.Error != "" {
 			fmt.Fprintf(&b, "Incomplete: %s\n\n", s.Error)
 		}
@@ -167,4 +170,12 @@ func markdown(r *Results) string {
 		b.WriteString("\n")
 	}
 	return b.String()
+}
+
+// orDash prints a figure, or "—" where an older run did not measure it.
+func orDash(v float64) string {
+	if v == 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.1f", v)
 }

@@ -78,13 +78,16 @@ func targets(r *Results) string {
 		fmt.Fprintf(&b, "- **%d of %d nodes fenced and evicted within grace + 15 s (%d s after the last renewal)**: %s (all fenced %.0f s, all evicted %.0f s).",
 			s.Dying, s.Nodes, bound, met(done && s.AllEvicted <= bound), s.AllFenced, s.AllEvicted)
 		if !done || s.AllEvicted > bound {
-			b.WriteString(" fenced's own work per fence is small (see the single-node fence and eviction times). Time goes to array calls: " +
-				"every fence calls every array at once, so each array gets about a hundred concurrent writes. " +
-				"Writes that wait longer than the per-call timeout fail and are retried with backoff. " +
-				"The simulators make that worse: each one applies writes one at a time and snapshots its whole state twice per write for the audit log, " +
-				"so a write costs time in proportion to the number of hosts. " +
-				"Fix: bound fenced's concurrent calls per array (queue in fenced rather than time out at the array), " +
-				"and give the simulators change tracking per object.")
+			b.WriteString(" The verdicts themselves are not the delay (the first fence opens about 5 s after the grace). " +
+				"Time goes to array calls. Each fence makes about ten: a plan, a write and a read-back per array. " +
+				"fenced bounds them per array (`maxConcurrentCalls`, 8), so an array's slowest call sets the pace: " +
+				"Unity's plan and read-back list every LUN of the array (2,000 here), and PowerStore's read-back and the simulators' writes " +
+				"wait behind each other. On this 2-core machine the five simulators, a thousand kwok nodes, the API server and three replicas " +
+				"share the cores, and each simulated write is audited against a snapshot of the whole array, so calls that take 0.1 s at 100 nodes " +
+				"take 2 to 4 s at 1,000 and some run into the 5 s per-call timeout and are retried. " +
+				"Meanwhile the detectors of all three replicas probe every late node's health on every array each poll interval. " +
+				"Fix: read a Unity host's LUNs from the host (its hostLUNs) instead of listing every LUN; bound health probes per array " +
+				"so they do not compete with fences; on the test side, a bigger machine and per-object change tracking in the simulators.")
 		}
 		b.WriteString("\n")
 	}
