@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fenced-project/fenced/cluster/ledger"
+	"github.com/fenced-project/fenced/detector"
 )
 
 const testToken = "s3cret-token-0123456789"
@@ -217,4 +218,33 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 	_, err = New(Config{ReplicaID: "r", Ledger: ledger.New(), Clusters: []ClusterConfig{
 		{Name: "c1", Kube: newFakeKube(&opLog{}), ProtectionSelector: "a in (b"}}})
 	require.ErrorContains(t, err, "clusters[c1].protectionSelector")
+}
+
+// An operator unfence without --force is refused while a volume of the
+// node still waits for its detach (a detach is a storage action the node
+// must still be fenced for); with --force it goes on.
+func TestOperatorUnfenceRefusedWhileDetachesPending(t *testing.T) {
+	w := newWorld(t)
+	_, stop := w.lead()
+	defer stop()
+	srv := newAPIServer(t, w)
+	c := &Client{BaseURL: srv.URL, Token: testToken, Operator: "alice"}
+	w.verdict("n1", detector.Failed)
+	w.waitState(ledger.StateEvicted)
+	w.kube.setDetaching("n1", "csi-1 (pv-a)")
+	w.reboot("boot-2")
+
+	_, err := c.Unfence(t.Context(), UnfenceRequest{Cluster: "c1", Node: "n1", Reason: "rebooted"})
+	var apiErr *APIError
+	require.ErrorAs(t, err, &apiErr)
+	assert.Equal(t, http.StatusConflict, apiErr.StatusCode)
+	assert.Contains(t, apiErr.Message, "still wait for a detach: csi-1 (pv-a)")
+	assert.Equal(t, ledger.StateEvicted, w.state())
+	for name, a := range w.arrays {
+		assert.False(t, a.hasAccess("n1"), "n1 restored on %s", name)
+	}
+
+	_, err = c.Unfence(t.Context(), UnfenceRequest{Cluster: "c1", Node: "n1", Reason: "detach checked by hand", Force: true})
+	require.NoError(t, err)
+	w.waitClosed()
 }
