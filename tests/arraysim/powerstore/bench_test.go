@@ -48,10 +48,9 @@ func benchFence(b *testing.B, e *env, name string) {
 	b.ReportMetric(float64(requests)/time.Since(start).Seconds(), "req/s")
 }
 
-// BenchmarkFenceAtScale is BenchmarkFenceRoundTrip on an array of 1,000
-// generated hosts with two volumes each, as the storm benchmark has: host
-// reads and writes must not cost in proportion to the array's size.
-func BenchmarkFenceAtScale(b *testing.B) {
+// scaleEnv is an array of 1,000 generated hosts with two volumes each, as
+// the storm benchmark has.
+func scaleEnv(b *testing.B) *env {
 	var doc strings.Builder
 	doc.WriteString("nodes:\n")
 	for i := range 1000 {
@@ -59,6 +58,34 @@ func BenchmarkFenceAtScale(b *testing.B) {
 			i, i/250, i%250+1, i+1, i)
 	}
 	doc.WriteString("arrays:\n  - {name: pstore-1, family: powerstore, spec: {username: admin, password: Password123!, perNode: {volumes: 2}}}\n")
-	e := newEnvFrom(b, doc.String())
+	return newEnvFrom(b, doc.String())
+}
+
+// BenchmarkFenceAtScale is BenchmarkFenceRoundTrip on a 1,000-host array:
+// host reads and writes must not cost in proportion to the array's size.
+func BenchmarkFenceAtScale(b *testing.B) {
+	e := scaleEnv(b)
 	benchFence(b, e, nodeHostName(e.nodes[500]))
+}
+
+// BenchmarkProbeAtScale is what a health probe asks a 1,000-host array
+// for: the host's mappings, then each mapped volume's metrics.
+func BenchmarkProbeAtScale(b *testing.B) {
+	e := scaleEnv(b)
+	ctx := context.Background()
+	h, err := e.client.GetHostByName(ctx, nodeHostName(e.nodes[500]))
+	require.NoError(b, err)
+	requests := 0
+	start := time.Now()
+	for b.Loop() {
+		maps, err := e.client.GetHostVolumeMappingByHostID(ctx, h.ID)
+		require.NoError(b, err)
+		require.Len(b, maps, 2)
+		for _, m := range maps {
+			_, err := e.client.PerformanceMetricsByVolume(ctx, m.VolumeID, gopowerstore.TwentySec)
+			require.NoError(b, err)
+		}
+		requests += 1 + len(maps)
+	}
+	b.ReportMetric(float64(requests)/time.Since(start).Seconds(), "req/s")
 }

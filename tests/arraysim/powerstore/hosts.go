@@ -336,8 +336,10 @@ func (s *Sim) serveMappings(w http.ResponseWriter, r *http.Request, id, action s
 	s.mu.Lock()
 	rows := make([]row, 0, len(s.mappings))
 	for _, m := range s.mappings {
-		rows = append(rows, row{fields: map[string]string{"id": m.ID, "host_id": m.HostID,
-			"host_group_id": m.GroupID, "volume_id": m.VolumeID}, obj: s.renderMappingLocked(m)})
+		fields := map[string]string{"id": m.ID, "host_id": m.HostID, "host_group_id": m.GroupID, "volume_id": m.VolumeID}
+		if q.keeps(fields) { // render only what is asked for: health probes ask for one host's
+			rows = append(rows, row{fields: fields, obj: s.renderMappingLocked(m)})
+		}
 	}
 	s.mu.Unlock()
 	writePage(w, rows, q)

@@ -317,13 +317,19 @@ func (s *Sim) SetClock(now func() time.Time) {
 // reaches it (directly or through its group) has the IOActive signal and
 // still has at least one initiator.
 func (s *Sim) volumeActiveLocked(volID string) bool {
+	active := func(h *host) bool { return h != nil && h.IOActive && len(h.Initiators) > 0 }
 	for _, m := range s.mappings {
 		if m.VolumeID != volID {
 			continue
 		}
+		if m.HostID != "" && active(s.hosts[m.HostID]) {
+			return true
+		}
+		if m.GroupID == "" {
+			continue
+		}
 		for _, h := range s.hosts {
-			reaches := (m.HostID != "" && m.HostID == h.ID) || (m.GroupID != "" && m.GroupID == h.GroupID)
-			if reaches && h.IOActive && len(h.Initiators) > 0 {
+			if h.GroupID == m.GroupID && active(h) {
 				return true
 			}
 		}
