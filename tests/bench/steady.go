@@ -119,7 +119,10 @@ func waitLearned(ctx context.Context, h *e2e.Harness, n int) error {
 			return nil
 		}
 		if ctx.Err() != nil {
-			return fmt.Errorf("identities of every node never learned (last status error: %v)", err)
+			if err != nil {
+				return fmt.Errorf("identities of every node never learned: last status read: %w", err)
+			}
+			return fmt.Errorf("identities of every node never learned: %w", ctx.Err())
 		}
 		time.Sleep(time.Second)
 	}

@@ -26,9 +26,9 @@ type StormResult struct {
 	FirstOpened float64 `json:"firstOpenedSeconds,omitempty"`
 	AllOpened   float64 `json:"allOpenedSeconds,omitempty"`
 	AllFenced   float64 `json:"allFencedSeconds"`
-	AllEvicted float64 `json:"allEvictedSeconds"`
-	AllRunning float64 `json:"allReplacementsRunningSeconds"`
-	Error      string  `json:"error,omitempty"`
+	AllEvicted  float64 `json:"allEvictedSeconds"`
+	AllRunning  float64 `json:"allReplacementsRunningSeconds"`
+	Error       string  `json:"error,omitempty"`
 }
 
 func runStorm(t *e2e.Standalone, p params) (*StormResult, error) {
