@@ -3,6 +3,7 @@ package testbed
 import (
 	"context"
 	"fmt"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -10,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 )
 
 // VolumeHandle returns a volume handle in the format the driver uses, for
@@ -160,6 +162,28 @@ func (cp *ControlPlane) CreateStatefulSet(ctx context.Context, spec StatefulSetS
 	}
 
 	labels := map[string]string{"app": spec.Name}
+	// The claims are made here, bound to their volumes, before the
+	// StatefulSet exists (it adopts claims by name). Left to the StatefulSet
+	// controller, a pod could reach the scheduler before its claim reached
+	// the scheduler's cache; on a loaded machine the scheduler then parked
+	// the pod as unschedulable for minutes.
+	for i := range spec.VolumeHandles {
+		pvc := &corev1.PersistentVolumeClaim{
+			ObjectMeta: metav1.ObjectMeta{Name: ClaimName(spec.Name, i), Namespace: spec.Namespace, Labels: labels},
+			Spec: corev1.PersistentVolumeClaimSpec{
+				AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+				StorageClassName: ptr.To(""),
+				VolumeName:       PVName(spec.Namespace, spec.Name, i),
+				Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: size}},
+			},
+		}
+		if _, err := cp.Client.CoreV1().PersistentVolumeClaims(spec.Namespace).Create(ctx, pvc, metav1.CreateOptions{}); err != nil {
+			return nil, fmt.Errorf("create persistent volume claim %s/%s: %w", spec.Namespace, pvc.Name, err)
+		}
+	}
+	if err := cp.waitClaimsBound(ctx, spec.Namespace, spec.Name, len(spec.VolumeHandles)); err != nil {
+		return nil, err
+	}
 	pod := corev1.PodSpec{
 		Containers: []corev1.Container{{
 			Name:         "app",
@@ -204,6 +228,27 @@ func (cp *ControlPlane) CreateStatefulSet(ctx context.Context, spec StatefulSetS
 		return nil, fmt.Errorf("create statefulset %s/%s: %w", spec.Namespace, spec.Name, err)
 	}
 	return created, nil
+}
+
+// waitClaimsBound waits until the n claims of a StatefulSet are Bound.
+func (cp *ControlPlane) waitClaimsBound(ctx context.Context, namespace, statefulSet string, n int) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	for i := range n {
+		name := ClaimName(statefulSet, i)
+		for {
+			c, err := cp.Client.CoreV1().PersistentVolumeClaims(namespace).Get(ctx, name, metav1.GetOptions{})
+			if err == nil && c.Status.Phase == corev1.ClaimBound {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("persistent volume claim %s/%s never bound: %w", namespace, name, ctx.Err())
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}
+	return nil
 }
 
 // fsType is the filesystem of a driver's volumes ("" for NFS).
