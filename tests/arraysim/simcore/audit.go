@@ -97,21 +97,7 @@ func diffRaw(path string, a, b []byte, out *[]string) bool {
 		if !okA || !okB {
 			return false
 		}
-		for _, k := range unionKeys(ma, mb) {
-			x, inA := ma[k]
-			y, inB := mb[k]
-			switch {
-			case inA && inB:
-				if !diffRaw(path+"."+k, x, y, out) {
-					return false
-				}
-			case inA:
-				*out = append(*out, "-"+path+"."+k)
-			default:
-				*out = append(*out, "+"+path+"."+k)
-			}
-		}
-		return true
+		return diffByKey(ma, mb, func(k string) string { return path + "." + k }, out)
 	case ka == '[' && kb == '[':
 		la, okA := arrayElements(a)
 		lb, okB := arrayElements(b)
@@ -131,27 +117,32 @@ func diffRaw(path string, a, b []byte, out *[]string) bool {
 	}
 }
 
+// diffByKey compares two sets of undecoded values by key, in key order:
+// at names the path of key k.
+func diffByKey(a, b map[string][]byte, at func(k string) string, out *[]string) bool {
+	for _, k := range unionKeys(a, b) {
+		x, inA := a[k]
+		y, inB := b[k]
+		switch {
+		case inA && inB:
+			if !diffRaw(at(k), x, y, out) {
+				return false
+			}
+		case inA:
+			*out = append(*out, "-"+at(k))
+		default:
+			*out = append(*out, "+"+at(k))
+		}
+	}
+	return true
+}
+
 // diffRawList compares two lists of undecoded elements.
 func diffRawList(path string, a, b [][]byte, out *[]string) bool {
 	ka, okA := keyedRaw(a)
 	kb, okB := keyedRaw(b)
 	if okA && okB {
-		for _, k := range unionKeys(ka, kb) {
-			x, inA := ka[k]
-			y, inB := kb[k]
-			p := path + "[" + k + "]"
-			switch {
-			case inA && inB:
-				if !diffRaw(p, x, y, out) {
-					return false
-				}
-			case inA:
-				*out = append(*out, "-"+p)
-			default:
-				*out = append(*out, "+"+p)
-			}
-		}
-		return true
+		return diffByKey(ka, kb, func(k string) string { return path + "[" + k + "]" }, out)
 	}
 	for i := range max(len(a), len(b)) {
 		p := fmt.Sprintf("%s[%d]", path, i)

@@ -79,15 +79,41 @@ func skipValue(b []byte, i int) (int, bool) {
 	}
 }
 
-// eachElement calls fn with each element of the JSON array b.
-func eachElement(b []byte, fn func(raw []byte)) bool {
-	i := skipSpace(b, 0)
-	if i >= len(b) || b[i] != '[' {
-		return false
+// openList skips the opening byte of a JSON array or object: empty reports
+// one with nothing in it, i the index of its first item.
+func openList(b []byte, open, close byte) (i int, empty, ok bool) {
+	i = skipSpace(b, 0)
+	if i >= len(b) || b[i] != open {
+		return 0, false, false
 	}
 	i = skipSpace(b, i+1)
-	if i < len(b) && b[i] == ']' {
-		return skipSpace(b, i+1) == len(b)
+	if i < len(b) && b[i] == close {
+		return i, true, skipSpace(b, i+1) == len(b)
+	}
+	return i, false, true
+}
+
+// nextItem moves past the separator after an item that ends at end: more
+// reports that another item follows at i; ok is false when neither a
+// comma nor the closing byte (ending the input) comes next.
+func nextItem(b []byte, end int, close byte) (i int, more, ok bool) {
+	i = skipSpace(b, end)
+	switch {
+	case i >= len(b):
+		return 0, false, false
+	case b[i] == ',':
+		return skipSpace(b, i+1), true, true
+	case b[i] == close:
+		return 0, false, skipSpace(b, i+1) == len(b)
+	}
+	return 0, false, false
+}
+
+// eachElement calls fn with each element of the JSON array b.
+func eachElement(b []byte, fn func(raw []byte)) bool {
+	i, empty, ok := openList(b, '[', ']')
+	if !ok || empty {
+		return ok
 	}
 	for {
 		end, ok := skipValue(b, i)
@@ -95,17 +121,9 @@ func eachElement(b []byte, fn func(raw []byte)) bool {
 			return false
 		}
 		fn(b[i:end])
-		i = skipSpace(b, end)
-		if i >= len(b) {
-			return false
-		}
-		switch b[i] {
-		case ',':
-			i = skipSpace(b, i+1)
-		case ']':
-			return skipSpace(b, i+1) == len(b)
-		default:
-			return false
+		var more bool
+		if i, more, ok = nextItem(b, end, ']'); !more {
+			return ok
 		}
 	}
 }
@@ -113,13 +131,9 @@ func eachElement(b []byte, fn func(raw []byte)) bool {
 // eachMember calls fn with the raw (still quoted) name and the value of each
 // member of the JSON object b.
 func eachMember(b []byte, fn func(name, raw []byte)) bool {
-	i := skipSpace(b, 0)
-	if i >= len(b) || b[i] != '{' {
-		return false
-	}
-	i = skipSpace(b, i+1)
-	if i < len(b) && b[i] == '}' {
-		return skipSpace(b, i+1) == len(b)
+	i, empty, ok := openList(b, '{', '}')
+	if !ok || empty {
+		return ok
 	}
 	for {
 		if i >= len(b) || b[i] != '"' {
@@ -140,17 +154,9 @@ func eachMember(b []byte, fn func(name, raw []byte)) bool {
 			return false
 		}
 		fn(name, b[i:end])
-		i = skipSpace(b, end)
-		if i >= len(b) {
-			return false
-		}
-		switch b[i] {
-		case ',':
-			i = skipSpace(b, i+1)
-		case '}':
-			return skipSpace(b, i+1) == len(b)
-		default:
-			return false
+		var more bool
+		if i, more, ok = nextItem(b, end, '}'); !more {
+			return ok
 		}
 	}
 }

@@ -91,7 +91,7 @@ func (s *Sim) queryResultsLocked(w http.ResponseWriter, r *http.Request) {
 						v = 180
 					}
 				}
-				_, n := splitID(l.ID)
+				n := newIDKey(l.ID).n
 				owner, other := "spa", "spb"
 				if n%2 == 0 {
 					owner, other = "spb", "spa"

@@ -315,52 +315,43 @@ func (s *Sim) lunBusyLocked(l *lun) bool {
 	return false
 }
 
-// idLess orders Unity IDs like Host_2 before Host_10.
-func idLess(a, b string) bool {
-	pa, na := splitID(a)
-	pb, nb := splitID(b)
-	if pa != pb {
-		return pa < pb
-	}
-	if na != nb {
-		return na < nb
-	}
-	return a < b
+// idKey is a Unity ID split for ordering: Host_2 before Host_10.
+type idKey struct {
+	id, prefix string
+	n          int
 }
 
-func splitID(id string) (string, int) {
-	i := strings.LastIndexByte(id, '_')
-	if i < 0 {
-		return id, 0
+func newIDKey(id string) idKey {
+	k := idKey{id: id, prefix: id}
+	if i := strings.LastIndexByte(id, '_'); i >= 0 {
+		if n, err := strconv.Atoi(id[i+1:]); err == nil {
+			k.prefix, k.n = id[:i], n
+		}
 	}
-	n, err := strconv.Atoi(id[i+1:])
-	if err != nil {
-		return id, 0
-	}
-	return id[:i], n
+	return k
 }
+
+func (a idKey) compare(b idKey) int {
+	if c := strings.Compare(a.prefix, b.prefix); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.n, b.n); c != 0 {
+		return c
+	}
+	return strings.Compare(a.id, b.id)
+}
+
+// idLess orders Unity IDs like Host_2 before Host_10.
+func idLess(a, b string) bool { return newIDKey(a).compare(newIDKey(b)) < 0 }
 
 // sortedIDs returns the keys of m in idLess order. Each key is split once,
 // not on every comparison: snapshots sort thousands of IDs per write.
 func sortedIDs[V any](m map[string]V) []string {
-	type split struct {
-		id, prefix string
-		n          int
-	}
-	keys := make([]split, 0, len(m))
+	keys := make([]idKey, 0, len(m))
 	for k := range m {
-		p, n := splitID(k)
-		keys = append(keys, split{k, p, n})
+		keys = append(keys, newIDKey(k))
 	}
-	slices.SortFunc(keys, func(a, b split) int {
-		if c := strings.Compare(a.prefix, b.prefix); c != 0 {
-			return c
-		}
-		if c := cmp.Compare(a.n, b.n); c != 0 {
-			return c
-		}
-		return strings.Compare(a.id, b.id)
-	})
+	slices.SortFunc(keys, idKey.compare)
 	out := make([]string, len(keys))
 	for i, k := range keys {
 		out[i] = k.id
