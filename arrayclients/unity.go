@@ -38,6 +38,11 @@ type UnityAdapter struct {
 	log  *slog.Logger
 	now  func() time.Time
 
+	// scans shares LUN scans between concurrent plans, read-backs and
+	// probes (see sharedRead): in a storm every fence on the array would
+	// otherwise list every LUN twice.
+	scans *sharedRead[[]unitytypes.Volume]
+
 	mu      sync.Mutex
 	queryID int // real-time metrics query, 0 = none yet
 }
@@ -78,7 +83,9 @@ func NewUnity(_ context.Context, cfg Config, logger *slog.Logger) (*UnityAdapter
 	if err != nil {
 		return nil, fmt.Errorf("unity %s: %w", cfg.Name, err)
 	}
-	return &UnityAdapter{cfg: cfg, pool: pool, log: logger, now: time.Now}, nil
+	a := &UnityAdapter{cfg: cfg, pool: pool, log: logger, now: time.Now}
+	a.scans = newSharedRead(a.scanAll)
+	return a, nil
 }
 
 // Name is the configured array name.
@@ -175,9 +182,15 @@ func (a *UnityAdapter) checkIdentity(id Identity) error {
 	return nil
 }
 
-// scan lists every LUN, paging from 1 (gounity treats page 0 as page 1).
-// A LUN seen twice means the paging is broken: an error, not a loop.
+// scan returns every LUN as listed by a scan that started after the call.
+// Concurrent callers share scans; the slice is shared, read it only.
 func (a *UnityAdapter) scan(ctx context.Context) ([]unitytypes.Volume, error) {
+	return a.scans.do(ctx)
+}
+
+// scanAll lists every LUN, paging from 1 (gounity treats page 0 as page 1).
+// A LUN seen twice means the paging is broken: an error, not a loop.
+func (a *UnityAdapter) scanAll(ctx context.Context) ([]unitytypes.Volume, error) {
 	var all []unitytypes.Volume
 	seen := map[string]bool{}
 	for page := 1; page <= unityMaxPages; page++ {

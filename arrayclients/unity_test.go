@@ -381,6 +381,67 @@ func TestUnityConcurrentFences(t *testing.T) {
 	assert.Equal(t, before, after)
 }
 
+// TestUnityConcurrentCallsShareLUNScans: twelve plans, then twelve
+// read-backs, all at once, with every LUN list slowed down so that they
+// overlap. They share scans (at most two per burst: the running one and
+// the next), and every read-back still sees its own write.
+func TestUnityConcurrentCallsShareLUNScans(t *testing.T) {
+	doc := "nodes:\n"
+	for i := range 12 {
+		doc += fmt.Sprintf("  - {name: n%02d, ip: 127.0.11.%d, fqdn: n%02d.cluster.local, iqn: \"iqn.1994-05.com.redhat:n%02d\"}\n", i, i+1, i, i)
+	}
+	doc += "arrays:\n  - {name: unity-1, family: unity, spec: {username: admin, password: secret, generate: {lunsPerNode: 2}}}\n"
+	e := startUnity(t, doc, 5*time.Second)
+	ctx := context.Background()
+	ids := make([]arrayclients.Identity, 12)
+	for i := range ids {
+		var err error
+		ids[i], err = e.adapter.Resolve(ctx, unityNode(fmt.Sprintf("n%02d", i)))
+		require.NoError(t, err)
+	}
+	e.srv.AddFault(simcore.Fault{Kind: simcore.FaultLatency, Method: http.MethodGet, Path: "^/api/types/lun/instances$", Latency: 100 * time.Millisecond})
+	lunLists := func(since int64) int {
+		n := 0
+		for _, a := range e.srv.AuditSince(since) {
+			if a.Method == http.MethodGet && strings.HasPrefix(a.Path, "/api/types/lun/instances") {
+				n++
+			}
+		}
+		return n
+	}
+	all := func(fn func(i int)) {
+		var wg sync.WaitGroup
+		for i := range 12 {
+			wg.Go(func() { fn(i) })
+		}
+		wg.Wait()
+	}
+
+	seq := e.srv.LastSeq()
+	plans := make([]arrayclients.Plan, 12)
+	all(func(i int) {
+		var err error
+		plans[i], err = e.adapter.Plan(ctx, ids[i])
+		assert.NoError(t, err)
+	})
+	require.False(t, t.Failed())
+	assert.LessOrEqual(t, lunLists(seq), 2, "twelve concurrent plans share LUN scans")
+	for i, p := range plans {
+		assert.Contains(t, p.Summary, "from 2 LUN(s)", "plan %d", i)
+	}
+
+	all(func(i int) { assert.NoError(t, e.adapter.Apply(ctx, plans[i])) })
+	seq = e.srv.LastSeq()
+	all(func(i int) {
+		v, err := e.adapter.Verify(ctx, plans[i])
+		if assert.NoError(t, err) {
+			assert.True(t, v.Fenced, "read-back %d sees its write: %v", i, v.Remaining)
+		}
+	})
+	assert.LessOrEqual(t, lunLists(seq), 2, "twelve concurrent read-backs share LUN scans")
+	all(func(i int) { assert.NoError(t, e.adapter.Undo(ctx, plans[i])) })
+}
+
 // TestRegistryBuildsPowerMaxAndUnity goes through New and the family switch:
 // both adapters come out decorated, checked and able to fence (by override
 // for PowerMax, whose cluster prefix Config does not carry).
