@@ -244,18 +244,57 @@ func (v *vantage) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		ans.Accepted += len(byCluster[name])
 	}
-	for _, o := range rep.Observations {
-		done, err := v.commit(r.Context(), l, rep.Replica, o)
-		if err != nil {
-			v.log.Warn("record a replica's kubelet probe in the ledger", "replica", rep.Replica, "cluster", o.Cluster, "node", o.Node, "error", err)
-			break // the board has it; the next report retries the ledger
-		}
-		if done {
-			ans.Committed++
-		}
-	}
+	ans.Committed = v.commitAll(r.Context(), l, rep)
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(ans)
+}
+
+// vantageCommitters bounds the ledger writes of one report in flight at
+// once. Raft appends writes that wait together in one batch, so a report
+// of many changes (hundreds of nodes flapping) costs a few appends instead
+// of one round trip per node, and ends well within the sender's timeout.
+const vantageCommitters = 32
+
+// commitAll commits the report's changes of reachability, concurrently. The
+// observations are of distinct nodes, so their order does not matter. A
+// failed write is logged once per report and left to the next report: the
+// board already has the observation.
+func (v *vantage) commitAll(ctx context.Context, l cluster.Leadership, rep detector.VantageReport) int {
+	var (
+		mu        sync.Mutex
+		committed int
+		failed    int
+		first     error
+		wg        sync.WaitGroup
+	)
+	sem := make(chan struct{}, vantageCommitters)
+	for _, o := range rep.Observations {
+		if ctx.Err() != nil {
+			break // the sender gave up; the next report carries these again
+		}
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			done, err := v.commit(ctx, l, rep.Replica, o)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err != nil:
+				failed++
+				if first == nil {
+					first = err
+				}
+			case done:
+				committed++
+			}
+		})
+	}
+	wg.Wait()
+	if failed > 0 {
+		v.log.Warn("record a replica's kubelet probes in the ledger", "replica", rep.Replica, "failed", failed,
+			"of", len(rep.Observations), "error", first)
+	}
+	return committed
 }
 
 // commit writes the observation to the ledger when its reachability differs

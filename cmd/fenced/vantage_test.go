@@ -1,0 +1,96 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/fenced-project/fenced/cluster"
+	"github.com/fenced-project/fenced/cluster/ledger"
+	"github.com/fenced-project/fenced/detector"
+)
+
+// slowLedger is a raftNode whose writes take a while and can fail for one
+// node: it shows how many writes were in flight together.
+type slowLedger struct {
+	fsm  *ledger.FSM
+	fail string // node whose write fails
+
+	mu       sync.Mutex
+	inFlight int
+	maxIn    int
+	applied  []string
+}
+
+func (s *slowLedger) ID() string { return "a" }
+func (s *slowLedger) Leadership() (cluster.Leadership, <-chan struct{}) {
+	return cluster.Leadership{Leader: true, Replica: "a", Term: 2}, nil
+}
+func (s *slowLedger) Leader() (cluster.LeaderInfo, bool) { return cluster.LeaderInfo{ID: "a"}, true }
+func (s *slowLedger) Ledger() *ledger.FSM                { return s.fsm }
+func (s *slowLedger) Apply(ctx context.Context, c ledger.Command) (uint64, error) {
+	o := c.(*ledger.Observe)
+	s.mu.Lock()
+	s.inFlight++
+	s.maxIn = max(s.maxIn, s.inFlight)
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.inFlight--
+		s.mu.Unlock()
+	}()
+	select {
+	case <-time.After(20 * time.Millisecond):
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+	if o.Node == s.fail {
+		return 0, errors.New("injected")
+	}
+	s.mu.Lock()
+	s.applied = append(s.applied, o.Node)
+	s.mu.Unlock()
+	return 1, nil
+}
+
+// A report of many changes is written concurrently (so Raft can append them
+// in batches), never more than vantageCommitters at once, and one failed
+// write does not stop the others.
+func TestVantageReportCommitsChangesConcurrently(t *testing.T) {
+	node := &slowLedger{fsm: ledger.New(), fail: "n-007"}
+	v := &vantage{self: "a", node: node, log: slog.New(slog.DiscardHandler)}
+	rep := detector.VantageReport{Replica: "b", SentAt: time.Now()}
+	for i := range 100 {
+		rep.Observations = append(rep.Observations, detector.VantageObservation{Cluster: "c1", Node: fmt.Sprintf("n-%03d", i),
+			Reachable: false, At: time.Now(), Error: "connection refused"})
+	}
+	l, _ := node.Leadership()
+	got := v.commitAll(context.Background(), l, rep)
+	assert.Equal(t, 99, got)
+	assert.Len(t, node.applied, 99)
+	assert.NotContains(t, node.applied, "n-007")
+	assert.Greater(t, node.maxIn, 1, "writes of one report are in flight together")
+	assert.LessOrEqual(t, node.maxIn, vantageCommitters)
+}
+
+// A report whose sender gave up stops writing at once.
+func TestVantageReportStopsWithItsRequest(t *testing.T) {
+	node := &slowLedger{fsm: ledger.New()}
+	v := &vantage{self: "a", node: node, log: slog.New(slog.DiscardHandler)}
+	rep := detector.VantageReport{Replica: "b", SentAt: time.Now()}
+	for i := range 100 {
+		rep.Observations = append(rep.Observations, detector.VantageObservation{Cluster: "c1", Node: fmt.Sprintf("n-%03d", i), At: time.Now()})
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	l, _ := node.Leadership()
+	require.Zero(t, v.commitAll(ctx, l, rep))
+	assert.Empty(t, node.applied)
+}
