@@ -191,15 +191,29 @@ func (v *ledgerView) drain(l cluster.Leadership, retry time.Duration) {
 				}
 			})
 		}
-		for _, name := range slices.Sorted(maps.Keys(todo)) {
+		order := slices.Sorted(maps.Keys(todo))
+		sent := 0
+		for _, name := range order {
 			if l.Ctx.Err() != nil {
 				break
 			}
 			names <- name
+			sent++
 		}
 		close(names)
 		wg.Wait()
 		if l.Ctx.Err() != nil {
+			// The leadership ended: what was not tried stays pending for the
+			// next one. The detector has handed these inputs over once and
+			// will not again unless they change, so dropping them would leave
+			// the nodes unprotected (no identities) for good.
+			v.mu.Lock()
+			for _, name := range order[sent:] {
+				if _, newer := v.pending[name]; !newer {
+					v.pending[name] = todo[name]
+				}
+			}
+			v.mu.Unlock()
 			return
 		}
 		if failed.Load() == 0 && len(todo) > 0 {

@@ -1,0 +1,77 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/fenced-project/fenced/arrayclients"
+	"github.com/fenced-project/fenced/cluster"
+	"github.com/fenced-project/fenced/cluster/ledger"
+	"github.com/fenced-project/fenced/configs"
+)
+
+// shortLeadership is a raftNode whose leadership ends after a few writes.
+type shortLeadership struct {
+	fsm    *ledger.FSM
+	writes int // leadership ends when this many writes were made
+	end    context.CancelFunc
+
+	mu      sync.Mutex
+	learned []string
+}
+
+func (s *shortLeadership) ID() string { return "a" }
+func (s *shortLeadership) Leadership() (cluster.Leadership, <-chan struct{}) {
+	return cluster.Leadership{Leader: true, Replica: "a", Term: 2}, nil
+}
+func (s *shortLeadership) Leader() (cluster.LeaderInfo, bool) { return cluster.LeaderInfo{ID: "a"}, true }
+func (s *shortLeadership) Ledger() *ledger.FSM                 { return s.fsm }
+func (s *shortLeadership) Apply(ctx context.Context, c ledger.Command) (uint64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.learned) >= s.writes {
+		s.end()
+		return 0, fmt.Errorf("apply: %w", cluster.ErrLeadershipLost)
+	}
+	s.learned = append(s.learned, c.(*ledger.SetIdentities).Node)
+	return uint64(len(s.learned)), nil
+}
+
+// A leadership that ends while it learns the nodes handed over during the
+// previous one leaves every node it did not learn pending for the next
+// leadership: none is dropped (a dropped node would have no identities,
+// and so no protection, until its inputs change).
+func TestDrainKeepsWhatALostLeadershipDidNotLearn(t *testing.T) {
+	lctx, end := context.WithCancel(context.Background())
+	defer end()
+	node := &shortLeadership{fsm: ledger.New(), writes: 5, end: end}
+	v := newLedgerView(configs.Cluster{Name: "c1"}, node, nil, func(string) string { return "boot" }, slog.New(slog.DiscardHandler))
+	const n = 200
+	for i := range n {
+		name := fmt.Sprintf("n-%03d", i)
+		v.pending[name] = arrayclients.Node{Cluster: "c1", Name: name}
+	}
+	l, _ := node.Leadership()
+	l.Ctx = lctx
+	done := make(chan struct{})
+	go func() { v.drain(l, time.Hour); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("drain did not return when its leadership ended")
+	}
+	require.Len(t, node.learned, 5)
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	assert.Len(t, v.pending, n-5, "every node not learned is still pending")
+	for _, name := range node.learned {
+		assert.NotContains(t, v.pending, name)
+	}
+}
