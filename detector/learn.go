@@ -4,6 +4,7 @@ import (
 	"context"
 	"reflect"
 	"sync"
+	"time"
 
 	"k8s.io/client-go/util/workqueue"
 
@@ -28,11 +29,25 @@ type learner struct {
 // learnWorkers is how many nodes are learned at once.
 const learnWorkers = 8
 
+// A failed record is retried after learnRetryBase, doubling up to
+// learnRetryMax. The bound is short on purpose: client-go's default for
+// controllers grows to 16 minutes, and a node whose identities are not
+// recorded cannot be fenced, so an array that was down through a cold
+// start must not leave nodes unprotected long after it is back.
+const (
+	learnRetryBase = time.Second
+	learnRetryMax  = 30 * time.Second
+)
+
+func newLearnLimiter() workqueue.TypedRateLimiter[string] {
+	return workqueue.NewTypedItemExponentialFailureRateLimiter[string](learnRetryBase, learnRetryMax)
+}
+
 func newLearner(r *Runner) *learner {
 	return &learner{
 		r: r,
 		q: workqueue.NewTypedRateLimitingQueueWithConfig(
-			workqueue.DefaultTypedControllerRateLimiter[string](),
+			newLearnLimiter(),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "fenced-learn-" + r.cfg.Cluster},
 		),
 		learned: map[string]arrayclients.Node{},
