@@ -40,21 +40,24 @@ import (
 
 // params are the command line.
 type params struct {
-	Out           string        `json:"-"`
-	Nodes         int           `json:"nodes"`
-	Pods          int           `json:"podsPerNode"`
-	Latency       time.Duration `json:"arrayLatency"`
-	Trials        int           `json:"trials"`
-	Baseline      bool          `json:"baseline"`
-	BaselineWait  time.Duration `json:"baselineWait"`
-	Failover      int           `json:"failoverTrials"`
-	SteadyNodes   int           `json:"steadyNodes"`
-	SteadyWindow  time.Duration `json:"steadyWindow"`
-	StormNodes    int           `json:"stormNodes"`
-	StormDying    int           `json:"stormDying"`
-	Keep          string        `json:"-"`
-	Merge         bool          `json:"-"`
-	TrialDeadline time.Duration `json:"-"`
+	Out          string        `json:"-"`
+	Nodes        int           `json:"nodes"`
+	Pods         int           `json:"podsPerNode"`
+	Latency      time.Duration `json:"arrayLatency"`
+	Trials       int           `json:"trials"`
+	Baseline     bool          `json:"baseline"`
+	BaselineWait time.Duration `json:"baselineWait"`
+	Failover     int           `json:"failoverTrials"`
+	SteadyNodes  int           `json:"steadyNodes"`
+	SteadyWindow time.Duration `json:"steadyWindow"`
+	StormNodes   int           `json:"stormNodes"`
+	StormDying   int           `json:"stormDying"`
+	// ControlPlaneNice is the nice value of the control plane and kwok in
+	// the steady and storm runs (see e2e.Options.ControlPlaneNice).
+	ControlPlaneNice int           `json:"controlPlaneNice"`
+	Keep             string        `json:"-"`
+	Merge            bool          `json:"-"`
+	TrialDeadline    time.Duration `json:"-"`
 }
 
 func main() {
@@ -71,6 +74,7 @@ func main() {
 	flag.DurationVar(&p.SteadyWindow, "steady-window", time.Minute, "how long CPU is sampled in steady state")
 	flag.IntVar(&p.StormNodes, "storm-nodes", 0, "nodes of the mass-death run (0: skip; the issue asks for 1000)")
 	flag.IntVar(&p.StormDying, "storm-dying", 100, "nodes that die at once in the mass-death run")
+	flag.IntVar(&p.ControlPlaneNice, "control-plane-nice", 0, "nice value of the control plane and kwok in the steady and storm runs, so that kwok's renewals keep time on a small machine (0: leave as is)")
 	flag.StringVar(&p.Keep, "keep", "", "keep the runs' directories here")
 	flag.DurationVar(&p.TrialDeadline, "trial-deadline", 5*time.Minute, "give up on a trial after this long")
 	render := flag.Bool("render", false, "only render results.md again from the results.json in -out")

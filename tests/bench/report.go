@@ -146,17 +146,17 @@ func markdown(r *Results) string {
 	if r.Steady != nil {
 		s := r.Steady
 		fmt.Fprintf(&b, "## Steady state, %d nodes\n\nfenced idle (every node healthy, every node's array identities learned) over %s. "+
-			"Cold start: the leader knew every node's identities %.0f s after the replicas started.\n\n| Replica | CPU (%% of a core) | RSS (MB) | target |\n|---|---|---|---|\n", s.Nodes, s.Window, s.Learned)
+			"Cold start: the leader knew every node's identities %.0f s after the replicas started.%s\n\n| Replica | CPU (%% of a core) | RSS (MB) | target |\n|---|---|---|---|\n", s.Nodes, s.Window, s.Learned, niceNote(s.ControlPlaneNice))
 		fmt.Fprintf(&b, "| leader (%s) | %.1f | %.0f | ≤ 5 %%, ≤ 200 MB |\n", s.Leader.Replica, s.Leader.CPUPercent, float64(s.Leader.RSSBytes)/1e6)
 		fmt.Fprintf(&b, "| follower (%s) | %.1f | %.0f | |\n\n", s.Follower.Replica, s.Follower.CPUPercent, float64(s.Follower.RSSBytes)/1e6)
 	}
 	if r.Storm != nil {
 		s := r.Storm
-		fmt.Fprintf(&b, "## %d of %d nodes die at once\n\nStorm limit raised to %d. Seconds after the last renewal of the dying nodes' Leases "+
+		fmt.Fprintf(&b, "## %d of %d nodes die at once\n\nStorm limit raised to %d.%s Seconds after the last renewal of the dying nodes' Leases "+
 			"(\"opened\": the leader's status shows a fence of the node, in any phase).\n\n"+
 			"| first opened | all opened | all fenced | all evicted | all replacements Running | target |\n|---|---|---|---|---|---|\n"+
 			"| %s | %s | %.1f | %.1f | %.1f | fenced and evicted within grace + 15 s |\n\n",
-			s.Dying, s.Nodes, max(s.Limit, s.Dying), orDash(s.FirstOpened), orDash(s.AllOpened), s.AllFenced, s.AllEvicted, s.AllRunning)
+			s.Dying, s.Nodes, max(s.Limit, s.Dying), niceNote(s.ControlPlaneNice), orDash(s.FirstOpened), orDash(s.AllOpened), s.AllFenced, s.AllEvicted, s.AllRunning)
 		if s.Error != "" {
 			fmt.Fprintf(&b, "Incomplete: %s\n\n", s.Error)
 		}
@@ -170,6 +170,16 @@ func markdown(r *Results) string {
 		b.WriteString("\n")
 	}
 	return b.String()
+}
+
+// niceNote says how the run favoured the control plane, if it did.
+func niceNote(nice int) string {
+	if nice == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" The control plane and kwok ran at nice %d: on this machine they share the cores with the three replicas and the "+
+		"simulators, and a Lease renewal that lags past the grace makes a live node late, which real kubelets on their own machines do not. "+
+		"fenced's CPU is counted in CPU time, which priority does not change.", nice)
 }
 
 // orDash prints a figure, or "—" where an older run did not measure it.

@@ -19,7 +19,9 @@ type SteadyResult struct {
 	// array identities of every node (cold start: every node resolved on
 	// every array). The window begins after it.
 	Learned float64 `json:"identitiesLearnedSeconds"`
-	Leader  Process `json:"leader"`
+	// ControlPlaneNice is the nice value the control plane and kwok ran at.
+	ControlPlaneNice int     `json:"controlPlaneNice,omitempty"`
+	Leader           Process `json:"leader"`
 	// Follower is one follower.
 	Follower Process `json:"follower"`
 }
@@ -34,7 +36,7 @@ type Process struct {
 
 func runSteady(t *e2e.Standalone, p params) (*SteadyResult, error) {
 	fmt.Fprintf(os.Stderr, "steady: starting %d nodes\n", p.SteadyNodes)
-	h := e2e.Start(t, e2e.Options{Nodes: p.SteadyNodes})
+	h := e2e.Start(t, e2e.Options{Nodes: p.SteadyNodes, ControlPlaneNice: p.ControlPlaneNice})
 	started := time.Now()
 	h.WaitLeader(5 * time.Minute)
 	// Steady means after the cold start: every node healthy and its
@@ -45,7 +47,8 @@ func runSteady(t *e2e.Standalone, p params) (*SteadyResult, error) {
 	if err := waitLearned(ctx, h, p.SteadyNodes); err != nil {
 		return nil, fmt.Errorf("steady: %w", err)
 	}
-	res := &SteadyResult{Nodes: p.SteadyNodes, Window: p.SteadyWindow.String(), Learned: time.Since(started).Seconds()}
+	res := &SteadyResult{Nodes: p.SteadyNodes, Window: p.SteadyWindow.String(), Learned: time.Since(started).Seconds(),
+		ControlPlaneNice: p.ControlPlaneNice}
 	fmt.Fprintf(os.Stderr, "steady: identities of %d nodes learned after %.0f s\n", p.SteadyNodes, res.Learned)
 	time.Sleep(10 * time.Second) // let the last ledger writes settle
 	leader, err := h.Leader(ctx)

@@ -29,6 +29,8 @@ type StormResult struct {
 	AllEvicted  float64 `json:"allEvictedSeconds"`
 	AllRunning  float64 `json:"allReplacementsRunningSeconds"`
 	Error       string  `json:"error,omitempty"`
+	// ControlPlaneNice is the nice value the control plane and kwok ran at.
+	ControlPlaneNice int `json:"controlPlaneNice,omitempty"`
 }
 
 func runStorm(t *e2e.Standalone, p params) (*StormResult, error) {
@@ -38,7 +40,8 @@ func runStorm(t *e2e.Standalone, p params) (*StormResult, error) {
 	// a moment, and one more unhealthy node than the limit rightly trips
 	// the storm guard, which would hold the last fences for its cooldown.
 	limit := p.StormDying + max(1, p.StormDying/5)
-	h := e2e.Start(t, e2e.Options{Nodes: p.StormNodes, Timing: e2e.ClusterTiming{StormLimit: strconv.Itoa(limit)}})
+	h := e2e.Start(t, e2e.Options{Nodes: p.StormNodes, Timing: e2e.ClusterTiming{StormLimit: strconv.Itoa(limit)},
+		ControlPlaneNice: p.ControlPlaneNice})
 	h.WaitLeader(5 * time.Minute)
 	h.WaitHealthy(p.StormNodes, 10*time.Minute)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
@@ -48,7 +51,7 @@ func runStorm(t *e2e.Standalone, p params) (*StormResult, error) {
 	if err := waitLearned(ctx, h, p.StormNodes); err != nil {
 		return nil, fmt.Errorf("storm: %w", err)
 	}
-	res := &StormResult{Nodes: p.StormNodes, Dying: p.StormDying, Limit: limit}
+	res := &StormResult{Nodes: p.StormNodes, Dying: p.StormDying, Limit: limit, ControlPlaneNice: p.ControlPlaneNice}
 	var victims []string
 	for i := 1; i <= p.StormDying; i++ {
 		v := fmt.Sprintf("worker-%d", i)

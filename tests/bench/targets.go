@@ -65,8 +65,20 @@ func targets(r *Results) string {
 	}
 	if r.Steady != nil {
 		s := r.Steady
-		fmt.Fprintf(&b, "- **Leader at %d nodes ≤ 5 %% of a core and ≤ 200 MB RSS**: %s (%.1f %%, %.0f MB).\n", s.Nodes,
-			met(s.Leader.CPUPercent <= 5 && s.Leader.RSSBytes <= 200e6), s.Leader.CPUPercent, float64(s.Leader.RSSBytes)/1e6)
+		const target = 2000
+		fmt.Fprintf(&b, "- **Leader at 2,000 nodes ≤ 5 %% of a core and ≤ 200 MB RSS**: ")
+		if s.Nodes < target {
+			fmt.Fprintf(&b, "not measured at 2,000 nodes; at %d nodes %s (%.1f %%, %.0f MB). ", s.Nodes,
+				within(s.Leader.CPUPercent <= 5 && s.Leader.RSSBytes <= 200e6), s.Leader.CPUPercent, float64(s.Leader.RSSBytes)/1e6)
+			b.WriteString("This machine cannot hold 2,000 kwok nodes beside the control plane, three replicas and five simulators on two cores " +
+				"(see the notes below: either kwok's renewals lag and healthy nodes turn suspect, or, with the control plane favoured, the " +
+				"replicas starve and Raft elections repeat), so the bench never reaches its measurement window there. The leader's idle work " +
+				"grows with the nodes it watches (informers, one verdict and one identity set per node, resyncs that walk them), so the " +
+				"figures at 2,000 will be higher; whether they stay within the bound this run does not show. A machine with more cores " +
+				"would measure it (`-steady-nodes 2000`).\n")
+		} else {
+			fmt.Fprintf(&b, "%s (%.1f %%, %.0f MB).\n", met(s.Leader.CPUPercent <= 5 && s.Leader.RSSBytes <= 200e6), s.Leader.CPUPercent, float64(s.Leader.RSSBytes)/1e6)
+		}
 	} else {
 		b.WriteString("- **Leader at 2,000 nodes ≤ 5 % of a core and ≤ 200 MB RSS**: not measured in this run (`-steady-nodes 2000`).\n")
 	}
@@ -93,6 +105,15 @@ func targets(r *Results) string {
 	}
 	b.WriteString("\n")
 	return b.String()
+}
+
+// within says whether a figure measured short of the target's size is
+// inside the target's bound.
+func within(ok bool) string {
+	if ok {
+		return "within the bound"
+	}
+	return "over the bound"
 }
 
 func met(ok bool) string {
