@@ -207,3 +207,94 @@ func TestArraySlotsWaitEndsWithContext(t *testing.T) {
 
 	assert.ErrorContains(t, s.do(context.Background(), "nope", func() error { return nil }), "array nope is not configured")
 }
+
+// heldReads holds every Plan until release is closed, and counts plans and
+// applies in flight separately.
+type heldReads struct {
+	*fakeArray
+	release chan struct{}
+
+	mu                 sync.Mutex
+	plans, planPeak    int
+	applies, applyPeak int
+}
+
+func (h *heldReads) Plan(ctx context.Context, id arrayclients.Identity) (arrayclients.Plan, error) {
+	h.mu.Lock()
+	h.plans++
+	h.planPeak = max(h.planPeak, h.plans)
+	h.mu.Unlock()
+	defer func() {
+		h.mu.Lock()
+		h.plans--
+		h.mu.Unlock()
+	}()
+	select {
+	case <-h.release:
+	case <-ctx.Done():
+		return arrayclients.Plan{}, ctx.Err()
+	}
+	return h.fakeArray.Plan(ctx, id)
+}
+
+func (h *heldReads) Apply(ctx context.Context, p arrayclients.Plan) error {
+	h.mu.Lock()
+	h.applies++
+	h.applyPeak = max(h.applyPeak, h.applies)
+	h.mu.Unlock()
+	defer func() {
+		h.mu.Lock()
+		h.applies--
+		h.mu.Unlock()
+	}()
+	time.Sleep(time.Millisecond) // long enough for a second apply to overlap, if one could
+	return h.fakeArray.Apply(ctx, p)
+}
+
+// On an array whose adapter shares reads (Unity), the plans of many nodes
+// are in flight together however low its call limit, so they can share one
+// read of the array; its writes still take slots.
+func TestSharedReadsTakeNoSlot(t *testing.T) {
+	const nodes = 4
+	var held *heldReads
+	w := newWorld(t, func(cfg *Config) {
+		held = &heldReads{fakeArray: cfg.Arrays["a1"].(*fakeArray), release: make(chan struct{})}
+		cfg.Arrays["a1"] = held
+		cfg.ArrayCallLimits = map[string]int{"a1": 1}
+		cfg.SharedReads = map[string]bool{"a1": true}
+		cfg.ArrayTimeout = time.Minute
+	})
+	for i := 2; i <= nodes; i++ {
+		n := fmt.Sprintf("n%d", i)
+		w.kube.addNode(n, "boot-"+n)
+		ids := map[string]arrayclients.Identity{}
+		for _, a := range []string{"a1", "a2", "a3"} {
+			w.arrays[a].set(func(fa *fakeArray) { fa.access[n] = true })
+			ids[a] = arrayclients.Identity{Array: a, Family: arrayclients.PowerFlex, Node: n, ObjectID: "sdc-" + n}
+		}
+		w.group.must(t, &ledger.SetIdentities{Meta: w.group.meta(), Cluster: "c1", Node: n, BootID: "boot-" + n, Identities: ids})
+	}
+	_, stop := w.lead()
+	defer stop()
+	w.fail(nodes)
+
+	require.Eventually(t, func() bool {
+		held.mu.Lock()
+		defer held.mu.Unlock()
+		return held.plans == nodes
+	}, 10*time.Second, time.Millisecond, "every node's plan on a1 is in flight at once, over a limit of 1")
+	assert.Zero(t, w.queued("a1"), "no read waits for a slot")
+	close(held.release)
+	require.Eventually(t, func() bool {
+		for i := 1; i <= nodes; i++ {
+			f := w.group.fence("c1", fmt.Sprintf("n%d", i))
+			if f == nil || f.State != ledger.StateEvicted {
+				return false
+			}
+		}
+		return true
+	}, 10*time.Second, 2*time.Millisecond, "ops %v", w.log.list())
+	held.mu.Lock()
+	defer held.mu.Unlock()
+	assert.Equal(t, 1, held.applyPeak, "writes to a1 stay within its limit")
+}

@@ -160,11 +160,12 @@ func (f *fencing) newController() error {
 		arrays[a.Name()] = a
 	}
 	var timeout time.Duration
-	callLimits := map[string]int{}
+	callLimits, sharedReads := map[string]int{}, map[string]bool{}
 	for _, a := range cfg.Arrays {
 		timeout = max(timeout, a.RequestTimeout)
 		if arrays[a.Name] != nil {
 			callLimits[a.Name] = a.MaxConcurrentCalls
+			sharedReads[a.Name] = arrayclients.SharesReads(a.Family)
 		}
 	}
 	var clusters []stonith.ClusterConfig
@@ -192,6 +193,7 @@ func (f *fencing) newController() error {
 	ctrl, err := stonith.New(stonith.Config{
 		ReplicaID: cfg.Replica.ID, Ledger: f.node.Ledger(), Arrays: arrays, Clusters: clusters,
 		Registry: f.d.Registry(), Logger: f.log, ArrayTimeout: timeout, ArrayCallLimits: callLimits,
+		SharedReads: sharedReads,
 	})
 	if err != nil {
 		return fmt.Errorf("fencing pipeline: %w", err)
