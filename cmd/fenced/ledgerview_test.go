@@ -31,8 +31,10 @@ func (s *shortLeadership) ID() string { return "a" }
 func (s *shortLeadership) Leadership() (cluster.Leadership, <-chan struct{}) {
 	return cluster.Leadership{Leader: true, Replica: "a", Term: 2}, nil
 }
-func (s *shortLeadership) Leader() (cluster.LeaderInfo, bool) { return cluster.LeaderInfo{ID: "a"}, true }
-func (s *shortLeadership) Ledger() *ledger.FSM                 { return s.fsm }
+func (s *shortLeadership) Leader() (cluster.LeaderInfo, bool) {
+	return cluster.LeaderInfo{ID: "a"}, true
+}
+func (s *shortLeadership) Ledger() *ledger.FSM { return s.fsm }
 func (s *shortLeadership) Apply(ctx context.Context, c ledger.Command) (uint64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
