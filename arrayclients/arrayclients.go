@@ -35,12 +35,6 @@ const (
 // Families lists every supported family in a stable order.
 var Families = []Family{PowerFlex, PowerStore, PowerScale, PowerMax, Unity}
 
-// SharesReads reports whether the family's adapter shares its plans and
-// read-backs among concurrent callers, with at most one read of the array
-// in flight however many wait (Unity: every plan and read-back is a scan of
-// every LUN, see sharedRead). Such reads need no bound of their own.
-func SharesReads(f Family) bool { return f == Unity }
-
 // CSI driver names whose CSINode node IDs identify a node on an array.
 const (
 	DriverPowerFlex  = "csi-vxflexos.dellemc.com"

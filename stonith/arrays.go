@@ -48,16 +48,8 @@ func (c *Controller) callArray(ctx context.Context, step string, fn func(ctx con
 }
 
 // readArray is callArray for a read (plan, read-back) in one of the
-// array's slots; the error is the call's, or why no slot was had. An array
-// whose adapter shares reads (Config.SharedReads) is read without a slot:
-// a fence's read there joins the others' instead of queueing behind them.
+// array's slots; the error is the call's, or why no slot was had.
 func (c *Controller) readArray(ctx context.Context, array, step string, fn func(ctx context.Context) error) error {
-	if c.cfg.SharedReads[array] {
-		if _, err := c.adapter(array); err != nil {
-			return err
-		}
-		return c.callArray(ctx, step, fn)
-	}
 	var callErr error
 	if err := c.slots.do(ctx, array, func() error {
 		callErr = c.callArray(ctx, step, fn)

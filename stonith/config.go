@@ -43,11 +43,6 @@ type Config struct {
 	// across all nodes, by array name; arrays not named get
 	// DefaultArrayCallLimit. Calls over the bound queue in fenced.
 	ArrayCallLimits map[string]int
-	// SharedReads names the arrays whose adapters share plans and
-	// read-backs among concurrent callers (arrayclients.SharesReads): those
-	// reads take no call slot, since the adapter keeps at most one read of
-	// the array in flight. Writes take slots as on every array.
-	SharedReads map[string]bool
 	// KubeTimeout bounds one API server call (default 10s).
 	KubeTimeout time.Duration
 	// Workers is the number of nodes reconciled at once (default 64). A

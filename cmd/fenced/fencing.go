@@ -160,12 +160,11 @@ func (f *fencing) newController() error {
 		arrays[a.Name()] = a
 	}
 	var timeout time.Duration
-	callLimits, sharedReads := map[string]int{}, map[string]bool{}
+	callLimits := map[string]int{}
 	for _, a := range cfg.Arrays {
 		timeout = max(timeout, a.RequestTimeout)
 		if arrays[a.Name] != nil {
 			callLimits[a.Name] = a.MaxConcurrentCalls
-			sharedReads[a.Name] = arrayclients.SharesReads(a.Family)
 		}
 	}
 	var clusters []stonith.ClusterConfig
@@ -193,7 +192,6 @@ func (f *fencing) newController() error {
 	ctrl, err := stonith.New(stonith.Config{
 		ReplicaID: cfg.Replica.ID, Ledger: f.node.Ledger(), Arrays: arrays, Clusters: clusters,
 		Registry: f.d.Registry(), Logger: f.log, ArrayTimeout: timeout, ArrayCallLimits: callLimits,
-		SharedReads: sharedReads,
 	})
 	if err != nil {
 		return fmt.Errorf("fencing pipeline: %w", err)
