@@ -90,16 +90,20 @@ func targets(r *Results) string {
 		fmt.Fprintf(&b, "- **%d of %d nodes fenced and evicted within grace + 15 s (%d s after the last renewal)**: %s (all fenced %.0f s, all evicted %.0f s).",
 			s.Dying, s.Nodes, bound, met(done && s.AllEvicted <= bound), s.AllFenced, s.AllEvicted)
 		if !done || s.AllEvicted > bound {
-			b.WriteString(" The verdicts themselves are not the delay (the first fence opens about 5 s after the grace). " +
-				"Time goes to array calls. Each fence makes about ten: a plan, a write and a read-back per array. " +
-				"fenced bounds them per array (`maxConcurrentCalls`, 8), so an array's slowest call sets the pace: " +
-				"Unity's plan and read-back list every LUN of the array (2,000 here), and PowerStore's read-back and the simulators' writes " +
-				"wait behind each other. On this 2-core machine the five simulators, a thousand kwok nodes, the API server and three replicas " +
-				"share the cores, and each simulated write is audited against a snapshot of the whole array, so calls that take 0.1 s at 100 nodes " +
-				"take 2 to 4 s at 1,000 and some run into the 5 s per-call timeout and are retried. " +
-				"Meanwhile the detectors of all three replicas probe every late node's health on every array each poll interval. " +
-				"Fix: read a Unity host's LUNs from the host (its hostLUNs) instead of listing every LUN; bound health probes per array " +
-				"so they do not compete with fences; on the test side, a bigger machine and per-object change tracking in the simulators.")
+			b.WriteString(" The verdicts are not the delay: all of them land within a few seconds of the grace. " +
+				"Time goes to array calls. Each fence makes about fifteen: a plan, a write and a read-back on each of five arrays, " +
+				"and fenced bounds the calls in flight per array (`maxConcurrentCalls`, 8), so the slowest array sets the pace. " +
+				"Here that is Unity: gounity has no call that lists a host's LUNs, so each plan and read-back scans every LUN of the array " +
+				"(2,000 here; concurrent ones share scans), and each write is a read-modify-write of a LUN's host list. " +
+				"On this 2-core machine the five simulators, a thousand kwok nodes, the API server and three replicas share the cores, " +
+				"and each simulated write is audited against snapshots of the whole array, so a call that takes 0.1 s at 100 nodes takes " +
+				"2 to 4 s at 1,000; a hundred fences times three Unity calls through eight slots is about two minutes. Fences also progress " +
+				"together, since the slots serve them in turn, so the first completes late too. " +
+				"Taking Unity's shared reads out of the bound was tried and made it worse (slower scans behind more concurrent writes, " +
+				"plans running into the 5 s call timeout). " +
+				"What would fix it: an array call per host instead of per LUN on Unity (the REST API's hostLUN objects, which gounity does " +
+				"not expose); serving the fences furthest along first, so early ones finish early; and, on the test side, a bigger machine " +
+				"and per-object change tracking in the simulators.")
 		}
 		b.WriteString("\n")
 	}
