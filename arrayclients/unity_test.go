@@ -341,13 +341,18 @@ func TestUnityFaults(t *testing.T) {
 	e.srv.RemoveFault(fid)
 }
 
-func TestUnityConcurrentFences(t *testing.T) {
+// unityNodesDoc is a fixture of n nodes n00.. on one Unity array with
+// lunsPerNode LUNs each.
+func unityNodesDoc(n, lunsPerNode int) string {
 	doc := "nodes:\n"
-	for i := range 12 {
+	for i := range n {
 		doc += fmt.Sprintf("  - {name: n%02d, ip: 127.0.11.%d, fqdn: n%02d.cluster.local, iqn: \"iqn.1994-05.com.redhat:n%02d\"}\n", i, i+1, i, i)
 	}
-	doc += "arrays:\n  - {name: unity-1, family: unity, spec: {username: admin, password: secret, generate: {lunsPerNode: 2}}}\n"
-	e := startUnity(t, doc, 5*time.Second)
+	return doc + fmt.Sprintf("arrays:\n  - {name: unity-1, family: unity, spec: {username: admin, password: secret, generate: {lunsPerNode: %d}}}\n", lunsPerNode)
+}
+
+func TestUnityConcurrentFences(t *testing.T) {
+	e := startUnity(t, unityNodesDoc(12, 2), 5*time.Second)
 	before, _ := unityState(t, e.sim)
 	ctx := context.Background()
 	plans := make([]arrayclients.Plan, 12)
@@ -386,12 +391,7 @@ func TestUnityConcurrentFences(t *testing.T) {
 // overlap. They share scans (at most two per burst: the running one and
 // the next), and every read-back still sees its own write.
 func TestUnityConcurrentCallsShareLUNScans(t *testing.T) {
-	doc := "nodes:\n"
-	for i := range 12 {
-		doc += fmt.Sprintf("  - {name: n%02d, ip: 127.0.11.%d, fqdn: n%02d.cluster.local, iqn: \"iqn.1994-05.com.redhat:n%02d\"}\n", i, i+1, i, i)
-	}
-	doc += "arrays:\n  - {name: unity-1, family: unity, spec: {username: admin, password: secret, generate: {lunsPerNode: 2}}}\n"
-	e := startUnity(t, doc, 5*time.Second)
+	e := startUnity(t, unityNodesDoc(12, 2), 5*time.Second)
 	ctx := context.Background()
 	ids := make([]arrayclients.Identity, 12)
 	for i := range ids {
