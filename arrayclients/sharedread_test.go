@@ -95,7 +95,8 @@ func TestSharedReadNeverReturnsAReadOlderThanTheCall(t *testing.T) {
 			for range 50 {
 				before := started.Load()
 				v, err := s.do(context.Background())
-				if !assert.NoError(t, err) {
+				if err != nil {
+					t.Errorf("read: %v", err) // not require: this is not the test's goroutine
 					return
 				}
 				assert.Greater(t, v, before, "a read that started before the call was returned")
