@@ -19,7 +19,7 @@ import (
 
 // shortLeadership is a raftNode whose leadership ends after a few writes.
 type shortLeadership struct {
-	fsm    *ledger.FSM
+	leaderA
 	writes int // leadership ends when this many writes were made
 	end    context.CancelFunc
 
@@ -27,14 +27,6 @@ type shortLeadership struct {
 	learned []string
 }
 
-func (s *shortLeadership) ID() string { return "a" }
-func (s *shortLeadership) Leadership() (cluster.Leadership, <-chan struct{}) {
-	return cluster.Leadership{Leader: true, Replica: "a", Term: 2}, nil
-}
-func (s *shortLeadership) Leader() (cluster.LeaderInfo, bool) {
-	return cluster.LeaderInfo{ID: "a"}, true
-}
-func (s *shortLeadership) Ledger() *ledger.FSM { return s.fsm }
 func (s *shortLeadership) Apply(ctx context.Context, c ledger.Command) (uint64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -53,7 +45,7 @@ func (s *shortLeadership) Apply(ctx context.Context, c ledger.Command) (uint64, 
 func TestDrainKeepsWhatALostLeadershipDidNotLearn(t *testing.T) {
 	lctx, end := context.WithCancel(context.Background())
 	defer end()
-	node := &shortLeadership{fsm: ledger.New(), writes: 5, end: end}
+	node := &shortLeadership{leaderA: leaderA{ledger.New()}, writes: 5, end: end}
 	v := newLedgerView(configs.Cluster{Name: "c1"}, node, nil, func(string) string { return "boot" }, slog.New(slog.DiscardHandler))
 	const n = 200
 	for i := range n {

@@ -17,10 +17,21 @@ import (
 	"github.com/fenced-project/fenced/detector"
 )
 
+// leaderA is the read side of a raftNode that leads as replica "a" in
+// term 2 over an empty ledger; the test's type adds Apply.
+type leaderA struct{ fsm *ledger.FSM }
+
+func (leaderA) ID() string { return "a" }
+func (leaderA) Leadership() (cluster.Leadership, <-chan struct{}) {
+	return cluster.Leadership{Leader: true, Replica: "a", Term: 2}, nil
+}
+func (leaderA) Leader() (cluster.LeaderInfo, bool) { return cluster.LeaderInfo{ID: "a"}, true }
+func (l leaderA) Ledger() *ledger.FSM              { return l.fsm }
+
 // slowLedger is a raftNode whose writes take a while and can fail for one
 // node: it shows how many writes were in flight together.
 type slowLedger struct {
-	fsm  *ledger.FSM
+	leaderA
 	fail string // node whose write fails
 
 	mu       sync.Mutex
@@ -29,12 +40,6 @@ type slowLedger struct {
 	applied  []string
 }
 
-func (s *slowLedger) ID() string { return "a" }
-func (s *slowLedger) Leadership() (cluster.Leadership, <-chan struct{}) {
-	return cluster.Leadership{Leader: true, Replica: "a", Term: 2}, nil
-}
-func (s *slowLedger) Leader() (cluster.LeaderInfo, bool) { return cluster.LeaderInfo{ID: "a"}, true }
-func (s *slowLedger) Ledger() *ledger.FSM                { return s.fsm }
 func (s *slowLedger) Apply(ctx context.Context, c ledger.Command) (uint64, error) {
 	o := c.(*ledger.Observe)
 	s.mu.Lock()
@@ -64,7 +69,7 @@ func (s *slowLedger) Apply(ctx context.Context, c ledger.Command) (uint64, error
 // in batches), never more than vantageCommitters at once, and one failed
 // write does not stop the others.
 func TestVantageReportCommitsChangesConcurrently(t *testing.T) {
-	node := &slowLedger{fsm: ledger.New(), fail: "n-007"}
+	node := &slowLedger{leaderA: leaderA{ledger.New()}, fail: "n-007"}
 	v := &vantage{self: "a", node: node, log: slog.New(slog.DiscardHandler)}
 	rep := detector.VantageReport{Replica: "b", SentAt: time.Now()}
 	for i := range 100 {
@@ -82,7 +87,7 @@ func TestVantageReportCommitsChangesConcurrently(t *testing.T) {
 
 // A report whose sender gave up stops writing at once.
 func TestVantageReportStopsWithItsRequest(t *testing.T) {
-	node := &slowLedger{fsm: ledger.New()}
+	node := &slowLedger{leaderA: leaderA{ledger.New()}}
 	v := &vantage{self: "a", node: node, log: slog.New(slog.DiscardHandler)}
 	rep := detector.VantageReport{Replica: "b", SentAt: time.Now()}
 	for i := range 100 {

@@ -45,10 +45,9 @@ type Options struct {
 	// ControlPlaneNice, when not zero, is the nice value the control plane's
 	// processes (etcd, API server, controllers, scheduler, kwok) run at from
 	// before the nodes are added (see testbed.ControlPlane.SetNice). The
-	// benchmarks at 1,000 nodes and more set it so that kwok's Lease
-	// renewals are not starved by the replicas and simulators on a small
-	// machine; a renewal that lags makes a healthy node late, which a
-	// measurement of fenced idle must not contain.
+	// bench sets it on request (-control-plane-nice), to keep kwok's Lease
+	// renewals on time beside the replicas and simulators on a small
+	// machine: a renewal that lags makes a healthy node late.
 	ControlPlaneNice int
 	// SecondCluster is the number of worker nodes ("other-N") of a second
 	// test bed cluster, SecondClusterName, protected by the same replicas

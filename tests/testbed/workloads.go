@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 )
 
@@ -167,16 +168,18 @@ func (cp *ControlPlane) CreateStatefulSet(ctx context.Context, spec StatefulSetS
 	// controller, a pod could reach the scheduler before its claim reached
 	// the scheduler's cache; on a loaded machine the scheduler then parked
 	// the pod as unschedulable for minutes.
+	claim := corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "data"},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			StorageClassName: ptr.To(""),
+			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: size}},
+		},
+	}
 	for i := range spec.VolumeHandles {
-		pvc := &corev1.PersistentVolumeClaim{
-			ObjectMeta: metav1.ObjectMeta{Name: ClaimName(spec.Name, i), Namespace: spec.Namespace, Labels: labels},
-			Spec: corev1.PersistentVolumeClaimSpec{
-				AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-				StorageClassName: ptr.To(""),
-				VolumeName:       PVName(spec.Namespace, spec.Name, i),
-				Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: size}},
-			},
-		}
+		pvc := claim.DeepCopy()
+		pvc.ObjectMeta = metav1.ObjectMeta{Name: ClaimName(spec.Name, i), Namespace: spec.Namespace, Labels: labels}
+		pvc.Spec.VolumeName = PVName(spec.Namespace, spec.Name, i)
 		if _, err := cp.Client.CoreV1().PersistentVolumeClaims(spec.Namespace).Create(ctx, pvc, metav1.CreateOptions{}); err != nil {
 			return nil, fmt.Errorf("create persistent volume claim %s/%s: %w", spec.Namespace, pvc.Name, err)
 		}
@@ -201,7 +204,6 @@ func (cp *ControlPlane) CreateStatefulSet(ctx context.Context, spec StatefulSetS
 			}},
 		}}
 	}
-	empty := ""
 	sts := &appsv1.StatefulSet{
 		ObjectMeta: metav1.ObjectMeta{Name: spec.Name, Namespace: spec.Namespace, Labels: labels},
 		Spec: appsv1.StatefulSetSpec{
@@ -213,14 +215,7 @@ func (cp *ControlPlane) CreateStatefulSet(ctx context.Context, spec StatefulSetS
 				ObjectMeta: metav1.ObjectMeta{Labels: labels},
 				Spec:       pod,
 			},
-			VolumeClaimTemplates: []corev1.PersistentVolumeClaim{{
-				ObjectMeta: metav1.ObjectMeta{Name: "data"},
-				Spec: corev1.PersistentVolumeClaimSpec{
-					AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-					StorageClassName: &empty,
-					Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: size}},
-				},
-			}},
+			VolumeClaimTemplates: []corev1.PersistentVolumeClaim{claim},
 		},
 	}
 	created, err := cp.Client.AppsV1().StatefulSets(spec.Namespace).Create(ctx, sts, metav1.CreateOptions{})
@@ -236,16 +231,12 @@ func (cp *ControlPlane) waitClaimsBound(ctx context.Context, namespace, stateful
 	defer cancel()
 	for i := range n {
 		name := ClaimName(statefulSet, i)
-		for {
+		err := wait.PollUntilContextCancel(ctx, 50*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 			c, err := cp.Client.CoreV1().PersistentVolumeClaims(namespace).Get(ctx, name, metav1.GetOptions{})
-			if err == nil && c.Status.Phase == corev1.ClaimBound {
-				break
-			}
-			select {
-			case <-ctx.Done():
-				return fmt.Errorf("persistent volume claim %s/%s never bound: %w", namespace, name, ctx.Err())
-			case <-time.After(50 * time.Millisecond):
-			}
+			return err == nil && c.Status.Phase == corev1.ClaimBound, nil
+		})
+		if err != nil {
+			return fmt.Errorf("persistent volume claim %s/%s never bound: %w", namespace, name, err)
 		}
 	}
 	return nil
