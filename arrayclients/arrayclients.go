@@ -5,12 +5,20 @@
 // life cycle so that the fencing ledger can hold the plan before anything on
 // the array changes:
 //
-//	Resolve(node)   -> Identity   (learned while the node is healthy)
-//	Plan(identity)  -> Plan       (read-only: exactly what a fence removes)
-//	Apply(plan)                   (removes it; idempotent)
-//	Verify(plan)    -> Verification (read-back: fenced or not, with evidence)
-//	Undo(plan)                    (restores exactly what the plan holds; idempotent)
-//	Health(identity)-> Health     (the array's own view of the node)
+//	Resolve(node)            -> Identity     (learned while the node is healthy)
+//	Cover(identity, volume)  -> Cut or Gap   (no I/O: how a footprint volume is cut)
+//	Plan(identity, volumes)  -> Plan         (read-only: exactly what a fence removes,
+//	                                          and the cut of each footprint volume)
+//	Apply(plan)                              (removes it; idempotent)
+//	Verify(plan)             -> Verification (read-back: fenced or not, per volume)
+//	Undo(plan, scope)                        (gives back the host-level identity, and
+//	                                          per-volume access only within scope)
+//	VerifyRestore(plan, scope) -> Verification (read-back of the restore)
+//	Health(identity)         -> Health       (the array's own view of the node)
+//
+// The storage footprint (footprint.go, docs/footprint.md) is what a fence
+// must cut: every volume Kubernetes attached to the node, placed on an
+// array by its volume handle, plus whatever the array maps to the node.
 package arrayclients
 
 import (
@@ -46,8 +54,10 @@ const (
 
 // Sentinel errors. Adapters wrap them with the array, node and operation.
 var (
-	// ErrNoIdentity means the node has no identity on this array: there is
-	// nothing to fence there. It is not a failure.
+	// ErrNoIdentity means no array object was found for the node. It is
+	// nothing to fence only while the node has no footprint volume on the
+	// array; otherwise it is a gap (GapIdentityNotFound) and the node is
+	// unprotected.
 	ErrNoIdentity = errors.New("node has no identity on this array")
 	// ErrAmbiguousIdentity means more than one array object could be this
 	// node. Fencing is blocked until an operator resolves it (for example
@@ -97,6 +107,10 @@ type Identity struct {
 	ObjectID string `json:"objectID,omitempty"`
 	// ObjectName is the array object's name (SDC name, host name).
 	ObjectName string `json:"objectName,omitempty"`
+	// Kind is the kind of array object, where a family has several (for
+	// example "sdc" or "nvme-host" on PowerFlex, "host" or "shared-host"
+	// on PowerMax); empty means the family's usual one.
+	Kind string `json:"kind,omitempty"`
 	// Keys are further exact identifiers: SDC GUID and IPs, initiator
 	// port names, PowerScale export client strings (IP, name, FQDN).
 	Keys []string `json:"keys,omitempty"`
@@ -117,6 +131,10 @@ type Plan struct {
 	Entries json.RawMessage `json:"entries"`
 	// Summary is a short human-readable description for status and logs.
 	Summary string `json:"summary"`
+	// Volumes is, for each footprint volume on this array given to Plan,
+	// the cut that removes the node's access, or the gap. Plans written
+	// before footprints (ledger v1) have none.
+	Volumes []VolumeCut `json:"volumes,omitempty"`
 	// CreatedAt is when the plan was read from the array.
 	CreatedAt time.Time `json:"createdAt"`
 }
@@ -132,6 +150,11 @@ type Verification struct {
 	Remaining []string `json:"remaining,omitempty"`
 	// Missing lists plan entries that are absent (evidence for "not restored").
 	Missing []string `json:"missing,omitempty"`
+	// Volumes is what the read-back shows of each footprint volume of the
+	// plan. A fence read-back is Fenced only when none gives the node
+	// access; a restore read-back is Restored only when no volume outside
+	// the restore scope (or held by another node) gives it access.
+	Volumes []VolumeCheck `json:"volumes,omitempty"`
 	// CheckedAt is when the read-back was made.
 	CheckedAt time.Time `json:"checkedAt"`
 }
@@ -177,18 +200,34 @@ type Adapter interface {
 	Name() string
 	// Family is the array's family.
 	Family() Family
+	// Holds reports, without I/O, whether a volume at loc is on this array
+	// (Config.Holds).
+	Holds(loc VolumeLocation) bool
 	// Resolve finds the array object that is exactly this node. It returns
 	// ErrNoIdentity when there is none and ErrAmbiguousIdentity when more
 	// than one object could be it. It never writes.
 	Resolve(ctx context.Context, node Node) (Identity, error)
-	// Plan reads what fencing the identity will remove. It never writes.
-	Plan(ctx context.Context, id Identity) (Plan, error)
+	// Cover says, without I/O, which cut removes the identity's access to
+	// a volume on this array, or why none can (a Gap).
+	Cover(id Identity, v VolumeRef) (Cut, *Gap)
+	// Plan reads what fencing the identity will remove: everything the
+	// array gives the identity, and for each footprint volume (vols, those
+	// of this array) the cut or the gap found by reading the volume. It
+	// never writes.
+	Plan(ctx context.Context, id Identity, vols []VolumeRef) (Plan, error)
 	// Apply removes what the plan lists. Repeating it is harmless.
 	Apply(ctx context.Context, plan Plan) error
-	// Verify reads the array back.
+	// Verify reads the array back after Apply: Fenced when the identity has
+	// no access left, to any footprint volume of the plan or anything else.
 	Verify(ctx context.Context, plan Plan) (Verification, error)
-	// Undo restores exactly what the plan lists. Repeating it is harmless.
-	Undo(ctx context.Context, plan Plan) error
+	// Undo gives back the host-level identity the plan removed and
+	// per-volume access only within scope (see RestoreScope). Repeating it
+	// is harmless.
+	Undo(ctx context.Context, plan Plan, scope RestoreScope) error
+	// VerifyRestore reads the array back after Undo: Restored when what
+	// Undo gives back under scope is back and no footprint volume outside
+	// it gives the node access.
+	VerifyRestore(ctx context.Context, plan Plan, scope RestoreScope) (Verification, error)
 	// Health reports the array's view of the node.
 	Health(ctx context.Context, id Identity) (Health, error)
 	// Check reports whether the array is reachable and authenticated.

@@ -22,6 +22,14 @@ type Config struct {
 	CAFile string
 	// RequestTimeout bounds every request to the array.
 	RequestTimeout time.Duration
+	// ArrayIDs are the identifiers under which the family's CSI driver
+	// names this array in volume handles (PowerFlex system ID and name,
+	// PowerStore global ID and management IP, PowerMax symmetrix ID, Unity
+	// array ID, PowerScale cluster name); see Holds.
+	ArrayIDs []string
+	// CSIDefault marks the driver's default array: volumes whose handles
+	// name no array (legacy handles) are placed on it.
+	CSIDefault bool
 
 	// SystemID selects the PowerFlex system (by ID or, when SystemName is
 	// set, by name).

@@ -16,8 +16,10 @@ const (
 	OpApply   = "apply"
 	OpVerify  = "verify"
 	OpUndo    = "undo"
-	OpHealth  = "health"
-	OpCheck   = "check"
+	// OpVerifyRestore is the read-back after Undo.
+	OpVerifyRestore = "verify-restore"
+	OpHealth        = "health"
+	OpCheck         = "check"
 )
 
 // OpError is the error of one adapter call: which array, node and
@@ -46,6 +48,7 @@ func (e *OpError) Unwrap() error { return e.Err }
 // node and operation, plan ownership checks and dry-run.
 type decorated struct {
 	inner   Adapter
+	cfg     Config
 	name    string
 	family  Family
 	timeout time.Duration
@@ -89,13 +92,19 @@ func decorate(inner Adapter, cfg Config, opts Options, m *metrics) *decorated {
 		}
 	}
 	return &decorated{
-		inner: inner, name: inner.Name(), family: inner.Family(), timeout: timeout, dryRun: opts.DryRun,
+		inner: inner, cfg: cfg, name: inner.Name(), family: inner.Family(), timeout: timeout, dryRun: opts.DryRun,
 		secrets: secrets, logger: logger.With("array", inner.Name(), "family", string(inner.Family())), m: m,
 	}
 }
 
 func (d *decorated) Name() string   { return d.name }
 func (d *decorated) Family() Family { return d.family }
+
+// Holds reports whether a volume at loc is on this array (Config.Holds).
+func (d *decorated) Holds(loc VolumeLocation) bool { return d.cfg.Holds(loc) }
+
+// Cover is the family's static choice of cut; it does no I/O.
+func (d *decorated) Cover(id Identity, v VolumeRef) (Cut, *Gap) { return d.inner.Cover(id, v) }
 
 // call runs fn under the call deadline and records it.
 func (d *decorated) call(ctx context.Context, op, node string, fn func(ctx context.Context) error) error {
@@ -194,13 +203,13 @@ func (d *decorated) Resolve(ctx context.Context, node Node) (Identity, error) {
 	return id, err
 }
 
-func (d *decorated) Plan(ctx context.Context, id Identity) (Plan, error) {
+func (d *decorated) Plan(ctx context.Context, id Identity, vols []VolumeRef) (Plan, error) {
 	var p Plan
 	err := d.call(ctx, OpPlan, id.Node, func(ctx context.Context) (err error) {
 		if id.Array != d.name || id.Family != d.family {
 			return fmt.Errorf("%w: identity is on %s array %q", ErrPlanMismatch, id.Family, id.Array)
 		}
-		p, err = d.inner.Plan(ctx, id)
+		p, err = d.inner.Plan(ctx, id, vols)
 		return err
 	})
 	return p, err
@@ -218,7 +227,7 @@ func (d *decorated) Apply(ctx context.Context, p Plan) error {
 	})
 }
 
-func (d *decorated) Undo(ctx context.Context, p Plan) error {
+func (d *decorated) Undo(ctx context.Context, p Plan, scope RestoreScope) error {
 	if d.dryRun {
 		return d.dry(OpUndo, p)
 	}
@@ -226,7 +235,7 @@ func (d *decorated) Undo(ctx context.Context, p Plan) error {
 		if err := d.owns(p); err != nil {
 			return err
 		}
-		return d.inner.Undo(ctx, p)
+		return d.inner.Undo(ctx, p, scope)
 	})
 }
 
@@ -247,6 +256,18 @@ func (d *decorated) Verify(ctx context.Context, p Plan) (Verification, error) {
 			return err
 		}
 		v, err = d.inner.Verify(ctx, p)
+		return err
+	})
+	return v, err
+}
+
+func (d *decorated) VerifyRestore(ctx context.Context, p Plan, scope RestoreScope) (Verification, error) {
+	var v Verification
+	err := d.call(ctx, OpVerifyRestore, p.Identity.Node, func(ctx context.Context) (err error) {
+		if err := d.owns(p); err != nil {
+			return err
+		}
+		v, err = d.inner.VerifyRestore(ctx, p, scope)
 		return err
 	})
 	return v, err

@@ -236,9 +236,9 @@ func (a *PowerFlexAdapter) current(k powerFlexCall, sdcID, guid string) (maps []
 	return mappingsOf(vols, sdcID), true, nil
 }
 
-// Plan records every volume mapped to the identity's SDC with its access
+// planIdentity records every volume mapped to the identity's SDC with its access
 // mode and limits.
-func (a *PowerFlexAdapter) Plan(ctx context.Context, id Identity) (Plan, error) {
+func (a *PowerFlexAdapter) planIdentity(ctx context.Context, id Identity) (Plan, error) {
 	if id.Array != a.cfg.Name || id.Family != PowerFlex || id.ObjectID == "" {
 		return Plan{}, fmt.Errorf("%w: identity %s/%s/%s", ErrPlanMismatch, id.Family, id.Array, id.ObjectID)
 	}
@@ -363,10 +363,10 @@ func powerFlexVerify(planned, cur []PowerFlexMapping, found bool) Verification {
 	return v
 }
 
-// Undo maps every planned volume back with its access mode and restores
+// undoAll maps every planned volume back with its access mode and restores
 // its limits; mappings already present with the right mode and limits are
 // left alone, so a repeat writes nothing.
-func (a *PowerFlexAdapter) Undo(ctx context.Context, p Plan) error {
+func (a *PowerFlexAdapter) undoAll(ctx context.Context, p Plan) error {
 	e, err := a.entries(p)
 	if err != nil {
 		return err

@@ -53,7 +53,7 @@ func BenchmarkPowerFlexFenceLatency(b *testing.B) {
 						sem <- struct{}{}
 						defer func() { <-sem }()
 						start := time.Now()
-						p, err := e.adapter.Plan(ctx, ids[i])
+						p, err := e.adapter.Plan(ctx, ids[i], nil)
 						require.NoError(b, err)
 						require.NoError(b, e.adapter.Apply(ctx, p))
 						v, err := e.adapter.Verify(ctx, p)
@@ -71,7 +71,7 @@ func BenchmarkPowerFlexFenceLatency(b *testing.B) {
 					wg.Go(func() {
 						sem <- struct{}{}
 						defer func() { <-sem }()
-						require.NoError(b, e.adapter.Undo(ctx, plans[i]))
+						require.NoError(b, e.adapter.Undo(ctx, plans[i], arrayclients.RestoreScope{}))
 					})
 				}
 				wg.Wait()

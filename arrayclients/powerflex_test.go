@@ -139,7 +139,7 @@ func TestPowerFlexFenceVerifyUndo(t *testing.T) {
 	assert.Equal(t, "worker-1", id.ObjectName)
 	assert.Equal(t, []string{"6A1B0001-0000-4000-8000-000000000001", "127.0.10.1"}, id.Keys)
 
-	plan, err := e.adapter.Plan(ctx, id)
+	plan, err := e.adapter.Plan(ctx, id, nil)
 	require.NoError(t, err)
 	var entries arrayclients.PowerFlexEntries
 	require.NoError(t, json.Unmarshal(plan.Entries, &entries))
@@ -165,7 +165,7 @@ func TestPowerFlexFenceVerifyUndo(t *testing.T) {
 	assert.Empty(t, e.sim.MappedVolumes("worker-1"))
 	assert.Equal(t, w2Before, pflexVolumesOf(e.sim.State(), w2), "worker-2 untouched by the fence")
 
-	require.NoError(t, e.adapter.Undo(ctx, plan))
+	require.NoError(t, e.adapter.Undo(ctx, plan, arrayclients.RestoreScope{}))
 	v, err = e.adapter.Verify(ctx, plan)
 	require.NoError(t, err)
 	assert.False(t, v.Fenced)
@@ -189,7 +189,7 @@ func TestPowerFlexApplyAndUndoAreIdempotent(t *testing.T) {
 	before := e.sim.State()
 	id, err := e.adapter.Resolve(ctx, pflexW1)
 	require.NoError(t, err)
-	plan, err := e.adapter.Plan(ctx, id)
+	plan, err := e.adapter.Plan(ctx, id, nil)
 	require.NoError(t, err)
 
 	require.NoError(t, e.adapter.Apply(ctx, plan))
@@ -200,9 +200,9 @@ func TestPowerFlexApplyAndUndoAreIdempotent(t *testing.T) {
 	assert.Equal(t, writes, pflexWrites(e), "and changes nothing")
 	assert.Equal(t, requests, pflexWriteRequests(e), "and sends no write at all")
 
-	require.NoError(t, e.adapter.Undo(ctx, plan))
+	require.NoError(t, e.adapter.Undo(ctx, plan, arrayclients.RestoreScope{}))
 	writes, requests = pflexWrites(e), pflexWriteRequests(e)
-	require.NoError(t, e.adapter.Undo(ctx, plan), "a second undo succeeds")
+	require.NoError(t, e.adapter.Undo(ctx, plan, arrayclients.RestoreScope{}), "a second undo succeeds")
 	assert.Equal(t, before, e.sim.State())
 	assert.Equal(t, writes, pflexWrites(e))
 	assert.Equal(t, requests, pflexWriteRequests(e))
@@ -213,7 +213,7 @@ func TestPowerFlexApplyInterruptedThenRetried(t *testing.T) {
 	e := startPowerFlex(t, pflexFixture, arrayclients.Options{}, 5*time.Second)
 	id, err := e.adapter.Resolve(ctx, pflexW1)
 	require.NoError(t, err)
-	plan, err := e.adapter.Plan(ctx, id)
+	plan, err := e.adapter.Plan(ctx, id, nil)
 	require.NoError(t, err)
 	var entries arrayclients.PowerFlexEntries
 	require.NoError(t, json.Unmarshal(plan.Entries, &entries))
@@ -275,10 +275,10 @@ func TestPowerFlexIdentityErrorsWriteNothing(t *testing.T) {
 	assert.Zero(t, pflexWriteRequests(e), "no request that could write reached the array")
 
 	// A plan whose SDC vanished cannot be made, and nothing is written.
-	_, err := e.adapter.Plan(ctx, arrayclients.Identity{Array: "pflex-1", Family: arrayclients.PowerFlex, Node: "worker-9", ObjectID: "00000000deadbeef"})
+	_, err := e.adapter.Plan(ctx, arrayclients.Identity{Array: "pflex-1", Family: arrayclients.PowerFlex, Node: "worker-9", ObjectID: "00000000deadbeef"}, nil)
 	require.ErrorIs(t, err, arrayclients.ErrNoIdentity)
 	// A plan of another array is refused before any request.
-	_, err = e.adapter.Plan(ctx, arrayclients.Identity{Array: "other", Family: arrayclients.PowerFlex, ObjectID: "x"})
+	_, err = e.adapter.Plan(ctx, arrayclients.Identity{Array: "other", Family: arrayclients.PowerFlex, ObjectID: "x"}, nil)
 	require.ErrorIs(t, err, arrayclients.ErrPlanMismatch)
 	err = e.adapter.Apply(ctx, arrayclients.Plan{Array: "other", Family: arrayclients.PowerFlex})
 	require.ErrorIs(t, err, arrayclients.ErrPlanMismatch)
@@ -339,7 +339,7 @@ func TestPowerFlexReloginAfter401(t *testing.T) {
 	require.NoError(t, err, "the client logs in again after a 401")
 	assert.Equal(t, logins+1, e.sim.Logins())
 	for range 20 {
-		_, err = e.adapter.Plan(ctx, id)
+		_, err = e.adapter.Plan(ctx, id, nil)
 		require.NoError(t, err)
 	}
 	assert.LessOrEqual(t, e.sim.Logins(), logins+8, "sessions are reused: at most one login per pooled client")
@@ -391,14 +391,14 @@ func TestPowerFlexFaultsReachTheCaller(t *testing.T) {
 			fid := e.srv.AddFault(tc.fault)
 			defer e.srv.RemoveFault(fid)
 			start := time.Now()
-			_, err := e.adapter.Plan(ctx, id)
+			_, err := e.adapter.Plan(ctx, id, nil)
 			require.Error(t, err)
 			assert.Less(t, time.Since(start), 5*time.Second, "never hangs past the timeout")
 			assert.Equal(t, tc.transient, arrayclients.IsTransient(err), "%v", err)
 			assert.Contains(t, err.Error(), tc.msg)
 		})
 	}
-	_, err = e.adapter.Plan(ctx, id)
+	_, err = e.adapter.Plan(ctx, id, nil)
 	require.NoError(t, err, "the adapter recovers once the faults are gone")
 }
 
@@ -408,10 +408,10 @@ func TestPowerFlexDryRun(t *testing.T) {
 	e := startPowerFlex(t, pflexFixture, arrayclients.Options{DryRun: true, Registry: reg}, 5*time.Second)
 	id, err := e.adapter.Resolve(ctx, pflexW1)
 	require.NoError(t, err)
-	plan, err := e.adapter.Plan(ctx, id)
+	plan, err := e.adapter.Plan(ctx, id, nil)
 	require.NoError(t, err)
 	require.NoError(t, e.adapter.Apply(ctx, plan))
-	require.NoError(t, e.adapter.Undo(ctx, plan))
+	require.NoError(t, e.adapter.Undo(ctx, plan, arrayclients.RestoreScope{}))
 	v, err := e.adapter.Verify(ctx, plan)
 	require.NoError(t, err)
 	assert.False(t, v.Fenced, "dry run changes nothing")
@@ -428,7 +428,7 @@ func TestPowerFlexMetrics(t *testing.T) {
 	require.NoError(t, err)
 	_, err = e.adapter.Resolve(ctx, pflexNode("worker-9", "nope"))
 	require.Error(t, err)
-	_, err = e.adapter.Plan(ctx, id)
+	_, err = e.adapter.Plan(ctx, id, nil)
 	require.NoError(t, err)
 	r := e.adapter.Check(ctx)
 	require.True(t, r.Reachable)
@@ -472,7 +472,7 @@ func fenceAndRestore(ctx context.Context, a arrayclients.Adapter, node arrayclie
 	if err != nil {
 		return fmt.Errorf("resolve: %w", err)
 	}
-	plan, err := a.Plan(ctx, id)
+	plan, err := a.Plan(ctx, id, nil)
 	if err != nil {
 		return fmt.Errorf("plan: %w", err)
 	}
@@ -486,7 +486,7 @@ func fenceAndRestore(ctx context.Context, a arrayclients.Adapter, node arrayclie
 	if !v.Fenced {
 		return fmt.Errorf("not fenced after apply: %v", v.Remaining)
 	}
-	if err := a.Undo(ctx, plan); err != nil {
+	if err := a.Undo(ctx, plan, arrayclients.RestoreScope{}); err != nil {
 		return fmt.Errorf("undo: %w", err)
 	}
 	v, err = a.Verify(ctx, plan)

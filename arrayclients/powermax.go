@@ -173,8 +173,8 @@ func (a *PowerMaxAdapter) checkIdentity(id Identity) error {
 	return nil
 }
 
-// Plan records the host's initiators (and its masking views as evidence).
-func (a *PowerMaxAdapter) Plan(ctx context.Context, id Identity) (Plan, error) {
+// planIdentity records the host's initiators (and its masking views as evidence).
+func (a *PowerMaxAdapter) planIdentity(ctx context.Context, id Identity) (Plan, error) {
 	if err := a.checkIdentity(id); err != nil {
 		return Plan{}, a.errf("plan", id.Node, err)
 	}
@@ -242,8 +242,8 @@ func (a *PowerMaxAdapter) Apply(ctx context.Context, p Plan) error {
 	})
 }
 
-// Undo adds back the plan's initiators the host lacks, keeping any others.
-func (a *PowerMaxAdapter) Undo(ctx context.Context, p Plan) error {
+// undoAll adds back the plan's initiators the host lacks, keeping any others.
+func (a *PowerMaxAdapter) undoAll(ctx context.Context, p Plan) error {
 	return a.edit(ctx, p, "undo", func(current, planned []string) []string {
 		out := slices.Clone(current)
 		for _, in := range planned {

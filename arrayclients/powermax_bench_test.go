@@ -51,7 +51,7 @@ func benchFence(b *testing.B, srv *simcore.Server, ids []arrayclients.Identity, 
 	for range b.N {
 		seq := srv.LastSeq()
 		forEachBounded(len(ids), benchFenceConcurrency, func(i int) {
-			p, err := a.Plan(ctx, ids[i])
+			p, err := a.Plan(ctx, ids[i], nil)
 			require.NoError(b, err)
 			require.NoError(b, a.Apply(ctx, p))
 			v, err := a.Verify(ctx, p)
@@ -61,7 +61,7 @@ func benchFence(b *testing.B, srv *simcore.Server, ids []arrayclients.Identity, 
 		})
 		b.StopTimer()
 		requests += srv.LastSeq() - seq
-		forEachBounded(len(ids), benchFenceConcurrency, func(i int) { require.NoError(b, a.Undo(ctx, plans[i])) })
+		forEachBounded(len(ids), benchFenceConcurrency, func(i int) { require.NoError(b, a.Undo(ctx, plans[i], arrayclients.RestoreScope{})) })
 		b.StartTimer()
 	}
 	b.ReportMetric(float64(requests)/float64(b.N*len(ids)), "req/node")

@@ -111,7 +111,7 @@ func TestPowerMaxFenceCycle(t *testing.T) {
 	assert.Equal(t, "csi-node-TST-worker-1-FC", id.ObjectID)
 	assert.Equal(t, []string{"10000000c9a0b001", "10000000c9a0b101"}, id.Keys)
 
-	plan, err := e.adapter.Plan(ctx, id)
+	plan, err := e.adapter.Plan(ctx, id, nil)
 	require.NoError(t, err)
 	var entries arrayclients.PowerMaxEntries
 	require.NoError(t, json.Unmarshal(plan.Entries, &entries))
@@ -145,12 +145,12 @@ func TestPowerMaxFenceCycle(t *testing.T) {
 		}
 	}
 
-	require.NoError(t, e.adapter.Undo(ctx, plan))
+	require.NoError(t, e.adapter.Undo(ctx, plan, arrayclients.RestoreScope{}))
 	v, err = e.adapter.Verify(ctx, plan)
 	require.NoError(t, err)
 	assert.False(t, v.Fenced)
 	assert.True(t, v.Restored)
-	require.NoError(t, e.adapter.Undo(ctx, plan), "undo twice")
+	require.NoError(t, e.adapter.Undo(ctx, plan, arrayclients.RestoreScope{}), "undo twice")
 	assert.Len(t, e.srv.AuditWrites(), writes+1, "a second undo writes nothing")
 
 	after, _ := pmaxState(t, e.sim)
@@ -162,7 +162,7 @@ func TestPowerMaxApplyInterruptedThenRetried(t *testing.T) {
 	ctx := context.Background()
 	id, err := e.adapter.Resolve(ctx, pmaxNode("worker-2"))
 	require.NoError(t, err)
-	plan, err := e.adapter.Plan(ctx, id)
+	plan, err := e.adapter.Plan(ctx, id, nil)
 	require.NoError(t, err)
 
 	// The PUT that removes the initiators fails: the array changed nothing.
@@ -189,7 +189,7 @@ func TestPowerMaxApplyInterruptedThenRetried(t *testing.T) {
 	v, err = e.adapter.Verify(ctx, plan)
 	require.NoError(t, err)
 	assert.True(t, v.Fenced)
-	require.NoError(t, e.adapter.Undo(ctx, plan))
+	require.NoError(t, e.adapter.Undo(ctx, plan, arrayclients.RestoreScope{}))
 	v, err = e.adapter.Verify(ctx, plan)
 	require.NoError(t, err)
 	assert.True(t, v.Restored)
@@ -249,7 +249,7 @@ func TestPowerMaxIdentityErrors(t *testing.T) {
 	// A plan of another array is refused before anything is sent.
 	id, err = e.adapter.Resolve(ctx, pmaxNode("worker-1"))
 	require.NoError(t, err)
-	plan, err := e.adapter.Plan(ctx, id)
+	plan, err := e.adapter.Plan(ctx, id, nil)
 	require.NoError(t, err)
 	plan.Array = "pmax-2"
 	require.ErrorIs(t, e.adapter.Apply(ctx, plan), arrayclients.ErrPlanMismatch)
@@ -289,7 +289,7 @@ func TestPowerMaxHealth(t *testing.T) {
 
 	// A fenced host still shows its node's initiators logged in.
 	require.NoError(t, e.sim.SetSignals(id.ObjectID, simcore.Signals{Connected: simcore.Bool(true)}))
-	plan, err := e.adapter.Plan(ctx, id)
+	plan, err := e.adapter.Plan(ctx, id, nil)
 	require.NoError(t, err)
 	require.NoError(t, e.adapter.Apply(ctx, plan))
 	h, err = e.adapter.Health(ctx, id)
@@ -350,14 +350,14 @@ func TestPowerMaxFaults(t *testing.T) {
 			fid := e.srv.AddFault(tc.fault)
 			defer e.srv.RemoveFault(fid)
 			began := time.Now()
-			_, err := e.adapter.Plan(ctx, id)
+			_, err := e.adapter.Plan(ctx, id, nil)
 			require.Error(t, err)
 			assert.Equal(t, tc.unreachable, strings.Contains(err.Error(), arrayclients.ErrUnreachable.Error()), "%v", err)
 			assert.Less(t, time.Since(began), 3*time.Second, "bounded by the request timeout")
 		})
 	}
 	fid := e.srv.AddFault(simcore.Fault{Kind: simcore.FaultLatency, Path: hostPath, Latency: 50 * time.Millisecond})
-	_, err = e.adapter.Plan(ctx, id)
+	_, err = e.adapter.Plan(ctx, id, nil)
 	require.NoError(t, err, "latency under the timeout is only slow")
 	e.srv.RemoveFault(fid)
 }
@@ -381,7 +381,7 @@ func TestPowerMaxConcurrentFences(t *testing.T) {
 			if !assert.NoError(t, err) {
 				return
 			}
-			plans[i], err = e.adapter.Plan(ctx, id)
+			plans[i], err = e.adapter.Plan(ctx, id, nil)
 			if assert.NoError(t, err) {
 				assert.NoError(t, e.adapter.Apply(ctx, plans[i]))
 			}
@@ -395,7 +395,7 @@ func TestPowerMaxConcurrentFences(t *testing.T) {
 	}
 	for i := range 12 {
 		wg.Add(1)
-		go func() { defer wg.Done(); assert.NoError(t, e.adapter.Undo(ctx, plans[i])) }()
+		go func() { defer wg.Done(); assert.NoError(t, e.adapter.Undo(ctx, plans[i], arrayclients.RestoreScope{})) }()
 	}
 	wg.Wait()
 	after, _ := pmaxState(t, e.sim)

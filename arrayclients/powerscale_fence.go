@@ -46,13 +46,13 @@ func (a *PowerScaleAdapter) checkIdentity(id Identity) (scKeys, error) {
 	return keys, nil
 }
 
-// Plan lists every export of the zone and records, for each, which of its
+// planIdentity lists every export of the zone and records, for each, which of its
 // four lists hold which of the node's strings. It refuses (wrapping
 // ErrAmbiguousIdentity) when the node would keep access that removing its
 // own strings cannot take away — an export open to all hosts, a subnet,
 // netgroup or wildcard covering it — or when removing them would leave an
 // export with no client restriction (which opens it to every host).
-func (a *PowerScaleAdapter) Plan(ctx context.Context, id Identity) (Plan, error) {
+func (a *PowerScaleAdapter) planIdentity(ctx context.Context, id Identity) (Plan, error) {
 	fail := func(err error) (Plan, error) {
 		return Plan{}, fmt.Errorf("powerscale array %s: plan fence of node %s: %w", a.cfg.Name, id.Node, err)
 	}
@@ -262,9 +262,9 @@ func scContains(l []string, v string) bool {
 	return false
 }
 
-// Undo puts each missing entry back into exactly the list it was in, at
+// undoAll puts each missing entry back into exactly the list it was in, at
 // its recorded position, one PUT per export that needs it.
-func (a *PowerScaleAdapter) Undo(ctx context.Context, plan Plan) error {
+func (a *PowerScaleAdapter) undoAll(ctx context.Context, plan Plan) error {
 	e, _, err := a.decodePlan(plan)
 	if err != nil {
 		return fmt.Errorf("powerscale array %s: undo fence of node %s: %w", a.cfg.Name, plan.Identity.Node, err)

@@ -125,7 +125,7 @@ func TestPowerScaleFenceCycle(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, []string{n.IP, n.Name, n.FQDN}, id.Keys)
 			seq := e.srv.LastSeq()
-			plan, err := a.Plan(ctx, id)
+			plan, err := a.Plan(ctx, id, nil)
 			require.NoError(t, err)
 			assert.Empty(t, writesSince(e.srv, seq))
 			plan = roundTrip(t, plan)
@@ -164,13 +164,13 @@ func TestPowerScaleFenceCycle(t *testing.T) {
 			require.NoError(t, a.Apply(ctx, plan))
 			assert.Empty(t, writesSince(e.srv, seq), "the second Apply writes nothing")
 
-			require.NoError(t, a.Undo(ctx, plan))
+			require.NoError(t, a.Undo(ctx, plan, arrayclients.RestoreScope{}))
 			v, err = a.Verify(ctx, plan)
 			require.NoError(t, err)
 			assert.False(t, v.Fenced)
 			assert.True(t, v.Restored, "missing: %v", v.Missing)
 			seq = e.srv.LastSeq()
-			require.NoError(t, a.Undo(ctx, plan))
+			require.NoError(t, a.Undo(ctx, plan, arrayclients.RestoreScope{}))
 			assert.Empty(t, writesSince(e.srv, seq), "the second Undo writes nothing")
 			assert.Equal(t, dumpJSON(t, before), dumpJSON(t, e.sim.State()), "state after Undo equals state before Plan, list order included")
 		})
@@ -184,7 +184,7 @@ func TestPowerScaleApplyInterrupted(t *testing.T) {
 	before := e.sim.State()
 	id, err := a.Resolve(ctx, e.node("worker-2"))
 	require.NoError(t, err)
-	plan, err := a.Plan(ctx, id)
+	plan, err := a.Plan(ctx, id, nil)
 	require.NoError(t, err)
 	var entries struct{ Exports []struct{ ID int } }
 	require.NoError(t, json.Unmarshal(plan.Entries, &entries))
@@ -201,7 +201,7 @@ func TestPowerScaleApplyInterrupted(t *testing.T) {
 	v, err = a.Verify(ctx, plan)
 	require.NoError(t, err)
 	assert.True(t, v.Fenced)
-	require.NoError(t, a.Undo(ctx, plan))
+	require.NoError(t, a.Undo(ctx, plan, arrayclients.RestoreScope{}))
 	assert.Equal(t, dumpJSON(t, before), dumpJSON(t, e.sim.State()))
 }
 
@@ -225,13 +225,13 @@ func TestPowerScaleIdentity(t *testing.T) {
 
 	id, err = a.Resolve(ctx, e.node("worker-1"))
 	require.NoError(t, err)
-	plan, err := a.Plan(ctx, id)
+	plan, err := a.Plan(ctx, id, nil)
 	require.NoError(t, err)
 	other := plan
 	other.Array = "pscale-2"
 	require.ErrorIs(t, a.Apply(ctx, other), arrayclients.ErrPlanMismatch)
 	zoneB := e.adapter(t, func(c *arrayclients.Config) { c.Zone = "tenant-b" })
-	require.ErrorIs(t, zoneB.Undo(ctx, plan), arrayclients.ErrPlanMismatch)
+	require.ErrorIs(t, zoneB.Undo(ctx, plan, arrayclients.RestoreScope{}), arrayclients.ErrPlanMismatch)
 	forged := plan
 	forged.Entries = json.RawMessage(`{"zone":"System","keys":["127.0.10.1"],"exports":[{"id":3,"entries":[{"list":"clients","value":"localhost"}]}]}`)
 	require.ErrorIs(t, a.Apply(ctx, forged), arrayclients.ErrPlanMismatch, "a plan never removes localhost")
@@ -254,7 +254,7 @@ func TestPowerScalePlanRefusesUnfenceableAccess(t *testing.T) {
 			ctx := context.Background()
 			id, err := a.Resolve(ctx, e.node("worker-1"))
 			require.NoError(t, err)
-			_, err = a.Plan(ctx, id)
+			_, err = a.Plan(ctx, id, nil)
 			require.ErrorIs(t, err, arrayclients.ErrAmbiguousIdentity)
 			t.Log(err)
 			assert.Empty(t, e.srv.AuditWrites())
@@ -283,7 +283,7 @@ func TestPowerScaleHealth(t *testing.T) {
 	assert.Equal(t, arrayclients.Connected, h.Connectivity)
 	assert.Equal(t, arrayclients.IOActive, h.IO, h.Reason)
 
-	plan, err := a.Plan(ctx, id)
+	plan, err := a.Plan(ctx, id, nil)
 	require.NoError(t, err)
 	require.NoError(t, a.Apply(ctx, plan))
 	h, err = a.Health(ctx, id)
@@ -312,14 +312,14 @@ func TestPowerScaleAuth(t *testing.T) {
 		bad := e.adapter(t, func(c *arrayclients.Config) { c.Password = "wrong-pw"; c.SessionAuth = session })
 		id, err := bad.Resolve(ctx, e.node("worker-1"))
 		require.NoError(t, err, "Resolve reads nothing")
-		_, err = bad.Plan(ctx, id)
+		_, err = bad.Plan(ctx, id, nil)
 		require.ErrorIs(t, err, arrayclients.ErrUnreachable)
 		assert.NotContains(t, err.Error(), "wrong-pw")
 	}
 	a := e.adapter(t, func(c *arrayclients.Config) { c.SessionAuth = true })
 	id, err := a.Resolve(ctx, e.node("worker-1"))
 	require.NoError(t, err)
-	plan, err := a.Plan(ctx, id)
+	plan, err := a.Plan(ctx, id, nil)
 	require.NoError(t, err)
 	e.sim.ExpireSessions()
 	seq := e.srv.LastSeq()
@@ -354,7 +354,7 @@ func TestPowerScaleFaultModes(t *testing.T) {
 			fid := e.srv.AddFault(f)
 			defer e.srv.RemoveFault(fid)
 			start := time.Now()
-			_, err := a.Plan(ctx, id)
+			_, err := a.Plan(ctx, id, nil)
 			require.Error(t, err)
 			assert.Less(t, time.Since(start), 3*time.Second)
 			if f.Kind == simcore.FaultMalformed || f.Status == 400 {
@@ -384,7 +384,7 @@ func TestPowerScaleEmptyErrorListDoesNotPanic(t *testing.T) {
 	id, err := a.Resolve(context.Background(), e.node("worker-1"))
 	require.NoError(t, err)
 	require.NotPanics(t, func() {
-		_, err = a.Plan(context.Background(), id)
+		_, err = a.Plan(context.Background(), id, nil)
 	})
 	require.ErrorContains(t, err, "empty error list")
 }

@@ -51,7 +51,7 @@ func fenceAll(b *testing.B, a arrayclients.Adapter, ids []arrayclients.Identity)
 			defer func() { <-sem; wg.Done() }()
 			start := time.Now()
 			defer func() { mu.Lock(); total += time.Since(start); mu.Unlock() }()
-			p, err := a.Plan(ctx, id)
+			p, err := a.Plan(ctx, id, nil)
 			if err == nil {
 				err = a.Apply(ctx, p)
 			}
@@ -78,7 +78,7 @@ func fenceAll(b *testing.B, a arrayclients.Adapter, ids []arrayclients.Identity)
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			undoErrs <- a.Undo(ctx, p)
+			undoErrs <- a.Undo(ctx, p, arrayclients.RestoreScope{})
 		}()
 	}
 	wg.Wait()

@@ -58,8 +58,8 @@ func (a *PowerStoreAdapter) checkIdentity(id Identity) error {
 	return nil
 }
 
-// Plan reads the host and records what a fence removes.
-func (a *PowerStoreAdapter) Plan(ctx context.Context, id Identity) (Plan, error) {
+// planIdentity reads the host and records what a fence removes.
+func (a *PowerStoreAdapter) planIdentity(ctx context.Context, id Identity) (Plan, error) {
 	fail := func(err error) (Plan, error) {
 		return Plan{}, fmt.Errorf("powerstore array %s: plan fence of node %s (host %s): %w", a.cfg.Name, id.Node, id.ObjectName, err)
 	}
@@ -317,10 +317,10 @@ func (a *PowerStoreAdapter) verifyDetach(ctx context.Context, c gopowerstore.Cli
 	return nil
 }
 
-// Undo restores what the plan lists that is missing: one PATCH adding the
+// undoAll restores what the plan lists that is missing: one PATCH adding the
 // initiators back (with CHAP secrets from the configuration), or the host
 // group membership and one attach per volume at its recorded LUN.
-func (a *PowerStoreAdapter) Undo(ctx context.Context, plan Plan) error {
+func (a *PowerStoreAdapter) undoAll(ctx context.Context, plan Plan) error {
 	fail := func(err error) error {
 		if err == nil {
 			return nil

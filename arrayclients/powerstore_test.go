@@ -164,7 +164,7 @@ func TestPowerStoreFenceCycle(t *testing.T) {
 			assert.Len(t, id.Keys, 3)
 
 			seq := e.srv.LastSeq()
-			plan, err := a.Plan(ctx, id)
+			plan, err := a.Plan(ctx, id, nil)
 			require.NoError(t, err)
 			assert.Empty(t, writesSince(e.srv, seq), "Plan never writes")
 			plan = roundTrip(t, plan)
@@ -185,13 +185,13 @@ func TestPowerStoreFenceCycle(t *testing.T) {
 			assert.Empty(t, writesSince(e.srv, seq), "the second Apply writes nothing")
 			assert.Equal(t, afterFence, e.state(t))
 
-			require.NoError(t, a.Undo(ctx, plan))
+			require.NoError(t, a.Undo(ctx, plan, arrayclients.RestoreScope{}))
 			v, err = a.Verify(ctx, plan)
 			require.NoError(t, err)
 			assert.False(t, v.Fenced)
 			assert.True(t, v.Restored, "missing: %v", v.Missing)
 			seq = e.srv.LastSeq()
-			require.NoError(t, a.Undo(ctx, plan), "Undo twice")
+			require.NoError(t, a.Undo(ctx, plan, arrayclients.RestoreScope{}), "Undo twice")
 			assert.Empty(t, writesSince(e.srv, seq), "the second Undo writes nothing")
 
 			assert.Equal(t, dumpJSON(t, before), dumpJSON(t, e.state(t)), "state after Undo equals state before Plan")
@@ -206,7 +206,7 @@ func TestPowerStoreApplyInterrupted(t *testing.T) {
 		ctx := context.Background()
 		id, err := a.Resolve(ctx, e.node("worker-2"))
 		require.NoError(t, err)
-		plan, err := a.Plan(ctx, id)
+		plan, err := a.Plan(ctx, id, nil)
 		require.NoError(t, err)
 		e.srv.AddFault(simcore.Fault{Kind: simcore.FaultError, Method: "PATCH", Path: "^/api/rest/host/", Status: 500, Count: 1})
 		require.Error(t, a.Apply(ctx, plan))
@@ -226,7 +226,7 @@ func TestPowerStoreApplyInterrupted(t *testing.T) {
 		before := e.state(t)
 		id, err := a.Resolve(ctx, e.node("worker-2"))
 		require.NoError(t, err)
-		plan, err := a.Plan(ctx, id)
+		plan, err := a.Plan(ctx, id, nil)
 		require.NoError(t, err)
 		// The three detaches succeed; leaving the host group fails.
 		e.srv.AddFault(simcore.Fault{Kind: simcore.FaultReset, Method: "PATCH", Path: "^/api/rest/host_group/", Count: 1})
@@ -242,7 +242,7 @@ func TestPowerStoreApplyInterrupted(t *testing.T) {
 		v, err = a.Verify(ctx, plan)
 		require.NoError(t, err)
 		assert.True(t, v.Fenced, "remaining: %v", v.Remaining)
-		require.NoError(t, a.Undo(ctx, plan))
+		require.NoError(t, a.Undo(ctx, plan, arrayclients.RestoreScope{}))
 		assert.Equal(t, dumpJSON(t, before), dumpJSON(t, e.state(t)))
 	})
 }
@@ -277,14 +277,14 @@ func TestPowerStoreIdentity(t *testing.T) {
 
 	id, err = a.Resolve(ctx, n)
 	require.NoError(t, err)
-	plan, err := a.Plan(ctx, id)
+	plan, err := a.Plan(ctx, id, nil)
 	require.NoError(t, err)
 	other := plan
 	other.Array = "pstore-2"
 	require.ErrorIs(t, a.Apply(ctx, other), arrayclients.ErrPlanMismatch)
 	other = plan
 	other.Entries = json.RawMessage(`{"mode":"bogus"}`)
-	require.ErrorIs(t, a.Undo(ctx, other), arrayclients.ErrPlanMismatch)
+	require.ErrorIs(t, a.Undo(ctx, other, arrayclients.RestoreScope{}), arrayclients.ErrPlanMismatch)
 	assert.Empty(t, writesSince(e.srv, seq), "no identity problem ever writes")
 
 	// The CSI controller's fallback name (no -<ip> suffix) is found too.
@@ -304,16 +304,16 @@ func TestPowerStoreUndoNeedsChapSecret(t *testing.T) {
 	ctx := context.Background()
 	id, err := a.Resolve(ctx, e.node("worker-3"))
 	require.NoError(t, err)
-	plan, err := a.Plan(ctx, id)
+	plan, err := a.Plan(ctx, id, nil)
 	require.NoError(t, err)
 	require.NoError(t, a.Apply(ctx, plan))
 	noSecret := e.adapter(t, func(c *arrayclients.Config) { c.ChapSecrets = nil })
 	seq := e.srv.LastSeq()
-	err = noSecret.Undo(ctx, plan)
+	err = noSecret.Undo(ctx, plan, arrayclients.RestoreScope{})
 	require.ErrorContains(t, err, "chapSecrets has no secret")
 	assert.NotContains(t, err.Error(), "chap-secret-123", "secrets never appear in errors")
 	assert.Empty(t, writesSince(e.srv, seq))
-	require.NoError(t, a.Undo(ctx, plan))
+	require.NoError(t, a.Undo(ctx, plan, arrayclients.RestoreScope{}))
 }
 
 func TestPowerStoreHealth(t *testing.T) {
@@ -379,7 +379,7 @@ func TestPowerStoreAuth(t *testing.T) {
 	a := e.adapter(t, nil)
 	id, err := a.Resolve(ctx, e.node("worker-1"))
 	require.NoError(t, err)
-	plan, err := a.Plan(ctx, id)
+	plan, err := a.Plan(ctx, id, nil)
 	require.NoError(t, err)
 	e.sim.ExpireSessions()
 	seq := e.srv.LastSeq()
@@ -411,7 +411,7 @@ func TestPowerStoreFaultModes(t *testing.T) {
 			fid := e.srv.AddFault(f)
 			defer e.srv.RemoveFault(fid)
 			start := time.Now()
-			_, err := a.Plan(ctx, id)
+			_, err := a.Plan(ctx, id, nil)
 			require.Error(t, err)
 			assert.Less(t, time.Since(start), 3*time.Second)
 			switch {
@@ -462,7 +462,7 @@ func psCycle(ctx context.Context, a arrayclients.Adapter, n arrayclients.Node) e
 	if err != nil {
 		return err
 	}
-	plan, err := a.Plan(ctx, id)
+	plan, err := a.Plan(ctx, id, nil)
 	if err != nil {
 		return err
 	}
@@ -476,7 +476,7 @@ func psCycle(ctx context.Context, a arrayclients.Adapter, n arrayclients.Node) e
 	if !v.Fenced {
 		return errNotFenced(v.Remaining)
 	}
-	if err := a.Undo(ctx, plan); err != nil {
+	if err := a.Undo(ctx, plan, arrayclients.RestoreScope{}); err != nil {
 		return err
 	}
 	v, err = a.Verify(ctx, plan)

@@ -68,7 +68,11 @@ func (s *stubAdapter) wait(ctx context.Context) error {
 func (s *stubAdapter) Resolve(ctx context.Context, n arrayclients.Node) (arrayclients.Identity, error) {
 	return arrayclients.Identity{Array: "stub-1", Family: arrayclients.Unity, Node: n.Name}, s.wait(ctx)
 }
-func (s *stubAdapter) Plan(ctx context.Context, id arrayclients.Identity) (arrayclients.Plan, error) {
+func (s *stubAdapter) Holds(arrayclients.VolumeLocation) bool { return false }
+func (s *stubAdapter) Cover(arrayclients.Identity, arrayclients.VolumeRef) (arrayclients.Cut, *arrayclients.Gap) {
+	return arrayclients.CutLUNHostAccess, nil
+}
+func (s *stubAdapter) Plan(ctx context.Context, id arrayclients.Identity, _ []arrayclients.VolumeRef) (arrayclients.Plan, error) {
 	return arrayclients.Plan{Array: "stub-1", Family: arrayclients.Unity, Identity: id, Entries: json.RawMessage(`[]`)}, s.wait(ctx)
 }
 func (s *stubAdapter) Apply(ctx context.Context, _ arrayclients.Plan) error {
@@ -78,9 +82,12 @@ func (s *stubAdapter) Apply(ctx context.Context, _ arrayclients.Plan) error {
 func (s *stubAdapter) Verify(ctx context.Context, _ arrayclients.Plan) (arrayclients.Verification, error) {
 	return arrayclients.Verification{}, s.wait(ctx)
 }
-func (s *stubAdapter) Undo(ctx context.Context, _ arrayclients.Plan) error {
+func (s *stubAdapter) Undo(ctx context.Context, _ arrayclients.Plan, _ arrayclients.RestoreScope) error {
 	s.applied--
 	return s.wait(ctx)
+}
+func (s *stubAdapter) VerifyRestore(ctx context.Context, _ arrayclients.Plan, _ arrayclients.RestoreScope) (arrayclients.Verification, error) {
+	return arrayclients.Verification{}, s.wait(ctx)
 }
 func (s *stubAdapter) Health(ctx context.Context, _ arrayclients.Identity) (arrayclients.Health, error) {
 	return s.health, s.wait(ctx)
@@ -125,7 +132,7 @@ func TestDecoratorMasksSecrets(t *testing.T) {
 	stub := &stubAdapter{err: errors.New("login as admin:hunter2-secret failed; chap chap-secret-9")}
 	a, err := arrayclients.Decorate(stub, stubConfig(), arrayclients.Options{Logger: slogTo(&logs)})
 	require.NoError(t, err)
-	_, err = a.Plan(context.Background(), arrayclients.Identity{Array: "stub-1", Family: arrayclients.Unity, Node: "n"})
+	_, err = a.Plan(context.Background(), arrayclients.Identity{Array: "stub-1", Family: arrayclients.Unity, Node: "n"}, nil)
 	require.Error(t, err)
 	assert.NotContains(t, err.Error(), "hunter2-secret")
 	assert.NotContains(t, err.Error(), "chap-secret-9")
@@ -142,7 +149,7 @@ func TestDecoratorDryRunAndPlanOwnership(t *testing.T) {
 	require.NoError(t, err)
 	plan := arrayclients.Plan{Array: "stub-1", Family: arrayclients.Unity, Identity: arrayclients.Identity{Node: "n"}}
 	require.NoError(t, a.Apply(context.Background(), plan))
-	require.NoError(t, a.Undo(context.Background(), plan))
+	require.NoError(t, a.Undo(context.Background(), plan, arrayclients.RestoreScope{}))
 	assert.Zero(t, stub.applied, "dry run never calls the adapter's Apply or Undo")
 	assert.InDelta(t, 1.0, counterValue(t, reg, "stub-1", "apply", "dry_run"), 0)
 
@@ -152,7 +159,7 @@ func TestDecoratorDryRunAndPlanOwnership(t *testing.T) {
 	b, err := arrayclients.Decorate(stub, stubConfig(), arrayclients.Options{Registry: reg})
 	require.NoError(t, err, "decorating again reuses the registered metrics")
 	require.ErrorIs(t, b.Apply(context.Background(), foreign), arrayclients.ErrPlanMismatch)
-	require.ErrorIs(t, b.Undo(context.Background(), foreign), arrayclients.ErrPlanMismatch)
+	require.ErrorIs(t, b.Undo(context.Background(), foreign, arrayclients.RestoreScope{}), arrayclients.ErrPlanMismatch)
 	_, err = b.Verify(context.Background(), foreign)
 	require.ErrorIs(t, err, arrayclients.ErrPlanMismatch)
 	assert.Zero(t, stub.applied)

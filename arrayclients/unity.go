@@ -233,8 +233,8 @@ func unityAccessOf(v unitytypes.Volume, hostID string) (hlu int, has bool, other
 	return hlu, has, others
 }
 
-// Plan lists every LUN whose host access includes the host.
-func (a *UnityAdapter) Plan(ctx context.Context, id Identity) (Plan, error) {
+// planIdentity lists every LUN whose host access includes the host.
+func (a *UnityAdapter) planIdentity(ctx context.Context, id Identity) (Plan, error) {
 	if err := a.checkIdentity(id); err != nil {
 		return Plan{}, a.errf("plan", id.Node, err)
 	}
@@ -339,10 +339,10 @@ func (a *UnityAdapter) Apply(ctx context.Context, p Plan) error {
 	return nil
 }
 
-// Undo adds the host back to each planned LUN in HLU order, keeping the
+// undoAll adds the host back to each planned LUN in HLU order, keeping the
 // LUN's other hosts. Unity picks the HLU (gounity cannot send one): the
 // lowest the host does not use, which restores dense HLUs exactly.
-func (a *UnityAdapter) Undo(ctx context.Context, p Plan) error {
+func (a *UnityAdapter) undoAll(ctx context.Context, p Plan) error {
 	e, err := a.entries(p)
 	if err != nil {
 		return a.errf("undo", p.Identity.Node, err)

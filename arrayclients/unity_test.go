@@ -115,7 +115,7 @@ func TestUnityFenceCycle(t *testing.T) {
 	assert.Equal(t, "worker-1.cluster.local", id.ObjectName)
 	assert.Equal(t, []string{"10000000c9a0b001", "10000000c9a0b101", "iqn.1994-05.com.redhat:worker-1"}, id.Keys)
 
-	plan, err := e.adapter.Plan(ctx, id)
+	plan, err := e.adapter.Plan(ctx, id, nil)
 	require.NoError(t, err)
 	var entries arrayclients.UnityEntries
 	require.NoError(t, json.Unmarshal(plan.Entries, &entries))
@@ -149,12 +149,12 @@ func TestUnityFenceCycle(t *testing.T) {
 	require.NoError(t, e.adapter.Apply(ctx, plan), "apply twice")
 	assert.Equal(t, posts, modifyLunPosts(e.srv), "a second apply sends nothing")
 
-	require.NoError(t, e.adapter.Undo(ctx, plan))
+	require.NoError(t, e.adapter.Undo(ctx, plan, arrayclients.RestoreScope{}))
 	v, err = e.adapter.Verify(ctx, plan)
 	require.NoError(t, err)
 	assert.True(t, v.Restored, "%+v", v)
 	assert.False(t, v.Fenced)
-	require.NoError(t, e.adapter.Undo(ctx, plan), "undo twice")
+	require.NoError(t, e.adapter.Undo(ctx, plan, arrayclients.RestoreScope{}), "undo twice")
 	assert.Equal(t, posts+4, modifyLunPosts(e.srv), "a second undo sends nothing")
 	assert.Len(t, e.srv.AuditWrites(), 8)
 
@@ -167,7 +167,7 @@ func TestUnityApplyInterruptedThenRetried(t *testing.T) {
 	ctx := context.Background()
 	id, err := e.adapter.Resolve(ctx, unityNode("worker-1"))
 	require.NoError(t, err)
-	plan, err := e.adapter.Plan(ctx, id)
+	plan, err := e.adapter.Plan(ctx, id, nil)
 	require.NoError(t, err)
 
 	// The second LUN's write fails: the first is done, the rest are not.
@@ -186,7 +186,7 @@ func TestUnityApplyInterruptedThenRetried(t *testing.T) {
 	v, err = e.adapter.Verify(ctx, plan)
 	require.NoError(t, err)
 	assert.True(t, v.Fenced)
-	require.NoError(t, e.adapter.Undo(ctx, plan))
+	require.NoError(t, e.adapter.Undo(ctx, plan, arrayclients.RestoreScope{}))
 	v, err = e.adapter.Verify(ctx, plan)
 	require.NoError(t, err)
 	assert.True(t, v.Restored)
@@ -220,7 +220,7 @@ func TestUnityIdentityErrors(t *testing.T) {
 
 	id, err := e.adapter.Resolve(ctx, unityNode("worker-1"))
 	require.NoError(t, err)
-	plan, err := e.adapter.Plan(ctx, id)
+	plan, err := e.adapter.Plan(ctx, id, nil)
 	require.NoError(t, err)
 	plan.Family = arrayclients.PowerMax
 	require.ErrorIs(t, e.adapter.Apply(ctx, plan), arrayclients.ErrPlanMismatch)
@@ -281,7 +281,7 @@ func TestUnityReloginAndCheck(t *testing.T) {
 	logins := e.sim.Logins()
 
 	e.sim.ExpireSessions()
-	_, err = e.adapter.Plan(ctx, id)
+	_, err = e.adapter.Plan(ctx, id, nil)
 	require.NoError(t, err, "401, one re-login, retry")
 	assert.Greater(t, e.sim.Logins(), logins)
 	unauthorized := 0
@@ -329,14 +329,14 @@ func TestUnityFaults(t *testing.T) {
 			fid := e.srv.AddFault(tc.fault)
 			defer e.srv.RemoveFault(fid)
 			began := time.Now()
-			_, err := e.adapter.Plan(ctx, id)
+			_, err := e.adapter.Plan(ctx, id, nil)
 			require.Error(t, err)
 			assert.Equal(t, tc.unreachable, strings.Contains(err.Error(), arrayclients.ErrUnreachable.Error()), "%v", err)
 			assert.Less(t, time.Since(began), 3*time.Second, "bounded by the request timeout")
 		})
 	}
 	fid := e.srv.AddFault(simcore.Fault{Kind: simcore.FaultLatency, Path: path, Latency: 50 * time.Millisecond})
-	_, err = e.adapter.Plan(ctx, id)
+	_, err = e.adapter.Plan(ctx, id, nil)
 	require.NoError(t, err)
 	e.srv.RemoveFault(fid)
 }
@@ -365,7 +365,7 @@ func TestUnityConcurrentFences(t *testing.T) {
 			if !assert.NoError(t, err) {
 				return
 			}
-			plans[i], err = e.adapter.Plan(ctx, id)
+			plans[i], err = e.adapter.Plan(ctx, id, nil)
 			if assert.NoError(t, err) {
 				assert.NoError(t, e.adapter.Apply(ctx, plans[i]))
 			}
@@ -379,7 +379,7 @@ func TestUnityConcurrentFences(t *testing.T) {
 	}
 	for i := range 12 {
 		wg.Add(1)
-		go func() { defer wg.Done(); assert.NoError(t, e.adapter.Undo(ctx, plans[i])) }()
+		go func() { defer wg.Done(); assert.NoError(t, e.adapter.Undo(ctx, plans[i], arrayclients.RestoreScope{})) }()
 	}
 	wg.Wait()
 	after, _ := unityState(t, e.sim)
@@ -421,7 +421,7 @@ func TestUnityConcurrentCallsShareLUNScans(t *testing.T) {
 	plans := make([]arrayclients.Plan, 12)
 	all(func(i int) {
 		var err error
-		plans[i], err = e.adapter.Plan(ctx, ids[i])
+		plans[i], err = e.adapter.Plan(ctx, ids[i], nil)
 		assert.NoError(t, err)
 	})
 	require.False(t, t.Failed())
@@ -439,7 +439,7 @@ func TestUnityConcurrentCallsShareLUNScans(t *testing.T) {
 		}
 	})
 	assert.LessOrEqual(t, lunLists(seq), 2, "twelve concurrent read-backs share LUN scans")
-	all(func(i int) { assert.NoError(t, e.adapter.Undo(ctx, plans[i])) })
+	all(func(i int) { assert.NoError(t, e.adapter.Undo(ctx, plans[i], arrayclients.RestoreScope{})) })
 }
 
 // TestRegistryBuildsPowerMaxAndUnity goes through New and the family switch:
@@ -462,25 +462,25 @@ func TestRegistryBuildsPowerMaxAndUnity(t *testing.T) {
 	require.NotErrorIs(t, err, arrayclients.ErrNoIdentity)
 	id, err := pa.Resolve(ctx, arrayclients.Node{Name: "worker-1", Override: "csi-node-TST-worker-1-FC"})
 	require.NoError(t, err)
-	plan, err := pa.Plan(ctx, id)
+	plan, err := pa.Plan(ctx, id, nil)
 	require.NoError(t, err)
 	require.NoError(t, pa.Apply(ctx, plan))
 	v, err := pa.Verify(ctx, plan)
 	require.NoError(t, err)
 	assert.True(t, v.Fenced)
-	require.NoError(t, pa.Undo(ctx, plan))
+	require.NoError(t, pa.Undo(ctx, plan, arrayclients.RestoreScope{}))
 
 	ua, ok := reg.Get("unity-1")
 	require.True(t, ok)
 	id, err = ua.Resolve(ctx, unityNode("worker-2"))
 	require.NoError(t, err)
-	plan, err = ua.Plan(ctx, id)
+	plan, err = ua.Plan(ctx, id, nil)
 	require.NoError(t, err)
 	require.NoError(t, ua.Apply(ctx, plan))
 	v, err = ua.Verify(ctx, plan)
 	require.NoError(t, err)
 	assert.True(t, v.Fenced)
-	require.NoError(t, ua.Undo(ctx, plan))
+	require.NoError(t, ua.Undo(ctx, plan, arrayclients.RestoreScope{}))
 
 	for _, endpoint := range []string{"/api", "https://api.example.com", "10.0.0.1"} {
 		_, err = arrayclients.NewUnity(ctx, arrayclients.Config{Name: "u", Endpoint: endpoint, Insecure: true}, nil)

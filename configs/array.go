@@ -31,6 +31,11 @@ type Array struct {
 	Insecure bool `mapstructure:"insecure"`
 	// RequestTimeout bounds every request to the array. Default 10s.
 	RequestTimeout time.Duration `mapstructure:"requestTimeout"`
+	// CSIDefault marks this array as its family's default array in the CSI
+	// driver's configuration (isDefault in the driver's secret): volumes
+	// whose handles name no array (handles of old driver versions) are
+	// placed on it. At most one array per family. Default false.
+	CSIDefault bool `mapstructure:"csiDefault"`
 	// MaxConcurrentCalls bounds the fencing calls (plan, apply, read-back,
 	// undo) in flight to the array at once, over every node being fenced or
 	// restored; more wait in fenced instead of timing out at a busy
@@ -45,11 +50,25 @@ type Array struct {
 	PowerScale PowerScaleOptions `mapstructure:"powerscale"`
 	// PowerStore holds PowerStore-only settings.
 	PowerStore PowerStoreOptions `mapstructure:"powerstore"`
+	// Unity holds Unity-only settings.
+	Unity UnityOptions `mapstructure:"unity"`
+}
+
+// UnityOptions are Unity XT settings.
+type UnityOptions struct {
+	// ArrayID is the array's ID as csi-unity's secret names it (arrayId,
+	// e.g. APM00123456789): the driver writes it into every volume handle,
+	// so fenced places a volume on this array by it (case-insensitive).
+	// Without it only the driver's default array (csiDefault) can be
+	// placed, and volumes of any other array are unprotected gaps.
+	ArrayID string `mapstructure:"arrayID"`
 }
 
 // PowerFlexOptions select the PowerFlex system. At least one is required.
 type PowerFlexOptions struct {
 	// SystemID is the system's ID (as in the CSI driver's secret).
+	// csi-vxflexos names the system by ID (or by name) in every volume
+	// handle, so volumes are placed on this array by it.
 	SystemID string `mapstructure:"systemID"`
 	// SystemName is the system's name.
 	SystemName string `mapstructure:"systemName"`
@@ -68,6 +87,12 @@ type PowerMaxOptions struct {
 
 // PowerScaleOptions are PowerScale (OneFS) settings.
 type PowerScaleOptions struct {
+	// ClusterName is the name csi-isilon's secret gives this cluster
+	// (clusterName): the driver writes it into every volume handle, so
+	// fenced places a volume on this array by it. Without it only the
+	// driver's default cluster (csiDefault) can be placed, and volumes of
+	// any other cluster are unprotected gaps.
+	ClusterName string `mapstructure:"clusterName"`
 	// Zone is the access zone of the exports. Default System.
 	Zone string `mapstructure:"zone"`
 	// SessionAuth uses session authentication instead of Basic
@@ -77,6 +102,13 @@ type PowerScaleOptions struct {
 
 // PowerStoreOptions are PowerStore settings.
 type PowerStoreOptions struct {
+	// GlobalID is the array's global ID (globalID in csi-powerstore's
+	// secret, e.g. PS4ebb8d4e8488): the driver writes it into every volume
+	// handle, so fenced places a volume on this array by it (or by the
+	// endpoint's IP, which old handles carry instead). Without it only
+	// volumes with the endpoint's IP or, with csiDefault, bare UUIDs can be
+	// placed; the rest are unprotected gaps.
+	GlobalID string `mapstructure:"globalID"`
 	// FenceMode is initiators (remove the host's initiators; default) or
 	// detach (detach each volume from the host).
 	FenceMode string `mapstructure:"fenceMode"`

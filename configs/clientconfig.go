@@ -2,7 +2,10 @@ package configs
 
 import (
 	"fmt"
+	"net"
+	"net/url"
 	"os"
+	"slices"
 
 	"go.yaml.in/yaml/v3"
 
@@ -28,6 +31,8 @@ func (a Array) ClientConfig(credDir string) (arrayclients.Config, error) {
 		Zone:                  a.PowerScale.Zone,
 		SessionAuth:           a.PowerScale.SessionAuth,
 		PowerStoreFenceMode:   a.PowerStore.FenceMode,
+		ArrayIDs:              a.HandleIDs(),
+		CSIDefault:            a.CSIDefault,
 	}
 	if cc.RequestTimeout == 0 {
 		cc.RequestTimeout = arrayclients.DefaultRequestTimeout
@@ -59,6 +64,37 @@ func (a Array) ClientConfig(credDir string) (arrayclients.Config, error) {
 		cc.ChapSecrets = m
 	}
 	return cc, nil
+}
+
+// HandleIDs are the identifiers under which the family's CSI driver names
+// this array in volume handles (arrayclients.Config.ArrayIDs).
+func (a Array) HandleIDs() []string {
+	var ids []string
+	add := func(v string) {
+		if v != "" && !slices.Contains(ids, v) {
+			ids = append(ids, v)
+		}
+	}
+	switch a.Family {
+	case arrayclients.PowerFlex:
+		add(a.PowerFlex.SystemID)
+		add(a.PowerFlex.SystemName)
+	case arrayclients.PowerStore:
+		add(a.PowerStore.GlobalID)
+		// Old csi-powerstore handles carry the management IP instead.
+		if u, err := url.Parse(a.Endpoint); err == nil {
+			if ip := net.ParseIP(u.Hostname()); ip != nil {
+				add(ip.String())
+			}
+		}
+	case arrayclients.PowerMax:
+		add(a.PowerMax.SymmetrixID)
+	case arrayclients.Unity:
+		add(a.Unity.ArrayID)
+	case arrayclients.PowerScale:
+		add(a.PowerScale.ClusterName)
+	}
+	return ids
 }
 
 // readChapSecrets reads a YAML map of initiator port name to CHAP secret.

@@ -1,6 +1,10 @@
 package configs
 
-import "time"
+import (
+	"time"
+
+	"github.com/fenced-project/fenced/arrayclients"
+)
 
 // Cluster is one Kubernetes cluster fenced protects.
 type Cluster struct {
@@ -52,6 +56,24 @@ type Cluster struct {
 	StoragePathLoss StoragePathLoss `mapstructure:"storagePathLoss"`
 	// Nodes holds per-node identity overrides.
 	Nodes []NodeOverride `mapstructure:"nodes"`
+	// Drivers maps further CSI driver names to array families, for Dell
+	// drivers installed under another name (X_CSI_DRIVER_NAME and the like):
+	// {"csi-powerstore-b.example.com": powerstore}. Dell's default names
+	// (csi-vxflexos.dellemc.com, csi-powerstore.dellemc.com,
+	// csi-isilon.dellemc.com, csi-powermax.dellemc.com,
+	// csi-unity.dellemc.com) are always known. A volume of a driver fenced
+	// does not know makes its node unprotected.
+	Drivers map[string]arrayclients.Family `mapstructure:"drivers"`
+}
+
+// DriverFamilies returns every CSI driver name the cluster's volumes may
+// use with its family: Dell's defaults plus Drivers.
+func (c Cluster) DriverFamilies() map[string]arrayclients.Family {
+	m := arrayclients.DefaultDrivers()
+	for name, f := range c.Drivers {
+		m[name] = f
+	}
+	return m
 }
 
 // Corroboration policies.

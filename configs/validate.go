@@ -291,7 +291,37 @@ func (c *checker) arrays(cfg *Config, root *yaml.Node) map[string]bool {
 		}
 		c.familyOptions(base, a, root)
 	}
+	c.handleIDs(cfg)
 	return names
+}
+
+// handleIDs checks that no two arrays of a family claim the same volume
+// handles: one default array per family, and distinct identifiers (and
+// PowerScale zones).
+func (c *checker) handleIDs(cfg *Config) {
+	defaults := map[arrayclients.Family]string{}
+	claimed := map[string]string{}
+	for i, a := range cfg.Arrays {
+		base := fmt.Sprintf("arrays[%d]", i)
+		if a.CSIDefault {
+			if prev, dup := defaults[a.Family]; dup {
+				c.add(base+".csiDefault", "%s is already the default %s array: at most one per family", prev, a.Family)
+			} else {
+				defaults[a.Family] = a.Name
+			}
+		}
+		for _, id := range a.HandleIDs() {
+			key := string(a.Family) + "/" + strings.ToLower(id)
+			if a.Family == arrayclients.PowerScale {
+				key += "/" + strings.ToLower(a.PowerScale.Zone)
+			}
+			if prev, dup := claimed[key]; dup && prev != a.Name {
+				c.add(base, "volume handles naming %q would be placed on both %s and %s: give each array its own identifier", id, prev, a.Name)
+			} else {
+				claimed[key] = a.Name
+			}
+		}
+	}
 }
 
 func familyList() string {
@@ -305,7 +335,7 @@ func familyList() string {
 // familyOptions checks the family-specific blocks: only the array's own
 // family's block may appear, and its required fields must be set.
 func (c *checker) familyOptions(base string, a Array, root *yaml.Node) {
-	for _, f := range []arrayclients.Family{arrayclients.PowerFlex, arrayclients.PowerMax, arrayclients.PowerScale, arrayclients.PowerStore} {
+	for _, f := range arrayclients.Families {
 		if f != a.Family && a.Family != "" && lookup(root, base+"."+string(f)) != nil {
 			c.add(base+"."+string(f), "only for family %s; this array is %s", f, a.Family)
 		}
@@ -392,6 +422,15 @@ func (c *checker) clusters(cfg *Config, root *yaml.Node, arrays map[string]bool)
 			c.atLeast(base+".storagePathLoss.grace", s.Grace, time.Second)
 			if s.MaxDisconnected.IsZero() {
 				c.add(base+".storagePathLoss.maxDisconnected", "required: a count or a percentage")
+			}
+		}
+		for name, f := range cl.Drivers {
+			p := base + ".drivers." + name
+			if len(name) > 63 || len(validation.IsDNS1123Subdomain(name)) > 0 {
+				c.add(p, "invalid CSI driver name %q: want a DNS subdomain of at most 63 characters", name)
+			}
+			if !slices.Contains(arrayclients.Families, f) {
+				c.add(p, "unknown family %q: want one of %s", f, familyList())
 			}
 		}
 		c.nodes(base, cl, root)

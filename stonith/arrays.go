@@ -123,7 +123,7 @@ func (c *Controller) planArray(ctx context.Context, id arrayclients.Identity) (a
 	for attempt := 1; ; attempt++ {
 		err = c.readArray(ctx, id.Array, "plan", func(ctx context.Context) error {
 			var err error
-			p, err = a.Plan(ctx, id)
+			p, err = a.Plan(ctx, id, nil)
 			return err
 		})
 		if err == nil || permanent(err) || attempt >= c.cfg.ArrayAttempts || ctx.Err() != nil {
@@ -225,7 +225,7 @@ var (
 	restoreDirection = arrayDirection{
 		verb: "restore", change: "undo", readBack: "verify-restore", point: PointUndone,
 		changeOp: ledger.OpUndo, readOp: ledger.OpVerifyRestore,
-		write: func(ctx context.Context, a Array, p arrayclients.Plan) error { return a.Undo(ctx, p) },
+		write: func(ctx context.Context, a Array, p arrayclients.Plan) error { return a.Undo(ctx, p, arrayclients.RestoreScope{}) },
 		done: func(v arrayclients.Verification) (bool, string) {
 			return v.Restored, "read-back shows entries missing: " + strings.Join(v.Missing, ", ")
 		},

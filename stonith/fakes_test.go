@@ -169,9 +169,23 @@ func newFakeArray(name string, log *opLog, nodes ...string) *fakeArray {
 
 func (a *fakeArray) Name() string { return a.name }
 
-func (a *fakeArray) Plan(_ context.Context, id arrayclients.Identity) (arrayclients.Plan, error) {
-	return arrayclients.Plan{Array: a.name, Family: arrayclients.PowerFlex, Identity: id,
-		Entries: json.RawMessage(`[{"volume":"v1"}]`), Summary: "unmap v1 from " + id.Node, CreatedAt: time.Now().UTC()}, nil
+func (a *fakeArray) Family() arrayclients.Family { return arrayclients.PowerFlex }
+
+func (a *fakeArray) Holds(loc arrayclients.VolumeLocation) bool {
+	return loc.Family == arrayclients.PowerFlex && loc.ArrayID == a.name
+}
+
+func (a *fakeArray) Cover(arrayclients.Identity, arrayclients.VolumeRef) (arrayclients.Cut, *arrayclients.Gap) {
+	return arrayclients.CutSDCUnmap, nil
+}
+
+func (a *fakeArray) Plan(_ context.Context, id arrayclients.Identity, vols []arrayclients.VolumeRef) (arrayclients.Plan, error) {
+	p := arrayclients.Plan{Array: a.name, Family: arrayclients.PowerFlex, Identity: id,
+		Entries: json.RawMessage(`[{"volume":"v1"}]`), Summary: "unmap v1 from " + id.Node, CreatedAt: time.Now().UTC()}
+	for _, v := range vols {
+		p.Volumes = append(p.Volumes, arrayclients.VolumeCut{VolumeRef: v, Cut: arrayclients.CutSDCUnmap})
+	}
+	return p, nil
 }
 
 func (a *fakeArray) Apply(_ context.Context, p arrayclients.Plan) error {
@@ -204,7 +218,11 @@ func (a *fakeArray) Verify(_ context.Context, p arrayclients.Plan) (arrayclients
 	return v, nil
 }
 
-func (a *fakeArray) Undo(_ context.Context, p arrayclients.Plan) error {
+func (a *fakeArray) VerifyRestore(ctx context.Context, p arrayclients.Plan, _ arrayclients.RestoreScope) (arrayclients.Verification, error) {
+	return a.Verify(ctx, p)
+}
+
+func (a *fakeArray) Undo(_ context.Context, p arrayclients.Plan, _ arrayclients.RestoreScope) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.undoErr != nil {

@@ -47,10 +47,14 @@ var _ LedgerReader = (*ledger.FSM)(nil)
 // arrayclients.Adapter implements it.
 type Array interface {
 	Name() string
-	Plan(ctx context.Context, id arrayclients.Identity) (arrayclients.Plan, error)
+	Family() arrayclients.Family
+	Holds(loc arrayclients.VolumeLocation) bool
+	Cover(id arrayclients.Identity, v arrayclients.VolumeRef) (arrayclients.Cut, *arrayclients.Gap)
+	Plan(ctx context.Context, id arrayclients.Identity, vols []arrayclients.VolumeRef) (arrayclients.Plan, error)
 	Apply(ctx context.Context, plan arrayclients.Plan) error
 	Verify(ctx context.Context, plan arrayclients.Plan) (arrayclients.Verification, error)
-	Undo(ctx context.Context, plan arrayclients.Plan) error
+	Undo(ctx context.Context, plan arrayclients.Plan, scope arrayclients.RestoreScope) error
+	VerifyRestore(ctx context.Context, plan arrayclients.Plan, scope arrayclients.RestoreScope) (arrayclients.Verification, error)
 }
 
 var _ Array = arrayclients.Adapter(nil)

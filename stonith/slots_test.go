@@ -42,9 +42,9 @@ func (g *gatedArray) enter() func() {
 	}
 }
 
-func (g *gatedArray) Plan(ctx context.Context, id arrayclients.Identity) (arrayclients.Plan, error) {
+func (g *gatedArray) Plan(ctx context.Context, id arrayclients.Identity, vols []arrayclients.VolumeRef) (arrayclients.Plan, error) {
 	defer g.enter()()
-	return g.fakeArray.Plan(ctx, id)
+	return g.fakeArray.Plan(ctx, id, vols)
 }
 
 func (g *gatedArray) Apply(ctx context.Context, p arrayclients.Plan) error {

@@ -196,7 +196,7 @@ func planVictim(t *testing.T, ctx context.Context, reg *arrayclients.Registry, i
 	for _, a := range reg.Adapters() {
 		id, err := a.Resolve(ctx, in)
 		require.NoError(t, err, "resolve %s on %s", in.Name, a.Name())
-		p, err := a.Plan(ctx, id)
+		p, err := a.Plan(ctx, id, nil)
 		require.NoError(t, err, "plan %s on %s", in.Name, a.Name())
 		require.NotEqual(t, "null", string(p.Entries), "%s has nothing to fence on %s", in.Name, a.Name())
 		plans[a.Name()] = p

@@ -1,0 +1,76 @@
+package arrayclients
+
+import "fmt"
+
+// Cover implementations: which cut each family uses for a footprint
+// volume, decided from the identity and the volume alone (no I/O). Plan
+// then reads the volume to confirm the cut or find a gap (not on the
+// array, given to another identity).
+
+func unsupported(f Family, v VolumeRef, what string) (Cut, *Gap) {
+	return "", &Gap{Reason: GapCutUnsupported, Detail: fmt.Sprintf("%s: fenced cannot cut a node's access to %s %s volumes yet",
+		v.Volume, f, what)}
+}
+
+// Cover: PowerFlex block volumes are unmapped from the node's SDC.
+func (a *PowerFlexAdapter) Cover(_ Identity, v VolumeRef) (Cut, *Gap) {
+	if v.Protocol != ProtocolBlock {
+		return unsupported(PowerFlex, v, "NFS")
+	}
+	return CutSDCUnmap, nil
+}
+
+// Cover: PowerStore block volumes lose the host's initiators (or are
+// detached from the host in detach mode).
+func (a *PowerStoreAdapter) Cover(_ Identity, v VolumeRef) (Cut, *Gap) {
+	if v.Protocol != ProtocolBlock {
+		return unsupported(PowerStore, v, "NFS")
+	}
+	if a.mode == PowerStoreModeDetach {
+		return CutHostDetach, nil
+	}
+	return CutHostInitiators, nil
+}
+
+// Cover: PowerMax block volumes lose the host's initiators; NFS exports
+// are created open to every host (csi-powermax), so no per-node cut exists.
+func (a *PowerMaxAdapter) Cover(_ Identity, v VolumeRef) (Cut, *Gap) {
+	if v.Protocol != ProtocolBlock {
+		return "", &Gap{Reason: GapNotFenceable, Detail: fmt.Sprintf("%s: csi-powermax creates NFS exports open to every "+
+			"host (DefaultAccess ReadWrite), so one node's access to them cannot be removed", v.Volume)}
+	}
+	return CutHostInitiators, nil
+}
+
+// Cover: Unity LUNs lose the host's access.
+func (a *UnityAdapter) Cover(_ Identity, v VolumeRef) (Cut, *Gap) {
+	if v.Protocol != ProtocolBlock {
+		return unsupported(Unity, v, "NFS")
+	}
+	return CutLUNHostAccess, nil
+}
+
+// Cover: PowerScale exports lose the node's client strings.
+func (a *PowerScaleAdapter) Cover(_ Identity, v VolumeRef) (Cut, *Gap) {
+	if v.Protocol != ProtocolNFS {
+		return "", &Gap{Reason: GapBadHandle, Detail: fmt.Sprintf("%s: a PowerScale volume is an NFS export", v.Volume)}
+	}
+	return CutExportClients, nil
+}
+
+// Holds: every family places volumes by its configuration (Config.Holds).
+
+// Holds reports whether a volume at loc is on this array.
+func (a *PowerFlexAdapter) Holds(loc VolumeLocation) bool { return a.cfg.Holds(loc) }
+
+// Holds reports whether a volume at loc is on this array.
+func (a *PowerStoreAdapter) Holds(loc VolumeLocation) bool { return a.cfg.Holds(loc) }
+
+// Holds reports whether a volume at loc is on this array.
+func (a *PowerMaxAdapter) Holds(loc VolumeLocation) bool { return a.cfg.Holds(loc) }
+
+// Holds reports whether a volume at loc is on this array.
+func (a *UnityAdapter) Holds(loc VolumeLocation) bool { return a.cfg.Holds(loc) }
+
+// Holds reports whether a volume at loc is on this array.
+func (a *PowerScaleAdapter) Holds(loc VolumeLocation) bool { return a.cfg.Holds(loc) }
