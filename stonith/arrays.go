@@ -225,7 +225,9 @@ var (
 	restoreDirection = arrayDirection{
 		verb: "restore", change: "undo", readBack: "verify-restore", point: PointUndone,
 		changeOp: ledger.OpUndo, readOp: ledger.OpVerifyRestore,
-		write: func(ctx context.Context, a Array, p arrayclients.Plan) error { return a.Undo(ctx, p, arrayclients.RestoreScope{}) },
+		write: func(ctx context.Context, a Array, p arrayclients.Plan) error {
+			return a.Undo(ctx, p, arrayclients.RestoreScope{})
+		},
 		done: func(v arrayclients.Verification) (bool, string) {
 			return v.Restored, "read-back shows entries missing: " + strings.Join(v.Missing, ", ")
 		},
