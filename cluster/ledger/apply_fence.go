@@ -1,10 +1,12 @@
 package ledger
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/fenced-project/fenced/arrayclients"
 )
@@ -73,12 +75,14 @@ func applyOpenFence(s *State, index uint64, c *OpenFence) error {
 	f := &Fence{
 		ID: FenceID(index), Cluster: c.Cluster, Node: c.Node, Kind: KindFence, Origin: c.Origin,
 		Operator: c.Operator, Reason: c.Reason, State: StateIntent,
-		Identities:      maps.Clone(n.Identities),
-		IdentitiesKnown: !n.IdentitiesAt.IsZero(),
-		Plans:           slices.Clone(c.Plans),
-		Results:         map[string]*ArrayResult{},
-		PodUIDs:         unionStrings(nil, c.PodUIDs),
-		BootID:          c.BootID,
+		Identities:        maps.Clone(n.Identities),
+		IdentitiesKnown:   !n.IdentitiesAt.IsZero(),
+		Plans:             slices.Clone(c.Plans),
+		Results:           map[string]*ArrayResult{},
+		PodUIDs:           unionStrings(nil, c.PodUIDs),
+		BootID:            c.BootID,
+		Footprint:         slices.Clone(c.Footprint),
+		FootprintRecorded: c.FootprintRecorded || len(c.Footprint) > 0,
 		Steps: []Step{{To: StateIntent, Term: c.Term, Index: index, At: c.At, By: c.By,
 			Operator: c.Operator, Note: c.Reason}},
 		OpenedAt:  c.At,
@@ -102,17 +106,32 @@ func applyAmendFence(s *State, index uint64, c *AmendFence) error {
 		return err
 	}
 	for _, p := range c.Plans {
-		if r := f.Results[p.Array]; r != nil && r.Attempts > 0 {
+		if r := f.Results[p.Array]; r != nil && r.Attempts > 0 && !c.Replan {
 			return fmt.Errorf("%s: %w: fence %s already operated on array %s with its plan", c.Type(),
 				ErrConflict, f.ID, p.Array)
 		}
 	}
 	for _, p := range c.Plans {
+		if r := f.Results[p.Array]; r != nil && r.Attempts > 0 {
+			// A replan: what the old plan removed is still to be undone.
+			if old, ok := f.plan(p.Array); ok {
+				f.Superseded = append(f.Superseded, old)
+			}
+			delete(f.Results, p.Array)
+		}
 		f.Plans = slices.DeleteFunc(f.Plans, func(old arrayclients.Plan) bool { return old.Array == p.Array })
 		f.Plans = append(f.Plans, p)
 	}
 	sortPlans(f.Plans)
 	f.PodUIDs = unionStrings(f.PodUIDs, c.PodUIDs)
+	for _, v := range c.Footprint {
+		f.Footprint = slices.DeleteFunc(f.Footprint, func(old arrayclients.FootprintVolume) bool { return old.PV == v.PV })
+		f.Footprint = append(f.Footprint, v)
+	}
+	if len(c.Footprint) > 0 || c.FootprintRecorded {
+		slices.SortFunc(f.Footprint, func(a, b arrayclients.FootprintVolume) int { return strings.Compare(a.PV, b.PV) })
+		f.FootprintRecorded = true
+	}
 	f.UpdatedAt = c.At
 	return nil
 }
@@ -146,6 +165,11 @@ func guardStep(s *State, f *Fence, c *FenceStep) error {
 				return fmt.Errorf("%s: %w: fence %s is not verified on array %s", t, ErrBadTransition, f.ID, a)
 			}
 		}
+		if c.V >= 2 {
+			if err := footprintCut(f); err != nil {
+				return fmt.Errorf("%s: %w: fence %s: %w", t, ErrBadTransition, f.ID, err)
+			}
+		}
 	case StateRestored:
 		for _, p := range f.Plans {
 			if r := f.Results[p.Array]; r == nil || !r.RestoreVerified {
@@ -156,6 +180,50 @@ func guardStep(s *State, f *Fence, c *FenceStep) error {
 	case StateClosed:
 		if c.From == StateFailed && c.Operator == "" {
 			return fmt.Errorf("%s: %w: only an operator closes failed fence %s", t, ErrBadTransition, f.ID)
+		}
+	}
+	return nil
+}
+
+// footprintCut is the version 2 rule for the fenced step (invariants 1
+// and 7): the record has a footprint, and every footprint volume is placed,
+// has a cut in its array's plan, and that array's last read-back shows the
+// node without access to it.
+func footprintCut(f *Fence) error {
+	if !f.FootprintRecorded {
+		return errors.New("no storage footprint is recorded: amend it before fencing")
+	}
+	for _, v := range f.Footprint {
+		if v.Gap != nil {
+			return fmt.Errorf("volume %s cannot be cut (%s): %s", v.PV, v.Gap.Reason, v.Gap.Detail)
+		}
+		for _, pl := range v.Placements {
+			p, ok := f.plan(pl.Array)
+			if !ok {
+				return fmt.Errorf("volume %s: no plan for array %s", v.PV, pl.Array)
+			}
+			i := slices.IndexFunc(p.Volumes, func(c arrayclients.VolumeCut) bool { return c.Volume == v.PV })
+			if i < 0 {
+				return fmt.Errorf("volume %s: the plan of array %s has no cut for it", v.PV, pl.Array)
+			}
+			if vc := p.Volumes[i]; vc.Gap != nil || vc.Cut == "" {
+				reason := "no cut"
+				if vc.Gap != nil {
+					reason = string(vc.Gap.Reason) + ": " + vc.Gap.Detail
+				}
+				return fmt.Errorf("volume %s cannot be cut on array %s (%s)", v.PV, pl.Array, reason)
+			}
+			r := f.Results[pl.Array]
+			if r == nil || r.Verification == nil {
+				return fmt.Errorf("volume %s: array %s was not read back", v.PV, pl.Array)
+			}
+			j := slices.IndexFunc(r.Verification.Volumes, func(c arrayclients.VolumeCheck) bool { return c.Volume == v.PV })
+			if j < 0 {
+				return fmt.Errorf("volume %s: the read-back of array %s does not show it", v.PV, pl.Array)
+			}
+			if r.Verification.Volumes[j].NodeAccess {
+				return fmt.Errorf("volume %s: the read-back of array %s shows the node's access", v.PV, pl.Array)
+			}
 		}
 	}
 	return nil
@@ -192,6 +260,7 @@ func applyFenceStep(s *State, index uint64, c *FenceStep) error {
 		if c.BootID != "" {
 			f.UnfenceBootID = c.BootID
 		}
+		f.Restore = maps.Clone(c.Restore)
 	case StateFailed, StateAborted:
 		f.FailReason = c.Note
 	}

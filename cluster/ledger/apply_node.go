@@ -68,6 +68,7 @@ func applySetIdentities(s *State, c *SetIdentities) error {
 	}
 	n.IdentitiesAt = c.At
 	n.BootID = c.BootID
+	n.NotFound = maps.Clone(c.NotFound)
 	return nil
 }
 

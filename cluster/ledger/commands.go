@@ -30,7 +30,13 @@ const (
 )
 
 // Version is the highest command body version this ledger understands.
-const Version = 1
+// Version 2 adds storage footprints: the footprint and replanning of a
+// fence (OpenFence, AmendFence), the restore scope of unfence-intent
+// (FenceStep), the arrays where a node's identity was not found
+// (SetIdentities), and the rule that a footprint fence steps to fenced
+// only once every footprint volume is cut and read back. A version 1
+// command keeps version 1's rules.
+const Version = 2
 
 // MaxCommandSize bounds an encoded command.
 const MaxCommandSize = 512 << 10
@@ -96,6 +102,10 @@ type SetIdentities struct {
 	Node       string                           `json:"node"`
 	BootID     string                           `json:"bootID"`
 	Identities map[string]arrayclients.Identity `json:"identities"`
+	// NotFound maps an array where no object was found for the node to
+	// what was looked for (version 2). With a footprint volume of the node
+	// on that array it is a gap; otherwise nothing of the node's is there.
+	NotFound map[string]string `json:"notFound,omitempty"`
 }
 
 // OpenFence opens a fence record in state intent. The node must have no open
@@ -113,10 +123,21 @@ type OpenFence struct {
 	PodUIDs []string `json:"podUIDs,omitempty"`
 	// Plans may be given now or later with AmendFence.
 	Plans []arrayclients.Plan `json:"plans,omitempty"`
+	// Footprint is the node's storage footprint when the fence opened
+	// (version 2): every volume Kubernetes attached or was attaching to it,
+	// placed on the arrays. FootprintRecorded distinguishes an empty
+	// footprint from none recorded (a version 1 record).
+	Footprint         []arrayclients.FootprintVolume `json:"footprint,omitempty"`
+	FootprintRecorded bool                           `json:"footprintRecorded,omitempty"`
 }
 
 // AmendFence adds plans (for arrays that have none yet, or replaces one not
-// applied yet) and pod UIDs to a record in intent or fencing.
+// applied yet) and pod UIDs to a record in intent or fencing. From version
+// 2 it also adds footprint volumes (volumes attached since the fence
+// opened, or the whole footprint of a version 1 record) and, with Replan,
+// replaces plans of arrays already operated on: the old plan is kept in
+// the record's Superseded list (its removals are still to be undone) and
+// the array's results start over.
 type AmendFence struct {
 	Meta
 	Cluster string              `json:"cluster"`
@@ -125,6 +146,15 @@ type AmendFence struct {
 	Expect  FenceState          `json:"expect"`
 	Plans   []arrayclients.Plan `json:"plans,omitempty"`
 	PodUIDs []string            `json:"podUIDs,omitempty"`
+	// Footprint volumes are added to the record's footprint (a volume of
+	// the same PersistentVolume replaces the recorded one), and the
+	// footprint counts as recorded.
+	Footprint []arrayclients.FootprintVolume `json:"footprint,omitempty"`
+	// FootprintRecorded marks the footprint recorded even when Footprint
+	// is empty (a version 1 record of a node with no volumes).
+	FootprintRecorded bool `json:"footprintRecorded,omitempty"`
+	// Replan allows replacing the plan of an array already operated on.
+	Replan bool `json:"replan,omitempty"`
 }
 
 // FenceStep moves a fence record from one state to another.
@@ -141,6 +171,10 @@ type FenceStep struct {
 	Note string `json:"note,omitempty"`
 	// BootID is the node's new boot ID when moving to unfence-intent.
 	BootID string `json:"bootID,omitempty"`
+	// Restore is, by array, what the unfence may give back besides the
+	// host-level identity (version 2, with unfence-intent): the footprint
+	// volumes Kubernetes still wants on the node.
+	Restore map[string]arrayclients.RestoreScope `json:"restore,omitempty"`
 }
 
 // RecordArrayResult records the outcome of one operation on one array of a

@@ -15,7 +15,8 @@ func TestFenceLifecycle(t *testing.T) {
 	h.learn()
 	h.must(&OpenFence{Meta: h.meta(), Cluster: "c1", Node: "n1", Origin: OriginVerdict,
 		Reason: "heartbeat stale 40s, kubelet unreachable from 2/3", BootID: "boot-1",
-		PodUIDs: []string{"uid-1", "uid-2"}, Plans: []arrayclients.Plan{plan("a1", "n1")}})
+		PodUIDs: []string{"uid-1", "uid-2"}, Plans: []arrayclients.Plan{plan("a1", "n1")},
+		Footprint: []arrayclients.FootprintVolume{footVolume("a1", "n1"), footVolume("a2", "n1")}, FootprintRecorded: true})
 	f := h.fence()
 	require.NotNil(t, f)
 	id := f.ID
@@ -30,9 +31,8 @@ func TestFenceLifecycle(t *testing.T) {
 	assert.Equal(t, []string{"uid-1", "uid-2", "uid-3"}, h.fence().PodUIDs)
 
 	require.NoError(t, h.step(id, StateIntent, StateFencing))
-	fenced := &arrayclients.Verification{Fenced: true, CheckedAt: t0}
 	require.NoError(t, h.result(id, StateFencing, "a1", OpApply, nil))
-	require.NoError(t, h.result(id, StateFencing, "a1", OpVerify, fenced))
+	require.NoError(t, h.result(id, StateFencing, "a1", OpVerify, fencedRead("a1", "n1", t0)))
 
 	// Invariant 1 in the ledger: not fenced until every array is verified.
 	err := h.step(id, StateFencing, StateFenced)
@@ -43,7 +43,15 @@ func TestFenceLifecycle(t *testing.T) {
 	require.NoError(t, h.result(id, StateFencing, "a2", OpVerify,
 		&arrayclients.Verification{Fenced: false, Remaining: []string{"vol-1"}, CheckedAt: t0}))
 	require.ErrorIs(t, h.step(id, StateFencing, StateFenced), ErrBadTransition)
-	require.NoError(t, h.result(id, StateFencing, "a2", OpVerify, fenced))
+	// Invariant 1 over the footprint: a read-back that shows the array
+	// fenced but the node still reaching a footprint volume is not enough.
+	stillReaches := fencedRead("a2", "n1", t0)
+	stillReaches.Volumes[0].NodeAccess = true
+	require.NoError(t, h.result(id, StateFencing, "a2", OpVerify, stillReaches))
+	err = h.step(id, StateFencing, StateFenced)
+	require.ErrorIs(t, err, ErrBadTransition)
+	assert.Contains(t, err.Error(), "pv-n1-a2")
+	require.NoError(t, h.result(id, StateFencing, "a2", OpVerify, fencedRead("a2", "n1", t0)))
 
 	for _, s := range [][2]FenceState{{StateFencing, StateFenced}, {StateFenced, StateTainted}, {StateTainted, StateEvicted}} {
 		require.NoError(t, h.step(id, s[0], s[1]))
@@ -107,7 +115,7 @@ func TestFenceCompareAndSet(t *testing.T) {
 			return &FenceStep{Meta: h.meta(), Cluster: "c1", Node: "n1", FenceID: id, From: StateIntent, To: StateEvicted}
 		}, ErrBadTransition, "from intent to evicted"},
 		{"second open fence", func(h *harness, id string) Command {
-			return &OpenFence{Meta: h.meta(), Cluster: "c1", Node: "n1", Origin: OriginVerdict, Reason: "again"}
+			return &OpenFence{Meta: h.meta(), Cluster: "c1", Node: "n1", Origin: OriginVerdict, Reason: "again", FootprintRecorded: true}
 		}, ErrConflict, "already has fence"},
 		{"result for an array without plan", func(h *harness, id string) Command {
 			return &RecordArrayResult{Meta: h.meta(), Cluster: "c1", Node: "n1", FenceID: id, Expect: StateIntent,
@@ -121,7 +129,7 @@ func TestFenceCompareAndSet(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t)
 			h.learn()
-			h.must(&OpenFence{Meta: h.meta(), Cluster: "c1", Node: "n1", Origin: OriginVerdict, Reason: "dead"})
+			h.must(&OpenFence{Meta: h.meta(), Cluster: "c1", Node: "n1", Origin: OriginVerdict, Reason: "dead", FootprintRecorded: true})
 			id := h.fence().ID
 			h.term = 2
 			h.must(&LeaderEpoch{Meta: h.meta(), LedgerVersion: Version})
@@ -143,7 +151,7 @@ func TestFenceCompareAndSet(t *testing.T) {
 func TestFenceGuards(t *testing.T) {
 	t.Run("identities never learned", func(t *testing.T) {
 		h := newHarness(t)
-		h.must(&OpenFence{Meta: h.meta(), Cluster: "c1", Node: "n1", Origin: OriginOperator, Operator: "alice", Reason: "manual"})
+		h.must(&OpenFence{Meta: h.meta(), Cluster: "c1", Node: "n1", Origin: OriginOperator, Operator: "alice", Reason: "manual", FootprintRecorded: true})
 		id := h.fence().ID
 		require.NoError(t, h.step(id, StateIntent, StateFencing))
 		err := h.step(id, StateFencing, StateFenced)
@@ -153,7 +161,7 @@ func TestFenceGuards(t *testing.T) {
 	t.Run("learned with no identity anywhere", func(t *testing.T) {
 		h := newHarness(t)
 		h.must(&SetIdentities{Meta: h.meta(), Cluster: "c1", Node: "n1", BootID: "b"})
-		h.must(&OpenFence{Meta: h.meta(), Cluster: "c1", Node: "n1", Origin: OriginVerdict, Reason: "dead"})
+		h.must(&OpenFence{Meta: h.meta(), Cluster: "c1", Node: "n1", Origin: OriginVerdict, Reason: "dead", FootprintRecorded: true})
 		id := h.fence().ID
 		require.NoError(t, h.step(id, StateIntent, StateFencing))
 		require.NoError(t, h.step(id, StateFencing, StateFenced))
@@ -161,7 +169,7 @@ func TestFenceGuards(t *testing.T) {
 	t.Run("pause stops verdicts, not operators or recovery", func(t *testing.T) {
 		h := newHarness(t)
 		h.learn()
-		h.must(&OpenFence{Meta: h.meta(), Cluster: "c1", Node: "n1", Origin: OriginVerdict, Reason: "dead"})
+		h.must(&OpenFence{Meta: h.meta(), Cluster: "c1", Node: "n1", Origin: OriginVerdict, Reason: "dead", FootprintRecorded: true})
 		id := h.fence().ID
 		h.must(&SetPause{Meta: h.meta(), Cluster: "c1", Paused: true, Operator: "bob", Reason: "maintenance"})
 		require.ErrorIs(t, h.step(id, StateIntent, StateFencing), ErrPaused)
@@ -169,8 +177,8 @@ func TestFenceGuards(t *testing.T) {
 			From: StateIntent, To: StateFencing, Operator: "bob", Note: "fence it anyway"}))
 		require.NoError(t, h.step(id, StateFencing, StateUnfenceIntent))
 		h.must(&SetPause{Meta: h.meta(), Paused: true, Operator: "bob", Reason: "global"})
-		require.ErrorIs(t, h.apply(&OpenFence{Meta: h.meta(), Cluster: "c2", Node: "n1", Origin: OriginVerdict, Reason: "dead"}), ErrPaused)
-		require.NoError(t, h.apply(&OpenFence{Meta: h.meta(), Cluster: "c2", Node: "n1", Origin: OriginOperator, Operator: "bob", Reason: "manual"}))
+		require.ErrorIs(t, h.apply(&OpenFence{Meta: h.meta(), Cluster: "c2", Node: "n1", Origin: OriginVerdict, Reason: "dead", FootprintRecorded: true}), ErrPaused)
+		require.NoError(t, h.apply(&OpenFence{Meta: h.meta(), Cluster: "c2", Node: "n1", Origin: OriginOperator, Operator: "bob", Reason: "manual", FootprintRecorded: true}))
 		h.fsm.Read(func(s *State) {
 			assert.True(t, s.Paused("c3"))
 			require.Len(t, s.Actions, 2)
@@ -183,7 +191,7 @@ func TestFenceGuards(t *testing.T) {
 	t.Run("failed fence closes only by an operator; retry re-verifies", func(t *testing.T) {
 		h := newHarness(t)
 		h.learn()
-		h.must(&OpenFence{Meta: h.meta(), Cluster: "c1", Node: "n1", Origin: OriginVerdict, Reason: "dead",
+		h.must(&OpenFence{Meta: h.meta(), Cluster: "c1", Node: "n1", Origin: OriginVerdict, Reason: "dead", FootprintRecorded: true,
 			Plans: []arrayclients.Plan{plan("a1", "n1"), plan("a2", "n1")}})
 		id := h.fence().ID
 		require.NoError(t, h.step(id, StateIntent, StateFencing))

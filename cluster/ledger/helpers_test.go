@@ -69,8 +69,28 @@ func identity(array, node string) arrayclients.Identity {
 }
 
 func plan(array, node string) arrayclients.Plan {
+	ref := footVolume(array, node).Placements[0].VolumeRef
 	return arrayclients.Plan{Array: array, Family: arrayclients.PowerStore, Identity: identity(array, node),
-		Entries: json.RawMessage(`[{"volume":"vol-1","access":"rw"}]`), Summary: "unmap 1 volume", CreatedAt: t0}
+		Entries: json.RawMessage(`[{"volume":"vol-1","access":"rw"}]`), Summary: "unmap 1 volume", CreatedAt: t0,
+		Volumes: []arrayclients.VolumeCut{{VolumeRef: ref, Cut: arrayclients.CutHostInitiators}}}
+}
+
+// footVolume is the footprint volume of node on array: PV pv-<node>-<array>.
+func footVolume(array, node string) arrayclients.FootprintVolume {
+	pv := "pv-" + node + "-" + array
+	return arrayclients.FootprintVolume{
+		KubeVolume: arrayclients.KubeVolume{PV: pv, Attachment: "va-" + pv, Driver: arrayclients.DriverPowerStore,
+			Handle: "uuid-" + pv + "/" + array + "/scsi", Attached: true},
+		Placements: []arrayclients.Placement{{Array: array, VolumeRef: arrayclients.VolumeRef{Volume: pv,
+			Object: "uuid-" + pv, Protocol: arrayclients.ProtocolBlock, Attached: true}}},
+	}
+}
+
+// fencedRead is a fence read-back of array for node: fenced, with the
+// node's footprint volume there cut.
+func fencedRead(array, node string, at time.Time) *arrayclients.Verification {
+	return &arrayclients.Verification{Fenced: true, CheckedAt: at,
+		Volumes: []arrayclients.VolumeCheck{{Volume: "pv-" + node + "-" + array, Object: "uuid-pv-" + node + "-" + array}}}
 }
 
 // learn records identities of node n1 on arrays a1 and a2.

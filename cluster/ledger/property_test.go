@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -31,6 +33,9 @@ func genCommand(r *rand.Rand, h *harness) Command {
 	m := h.meta()
 	if r.IntN(20) == 0 && m.Term > 1 {
 		m.Term-- // a deposed leader's write
+	}
+	if r.IntN(8) == 0 {
+		m.V = 1 // a version 1 leader's write: no footprint, version 1 rules
 	}
 	cl, nd := pick(r, genClusters), pick(r, genNodes)
 	var open *Fence
@@ -70,8 +75,19 @@ func genCommand(r *rand.Rand, h *harness) Command {
 		if r.IntN(3) == 0 {
 			origin, op = OriginOperator, "op"
 		}
-		return &OpenFence{Meta: m, Cluster: cl, Node: nd, Origin: origin, Operator: op, Reason: "gen",
+		c := &OpenFence{Meta: m, Cluster: cl, Node: nd, Origin: origin, Operator: op, Reason: "gen",
 			BootID: "boot-0", PodUIDs: []string{fmt.Sprintf("uid-%d", r.IntN(5))}, Plans: plans}
+		if m.V >= 2 {
+			c.FootprintRecorded = true
+			for _, a := range genArrays[:r.IntN(len(genArrays)+1)] {
+				fv := footVolume(a, nd)
+				if r.IntN(10) == 0 {
+					fv.Placements, fv.Gap = nil, &arrayclients.Gap{Reason: arrayclients.GapUnknownDriver, Detail: "gen"}
+				}
+				c.Footprint = append(c.Footprint, fv)
+			}
+		}
+		return c
 	case k == 6:
 		return &AmendFence{Meta: m, Cluster: cl, Node: nd, FenceID: open.ID, Expect: open.State,
 			Plans: []arrayclients.Plan{plan(pick(r, genArrays), nd)}, PodUIDs: []string{"uid-9"}}
@@ -90,7 +106,9 @@ func genCommand(r *rand.Rand, h *harness) Command {
 		if !ok {
 			res.Error = "array timed out"
 		} else if op == OpVerify || op == OpVerifyRestore {
-			res.Verification = &arrayclients.Verification{Fenced: r.IntN(4) > 0, Restored: r.IntN(4) > 0, CheckedAt: m.At}
+			res.Verification = fencedRead(a, nd, m.At)
+			res.Verification.Fenced, res.Verification.Restored = r.IntN(4) > 0, r.IntN(4) > 0
+			res.Verification.Volumes[0].NodeAccess = r.IntN(6) == 0
 		}
 		return res
 	default:
@@ -118,7 +136,18 @@ func progress(r *rand.Rand, m Meta, f *Fence) Command {
 	}
 	switch f.State {
 	case StateIntent, StateFencing:
-		for a := range f.Identities {
+		if !f.FootprintRecorded && m.V >= 2 {
+			return &AmendFence{Meta: m, Cluster: f.Cluster, Node: f.Node, FenceID: f.ID, Expect: f.State,
+				Footprint: []arrayclients.FootprintVolume{footVolume(pick(r, genArrays), f.Node)}}
+		}
+		arrays := slices.Collect(maps.Keys(f.Identities))
+		for _, v := range f.Footprint {
+			for _, pl := range v.Placements {
+				arrays = append(arrays, pl.Array)
+			}
+		}
+		slices.Sort(arrays)
+		for _, a := range arrays {
 			if _, ok := f.plan(a); !ok {
 				return &AmendFence{Meta: m, Cluster: f.Cluster, Node: f.Node, FenceID: f.ID, Expect: f.State,
 					Plans: []arrayclients.Plan{plan(a, f.Node)}}
@@ -129,9 +158,15 @@ func progress(r *rand.Rand, m Meta, f *Fence) Command {
 		}
 		for _, p := range f.Plans {
 			if res := f.Results[p.Array]; res == nil || !res.Verified {
-				return ref(StateFencing, p.Array, OpVerify, &arrayclients.Verification{Fenced: r.IntN(5) > 0, CheckedAt: m.At})
+				v := fencedRead(p.Array, f.Node, m.At)
+				v.Fenced = r.IntN(5) > 0
+				return ref(StateFencing, p.Array, OpVerify, v)
 			}
 		}
+		return &FenceStep{Meta: m, Cluster: f.Cluster, Node: f.Node, FenceID: f.ID, From: f.State, To: StateFenced, Note: "gen"}
+	case StateFenced, StateTainted:
+		to := map[FenceState]FenceState{StateFenced: StateTainted, StateTainted: StateEvicted}[f.State]
+		return &FenceStep{Meta: m, Cluster: f.Cluster, Node: f.Node, FenceID: f.ID, From: f.State, To: to, Note: "gen"}
 	case StateUnfenceIntent:
 		for _, p := range f.Plans {
 			if res := f.Results[p.Array]; res == nil || !res.RestoreVerified {

@@ -74,6 +74,9 @@ type NodeState struct {
 	IdentitiesAt time.Time                        `json:"identitiesAt"`
 	// BootID is the node's boot ID when the identities were last learned.
 	BootID string `json:"bootID,omitempty"`
+	// NotFound maps an array where no object was found for the node to
+	// what was looked for, as learned with Identities.
+	NotFound map[string]string `json:"notFound,omitempty"`
 	// Fence is the open fence record, nil when there is none.
 	Fence *Fence `json:"fence,omitempty"`
 	// History holds the last closed or aborted records, newest last.
@@ -139,6 +142,18 @@ type Fence struct {
 	IdentitiesKnown bool                             `json:"identitiesKnown"`
 	// Plans are what the fence removes, one per array, in array order.
 	Plans []arrayclients.Plan `json:"plans,omitempty"`
+	// Superseded are plans replaced by a replan after their array was
+	// operated on; what they removed is undone with the current plan's.
+	Superseded []arrayclients.Plan `json:"superseded,omitempty"`
+	// Footprint is the node's storage footprint; FootprintRecorded is false
+	// for a record written before footprints (ledger version 1) until a
+	// leader amends it.
+	Footprint         []arrayclients.FootprintVolume `json:"footprint,omitempty"`
+	FootprintRecorded bool                           `json:"footprintRecorded,omitempty"`
+	// Restore is, by array, the restore scope committed with
+	// unfence-intent: the footprint volumes Kubernetes still wanted on the
+	// node.
+	Restore map[string]arrayclients.RestoreScope `json:"restore,omitempty"`
 	// Results are the outcomes per array.
 	Results map[string]*ArrayResult `json:"results,omitempty"`
 	// PodUIDs are the UIDs of the pods on the node before the fence.

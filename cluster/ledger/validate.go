@@ -110,6 +110,56 @@ func (c *SetIdentities) Validate() error {
 			return invalid(t, "identity on %q names node %q, not %q", array, id.Node, c.Node)
 		}
 	}
+	for array, what := range c.NotFound {
+		if err := firstErr(checkName(t, "notFound key", array, true), checkText(t, "notFound["+array+"]", what, false)); err != nil {
+			return err
+		}
+		if _, both := c.Identities[array]; both {
+			return invalid(t, "array %q is both an identity and not found", array)
+		}
+	}
+	if c.V < 2 && len(c.NotFound) > 0 {
+		return invalid(t, "notFound needs v 2")
+	}
+	return nil
+}
+
+// validateFootprint checks footprint volumes: a PV each, once, and every
+// placement on a named array; a volume with a gap has no placement.
+func validateFootprint(t MessageType, m *Meta, vols []arrayclients.FootprintVolume, recorded bool) error {
+	if m.V < 2 && (len(vols) > 0 || recorded) {
+		return invalid(t, "a footprint needs v 2")
+	}
+	seen := map[string]bool{}
+	for i, v := range vols {
+		f := fmt.Sprintf("footprint[%d]", i)
+		if err := firstErr(checkName(t, f+".pv", v.PV, true), checkText(t, f+".handle", v.Handle, false)); err != nil {
+			return err
+		}
+		if seen[v.PV] {
+			return invalid(t, "footprint names volume %q twice", v.PV)
+		}
+		seen[v.PV] = true
+		if v.Gap != nil && len(v.Placements) > 0 {
+			return invalid(t, "%s (%s) has a gap and placements", f, v.PV)
+		}
+		if v.Gap == nil && len(v.Placements) == 0 {
+			return invalid(t, "%s (%s) has neither a gap nor a placement", f, v.PV)
+		}
+		if v.Gap != nil {
+			if err := checkText(t, f+".gap.detail", v.Gap.Detail, false); err != nil {
+				return err
+			}
+		}
+		for j, pl := range v.Placements {
+			if err := checkName(t, fmt.Sprintf("%s.placements[%d].array", f, j), pl.Array, true); err != nil {
+				return err
+			}
+			if pl.Volume != v.PV {
+				return invalid(t, "%s.placements[%d] names volume %q, not %q", f, j, pl.Volume, v.PV)
+			}
+		}
+	}
 	return nil
 }
 
@@ -148,7 +198,7 @@ func (c *OpenFence) Validate() error {
 	if err := firstErr(c.check(t), checkName(t, "cluster", c.Cluster, true),
 		checkName(t, "node", c.Node, true), checkText(t, "reason", c.Reason, true),
 		checkName(t, "bootID", c.BootID, false), validatePods(t, c.PodUIDs),
-		validatePlans(t, c.Node, c.Plans)); err != nil {
+		validatePlans(t, c.Node, c.Plans), validateFootprint(t, &c.Meta, c.Footprint, c.FootprintRecorded)); err != nil {
 		return err
 	}
 	switch c.Origin {
@@ -175,14 +225,17 @@ func (c *AmendFence) Validate() error {
 	t := c.Type()
 	ref := fenceRef{c.Cluster, c.Node, c.FenceID}
 	if err := firstErr(c.check(t), ref.validate(t), validatePods(t, c.PodUIDs),
-		validatePlans(t, c.Node, c.Plans)); err != nil {
+		validatePlans(t, c.Node, c.Plans), validateFootprint(t, &c.Meta, c.Footprint, c.FootprintRecorded)); err != nil {
 		return err
 	}
 	if c.Expect != StateIntent && c.Expect != StateFencing {
 		return invalid(t, "expect %q: plans can be amended only in intent or fencing", c.Expect)
 	}
-	if len(c.Plans) == 0 && len(c.PodUIDs) == 0 {
+	if len(c.Plans) == 0 && len(c.PodUIDs) == 0 && len(c.Footprint) == 0 && !c.FootprintRecorded {
 		return invalid(t, "nothing to amend")
+	}
+	if c.Replan && (c.V < 2 || len(c.Plans) == 0) {
+		return invalid(t, "replan needs v 2 and plans")
 	}
 	return nil
 }
@@ -203,6 +256,21 @@ func (c *FenceStep) Validate() error {
 	}
 	if (c.To == StateFailed || c.To == StateAborted || c.Operator != "") && c.Note == "" {
 		return invalid(t, "note is required for a step to %s or by an operator", c.To)
+	}
+	if len(c.Restore) > 0 {
+		if c.V < 2 || c.To != StateUnfenceIntent {
+			return invalid(t, "restore is given only with a v 2 step to %s", StateUnfenceIntent)
+		}
+		for array, sc := range c.Restore {
+			if err := checkName(t, "restore key", array, true); err != nil {
+				return err
+			}
+			for i, v := range sc.Wanted {
+				if err := checkName(t, fmt.Sprintf("restore[%s].wanted[%d]", array, i), v, true); err != nil {
+					return err
+				}
+			}
+		}
 	}
 	return nil
 }
