@@ -373,6 +373,11 @@ type Holder interface {
 // configuration is ambiguous).
 func Place(v KubeVolume, drivers map[string]Family, arrays []Holder) FootprintVolume {
 	fv := FootprintVolume{KubeVolume: v}
+	if v.Handle == "" {
+		fv.Gap = &Gap{Reason: GapBadHandle, Detail: fmt.Sprintf("%s (attachment %s, attacher %s) has no CSI volume handle: "+
+			"its PersistentVolume was not found or is not a CSI volume", v.PV, v.Attachment, v.Driver)}
+		return fv
+	}
 	fam, ok := drivers[v.Driver]
 	if !ok {
 		fv.Gap = &Gap{Reason: GapUnknownDriver, Detail: fmt.Sprintf("CSI driver %q is not one fenced can fence "+

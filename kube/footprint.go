@@ -1,0 +1,191 @@
+package kube
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/fenced-project/fenced/arrayclients"
+)
+
+// nodeIndex indexes VolumeAttachments by spec.nodeName.
+const nodeIndex = "node"
+
+// Footprints keeps, from informers, the volumes Kubernetes has attached or
+// is attaching to each node: its VolumeAttachments (detaching ones too)
+// followed to their PersistentVolumes (PRODUCT.md: the storage footprint).
+// It is one cluster's; objects it hands out are copies.
+type Footprints struct {
+	factory informers.SharedInformerFactory
+	vaInf   cache.SharedIndexInformer
+	pvInf   cache.SharedIndexInformer
+	pvs     corelisters.PersistentVolumeLister
+
+	mu       sync.Mutex
+	onChange []func(node string)
+}
+
+// NewFootprints prepares the VolumeAttachment and PersistentVolume
+// informers (no resync); Start runs them.
+func NewFootprints(cs kubernetes.Interface) (*Footprints, error) {
+	if cs == nil {
+		return nil, fmt.Errorf("footprints: clientset is nil")
+	}
+	f := &Footprints{factory: informers.NewSharedInformerFactory(cs, 0)}
+	f.vaInf = f.factory.Storage().V1().VolumeAttachments().Informer()
+	if err := f.vaInf.AddIndexers(cache.Indexers{nodeIndex: func(obj any) ([]string, error) {
+		if va, ok := obj.(*storagev1.VolumeAttachment); ok {
+			return []string{va.Spec.NodeName}, nil
+		}
+		return nil, nil
+	}}); err != nil {
+		return nil, fmt.Errorf("footprints: index volume attachments by node: %w", err)
+	}
+	f.pvInf = f.factory.Core().V1().PersistentVolumes().Informer()
+	f.pvs = f.factory.Core().V1().PersistentVolumes().Lister()
+	notify := func(obj any) {
+		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = d.Obj
+		}
+		if va, ok := obj.(*storagev1.VolumeAttachment); ok {
+			f.changed(va.Spec.NodeName)
+		}
+	}
+	if _, err := f.vaInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    notify,
+		UpdateFunc: func(_, obj any) { notify(obj) },
+		DeleteFunc: notify,
+	}); err != nil {
+		return nil, fmt.Errorf("footprints: volume attachment handler: %w", err)
+	}
+	return f, nil
+}
+
+// OnChange registers fn, called with a node's name whenever one of its
+// VolumeAttachments is added, changed or deleted. fn must only enqueue.
+func (f *Footprints) OnChange(fn func(node string)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.onChange = append(f.onChange, fn)
+}
+
+func (f *Footprints) changed(node string) {
+	f.mu.Lock()
+	fns := slices.Clone(f.onChange)
+	f.mu.Unlock()
+	for _, fn := range fns {
+		fn(node)
+	}
+}
+
+// Start runs the informers until ctx ends.
+func (f *Footprints) Start(ctx context.Context) { f.factory.Start(ctx.Done()) }
+
+// WaitForSync blocks until both informers have synced or ctx ends.
+func (f *Footprints) WaitForSync(ctx context.Context) bool {
+	return cache.WaitForCacheSync(ctx.Done(), f.vaInf.HasSynced, f.pvInf.HasSynced)
+}
+
+// Synced reports whether both informers have completed their first list.
+func (f *Footprints) Synced() bool { return f.vaInf.HasSynced() && f.pvInf.HasSynced() }
+
+// Volumes returns the node's footprint as Kubernetes shows it, sorted by
+// PersistentVolume name: every VolumeAttachment to the node (attached,
+// attaching or detaching) with its PersistentVolume's CSI driver, handle,
+// file-system type and access modes. An attachment whose PersistentVolume
+// is not in the cache (deleted, or not seen yet) keeps the attacher as
+// driver and an empty handle, so placing it reports a gap rather than
+// dropping it. It fails until the informers have synced.
+func (f *Footprints) Volumes(node string) ([]arrayclients.KubeVolume, error) {
+	if !f.Synced() {
+		return nil, fmt.Errorf("footprint of %s: the volume attachment and persistent volume caches have not synced", node)
+	}
+	objs, err := f.vaInf.GetIndexer().ByIndex(nodeIndex, node)
+	if err != nil {
+		return nil, fmt.Errorf("footprint of %s: %w", node, err)
+	}
+	byPV := map[string]arrayclients.KubeVolume{}
+	for _, o := range objs {
+		va, ok := o.(*storagev1.VolumeAttachment)
+		if !ok {
+			continue
+		}
+		kv := f.fromAttachment(va)
+		// Two attachments of one volume (an old one still detaching):
+		// keep it attached if either is.
+		if prev, dup := byPV[kv.PV]; dup {
+			kv.Attached = kv.Attached || prev.Attached
+		}
+		byPV[kv.PV] = kv
+	}
+	out := make([]arrayclients.KubeVolume, 0, len(byPV))
+	for _, kv := range byPV {
+		out = append(out, kv)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].PV < out[j].PV })
+	return out, nil
+}
+
+// Wanted names the PersistentVolumes Kubernetes still wants on the node:
+// those of its VolumeAttachments that are not being deleted.
+func (f *Footprints) Wanted(node string) ([]string, error) {
+	if !f.Synced() {
+		return nil, fmt.Errorf("volumes wanted on %s: the volume attachment cache has not synced", node)
+	}
+	objs, err := f.vaInf.GetIndexer().ByIndex(nodeIndex, node)
+	if err != nil {
+		return nil, fmt.Errorf("volumes wanted on %s: %w", node, err)
+	}
+	var out []string
+	for _, o := range objs {
+		if va, ok := o.(*storagev1.VolumeAttachment); ok && va.DeletionTimestamp == nil {
+			out = append(out, f.fromAttachment(va).PV)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out), nil
+}
+
+// Nodes names every node with at least one VolumeAttachment.
+func (f *Footprints) Nodes() []string {
+	return slices.Sorted(slices.Values(f.vaInf.GetIndexer().ListIndexFuncValues(nodeIndex)))
+}
+
+// fromAttachment builds the KubeVolume of one attachment.
+func (f *Footprints) fromAttachment(va *storagev1.VolumeAttachment) arrayclients.KubeVolume {
+	kv := arrayclients.KubeVolume{Attachment: va.Name, Driver: va.Spec.Attacher, Attached: va.Status.Attached}
+	src := va.Spec.Source
+	var spec *corev1.PersistentVolumeSpec
+	switch {
+	case src.PersistentVolumeName != nil:
+		kv.PV = *src.PersistentVolumeName
+		if pv, err := f.pvs.Get(kv.PV); err == nil {
+			spec = &pv.Spec
+		}
+	case src.InlineVolumeSpec != nil:
+		kv.PV = "inline:" + va.Name
+		spec = src.InlineVolumeSpec
+	default:
+		kv.PV = "attachment:" + va.Name
+	}
+	if spec != nil {
+		if spec.CSI != nil {
+			kv.Driver, kv.Handle, kv.FSType = spec.CSI.Driver, spec.CSI.VolumeHandle, spec.CSI.FSType
+		}
+		kv.MultiNode = slices.ContainsFunc(spec.AccessModes, func(m corev1.PersistentVolumeAccessMode) bool {
+			return m == corev1.ReadWriteMany || m == corev1.ReadOnlyMany
+		})
+	}
+	kv.Driver = strings.TrimSpace(kv.Driver)
+	return kv
+}
