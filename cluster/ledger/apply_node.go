@@ -69,6 +69,7 @@ func applySetIdentities(s *State, c *SetIdentities) error {
 	n.IdentitiesAt = c.At
 	n.BootID = c.BootID
 	n.NotFound = maps.Clone(c.NotFound)
+	n.Ambiguous = maps.Clone(c.Ambiguous)
 	return nil
 }
 

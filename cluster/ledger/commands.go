@@ -106,6 +106,10 @@ type SetIdentities struct {
 	// what was looked for (version 2). With a footprint volume of the node
 	// on that array it is a gap; otherwise nothing of the node's is there.
 	NotFound map[string]string `json:"notFound,omitempty"`
+	// Ambiguous maps an array where more than one object could be the node
+	// to the candidates (version 2); a gap too where the node has
+	// footprint volumes.
+	Ambiguous map[string]string `json:"ambiguous,omitempty"`
 }
 
 // OpenFence opens a fence record in state intent. The node must have no open

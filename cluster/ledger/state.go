@@ -77,6 +77,9 @@ type NodeState struct {
 	// NotFound maps an array where no object was found for the node to
 	// what was looked for, as learned with Identities.
 	NotFound map[string]string `json:"notFound,omitempty"`
+	// Ambiguous maps an array where more than one object could be the
+	// node to the candidates, as learned with Identities.
+	Ambiguous map[string]string `json:"ambiguous,omitempty"`
 	// Fence is the open fence record, nil when there is none.
 	Fence *Fence `json:"fence,omitempty"`
 	// History holds the last closed or aborted records, newest last.

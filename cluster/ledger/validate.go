@@ -2,6 +2,8 @@ package ledger
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/fenced-project/fenced/arrayclients"
@@ -99,7 +101,8 @@ func (c *SetIdentities) Validate() error {
 		checkName(t, "node", c.Node, true), checkName(t, "bootID", c.BootID, false)); err != nil {
 		return err
 	}
-	for array, id := range c.Identities {
+	for _, array := range slices.Sorted(maps.Keys(c.Identities)) {
+		id := c.Identities[array]
 		if err := checkName(t, "identities key", array, true); err != nil {
 			return err
 		}
@@ -110,16 +113,28 @@ func (c *SetIdentities) Validate() error {
 			return invalid(t, "identity on %q names node %q, not %q", array, id.Node, c.Node)
 		}
 	}
-	for array, what := range c.NotFound {
-		if err := firstErr(checkName(t, "notFound key", array, true), checkText(t, "notFound["+array+"]", what, false)); err != nil {
-			return err
+	// Keys in sorted order: a refusal's text is kept in the replicated
+	// state, so it must not depend on map order.
+	for _, u := range []struct {
+		field, what string
+		m           map[string]string
+	}{{"notFound", "not found", c.NotFound}, {"ambiguous", "ambiguous", c.Ambiguous}} {
+		for _, array := range slices.Sorted(maps.Keys(u.m)) {
+			if err := firstErr(checkName(t, u.field+" key", array, true), checkText(t, u.field+"["+array+"]", u.m[array], false)); err != nil {
+				return err
+			}
+			if _, both := c.Identities[array]; both {
+				return invalid(t, "array %q is both an identity and %s", array, u.what)
+			}
 		}
-		if _, both := c.Identities[array]; both {
-			return invalid(t, "array %q is both an identity and not found", array)
+		if c.V < 2 && len(u.m) > 0 {
+			return invalid(t, "%s needs v 2", u.field)
 		}
 	}
-	if c.V < 2 && len(c.NotFound) > 0 {
-		return invalid(t, "notFound needs v 2")
+	for _, array := range slices.Sorted(maps.Keys(c.Ambiguous)) {
+		if _, both := c.NotFound[array]; both {
+			return invalid(t, "array %q is both not found and ambiguous", array)
+		}
 	}
 	return nil
 }
@@ -261,7 +276,8 @@ func (c *FenceStep) Validate() error {
 		if c.V < 2 || c.To != StateUnfenceIntent {
 			return invalid(t, "restore is given only with a v 2 step to %s", StateUnfenceIntent)
 		}
-		for array, sc := range c.Restore {
+		for _, array := range slices.Sorted(maps.Keys(c.Restore)) {
+			sc := c.Restore[array]
 			if err := checkName(t, "restore key", array, true); err != nil {
 				return err
 			}
