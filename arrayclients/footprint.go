@@ -2,6 +2,7 @@ package arrayclients
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 )
@@ -448,6 +449,37 @@ func DefaultDrivers() map[string]Family {
 		DriverPowerMax:   PowerMax,
 		DriverUnity:      Unity,
 	}
+}
+
+// DefaultDriver returns the default name of the family's Dell CSI driver:
+// the key adapters read a node's CSINode ID under.
+func DefaultDriver(f Family) string {
+	for name, fam := range DefaultDrivers() {
+		if fam == f {
+			return name
+		}
+	}
+	return ""
+}
+
+// WithDrivers returns the node with the CSINode IDs of drivers installed
+// under other names (drivers maps a driver name to its family) also filed
+// under the family's default driver name, where adapters look for them. A
+// node ID under the default name itself wins.
+func (n Node) WithDrivers(drivers map[string]Family) Node {
+	out := n
+	out.CSINodeIDs = maps.Clone(n.CSINodeIDs)
+	for _, name := range slices.Sorted(maps.Keys(n.CSINodeIDs)) {
+		f, ok := drivers[name]
+		if !ok {
+			continue
+		}
+		def := DefaultDriver(f)
+		if _, set := n.CSINodeIDs[def]; !set && def != "" {
+			out.CSINodeIDs[def] = n.CSINodeIDs[name]
+		}
+	}
+	return out
 }
 
 // Cut names how fenced removes a node's access to a volume.

@@ -90,6 +90,20 @@ func (c *Cluster) Node(name string) (*corev1.Node, bool) {
 	return nil, false
 }
 
+// NodeNames names the cached Nodes (none before StartWatches).
+func (c *Cluster) NodeNames() []string {
+	w := c.w()
+	if w == nil {
+		return nil
+	}
+	nodes := w.Nodes()
+	out := make([]string, 0, len(nodes))
+	for _, n := range nodes {
+		out = append(out, n.Name)
+	}
+	return out
+}
+
 // CSINode returns the cached CSINode.
 func (c *Cluster) CSINode(name string) (*storagev1.CSINode, bool) {
 	if w := c.w(); w != nil {

@@ -218,6 +218,10 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 	_, err = New(Config{ReplicaID: "r", Ledger: ledger.New(), Clusters: []ClusterConfig{
 		{Name: "c1", Kube: newFakeKube(&opLog{}), ProtectionSelector: "a in (b"}}})
 	require.ErrorContains(t, err, "clusters[c1].protectionSelector")
+	require.ErrorContains(t, err, "clusters[c1].footprints is required")
+	_, err = New(Config{ReplicaID: "r", Ledger: ledger.New(), Clusters: []ClusterConfig{
+		{Name: "c1", Kube: newFakeKube(&opLog{}), Footprints: newFakeFootprints(), Arrays: []string{"nope"}}}})
+	require.ErrorContains(t, err, `clusters[c1].arrays: no array "nope"`)
 }
 
 // An operator unfence without --force is refused while a volume of the

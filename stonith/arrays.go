@@ -112,8 +112,9 @@ func (c *Controller) adapter(name string) (Array, error) {
 	return a, nil
 }
 
-// planArray reads what fencing the identity removes (read-only), retrying.
-func (c *Controller) planArray(ctx context.Context, id arrayclients.Identity) (arrayclients.Plan, error) {
+// planArray reads what fencing the identity removes (read-only), with the
+// cut of each of the node's footprint volumes on the array, retrying.
+func (c *Controller) planArray(ctx context.Context, id arrayclients.Identity, vols []arrayclients.VolumeRef) (arrayclients.Plan, error) {
 	a, err := c.adapter(id.Array)
 	if err != nil {
 		return arrayclients.Plan{}, err
@@ -123,7 +124,7 @@ func (c *Controller) planArray(ctx context.Context, id arrayclients.Identity) (a
 	for attempt := 1; ; attempt++ {
 		err = c.readArray(ctx, id.Array, "plan", func(ctx context.Context) error {
 			var err error
-			p, err = a.Plan(ctx, id, nil)
+			p, err = a.Plan(ctx, id, vols)
 			return err
 		})
 		if err == nil || permanent(err) || attempt >= c.cfg.ArrayAttempts || ctx.Err() != nil {
@@ -154,29 +155,40 @@ func planOf(f *ledger.Fence, array string) (arrayclients.Plan, bool) {
 	return arrayclients.Plan{}, false
 }
 
-// unplanned lists the identity arrays that have no plan in the record.
-func unplanned(f *ledger.Fence) []string {
+// toPlan lists the arrays whose plan the record lacks or must replace:
+// its identity arrays and footprint arrays without a plan, and arrays
+// whose plan has no cut for one of the footprint volumes there (a volume
+// attached since the plan, or a plan written before footprints).
+func toPlan(f *ledger.Fence) []string {
 	var out []string
-	for a := range f.Identities {
-		if _, ok := planOf(f, a); !ok {
+	for _, a := range footprintArrays(f) {
+		p, ok := planOf(f, a)
+		if !ok {
 			out = append(out, a)
+			continue
+		}
+		for _, v := range footprintVols(f, a) {
+			if !slices.ContainsFunc(p.Volumes, func(c arrayclients.VolumeCut) bool { return c.Volume == v.Volume }) {
+				out = append(out, a)
+				break
+			}
 		}
 	}
-	sort.Strings(out)
 	return out
 }
 
-// amendPlans plans the identity arrays that have none yet and commits the
-// plans that could be read. It returns the errors of those that could not.
+// amendPlans plans the arrays toPlan names and commits the plans that
+// could be read, replacing (replanning) those of arrays already operated
+// on. It returns the errors of those that could not be read.
 func (c *Controller) amendPlans(ctx context.Context, l Leadership, f *ledger.Fence) (map[string]error, error) {
-	missing := unplanned(f)
+	missing := toPlan(f)
 	if len(missing) == 0 {
 		return nil, nil
 	}
 	var mu sync.Mutex
 	var plans []arrayclients.Plan
 	errs := c.forEachArray(ctx, missing, func(ctx context.Context, array string) error {
-		p, err := c.planArray(ctx, f.Identities[array])
+		p, err := c.planArray(ctx, f.Identities[array], footprintVols(f, array))
 		if err != nil {
 			return err
 		}
@@ -187,8 +199,14 @@ func (c *Controller) amendPlans(ctx context.Context, l Leadership, f *ledger.Fen
 	})
 	if len(plans) > 0 {
 		sort.Slice(plans, func(i, j int) bool { return plans[i].Array < plans[j].Array })
+		replan := false
+		for _, p := range plans {
+			if r := f.Results[p.Array]; r != nil && r.Attempts > 0 {
+				replan = true
+			}
+		}
 		if err := c.commit(ctx, l, &ledger.AmendFence{Meta: c.meta(l), Cluster: f.Cluster, Node: f.Node,
-			FenceID: f.ID, Expect: f.State, Plans: plans}); err != nil {
+			FenceID: f.ID, Expect: f.State, Plans: plans, Replan: replan}); err != nil {
 			return errs, fmt.Errorf("fence %s: add plans: %w", f.ID, err)
 		}
 	}
@@ -207,7 +225,11 @@ type arrayDirection struct {
 	point    Point  // test hook after the write
 	changeOp ledger.ArrayOp
 	readOp   ledger.ArrayOp
-	write    func(ctx context.Context, a Array, p arrayclients.Plan) error
+	// plans are the plans of the array the direction drives: the current
+	// one to fence; every one (superseded first) to restore.
+	plans func(f *ledger.Fence, array string) []arrayclients.Plan
+	write func(ctx context.Context, a Array, p arrayclients.Plan, scope arrayclients.RestoreScope) error
+	read  func(ctx context.Context, a Array, p arrayclients.Plan, scope arrayclients.RestoreScope) (arrayclients.Verification, error)
 	// done reports whether the read-back shows the goal reached, and
 	// otherwise what is still wrong.
 	done func(v arrayclients.Verification) (bool, string)
@@ -217,22 +239,58 @@ var (
 	fenceDirection = arrayDirection{
 		verb: "fence", change: "apply", readBack: "verify", point: PointApplied,
 		changeOp: ledger.OpApply, readOp: ledger.OpVerify,
-		write: func(ctx context.Context, a Array, p arrayclients.Plan) error { return a.Apply(ctx, p) },
+		plans: func(f *ledger.Fence, array string) []arrayclients.Plan {
+			p, _ := planOf(f, array)
+			return []arrayclients.Plan{p}
+		},
+		write: func(ctx context.Context, a Array, p arrayclients.Plan, _ arrayclients.RestoreScope) error {
+			return a.Apply(ctx, p)
+		},
+		read: func(ctx context.Context, a Array, p arrayclients.Plan, _ arrayclients.RestoreScope) (arrayclients.Verification, error) {
+			return a.Verify(ctx, p)
+		},
 		done: func(v arrayclients.Verification) (bool, string) {
-			return v.Fenced, "read-back shows access remaining: " + strings.Join(v.Remaining, ", ")
+			return v.Fenced, "read-back shows access remaining: " + strings.Join(accessLeft(v), ", ")
 		},
 	}
 	restoreDirection = arrayDirection{
 		verb: "restore", change: "undo", readBack: "verify-restore", point: PointUndone,
 		changeOp: ledger.OpUndo, readOp: ledger.OpVerifyRestore,
-		write: func(ctx context.Context, a Array, p arrayclients.Plan) error {
-			return a.Undo(ctx, p, arrayclients.RestoreScope{})
+		plans: func(f *ledger.Fence, array string) []arrayclients.Plan {
+			var out []arrayclients.Plan
+			for _, p := range f.Superseded {
+				if p.Array == array {
+					out = append(out, p)
+				}
+			}
+			if p, ok := planOf(f, array); ok {
+				out = append(out, p)
+			}
+			return out
+		},
+		write: func(ctx context.Context, a Array, p arrayclients.Plan, scope arrayclients.RestoreScope) error {
+			return a.Undo(ctx, p, scope)
+		},
+		read: func(ctx context.Context, a Array, p arrayclients.Plan, scope arrayclients.RestoreScope) (arrayclients.Verification, error) {
+			return a.VerifyRestore(ctx, p, scope)
 		},
 		done: func(v arrayclients.Verification) (bool, string) {
 			return v.Restored, "read-back shows entries missing: " + strings.Join(v.Missing, ", ")
 		},
 	}
 )
+
+// accessLeft names what a fence read-back still shows: entries, and
+// footprint volumes the node still reaches.
+func accessLeft(v arrayclients.Verification) []string {
+	out := slices.Clone(v.Remaining)
+	for _, vc := range v.Volumes {
+		if vc.NodeAccess {
+			out = append(out, "volume "+vc.Volume)
+		}
+	}
+	return out
+}
 
 // fenceArray applies the plan on one array and reads it back, recording
 // every outcome, until the read-back shows the node fenced or the attempts
@@ -241,24 +299,54 @@ func (c *Controller) fenceArray(ctx context.Context, l Leadership, f *ledger.Fen
 	return c.driveArray(ctx, l, f, array, fenceDirection)
 }
 
-// restoreArray undoes the plan on one array and reads it back, recording
-// every outcome, until the read-back shows every entry restored.
+// restoreArray undoes the array's plans (a superseded plan's removals
+// too) within the record's restore scope and reads them back, recording
+// every outcome, until the read-back shows everything restored.
 func (c *Controller) restoreArray(ctx context.Context, l Leadership, f *ledger.Fence, array string) error {
 	return c.driveArray(ctx, l, f, array, restoreDirection)
 }
 
-// driveArray writes the plan in one direction and reads it back, recording
-// every outcome in the ledger, until the read-back shows the goal reached or
-// the attempts run out. Each write is preceded by a leadership check.
+// mergeReadBacks folds the read-backs of an array's plans into one: done
+// only when every one is, with every entry and volume they name.
+func mergeReadBacks(vs []arrayclients.Verification) arrayclients.Verification {
+	if len(vs) == 1 {
+		return vs[0]
+	}
+	out := arrayclients.Verification{Fenced: true, Restored: true}
+	for _, v := range vs {
+		out.Fenced = out.Fenced && v.Fenced
+		out.Restored = out.Restored && v.Restored
+		out.Remaining = append(out.Remaining, v.Remaining...)
+		out.Missing = append(out.Missing, v.Missing...)
+		out.Volumes = append(out.Volumes, v.Volumes...)
+		if v.CheckedAt.After(out.CheckedAt) {
+			out.CheckedAt = v.CheckedAt
+		}
+	}
+	return out
+}
+
+// driveArray writes the array's plans in one direction and reads them
+// back, recording every outcome in the ledger, until the read-back shows
+// the goal reached or the attempts run out. Each write is preceded by a
+// leadership check.
 func (c *Controller) driveArray(ctx context.Context, l Leadership, f *ledger.Fence, array string, d arrayDirection) error {
-	p, _ := planOf(f, array)
+	plans := d.plans(f, array)
+	scope := f.Restore[array]
 	a, err := c.adapter(array)
 	if err != nil {
 		return err
 	}
 	backoff := c.cfg.ArrayBackoff
 	for attempt := 1; ; attempt++ {
-		writeErr, err := c.writeArray(ctx, l, array, d.change, func(ctx context.Context) error { return d.write(ctx, a, p) })
+		writeErr, err := c.writeArray(ctx, l, array, d.change, func(ctx context.Context) error {
+			for _, p := range plans {
+				if err := d.write(ctx, a, p, scope); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
 		if err != nil {
 			return err
 		}
@@ -272,9 +360,16 @@ func (c *Controller) driveArray(ctx context.Context, l Leadership, f *ledger.Fen
 		if err == nil {
 			var v arrayclients.Verification
 			verr := c.readArray(ctx, array, d.readBack, func(ctx context.Context) error {
-				var err error
-				v, err = a.Verify(ctx, p)
-				return err
+				var vs []arrayclients.Verification
+				for _, p := range plans {
+					pv, err := d.read(ctx, a, p, scope)
+					if err != nil {
+						return err
+					}
+					vs = append(vs, pv)
+				}
+				v = mergeReadBacks(vs)
+				return nil
 			})
 			if err := c.record(ctx, l, f, array, d.readOp, verr, &v); err != nil {
 				return err

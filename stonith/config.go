@@ -9,6 +9,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/utils/clock"
+
+	"github.com/fenced-project/fenced/arrayclients"
 )
 
 // Config wires a Controller. ReplicaID, Ledger, Arrays and Clusters are
@@ -82,6 +84,16 @@ type ClusterConfig struct {
 	SettlePeriod time.Duration
 	// DryRun decides and reports without writing anything.
 	DryRun bool
+	// Footprints gives each node's storage footprint as Kubernetes shows
+	// it (a *kube.Footprints). Required: without it no fence could prove
+	// it cut every volume of a node.
+	Footprints FootprintSource
+	// Arrays names the configured arrays serving the cluster (volumes are
+	// placed on these only); empty means every array of Config.Arrays.
+	Arrays []string
+	// Drivers maps CSI driver names to array families; nil means Dell's
+	// default names (arrayclients.DefaultDrivers).
+	Drivers map[string]arrayclients.Family
 }
 
 // DefaultArrayCallLimit is the default bound on the pipeline's calls in
@@ -168,6 +180,14 @@ func (c Config) validate() error {
 		seen[cl.Name] = true
 		if cl.Kube == nil {
 			errs = append(errs, fmt.Errorf("stonith: clusters[%s].kube is required", cl.Name))
+		}
+		if cl.Footprints == nil {
+			errs = append(errs, fmt.Errorf("stonith: clusters[%s].footprints is required", cl.Name))
+		}
+		for _, a := range cl.Arrays {
+			if c.Arrays[a] == nil {
+				errs = append(errs, fmt.Errorf("stonith: clusters[%s].arrays: no array %q", cl.Name, a))
+			}
 		}
 		if _, err := labels.Parse(cl.ProtectionSelector); err != nil {
 			errs = append(errs, fmt.Errorf("stonith: clusters[%s].protectionSelector %q: %w", cl.Name, cl.ProtectionSelector, err))

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -13,6 +15,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 
+	"github.com/fenced-project/fenced/arrayclients"
 	"github.com/fenced-project/fenced/cluster/ledger"
 	"github.com/fenced-project/fenced/detector"
 )
@@ -34,11 +37,15 @@ type Controller struct {
 	queue    workqueue.TypedRateLimitingInterface[string]
 	verdicts map[string]verdictEntry
 	reports  map[string]*nodeReport
+	// protection holds the unprotected nodes (every replica's own view).
+	protection map[string]*protectionState
 }
 
 type clusterRuntime struct {
 	ClusterConfig
 	selector labels.Selector
+	// arrays are the adapters of the cluster's arrays, by name order.
+	arrays []Array
 }
 
 // verdictEntry is the latest verdict of a node with when this replica saw
@@ -58,6 +65,7 @@ func New(cfg Config) (*Controller, error) {
 	c := &Controller{
 		cfg: cfg, clusters: map[string]*clusterRuntime{}, log: cfg.Logger.With("component", "stonith"),
 		clk: cfg.Clock, verdicts: map[string]verdictEntry{}, reports: map[string]*nodeReport{},
+		protection: map[string]*protectionState{},
 	}
 	for _, cl := range cfg.Clusters {
 		sel := labels.Nothing()
@@ -68,7 +76,18 @@ func New(cfg Config) (*Controller, error) {
 			}
 			sel = s
 		}
-		c.clusters[cl.Name] = &clusterRuntime{ClusterConfig: cl, selector: sel}
+		rt := &clusterRuntime{ClusterConfig: cl, selector: sel}
+		names := cl.Arrays
+		if len(names) == 0 {
+			names = slices.Sorted(maps.Keys(cfg.Arrays))
+		}
+		for _, n := range names {
+			rt.arrays = append(rt.arrays, cfg.Arrays[n])
+		}
+		if rt.Drivers == nil {
+			rt.Drivers = arrayclients.DefaultDrivers()
+		}
+		c.clusters[cl.Name] = rt
 	}
 	m, err := newMetrics(cfg.Registry)
 	if err != nil {

@@ -56,6 +56,9 @@ type DryRunReport struct {
 	WouldTaint []string `json:"wouldTaint"`
 	// WouldDelete are the pods (namespace/name) it would force-delete.
 	WouldDelete []string `json:"wouldDelete"`
+	// Unprotected lists the footprint volumes a fence could not cut: with
+	// any, the node would not be fenced at all.
+	Unprotected []VolumeGap `json:"unprotected,omitempty"`
 }
 
 // dryRun records (in memory, the log and a metric) what a fence would do.
@@ -68,6 +71,9 @@ func (c *Controller) dryRun(cl *clusterRuntime, node string, ve verdictEntry, d 
 	}
 	if len(d.Missing) > 0 {
 		rep.Unplanned = d.Missing
+	}
+	if len(d.Gaps) > 0 {
+		rep.Unprotected, rep.WouldTaint, rep.WouldDelete = d.Gaps, nil, nil
 	}
 	first := false
 	c.report(cl.Name, node, func(r *nodeReport) {

@@ -265,12 +265,14 @@ func (b *bed) startPipeline(dryRun bool) *pipeline {
 func (b *bed) startPipelineHook(dryRun bool, hook func(stonith.Point) bool) *pipeline {
 	t := b.t
 	p := &pipeline{reg: prometheus.NewRegistry()}
+	fp, err := kube.NewFootprints(b.clients.Watch)
+	require.NoError(t, err)
 	ctrl, err := stonith.New(stonith.Config{
 		ReplicaID: "r1", Ledger: b.raft.Ledger(), Arrays: b.arrays, Registry: p.reg, Logger: b.log,
 		ArrayTimeout: 3 * time.Second, ArrayAttempts: 2, ArrayBackoff: 100 * time.Millisecond,
 		RetryBase: 200 * time.Millisecond, RetryMax: 2 * time.Second, Resync: time.Second, Hook: hook,
 		Clusters: []stonith.ClusterConfig{{Name: clusterName, Kube: b.writer, SettlePeriod: 3 * time.Second,
-			DryRun: dryRun, ProtectionSelector: "fenced.io/protect=true",
+			DryRun: dryRun, ProtectionSelector: "fenced.io/protect=true", Footprints: fp,
 			Detector: stonith.DetectorStatusFunc(func() detector.Status { return p.runner.Status() })}},
 	})
 	require.NoError(t, err)
@@ -287,7 +289,9 @@ func (b *bed) startPipelineHook(dryRun bool, hook func(stonith.Point) bool) *pip
 		API: kube.NewClusterFromClients(clusterName, b.clients, nil), Publisher: ctrl, Logger: b.log})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{}, 2)
+	fp.Start(ctx)
+	require.True(t, fp.WaitForSync(ctx))
+	done := make(chan struct{}, 3)
 	go func() {
 		if err := p.runner.Run(ctx); err != nil {
 			t.Errorf("detector runner: %v", err)
@@ -295,7 +299,8 @@ func (b *bed) startPipelineHook(dryRun bool, hook func(stonith.Point) bool) *pip
 		done <- struct{}{}
 	}()
 	go func() { ctrl.FollowCluster(ctx, b.raft); done <- struct{}{} }()
-	p.stop = func() { cancel(); <-done; <-done }
+	go func() { ctrl.WatchProtection(ctx); done <- struct{}{} }()
+	p.stop = func() { cancel(); <-done; <-done; <-done }
 	t.Cleanup(func() {
 		select {
 		case <-ctx.Done():

@@ -51,6 +51,9 @@ func (c *Controller) stepTaint(ctx context.Context, l Leadership, cl *clusterRun
 	if w := c.conflictWait(l, f, dirFence); w > 0 {
 		return waitFor(w), nil
 	}
+	if again, err := c.refence(ctx, l, cl, f); err != nil || again {
+		return next, err
+	}
 	if err := c.verifyLeader(ctx, l); err != nil {
 		return done, err
 	}

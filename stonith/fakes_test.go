@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -208,6 +210,9 @@ func (a *fakeArray) Verify(_ context.Context, p arrayclients.Plan) (arrayclients
 	}
 	has := a.access[p.Identity.Node]
 	v := arrayclients.Verification{Fenced: !has, Restored: has, CheckedAt: time.Now().UTC()}
+	for _, vc := range p.Volumes {
+		v.Volumes = append(v.Volumes, arrayclients.VolumeCheck{Volume: vc.Volume, Object: vc.Object, NodeAccess: has})
+	}
 	if has {
 		v.Remaining = []string{"v1"}
 		a.log.add("verify %s %s access", a.name, p.Identity.Node)
@@ -244,6 +249,61 @@ func (a *fakeArray) hasAccess(node string) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.access[node]
+}
+
+// fakeFootprints holds each node's volumes as Kubernetes would show them.
+type fakeFootprints struct {
+	mu     sync.Mutex
+	vols   map[string][]arrayclients.KubeVolume
+	gone   map[string]bool // PVs whose attachment is being deleted
+	broken error
+}
+
+func newFakeFootprints() *fakeFootprints {
+	return &fakeFootprints{vols: map[string][]arrayclients.KubeVolume{}, gone: map[string]bool{}}
+}
+
+// attach adds a volume of the fake driver (family PowerFlex, handle
+// "<array>-<pv without dashes>") on array to node.
+func (f *fakeFootprints) attach(node, pv, array string) {
+	f.add(node, arrayclients.KubeVolume{PV: pv, Attachment: "va-" + pv, Driver: arrayclients.DriverPowerFlex,
+		Handle: array + "-" + strings.ReplaceAll(pv, "-", ""), Attached: true})
+}
+
+func (f *fakeFootprints) add(node string, v arrayclients.KubeVolume) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.vols[node] = append(f.vols[node], v)
+}
+
+func (f *fakeFootprints) detach(node string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.vols, node)
+}
+
+func (f *fakeFootprints) Volumes(node string) ([]arrayclients.KubeVolume, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.vols[node]), f.broken
+}
+
+func (f *fakeFootprints) Wanted(node string) ([]string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	for _, v := range f.vols[node] {
+		if !f.gone[v.PV] {
+			out = append(out, v.PV)
+		}
+	}
+	return out, f.broken
+}
+
+func (f *fakeFootprints) Nodes() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Sorted(maps.Keys(f.vols))
 }
 
 // fakeKube is an API server holding nodes and pods.

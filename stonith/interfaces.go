@@ -74,6 +74,21 @@ type KubeAPI interface {
 
 var _ KubeAPI = (*kube.Writer)(nil)
 
+// FootprintSource is one cluster's storage footprints as Kubernetes shows
+// them. *kube.Footprints implements it.
+type FootprintSource interface {
+	// Volumes returns every volume Kubernetes has attached or is attaching
+	// to the node; it fails while the caches have not synced.
+	Volumes(node string) ([]arrayclients.KubeVolume, error)
+	// Wanted names the PersistentVolumes whose attachments to the node are
+	// not being deleted.
+	Wanted(node string) ([]string, error)
+	// Nodes names every node with a volume attachment.
+	Nodes() []string
+}
+
+var _ FootprintSource = (*kube.Footprints)(nil)
+
 // DetectorStatus is this replica's detector view of one cluster: its doubt
 // about itself and the storm guard. *detector.Runner implements it.
 type DetectorStatus interface {

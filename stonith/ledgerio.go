@@ -11,6 +11,11 @@ import (
 	"github.com/fenced-project/fenced/cluster/ledger"
 )
 
+// identities returns the view's identities for coverage.
+func (v nodeView) identities() identityView {
+	return identityView{Identities: v.Identities, Known: v.IdentitiesKnown, NotFound: v.NotFound, Ambiguous: v.Ambiguous}
+}
+
 // nodeView is a copy of what the ledger holds about one node.
 type nodeView struct {
 	// Fence is the open record (a deep copy), nil when none.
@@ -19,7 +24,11 @@ type nodeView struct {
 	// is false when they never were.
 	Identities      map[string]arrayclients.Identity
 	IdentitiesKnown bool
-	BootID          string
+	// NotFound and Ambiguous name the arrays where no identity, or more
+	// than one candidate, was found (with what was looked for).
+	NotFound  map[string]string
+	Ambiguous map[string]string
+	BootID    string
 	// Paused reports the global or cluster pause flag.
 	Paused bool
 }
@@ -35,6 +44,7 @@ func (c *Controller) readNode(cluster, node string) nodeView {
 		}
 		v.Identities = maps.Clone(n.Identities)
 		v.IdentitiesKnown = !n.IdentitiesAt.IsZero()
+		v.NotFound, v.Ambiguous = maps.Clone(n.NotFound), maps.Clone(n.Ambiguous)
 		v.BootID = n.BootID
 		if n.Fence != nil {
 			raw, _ = json.Marshal(n.Fence) // a Fence holds only JSON values

@@ -26,6 +26,7 @@ type metrics struct {
 	blocked     *prometheus.GaugeVec
 	needsReboot *prometheus.GaugeVec
 	callsQueued *prometheus.GaugeVec
+	unprotected *prometheus.GaugeVec
 }
 
 func newMetrics(reg *prometheus.Registry) (*metrics, error) {
@@ -56,13 +57,17 @@ func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 			Name: "fenced_nodes_awaiting_reboot",
 			Help: "Fenced nodes that came back without a reboot; they stay fenced until they reboot (leader's view, 0 elsewhere).",
 		}, []string{"cluster"}),
+		unprotected: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "fenced_nodes_unprotected",
+			Help: "Nodes whose storage footprint fenced cannot fully cut, by the reason of a gap (a node counts once per reason): they are never fenced, tainted or evicted on a verdict. /status names the volumes.",
+		}, []string{"cluster", "reason"}),
 		callsQueued: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "fenced_array_calls_queued",
 			Help: "Pipeline calls waiting in fenced for a free call slot of the array (arrays[].maxConcurrentCalls are in flight).",
 		}, []string{"array"}),
 	}
 	if reg != nil {
-		for _, col := range []prometheus.Collector{m.fences, m.stepSeconds, m.podsDeleted, m.toEviction, m.blocked, m.needsReboot, m.callsQueued} {
+		for _, col := range []prometheus.Collector{m.fences, m.stepSeconds, m.podsDeleted, m.toEviction, m.blocked, m.needsReboot, m.callsQueued, m.unprotected} {
 			if err := reg.Register(col); err != nil {
 				return nil, fmt.Errorf("stonith: register metrics: %w", err)
 			}

@@ -114,6 +114,10 @@ func (c *Controller) Fence(ctx context.Context, operator string, req FenceReques
 	if err != nil {
 		return ActionResult{}, err
 	}
+	if len(d.Gaps) > 0 {
+		return ActionResult{}, fmt.Errorf("%w: %s/%s is unprotected, so a fence could not cut all its storage and its pods would be deleted while it may still write: %s",
+			ErrRefused, cl.Name, req.Node, gapsText(d.Gaps))
+	}
 	if cl.DryRun {
 		rep := &DryRunReport{DecidedAt: c.clk.Now().UTC(), Verdict: "operator: " + req.Reason, Plans: d.Plans,
 			BootID: d.BootID, WouldDelete: d.Evict,
@@ -128,7 +132,7 @@ func (c *Controller) Fence(ctx context.Context, operator string, req FenceReques
 	}
 	err = c.commit(ctx, l, &ledger.OpenFence{Meta: c.meta(l), Cluster: cl.Name, Node: req.Node,
 		Origin: ledger.OriginOperator, Operator: operator, Reason: req.Reason, BootID: d.BootID,
-		PodUIDs: d.PodUIDs, Plans: d.plans.list})
+		PodUIDs: d.PodUIDs, Plans: d.plans.list, Footprint: d.Footprint, FootprintRecorded: true})
 	if err != nil {
 		return ActionResult{}, fmt.Errorf("open fence of %s/%s: %w", cl.Name, req.Node, err)
 	}
@@ -202,6 +206,11 @@ func (c *Controller) Unfence(ctx context.Context, operator string, req UnfenceRe
 			}
 		} else {
 			step.Note = "forced: " + req.Reason
+		}
+		if scope, err := c.restoreScope(cl, f); err == nil {
+			step.Restore = scope
+		} else if !req.Force {
+			return ActionResult{}, fmt.Errorf("%w: %w (use --force to unfence anyway, giving back no volume's access)", ErrRefused, err)
 		}
 	}
 	if err := c.commit(ctx, l, step); err != nil {

@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/fenced-project/fenced/arrayclients"
 	"github.com/fenced-project/fenced/cluster/ledger"
 	"github.com/fenced-project/fenced/detector"
 )
@@ -117,12 +120,26 @@ type decision struct {
 	PodUIDs []string
 	// Evict names the pods that would be force-deleted (namespace/name).
 	Evict []string
+	// Footprint is the node's storage footprint the fence records; Gaps
+	// are its volumes fenced cannot cut. With a gap the node is
+	// unprotected and no fence is opened (PRODUCT.md invariant 7).
+	Footprint []arrayclients.FootprintVolume
+	Gaps      []VolumeGap
 }
 
-// decide reads (never writes) what a fence of the node would hold: a plan
-// per identity array, the node's boot ID and pods.
+// decide reads (never writes) what a fence of the node would hold: its
+// storage footprint, a plan per array (its identity arrays and those
+// holding footprint volumes, each plan with the cut of every footprint
+// volume there), the node's boot ID and pods. When the footprint has a
+// gap that needs no array read, no plan is read.
 func (c *Controller) decide(ctx context.Context, cl *clusterRuntime, node string, v nodeView) (decision, error) {
 	d := decision{Missing: map[string]string{}, BootID: v.BootID, plans: &ledgerPlans{}}
+	kvols, err := cl.Footprints.Volumes(node)
+	if err != nil {
+		return d, fmt.Errorf("decide fence of %s/%s: %w", cl.Name, node, err)
+	}
+	cv := cover(kvols, cl.Drivers, cl.arrays, v.identities())
+	d.Footprint, d.Gaps = cv.Footprint, cv.Gaps
 	kctx, cancel := context.WithTimeout(ctx, c.cfg.KubeTimeout)
 	defer cancel()
 	n, err := cl.Kube.GetNode(kctx, node)
@@ -142,9 +159,16 @@ func (c *Controller) decide(ctx context.Context, cl *clusterRuntime, node string
 			d.Evict = append(d.Evict, p.Namespace+"/"+p.Name)
 		}
 	}
-	tmp := &ledger.Fence{Identities: v.Identities}
-	errs := c.forEachArray(ctx, unplanned(tmp), func(ctx context.Context, array string) error {
-		p, err := c.planArray(ctx, v.Identities[array])
+	if len(d.Gaps) > 0 {
+		return d, nil
+	}
+	arrays := slices.Collect(maps.Keys(v.Identities))
+	for a := range cv.Vols {
+		arrays = append(arrays, a)
+	}
+	slices.Sort(arrays)
+	errs := c.forEachArray(ctx, slices.Compact(arrays), func(ctx context.Context, array string) error {
+		p, err := c.planArray(ctx, v.Identities[array], cv.Vols[array])
 		if err != nil {
 			return err
 		}
@@ -153,6 +177,9 @@ func (c *Controller) decide(ctx context.Context, cl *clusterRuntime, node string
 	})
 	for a, err := range errs {
 		d.Missing[a] = err.Error()
+	}
+	for _, p := range d.plans.list {
+		d.Gaps = append(d.Gaps, planGaps(p)...)
 	}
 	d.Plans = d.plans.summaries()
 	return d, nil
@@ -191,6 +218,12 @@ func (c *Controller) maybeOpen(ctx context.Context, l Leadership, cl *clusterRun
 		c.dryRun(cl, node, ve, d)
 		return waitFor(c.cfg.Resync), nil
 	}
+	if len(d.Gaps) > 0 {
+		// Invariant 7: a node whose footprint cannot be fully cut is
+		// never fenced, tainted or evicted on a verdict.
+		c.holdUnprotected(ctx, cl, node, d.Gaps)
+		return waitFor(c.cfg.Resync), nil
+	}
 	if err := c.verifyLeader(ctx, l); err != nil {
 		return done, err
 	}
@@ -199,13 +232,14 @@ func (c *Controller) maybeOpen(ctx context.Context, l Leadership, cl *clusterRun
 		reason += ", corroborated by " + strings.Join(ve.Evidence.CorroboratedBy, ", ")
 	}
 	err = c.commit(ctx, l, &ledger.OpenFence{Meta: c.meta(l), Cluster: cl.Name, Node: node,
-		Origin: ledger.OriginVerdict, Reason: reason, BootID: d.BootID, PodUIDs: d.PodUIDs, Plans: d.plans.list})
+		Origin: ledger.OriginVerdict, Reason: reason, BootID: d.BootID, PodUIDs: d.PodUIDs, Plans: d.plans.list,
+		Footprint: d.Footprint, FootprintRecorded: true})
 	if err != nil {
 		return done, fmt.Errorf("open fence of %s/%s: %w", cl.Name, node, err)
 	}
 	c.report(cl.Name, node, func(r *nodeReport) { r.FailedAt, r.DryRun, r.Blocked = ve.ObservedAt, nil, "" })
 	c.log.Warn("fence opened", "cluster", cl.Name, "node", node, "plans", len(d.plans.list),
-		"unplanned", len(d.Missing), "reason", reason)
+		"unplanned", len(d.Missing), "volumes", len(d.Footprint), "reason", reason)
 	if err := c.at(PointOpened); err != nil {
 		return done, err
 	}
@@ -256,15 +290,15 @@ func (c *Controller) stepFencing(ctx context.Context, l Leadership, cl *clusterR
 	if w := c.conflictWait(l, f, dirFence); w > 0 {
 		return waitFor(w), nil
 	}
+	if amended, err := c.amendFootprint(ctx, l, cl, f, v); err != nil || amended {
+		return next, err
+	}
 	planErrs, err := c.amendPlans(ctx, l, f)
 	if err != nil {
 		return done, err
 	}
-	if len(planErrs) > 0 {
-		f = c.readNode(cl.Name, f.Node).Fence
-		if f == nil || f.State != ledger.StateFencing {
-			return next, nil
-		}
+	if f = c.readNode(cl.Name, f.Node).Fence; f == nil || f.State != ledger.StateFencing {
+		return next, nil
 	}
 	var todo []string
 	for _, p := range f.Plans {
@@ -286,6 +320,16 @@ func (c *Controller) stepFencing(ctx context.Context, l Leadership, cl *clusterR
 		return next, nil
 	}
 	ok, missing := allVerified(f)
+	if gaps := uncut(f); len(gaps) > 0 {
+		// A plan found, reading the array, a footprint volume it cannot
+		// cut: the fence holds (no taint, no eviction) and says why.
+		for _, g := range gaps {
+			if g.Array != "" && errs[g.Array] == nil {
+				errs[g.Array] = fmt.Errorf("cannot cut %s", g)
+			}
+		}
+		ok = false
+	}
 	if !ok {
 		if !f.IdentitiesKnown {
 			errs["*"] = errors.New("the node's identities were never learned")
@@ -297,6 +341,11 @@ func (c *Controller) stepFencing(ctx context.Context, l Leadership, cl *clusterR
 		}
 		names, text := errorsByArray(errs)
 		return done, c.blocked(ctx, cl, f, names, "cannot fence on "+text)
+	}
+	// The footprint may have grown while the arrays were cut (an attach
+	// that reached the node meanwhile): fenced only over all of it.
+	if amended, err := c.amendFootprint(ctx, l, cl, f, v); err != nil || amended {
+		return next, err
 	}
 	if err := c.at(PointVerified); err != nil {
 		return done, err

@@ -175,8 +175,12 @@ func (c *Controller) stepRecover(ctx context.Context, l Leadership, cl *clusterR
 	if w := c.conflictWait(l, f, dirUnfence); w > 0 {
 		return waitFor(w), nil
 	}
+	scope, err := c.restoreScope(cl, f)
+	if err != nil {
+		return done, err
+	}
 	err = c.commit(ctx, l, &ledger.FenceStep{Meta: c.meta(l), Cluster: f.Cluster, Node: f.Node, FenceID: f.ID,
-		From: f.State, To: ledger.StateUnfenceIntent, Note: d.Why, BootID: d.BootID})
+		From: f.State, To: ledger.StateUnfenceIntent, Note: d.Why, BootID: d.BootID, Restore: scope})
 	if err != nil {
 		return done, fmt.Errorf("fence %s: unfence intent: %w", f.ID, err)
 	}

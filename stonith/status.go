@@ -24,6 +24,9 @@ type Status struct {
 	Held []NodeNote `json:"held,omitempty"`
 	// DryRun lists what dry-run clusters would have done.
 	DryRun []DryRunStatus `json:"dryRun,omitempty"`
+	// Unprotected lists the nodes whose footprint fenced cannot fully cut,
+	// with every gap (this replica's view).
+	Unprotected []Unprotected `json:"unprotected,omitempty"`
 }
 
 // FenceStatus is one open fence record.
@@ -98,6 +101,7 @@ func (c *Controller) Status() Status {
 		}
 	})
 	sort.Strings(st.PausedClusters)
+	st.Unprotected = c.unprotectedList()
 	c.mu.Lock()
 	reports := make([]nodeReport, 0, len(c.reports))
 	for _, r := range c.reports {

@@ -45,6 +45,7 @@ type world struct {
 	kube   *fakeKube
 	det    *fakeDetector
 	arrays map[string]*fakeArray
+	fp     *fakeFootprints
 	reg    *prometheus.Registry
 	cfg    Config
 	ctrl   *Controller
@@ -54,7 +55,7 @@ type world struct {
 
 func newWorld(t *testing.T, mutate ...func(cfg *Config)) *world {
 	w := &world{t: t, log: &opLog{}, group: newFakeGroup(), det: &fakeDetector{}, arrays: map[string]*fakeArray{},
-		reg: prometheus.NewRegistry()}
+		reg: prometheus.NewRegistry(), fp: newFakeFootprints()}
 	w.kube = newFakeKube(w.log)
 	w.kube.addNode("n1", "boot-1")
 	w.kube.addNode("n2", "boot-b")
@@ -69,6 +70,7 @@ func newWorld(t *testing.T, mutate ...func(cfg *Config)) *world {
 		w.arrays[name] = a
 		arrays[name] = a
 		ids[name] = arrayclients.Identity{Array: name, Family: arrayclients.PowerFlex, Node: "n1", ObjectID: "sdc-n1"}
+		w.fp.attach("n1", "pv-"+name, name)
 	}
 	w.group.must(t, &ledger.SetIdentities{Meta: w.group.meta(), Cluster: "c1", Node: "n1", BootID: "boot-1", Identities: ids})
 	w.cfg = Config{
@@ -77,7 +79,7 @@ func newWorld(t *testing.T, mutate ...func(cfg *Config)) *world {
 		ArrayTimeout: time.Second, ArrayAttempts: 2, ArrayBackoff: time.Millisecond,
 		RetryBase: 5 * time.Millisecond, RetryMax: 50 * time.Millisecond, Resync: 20 * time.Millisecond,
 		Clusters: []ClusterConfig{{Name: "c1", Kube: w.kube, Detector: w.det, ProtectionSelector: "fenced.io/protect=true",
-			SettlePeriod: 50 * time.Millisecond}},
+			SettlePeriod: 50 * time.Millisecond, Footprints: w.fp}},
 	}
 	for _, m := range mutate {
 		m(&w.cfg)

@@ -4,7 +4,7 @@ package ledger
 var allowed = map[FenceState][]FenceState{
 	StateIntent:        {StateFencing, StateAborted},
 	StateFencing:       {StateFenced, StateFailed, StateUnfenceIntent},
-	StateFenced:        {StateTainted, StateUnfenceIntent},
+	StateFenced:        {StateTainted, StateUnfenceIntent, StateFencing},
 	StateTainted:       {StateEvicted, StateUnfenceIntent},
 	StateEvicted:       {StateUnfenceIntent},
 	StateUnfenceIntent: {StateRestored, StateFailed},

@@ -27,11 +27,12 @@ type clusterRuntime struct {
 	probe *apiprobe.Prober
 	// kube, writer, runner and view are nil when the cluster's clients
 	// could not be built (err says why); the daemon runs on without it.
-	kube   *kube.Cluster
-	writer *kube.Writer
-	runner *detector.Runner
-	view   *ledgerView
-	err    error
+	kube       *kube.Cluster
+	writer     *kube.Writer
+	footprints *kube.Footprints
+	runner     *detector.Runner
+	view       *ledgerView
+	err        error
 }
 
 // fencing is everything `fenced run` wires next to the Raft group: the
@@ -86,6 +87,14 @@ func wireFencing(d *daemon.Daemon, node *cluster.Node, order *stopOrder) (*fenci
 		if cr.kube == nil {
 			continue
 		}
+		fp := cr.footprints
+		if err := d.AddComponent("footprints/"+cr.cfg.Name, func(ctx context.Context) error {
+			fp.Start(ctx)
+			<-ctx.Done()
+			return nil
+		}); err != nil {
+			return nil, err
+		}
 		if err := f.newRunner(cr, metrics); err != nil {
 			return nil, err
 		}
@@ -109,6 +118,12 @@ func wireFencing(d *daemon.Daemon, node *cluster.Node, order *stopOrder) (*fenci
 		}); err != nil {
 			return nil, err
 		}
+		if err := d.AddComponent("protection", func(ctx context.Context) error {
+			f.ctrl.WatchProtection(ctx)
+			return nil
+		}); err != nil {
+			return nil, err
+		}
 		if err := f.routes(); err != nil {
 			return nil, err
 		}
@@ -127,6 +142,7 @@ func (f *fencing) newCluster(c configs.Cluster) *clusterRuntime {
 		if clients, err = kube.NewClients(kube.Config{Kubeconfig: path}); err == nil {
 			cr.kube = kube.NewClusterFromClients(c.Name, clients, nil)
 			cr.writer = kube.NewWriter(clients.Fence, "fenced", f.d.Config().Replica.ID, nil)
+			cr.footprints, err = kube.NewFootprints(clients.Watch)
 		}
 	}
 	if err != nil {
@@ -175,6 +191,7 @@ func (f *fencing) newController() error {
 		clusters = append(clusters, stonith.ClusterConfig{
 			Name: cr.cfg.Name, Kube: cr.writer, DryRun: cr.cfg.DryRun, SettlePeriod: cr.cfg.SettlePeriod,
 			ProtectionSelector: cr.cfg.ProtectionSelector,
+			Footprints:         cr.footprints, Arrays: cr.cfg.Arrays, Drivers: cr.cfg.DriverFamilies(),
 			Detector: stonith.DetectorStatusFunc(func() detector.Status {
 				if cr.runner == nil {
 					return detector.Status{Cluster: cr.cfg.Name}

@@ -41,14 +41,16 @@ var _ raftNode = (*cluster.Node)(nil)
 // every array of the cluster and committed with SetIdentities when they
 // differ from the ledger's; on a follower they are kept, and resolved when
 // the replica becomes leader (drain), so a new leader learns what changed
-// while it followed. A node is committed only when every array answered:
-// an ambiguous identity or an unreachable array keeps the previous set, so
-// a fence is never planned from a partial one. Ambiguities are kept in
+// while it followed. A node is committed only when every array answered
+// (an unreachable array keeps the previous set); arrays where no identity
+// or an ambiguous one was found are committed as such, and make the node
+// unprotected where it has footprint volumes. Ambiguities are also kept in
 // memory and reported to the detector (Blocked identity-ambiguous).
 type ledgerView struct {
 	cluster   string
 	node      raftNode
 	arrays    []arrayclients.Adapter
+	drivers   map[string]arrayclients.Family
 	overrides map[string]map[string]string // node -> array -> override
 	bootID    func(node string) string
 	log       *slog.Logger
@@ -76,7 +78,7 @@ func newLedgerView(c configs.Cluster, node raftNode, arrays []arrayclients.Adapt
 	for _, n := range c.Nodes {
 		ov[n.Name] = maps.Clone(n.Arrays)
 	}
-	return &ledgerView{cluster: c.Name, node: node, arrays: arrays, overrides: ov, bootID: bootID,
+	return &ledgerView{cluster: c.Name, node: node, arrays: arrays, drivers: c.DriverFamilies(), overrides: ov, bootID: bootID,
 		log: log.With("cluster", c.Name), ambiguous: map[string][]string{}, pending: map[string]arrayclients.Node{}}
 }
 
@@ -228,11 +230,16 @@ func (v *ledgerView) drain(l cluster.Leadership, retry time.Duration) {
 }
 
 // learn resolves the node on every array of the cluster and commits the
-// identity set when it is complete and differs from the ledger's.
+// identity set when it differs from the ledger's: the identities found,
+// and the arrays where none was found or more than one candidate was
+// (never silently dropped: with a footprint volume there the node is
+// unprotected). An array that could not be asked keeps the previous set:
+// a set is committed only when every array answered.
 func (v *ledgerView) learn(ctx context.Context, l cluster.Leadership, in arrayclients.Node) error {
 	ids := map[string]arrayclients.Identity{}
-	var ambiguous []string
+	notFound, ambiguous := map[string]string{}, map[string]string{}
 	var errs []error
+	in = in.WithDrivers(v.drivers)
 	for _, a := range v.arrays {
 		q := in
 		q.Override = v.overrides[in.Name][a.Name()]
@@ -241,46 +248,54 @@ func (v *ledgerView) learn(ctx context.Context, l cluster.Leadership, in arraycl
 		case err == nil:
 			ids[a.Name()] = id
 		case errors.Is(err, arrayclients.ErrNoIdentity):
+			notFound[a.Name()] = truncate(err.Error(), 1000)
 		case errors.Is(err, arrayclients.ErrAmbiguousIdentity):
-			ambiguous = append(ambiguous, a.Name())
+			ambiguous[a.Name()] = truncate(err.Error(), 1000)
 		default:
 			errs = append(errs, err)
 		}
 	}
 	v.mu.Lock()
 	if len(ambiguous) > 0 {
-		v.ambiguous[in.Name] = ambiguous
+		v.ambiguous[in.Name] = slices.Sorted(maps.Keys(ambiguous))
 	} else if len(errs) == 0 {
 		delete(v.ambiguous, in.Name)
 	}
 	v.mu.Unlock()
-	if len(ambiguous) > 0 {
-		v.log.Warn("node identity is ambiguous; its identities are not updated and it will not be fenced until resolved (per-node override)",
-			"node", in.Name, "arrays", ambiguous)
-		return nil
-	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("resolve %s/%s: %w", v.cluster, in.Name, err)
 	}
+	if len(ambiguous) > 0 {
+		v.log.Warn("node identity is ambiguous on some arrays; a volume of the node there makes it unprotected until resolved (per-node override)",
+			"node", in.Name, "arrays", slices.Sorted(maps.Keys(ambiguous)))
+	}
+	if len(notFound) == 0 {
+		notFound = nil
+	}
+	if len(ambiguous) == 0 {
+		ambiguous = nil
+	}
 	boot := v.bootID(in.Name)
-	if v.unchanged(in.Name, boot, ids) {
+	if v.unchanged(in.Name, boot, ids, notFound, ambiguous) {
 		return nil
 	}
 	if _, err := v.node.Apply(ctx, &ledger.SetIdentities{Meta: l.Meta(), Cluster: v.cluster, Node: in.Name,
-		BootID: boot, Identities: ids}); err != nil {
+		BootID: boot, Identities: ids, NotFound: notFound, Ambiguous: ambiguous}); err != nil {
 		return fmt.Errorf("record identities of %s/%s: %w", v.cluster, in.Name, err)
 	}
-	v.log.Info("learned node identities", "node", in.Name, "arrays", slices.Sorted(maps.Keys(ids)))
+	v.log.Info("learned node identities", "node", in.Name, "arrays", slices.Sorted(maps.Keys(ids)),
+		"notFound", slices.Sorted(maps.Keys(notFound)), "ambiguous", slices.Sorted(maps.Keys(ambiguous)))
 	return nil
 }
 
 // unchanged reports whether the ledger already holds these identities
-// (times of resolution aside) and boot ID for the node.
-func (v *ledgerView) unchanged(node, boot string, ids map[string]arrayclients.Identity) bool {
+// (times of resolution aside), boot ID and unresolved arrays for the node.
+func (v *ledgerView) unchanged(node, boot string, ids map[string]arrayclients.Identity, notFound, ambiguous map[string]string) bool {
 	same := false
 	v.node.Ledger().Read(func(s *ledger.State) {
 		n := s.Node(v.cluster, node)
-		if n == nil || n.IdentitiesAt.IsZero() || n.BootID != boot || len(n.Identities) != len(ids) {
+		if n == nil || n.IdentitiesAt.IsZero() || n.BootID != boot || len(n.Identities) != len(ids) ||
+			!maps.Equal(n.NotFound, notFound) || !maps.Equal(n.Ambiguous, ambiguous) {
 			return
 		}
 		for name, id := range ids {
@@ -297,7 +312,7 @@ func (v *ledgerView) unchanged(node, boot string, ids map[string]arrayclients.Id
 func sameIdentity(a, b arrayclients.Identity) bool {
 	a.ResolvedAt, b.ResolvedAt = time.Time{}, time.Time{}
 	return a.Array == b.Array && a.Family == b.Family && a.Node == b.Node && a.ObjectID == b.ObjectID &&
-		a.ObjectName == b.ObjectName && slices.Equal(a.Keys, b.Keys)
+		a.ObjectName == b.ObjectName && a.Kind == b.Kind && slices.Equal(a.Keys, b.Keys)
 }
 
 // Quorum reports whether the group has a leader this replica knows of.

@@ -25,7 +25,7 @@ func (f *fencing) statusProviders() {
 		}
 		var hist []*ledger.Fence
 		paused := map[string]bool{}
-		known := map[string]int{}
+		known := map[string]map[string]bool{}
 		f.node.Ledger().Read(func(s *ledger.State) {
 			cutoff := time.Now().Add(-recentFences)
 			for name, c := range s.Clusters {
@@ -48,7 +48,7 @@ func (f *fencing) statusProviders() {
 		for _, cr := range f.clusters {
 			cs := f.clusterStatus(cr, ps, paused[cr.cfg.Name])
 			if cs.Nodes != nil {
-				cs.Nodes.Unprotected = max(0, cs.Nodes.Total-known[cr.cfg.Name])
+				cs.Nodes.Unprotected = unprotectedCount(cr, known[cr.cfg.Name], cs.Unprotected)
 			}
 			st.Clusters = append(st.Clusters, cs)
 		}
@@ -57,19 +57,36 @@ func (f *fencing) statusProviders() {
 	})
 }
 
-// identitiesKnown counts the cluster's current nodes whose array
+// identitiesKnown names the cluster's current nodes whose array
 // identities the ledger holds.
-func identitiesKnown(cr *clusterRuntime, c *ledger.ClusterState) int {
+func identitiesKnown(cr *clusterRuntime, c *ledger.ClusterState) map[string]bool {
+	out := map[string]bool{}
 	if cr.kube == nil || c == nil {
-		return 0
+		return out
 	}
-	n := 0
 	for name, rec := range c.Nodes {
 		if _, ok := cr.kube.Node(name); ok && !rec.IdentitiesAt.IsZero() {
-			n++
+			out[name] = true
 		}
 	}
-	return n
+	return out
+}
+
+// unprotectedCount counts the cluster's nodes that cannot be fenced: the
+// current nodes whose identities are not learned, and those with gaps.
+func unprotectedCount(cr *clusterRuntime, known map[string]bool, gaps []status.UnprotectedNode) int {
+	names := map[string]bool{}
+	if cr.kube != nil {
+		for _, n := range cr.kube.NodeNames() {
+			if !known[n] {
+				names[n] = true
+			}
+		}
+	}
+	for _, u := range gaps {
+		names[u.Name] = true
+	}
+	return len(names)
 }
 
 // clusterStatus merges the API server probe, the detector and the
@@ -135,6 +152,16 @@ func (f *fencing) clusterStatus(cr *clusterRuntime, ps stonith.Status, paused bo
 		out.Unhealthy = append(out.Unhealthy, status.Node{Name: v.Node, Verdict: string(v.State), Reason: reason, Since: v.Since})
 	}
 	slices.SortFunc(out.Unhealthy, func(a, b status.Node) int { return strings.Compare(a.Name, b.Name) })
+	for _, u := range ps.Unprotected {
+		if u.Cluster != cr.cfg.Name {
+			continue
+		}
+		n := status.UnprotectedNode{Name: u.Node, Since: u.Since}
+		for _, g := range u.Gaps {
+			n.Gaps = append(n.Gaps, status.Gap{Volume: g.Volume, Array: g.Array, Reason: string(g.Reason), Detail: g.Detail})
+		}
+		out.Unprotected = append(out.Unprotected, n)
+	}
 	if !ds.EvaluatedAt.IsZero() {
 		t := ds.EvaluatedAt.UTC()
 		out.CheckedAt = &t

@@ -48,7 +48,7 @@ func writeTable(out io.Writer, st status.Status) error {
 	}
 	if len(st.Clusters) > 0 {
 		rows := [][]string{{"CLUSTER", "READY", "NODES", "HEALTHY", "SUSPECT", "FAILED", "BLOCKED", "FENCED", "UNPROTECTED", "PAUSED", "DRY RUN", "API SERVER", "ERROR"}}
-		var nodes [][]string
+		var nodes, gaps [][]string
 		for _, c := range st.Clusters {
 			counts := []string{"-", "-", "-", "-", "-", "-", "-"}
 			if n := c.Nodes; n != nil {
@@ -67,10 +67,19 @@ func writeTable(out io.Writer, st status.Status) error {
 			for _, n := range c.Unhealthy {
 				nodes = append(nodes, []string{c.Name, n.Name, n.Verdict, dash(n.Reason), n.Since.Local().Format(time.RFC3339)})
 			}
+			for _, n := range c.Unprotected {
+				for _, g := range n.Gaps {
+					gaps = append(gaps, []string{c.Name, n.Name, dash(g.Volume), dash(g.Array), g.Reason, dash(g.Detail)})
+				}
+			}
 		}
 		section(out, "Clusters", rows)
 		if len(nodes) > 0 {
 			section(out, "Nodes not healthy", append([][]string{{"CLUSTER", "NODE", "VERDICT", "REASON", "SINCE"}}, nodes...))
+		}
+		if len(gaps) > 0 {
+			section(out, "Nodes unprotected (never fenced until every volume can be cut)",
+				append([][]string{{"CLUSTER", "NODE", "VOLUME", "ARRAY", "GAP", "DETAIL"}}, gaps...))
 		}
 	}
 	if len(st.Fences) > 0 {

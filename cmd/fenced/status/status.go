@@ -104,6 +104,10 @@ type Cluster struct {
 	StorageStorm []StorageStorm `json:"storageStorm,omitempty"`
 	// Unhealthy lists nodes that are not healthy.
 	Unhealthy []Node `json:"unhealthy,omitempty"`
+	// Unprotected lists the nodes whose storage footprint fenced cannot
+	// fully cut, with why (one gap per volume and array): such a node is
+	// never fenced, tainted or evicted, whatever its health.
+	Unprotected []UnprotectedNode `json:"unprotected,omitempty"`
 	// CheckedAt is when the cluster was last observed.
 	CheckedAt *time.Time `json:"checkedAt,omitempty"`
 }
@@ -118,10 +122,29 @@ type NodeCounts struct {
 	Blocked int `json:"blocked"`
 	// Fenced counts the cluster's open fence records.
 	Fenced int `json:"fenced"`
-	// Unprotected counts nodes whose array identities are not learned yet
-	// (just added, or while a new leader resolves thousands of nodes): a
-	// fence of one of them would block, so it is not fenced.
+	// Unprotected counts nodes fenced cannot fence: their array identities
+	// are not learned yet (just added, or while a new leader resolves
+	// thousands of nodes), or a volume of their footprint cannot be cut
+	// (Cluster.Unprotected says why).
 	Unprotected int `json:"unprotected"`
+}
+
+// UnprotectedNode is a node whose storage footprint cannot be fully cut.
+type UnprotectedNode struct {
+	Name string `json:"name"`
+	Gaps []Gap  `json:"gaps"`
+	// Since is when this replica first saw the node unprotected.
+	Since time.Time `json:"since"`
+}
+
+// Gap is one volume (or the whole node, when Volume is empty) fenced
+// could not cut on an array; Reason is one of the gap reasons of
+// docs/footprint.md.
+type Gap struct {
+	Volume string `json:"volume,omitempty"`
+	Array  string `json:"array,omitempty"`
+	Reason string `json:"reason"`
+	Detail string `json:"detail"`
 }
 
 // Storm describes storm protection holding fencing back.

@@ -1,0 +1,111 @@
+package stonith
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/fenced-project/fenced/arrayclients"
+	"github.com/fenced-project/fenced/cluster/ledger"
+)
+
+// recordIdentities is what coverage knows of a record's node: the
+// identities the record was opened with, and where none (or more than one
+// candidate) was found as the ledger has it now.
+func recordIdentities(f *ledger.Fence, v nodeView) identityView {
+	return identityView{Identities: f.Identities, Known: f.IdentitiesKnown, NotFound: v.NotFound, Ambiguous: v.Ambiguous}
+}
+
+// grown returns the node's footprint volumes, placed, that the record does
+// not hold yet: volumes Kubernetes attached since the fence opened, or the
+// whole footprint of a record written before footprints.
+func (c *Controller) grown(cl *clusterRuntime, f *ledger.Fence, v nodeView) ([]arrayclients.FootprintVolume, error) {
+	kvols, err := cl.Footprints.Volumes(f.Node)
+	if err != nil {
+		return nil, fmt.Errorf("fence %s: footprint: %w", f.ID, err)
+	}
+	cv := cover(kvols, cl.Drivers, cl.arrays, recordIdentities(f, v))
+	var add []arrayclients.FootprintVolume
+	for _, fv := range cv.Footprint {
+		if !slices.ContainsFunc(f.Footprint, func(old arrayclients.FootprintVolume) bool { return old.PV == fv.PV }) {
+			add = append(add, fv)
+		}
+	}
+	return add, nil
+}
+
+// amendFootprint adds to a record in intent or fencing the footprint
+// volumes it does not hold yet (and marks a record written before
+// footprints as having one). It reports whether it committed anything;
+// the caller reconciles again, and amendPlans then plans the arrays of
+// the new volumes.
+func (c *Controller) amendFootprint(ctx context.Context, l Leadership, cl *clusterRuntime, f *ledger.Fence, v nodeView) (bool, error) {
+	add, err := c.grown(cl, f, v)
+	if err != nil {
+		return false, err
+	}
+	if len(add) == 0 && f.FootprintRecorded {
+		return false, nil
+	}
+	if err := c.commit(ctx, l, &ledger.AmendFence{Meta: c.meta(l), Cluster: f.Cluster, Node: f.Node, FenceID: f.ID,
+		Expect: f.State, Footprint: add, FootprintRecorded: true}); err != nil {
+		return false, fmt.Errorf("fence %s: record footprint: %w", f.ID, err)
+	}
+	if f.FootprintRecorded {
+		c.log.Warn("footprint of a fenced node grew: planning its new volumes before the fence completes",
+			"cluster", f.Cluster, "node", f.Node, "fence", f.ID, "volumes", pvNames(add))
+	} else {
+		c.log.Info("recorded the footprint of a fence written before footprints", "cluster", f.Cluster,
+			"node", f.Node, "fence", f.ID, "volumes", len(add))
+	}
+	return true, nil
+}
+
+// refence takes a fenced record whose footprint grew before the taint
+// back to fencing with its new volumes, so they are cut and read back
+// before anything else happens (invariant 1 over the footprint as it is
+// now). It reports whether it did.
+func (c *Controller) refence(ctx context.Context, l Leadership, cl *clusterRuntime, f *ledger.Fence) (bool, error) {
+	add, err := c.grown(cl, f, c.readNode(cl.Name, f.Node))
+	if err != nil || len(add) == 0 {
+		return false, err
+	}
+	if err := c.step(ctx, l, f, ledger.StateFencing, "footprint grew before the taint: "+strings.Join(pvNames(add), ", ")); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// restoreScope is, by array, what an unfence may give back besides the
+// host-level identity: the record's footprint volumes Kubernetes still
+// wants on the node (invariant 5).
+func (c *Controller) restoreScope(cl *clusterRuntime, f *ledger.Fence) (map[string]arrayclients.RestoreScope, error) {
+	wanted, err := cl.Footprints.Wanted(f.Node)
+	if err != nil {
+		return nil, fmt.Errorf("fence %s: volumes Kubernetes wants on %s: %w", f.ID, f.Node, err)
+	}
+	scope := map[string]arrayclients.RestoreScope{}
+	for _, v := range f.Footprint {
+		if !slices.Contains(wanted, v.PV) {
+			continue
+		}
+		for _, pl := range v.Placements {
+			sc := scope[pl.Array]
+			sc.Wanted = append(sc.Wanted, v.PV)
+			scope[pl.Array] = sc
+		}
+	}
+	if len(scope) == 0 {
+		return nil, nil
+	}
+	return scope, nil
+}
+
+func pvNames(vols []arrayclients.FootprintVolume) []string {
+	out := make([]string, len(vols))
+	for i, v := range vols {
+		out[i] = v.PV
+	}
+	return out
+}
