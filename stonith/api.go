@@ -67,6 +67,20 @@ func (a *API) Routes() map[string]http.Handler {
 			}
 			return a.c.SetPause(ctx, who, req, false)
 		}),
+		RoutePlan: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if _, ok := a.auth.Authenticate(r); !ok {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="fenced"`)
+				writeJSON(w, http.StatusUnauthorized, errorBody{Error: "unauthorized: present the API token or a client certificate"})
+				return
+			}
+			q := r.URL.Query()
+			res, err := a.c.PlanNode(r.Context(), PlanRequest{Cluster: q.Get("cluster"), Node: q.Get("node")})
+			if err != nil {
+				writeJSON(w, statusOf(err), errorBody{Error: err.Error()})
+				return
+			}
+			writeJSON(w, http.StatusOK, res)
+		}),
 		RouteFences: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			writeJSON(w, http.StatusOK, a.c.Status())
 		}),

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 )
 
@@ -105,6 +106,13 @@ func (c *Client) Pause(ctx context.Context, req PauseRequest) (ActionResult, err
 func (c *Client) Resume(ctx context.Context, req PauseRequest) (ActionResult, error) {
 	var res ActionResult
 	return res, c.do(ctx, RouteResume, req, &res)
+}
+
+// Plan reads what a fence of the node would cut now (read-only).
+func (c *Client) Plan(ctx context.Context, req PlanRequest) (NodePlan, error) {
+	var res NodePlan
+	q := url.Values{"cluster": {req.Cluster}, "node": {req.Node}}
+	return res, c.do(ctx, RoutePlan+"?"+q.Encode(), nil, &res)
 }
 
 // Fences returns the pipeline's status section.

@@ -155,6 +155,7 @@ type fakeArray struct {
 	mu        sync.Mutex
 	access    map[string]bool // node -> has access
 	applyErr  error
+	planErr   error
 	verifyErr error
 	undoErr   error
 	applies   int
@@ -182,6 +183,12 @@ func (a *fakeArray) Cover(arrayclients.Identity, arrayclients.VolumeRef) (arrayc
 }
 
 func (a *fakeArray) Plan(_ context.Context, id arrayclients.Identity, vols []arrayclients.VolumeRef) (arrayclients.Plan, error) {
+	a.mu.Lock()
+	err := a.planErr
+	a.mu.Unlock()
+	if err != nil {
+		return arrayclients.Plan{}, err
+	}
 	p := arrayclients.Plan{Array: a.name, Family: arrayclients.PowerFlex, Identity: id,
 		Entries: json.RawMessage(`[{"volume":"v1"}]`), Summary: "unmap v1 from " + id.Node, CreatedAt: time.Now().UTC()}
 	for _, v := range vols {

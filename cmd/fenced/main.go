@@ -71,7 +71,7 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(newRunCmd(), newStatusCmd(), newConfigCmd(), newVersionCmd(),
+	root.AddCommand(newRunCmd(), newStatusCmd(), newPlanCmd(), newConfigCmd(), newVersionCmd(),
 		newFenceCmd(), newUnfenceCmd(), newPauseCmd(), newResumeCmd())
 	return root
 }

@@ -35,6 +35,12 @@ func (f *fencing) routes() error {
 	}
 	api := stonith.NewAPI(f.ctrl, auth)
 	for pattern, h := range api.Routes() {
+		if pattern == stonith.RoutePlan {
+			// Read-only: any replica answers from its own informers,
+			// ledger and arrays.
+			f.d.Handle(pattern, h)
+			continue
+		}
 		fh := f.node.ForwardingHandler(h, cluster.ForwardOptions{Client: client})
 		if strings.HasPrefix(pattern, http.MethodPost+" ") {
 			fh = f.d.Authorize(fh)
