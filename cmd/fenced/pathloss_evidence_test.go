@@ -139,8 +139,16 @@ func watchPlacements(t *testing.T, cp *testbed.ControlPlane) func() []invariants
 		vas, err := cp.Client.StorageV1().VolumeAttachments().List(ctx, metav1.ListOptions{})
 		if err == nil {
 			mu.Lock()
+			listed := map[string]bool{}
 			for _, v := range vas.Items {
+				listed["volumeattachments//"+v.Name] = true
 				record("volumeattachments", "", v.Name, v.Spec.NodeName)
+			}
+			for key, node := range last {
+				if name, ok := strings.CutPrefix(key, "volumeattachments//"); ok && !listed[key] {
+					delete(last, key)
+					out = append(out, invariants.Placement{Time: time.Now(), Resource: "volumeattachments", Name: name, Node: node, Deleted: true})
+				}
 			}
 			mu.Unlock()
 		}

@@ -57,6 +57,20 @@ func (p *placementRecorder) observe(resource, namespace, name, node string) {
 	p.list = append(p.list, invariants.Placement{Time: time.Now().UTC(), Resource: resource, Namespace: namespace, Name: name, Node: node})
 }
 
+// gone records that an object was deleted (so one recreated under the same
+// name is recorded again).
+func (p *placementRecorder) gone(resource, namespace, name, node string) {
+	key := resource + "/" + namespace + "/" + name
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, ok := p.last[key]; !ok {
+		return
+	}
+	delete(p.last, key)
+	p.list = append(p.list, invariants.Placement{Time: time.Now().UTC(), Resource: resource, Namespace: namespace, Name: name,
+		Node: node, Deleted: true})
+}
+
 // Placements returns a copy of what was recorded.
 func (p *placementRecorder) Placements() []invariants.Placement {
 	p.mu.Lock()
@@ -82,7 +96,15 @@ func watchPlacements(ctx context.Context, cs kubernetes.Interface) *placementRec
 	_, _ = f.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: pod, UpdateFunc: func(_, n any) { pod(n) }})
 	_, _ = f.Storage().V1().VolumeAttachments().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: va, UpdateFunc: func(_, n any) { va(n) }})
+		AddFunc: va, UpdateFunc: func(_, n any) { va(n) },
+		DeleteFunc: func(obj any) {
+			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			if o, ok := obj.(*storagev1.VolumeAttachment); ok {
+				p.gone("volumeattachments", "", o.Name, o.Spec.NodeName)
+			}
+		}})
 	f.Start(ctx.Done())
 	f.WaitForCacheSync(ctx.Done())
 	return p

@@ -16,13 +16,15 @@ const (
 	RuleArrayRestored     = "array-restored"
 	RuleNoActionOnDoubt   = "no-action-on-doubt"
 	RuleDryRun            = "dry-run"
+	RuleFootprintCovered  = "footprint-covered"
+	RuleNoRegrant         = "no-regrant"
 	RuleEvidence          = "evidence"
 )
 
 // Rules lists every rule Check runs, in the order it runs them.
 func Rules() []string {
 	return []string{RuleEvidence, RuleFenceBeforeDelete, RuleOneActor, RuleArrayChangeWindow,
-		RuleUnfenceOnce, RuleArrayRestored, RuleNoActionOnDoubt, RuleDryRun}
+		RuleUnfenceOnce, RuleArrayRestored, RuleNoActionOnDoubt, RuleDryRun, RuleFootprintCovered, RuleNoRegrant}
 }
 
 // Violation is one broken invariant.
@@ -120,6 +122,8 @@ func Check(in Inputs, opts Options) *Report {
 	c.checkArrayRestored()
 	c.checkNoActionOnDoubt()
 	c.checkDryRun()
+	c.checkFootprintCovered()
+	c.checkNoRegrant()
 	sort.SliceStable(c.rep.Violations, func(i, j int) bool {
 		return c.rep.Violations[i].At.Before(c.rep.Violations[j].At)
 	})

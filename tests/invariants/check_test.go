@@ -2,10 +2,13 @@ package invariants
 
 import (
 	"encoding/json"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/fenced-project/fenced/arrayclients"
 	"github.com/fenced-project/fenced/cluster/ledger"
+	"github.com/fenced-project/fenced/tests/arraysim/simcore"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -14,7 +17,7 @@ func TestGoodRunHasNoViolations(t *testing.T) {
 	rep := good().check()
 	require.True(t, rep.OK(), rep.String())
 	for _, rule := range []string{RuleFenceBeforeDelete, RuleOneActor, RuleArrayChangeWindow, RuleUnfenceOnce,
-		RuleArrayRestored, RuleNoActionOnDoubt} {
+		RuleArrayRestored, RuleNoActionOnDoubt, RuleFootprintCovered, RuleNoRegrant} {
 		assert.Positive(t, rep.Checked[rule], "rule %s examined nothing", rule)
 	}
 	// node update, pod delete, VA delete, node update (untaint); the admin's delete is not fenced's.
@@ -38,10 +41,10 @@ func TestCheckerCatchesBrokenHistories(t *testing.T) {
 		}, RuleFenceBeforeDelete, "node worker-1 written (update)"},
 		{"VolumeAttachment deleted before any fence", func(r *run) {
 			r.in.Kube[cl][2].Received = at(1500)
-		}, RuleFenceBeforeDelete, "VolumeAttachment csi-abc deleted"},
+		}, RuleFenceBeforeDelete, "deleted by system:serviceaccount:kube-system:attachdetach-controller at 12:00:01.5"},
 		{"pod deleted after recovery started", func(r *run) {
 			r.in.Kube[cl][1].Received = at(20500)
-			r.in.Placements[cl] = r.in.Placements[cl][:3]
+			r.in.Placements[cl] = r.in.Placements[cl][:4]
 		}, RuleFenceBeforeDelete, "while no fence of the node was in force"},
 		{"fenced step without a read-back on one array", func(r *run) {
 			r.in.Arrays[pstor] = append(r.in.Arrays[pstor][:1], r.in.Arrays[pstor][2:]...)
@@ -55,6 +58,48 @@ func TestCheckerCatchesBrokenHistories(t *testing.T) {
 		{"array without an audit log", func(r *run) {
 			delete(r.in.Arrays, pstor)
 		}, RuleFenceBeforeDelete, "array pstore-1: no audit log"},
+		// footprint-covered (invariants 1 and 7)
+		{"fenced without a recorded footprint", func(r *run) {
+			r.fence().FootprintRecorded, r.fence().Footprint = false, nil
+		}, RuleFootprintCovered, "without a recorded storage footprint"},
+		{"a VolumeAttachment of the node left out of the footprint", func(r *run) {
+			r.fence().Footprint = r.fence().Footprint[:1]
+		}, RuleFootprintCovered, "was not in its footprint"},
+		{"a footprint volume with a gap", func(r *run) {
+			r.fence().Footprint[1].Placements = nil
+			r.fence().Footprint[1].Gap = &arrayclients.Gap{Reason: arrayclients.GapNotFenceable, Detail: "open NFS export"}
+		}, RuleFootprintCovered, "volume pv-log unplaced: not-fenceable"},
+		{"a footprint volume the plan does not cut", func(r *run) {
+			r.fence().Plans[1].Volumes[0].Cut = ""
+			r.fence().Plans[1].Volumes[0].Gap = &arrayclients.Gap{Reason: arrayclients.GapOtherIdentity, Detail: "given to host-x"}
+		}, RuleFootprintCovered, "volume pv-log on pstore-1 has a gap in the plan: other-identity"},
+		{"a footprint volume not in its array's plan", func(r *run) {
+			r.fence().Plans[0].Volumes = nil
+		}, RuleFootprintCovered, "volume pv-data on pflex-1 is not in the array's plan"},
+		{"fenced while the read-back showed access to a footprint volume", func(r *run) {
+			r.in.Ledger.AtFenced = []*ledger.Fence{atFenced(r, func(checks map[string][]arrayclients.VolumeCheck) {
+				checks[pstor][0].NodeAccess = true
+			})}
+		}, RuleFootprintCovered, "volume pv-log on pstore-1 still gives the node access in the read-back"},
+		{"fenced with a read-back that does not show a footprint volume", func(r *run) {
+			r.in.Ledger.AtFenced = []*ledger.Fence{atFenced(r, func(checks map[string][]arrayclients.VolumeCheck) {
+				checks[pflex] = nil
+			})}
+		}, RuleFootprintCovered, "volume pv-data on pflex-1 is not in the array's read-back"},
+		// no-regrant (invariant 5)
+		{"unfence re-maps a volume that moved to another node", func(r *run) {
+			moveVolume(r, 0, "worker-3", 7000)
+		}, RuleNoRegrant, "unfence gave the node volume pv-data (v1 on pflex-1) while Kubernetes had it on worker-3"},
+		{"a volume that moved is still given to the node at the end", func(r *run) {
+			moveVolume(r, 0, "worker-3", 7000)
+			r.in.Arrays[pflex] = slices.Delete(r.in.Arrays[pflex], 3, 4) // no write seen, but the end state has it
+		}, RuleNoRegrant, "at the end of the run pflex-1 still gives the node volume pv-data (v1), which moved to worker-3"},
+		{"initiators restored while the host still has a volume that moved", func(r *run) {
+			moveVolume(r, 1, "worker-3", 7000)
+			r.in.ArrayEnd[pstor] = json.RawMessage(`{"hosts":[{"id":"` + host + `","name":"csi-node-w1","initiators":[{"port_name":"iqn.1994-05.com.redhat:w1"}],` +
+				`"mappings":[{"volume_id":"` + vol2 + `"}]}]}`)
+			r.in.ArrayStart[pstor] = r.in.ArrayEnd[pstor]
+		}, RuleNoRegrant, "pstore-1 still gives the node volume pv-log"},
 		{"pod delete whose node is unknown", func(r *run) {
 			r.in.Placements[cl] = r.in.Placements[cl][1:]
 		}, RuleFenceBeforeDelete, "no placement"},
@@ -135,6 +180,32 @@ func TestCheckerCatchesBrokenHistories(t *testing.T) {
 			assert.Contains(t, joinLines(msgs), tc.want)
 		})
 	}
+}
+
+// atFenced returns the run's record as it was at its fenced step: fenced,
+// with read-backs showing the node without access to every footprint
+// volume, changed by mutate.
+func atFenced(r *run, mutate func(checks map[string][]arrayclients.VolumeCheck)) *ledger.Fence {
+	f := *r.fence()
+	f.Steps = slices.Clone(f.Steps[:3])
+	f.State = ledger.StateFenced
+	_, _, checks := footprint()
+	mutate(checks)
+	f.Results = map[string]*ledger.ArrayResult{}
+	for _, a := range []string{pflex, pstor} {
+		f.Results[a] = &ledger.ArrayResult{Array: a, Applied: true, Verified: true,
+			Verification: &arrayclients.Verification{Fenced: true, Volumes: checks[a], CheckedAt: at(3000)}}
+	}
+	return &f
+}
+
+// moveVolume records the footprint volume i attached to node m from ms on
+// (the pod moved there and the driver published it).
+func moveVolume(r *run, i int, m string, ms int) {
+	v := r.fence().Footprint[i]
+	r.in.Placements[cl] = append(r.in.Placements[cl],
+		Placement{Time: at(ms - 100), Resource: "volumeattachments", Name: v.Attachment, Node: node, Deleted: true},
+		Placement{Time: at(ms), Resource: "volumeattachments", Name: attachmentName(v.Handle, v.Driver, m), Node: m})
 }
 
 func joinLines(l []string) string {
@@ -246,4 +317,33 @@ func TestDiffStates(t *testing.T) {
 			assert.Equal(t, tc.want, got)
 		})
 	}
+}
+
+// A volume that moved and that unfence left with its new node breaks no
+// rule: the driver's writes are not fenced's to restore.
+func TestMovedVolumeLeftWithItsNewNode(t *testing.T) {
+	r := good()
+	moveVolume(r, 0, "worker-3", 7000)
+	const sdc3 = "5a1f0c2e00000003"
+	// The driver (no replica's tag) unmapped v1 from worker-1 and mapped
+	// it to worker-3; unfence gave nothing of v1 back.
+	driver := func(seq int64, ms int, path, change string) simcore.AuditEntry {
+		return audit(seq, ms, "csi", "POST", path, change)
+	}
+	r.in.Arrays[pflex] = []simcore.AuditEntry{
+		r.in.Arrays[pflex][0], r.in.Arrays[pflex][1], r.in.Arrays[pflex][2],
+		driver(4, 7200, "/api/instances/Volume::v1/action/addMappedSdc", "+$.volumes[v1].mappedSdcInfo["+sdc3+"]"),
+		audit(5, 21500, "a", "GET", "/api/instances/Volume::v1", ""),
+	}
+	r.in.ArrayEnd[pflex] = json.RawMessage(`{"sdcs":[{"id":"` + sdcID + `","connected":false}],"volumes":[{"id":"v1","mappedSdcInfo":[{"sdcId":"` + sdc3 + `","accessMode":"ReadWrite"}]}]}`)
+	r.opts.DriverRemotes = []string{"csi"}
+	r.in.Arrays[pflex][3].Remote = "csi/127.0.0.1:50000"
+	rep := r.check()
+	require.True(t, rep.OK(), rep.String())
+	assert.Positive(t, rep.Checked[RuleNoRegrant])
+
+	// The same writes with no driver declared: a write from no replica.
+	r.opts.DriverRemotes = nil
+	rep = r.check()
+	assert.NotEmpty(t, rep.ByRule(RuleOneActor), rep.String())
 }

@@ -64,4 +64,23 @@
 //     until it healed).
 //   - dry-run: in a dry-run, no array write, no fenced Kubernetes write and
 //     no fence record at all.
+//   - footprint-covered (invariants 1 and 7): every record that reached
+//     "fenced" recorded the node's storage footprint; as of that step, every
+//     footprint volume was placed, had a cut (no gap) in its array's plan,
+//     and that array's last read-back showed the node without access to it
+//     (the read-back is checked where the record's version at the step is
+//     known: ReplayDataDir, or a record still fenced); and every
+//     VolumeAttachment Kubernetes had to the node at that step (from the
+//     placements) is in the footprint.
+//   - no-regrant (invariant 5): for every footprint volume of a record that
+//     was unfenced (unless multi-node), no array write by fenced during the
+//     unfence (from unfence-intent to the next step) added access for the
+//     node to the volume while Kubernetes had it attached to another node
+//     (its VolumeAttachment, named as Kubernetes names it from the handle,
+//     the driver and the node); and at the end of the run, when the record is
+//     the node's last and no longer fences it and the volume is still on the
+//     other node, the array's state dump shows neither the volume's object
+//     naming the node's identifiers nor the node's host object naming the
+//     volume. Host-level grants that reach a volume only through other
+//     objects (a PowerMax masking view) are not seen by the end-state check.
 package invariants

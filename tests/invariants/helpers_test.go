@@ -22,7 +22,37 @@ const (
 	pstor = "pstore-1"
 	sdcID = "5a1f0c2e00000001"
 	host  = "host-7f3e"
+	// The footprint: web-0's volume v1 on pflex-1 and its log volume
+	// 0a6e2b34 on pstore-1, as the drivers name their handles.
+	pflexSys = "7f5d8fa37e2a1c0f"
+	pstoreID = "PS4ebb8d4e8488"
+	vol1     = "v1"
+	vol2     = "0a6e2b34-5c1d-4f7e-9a8b-000000000001"
 )
+
+// footprint returns the record's footprint and the cut of each volume,
+// with a read-back showing the node without access.
+func footprint() ([]arrayclients.FootprintVolume, map[string][]arrayclients.VolumeCut, map[string][]arrayclients.VolumeCheck) {
+	fv := []arrayclients.FootprintVolume{
+		{KubeVolume: arrayclients.KubeVolume{PV: "pv-data", Attachment: attachmentName(pflexSys+"-"+vol1, arrayclients.DriverPowerFlex, node),
+			Driver: arrayclients.DriverPowerFlex, Handle: pflexSys + "-" + vol1, Attached: true},
+			Placements: []arrayclients.Placement{{Array: pflex, VolumeRef: arrayclients.VolumeRef{Volume: "pv-data", Object: vol1,
+				Protocol: arrayclients.ProtocolBlock, Attached: true}}}},
+		{KubeVolume: arrayclients.KubeVolume{PV: "pv-log", Attachment: attachmentName(vol2+"/"+pstoreID+"/scsi", arrayclients.DriverPowerStore, node),
+			Driver: arrayclients.DriverPowerStore, Handle: vol2 + "/" + pstoreID + "/scsi", Attached: true},
+			Placements: []arrayclients.Placement{{Array: pstor, VolumeRef: arrayclients.VolumeRef{Volume: "pv-log", Object: vol2,
+				Protocol: arrayclients.ProtocolBlock, Attached: true}}}},
+	}
+	cuts := map[string][]arrayclients.VolumeCut{
+		pflex: {{VolumeRef: fv[0].Placements[0].VolumeRef, Cut: arrayclients.CutSDCUnmap}},
+		pstor: {{VolumeRef: fv[1].Placements[0].VolumeRef, Cut: arrayclients.CutHostInitiators}},
+	}
+	checks := map[string][]arrayclients.VolumeCheck{
+		pflex: {{Volume: "pv-data", Object: vol1}},
+		pstor: {{Volume: "pv-log", Object: vol2}},
+	}
+	return fv, cuts, checks
+}
 
 // run is a synthetic run under construction. good() returns one in which
 // every invariant holds: worker-1 dies, is fenced on two arrays by leader
@@ -52,11 +82,13 @@ func good() *run {
 		pflex: {Array: pflex, Family: arrayclients.PowerFlex, Node: node, ObjectID: sdcID, Keys: []string{"127.0.10.1"}},
 		pstor: {Array: pstor, Family: arrayclients.PowerStore, Node: node, ObjectID: host, ObjectName: "csi-node-w1"},
 	}
+	fv, cuts, _ := footprint()
 	fence := &ledger.Fence{
 		ID: "fence-10", Cluster: cl, Node: node, Kind: ledger.KindUnfence, Origin: ledger.OriginVerdict,
 		State: ledger.StateClosed, Identities: ids, IdentitiesKnown: true, BootID: "boot-1", UnfenceBootID: "boot-2",
-		Plans: []arrayclients.Plan{{Array: pflex, Family: arrayclients.PowerFlex, Identity: ids[pflex]},
-			{Array: pstor, Family: arrayclients.PowerStore, Identity: ids[pstor]}},
+		Plans: []arrayclients.Plan{{Array: pflex, Family: arrayclients.PowerFlex, Identity: ids[pflex], Volumes: cuts[pflex]},
+			{Array: pstor, Family: arrayclients.PowerStore, Identity: ids[pstor], Volumes: cuts[pstor]}},
+		Footprint: fv, FootprintRecorded: true,
 		Steps: []ledger.Step{
 			step("", ledger.StateIntent, 1000, 10, "a", 2),
 			step(ledger.StateIntent, ledger.StateFencing, 2000, 11, "a", 2),
@@ -76,7 +108,7 @@ func good() *run {
 			Kube: map[string][]KubeEvent{cl: {
 				kube(4500, "fenced-a", "update", "nodes", "", node),
 				kube(5500, "fenced-a", "delete", "pods", "db", "web-0"),
-				kube(7000, "system:serviceaccount:kube-system:attachdetach-controller", "delete", "volumeattachments", "", "csi-abc"),
+				kube(7000, "system:serviceaccount:kube-system:attachdetach-controller", "delete", "volumeattachments", "", fv[0].Attachment),
 				kube(9000, "admin", "delete", "pods", "db", "web-1"), // not fenced's: not checked
 				kube(22500, "fenced-a", "update", "nodes", "", node),
 			}},
@@ -103,7 +135,8 @@ func good() *run {
 			Placements: map[string][]Placement{cl: {
 				{Time: at(-60000), Resource: "pods", Namespace: "db", Name: "web-0", Node: node},
 				{Time: at(-60000), Resource: "pods", Namespace: "db", Name: "web-1", Node: "worker-2"},
-				{Time: at(-50000), Resource: "volumeattachments", Name: "csi-abc", Node: node},
+				{Time: at(-50000), Resource: "volumeattachments", Name: fv[0].Attachment, Node: node},
+				{Time: at(-50000), Resource: "volumeattachments", Name: fv[1].Attachment, Node: node},
 				{Time: at(5600), Resource: "pods", Namespace: "db", Name: "web-0", Node: "worker-3"},
 			}},
 			Ledger: &History{

@@ -1,6 +1,7 @@
 package invariants
 
 import (
+	"fmt"
 	"sort"
 	"time"
 
@@ -28,6 +29,9 @@ func FromState(st *ledger.State) *History {
 			h.Fences = append(h.Fences, n.History...)
 			if n.Fence != nil {
 				h.Fences = append(h.Fences, n.Fence)
+				if n.Fence.State == ledger.StateFenced {
+					h.AtFenced = append(h.AtFenced, n.Fence)
+				}
 			}
 		}
 	}
@@ -47,6 +51,7 @@ func Merge(hs ...*History) *History {
 	}
 	seenEpoch := map[epochKey]bool{}
 	byID := map[string]*ledger.Fence{}
+	atFenced := map[string]*ledger.Fence{}
 	for _, h := range hs {
 		if h == nil {
 			continue
@@ -69,6 +74,14 @@ func Merge(hs ...*History) *History {
 				byID[f.ID] = f
 			}
 		}
+		for _, f := range h.AtFenced {
+			if f != nil {
+				atFenced[fmt.Sprintf("%s@%d", f.ID, lastIndex(f))] = f
+			}
+		}
+	}
+	for _, k := range sortedKeys(atFenced) {
+		out.AtFenced = append(out.AtFenced, atFenced[k])
 	}
 	for _, f := range byID {
 		out.Fences = append(out.Fences, f)

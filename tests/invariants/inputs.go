@@ -2,6 +2,7 @@ package invariants
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"time"
 
@@ -63,6 +64,8 @@ type Placement struct {
 	Namespace string    `json:"namespace,omitempty"`
 	Name      string    `json:"name"`
 	Node      string    `json:"node"`
+	// Deleted says the object was gone from Time on (Node is where it was).
+	Deleted bool `json:"deleted,omitempty"`
 }
 
 // Event is one entry of the harness's fault timeline.
@@ -107,6 +110,10 @@ type History struct {
 	Fences []*ledger.Fence `json:"fences"`
 	// Final is the ledger at the end of the run, if known.
 	Final *ledger.State `json:"final,omitempty"`
+	// AtFenced are records as they were when a "fenced" step committed
+	// (their plans and read-backs then), one per record and fenced step.
+	// ReplayDataDir sees every one; a State only those still fenced.
+	AtFenced []*ledger.Fence `json:"atFenced,omitempty"`
 }
 
 // Inputs are the parsed evidence of one run.
@@ -143,6 +150,11 @@ type Options struct {
 	// Remotes maps the tag of an array request's Remote (the part before
 	// the first "/", see RemoteTag) or the whole Remote to a replica ID.
 	Remotes map[string]string
+	// DriverRemotes are the tags (see RemoteTag) of array requests the CSI
+	// drivers make (the test bed's emulated controllers): their writes are
+	// not fenced's, so one-actor leaves them out and array-restored does not
+	// ask fenced to restore what they changed.
+	DriverRemotes []string
 	// InFlightGrace tolerates an array or Kubernetes write from the replica
 	// that led just before the current epoch for this long after the
 	// epoch began (a request it sent before it stepped down and that
@@ -176,6 +188,11 @@ func (o Options) replicaOf(remote string) string {
 		return r
 	}
 	return o.Remotes[RemoteTag(remote)]
+}
+
+// isDriver reports whether an array request came from a CSI driver.
+func (o Options) isDriver(remote string) bool {
+	return slices.Contains(o.DriverRemotes, RemoteTag(remote))
 }
 
 // isFencedUser reports whether user is one of fenced's users.

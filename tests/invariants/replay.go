@@ -108,6 +108,9 @@ func ReplayDataDir(dataDir string, lockWait time.Duration) (*History, error) {
 					fences[f.ID] = cloneFence(f)
 				}
 			}
+			if f := n.Fence; f != nil && f.State == ledger.StateFenced && lastIndex(f) == idx {
+				h.AtFenced = append(h.AtFenced, cloneFence(f))
+			}
 		})
 	}
 	h.Final = fsm.Copy()
@@ -115,7 +118,9 @@ func ReplayDataDir(dataDir string, lockWait time.Duration) (*History, error) {
 	for _, f := range fences {
 		h.Fences = append(h.Fences, f)
 	}
-	out := Merge(h, FromState(h.Final))
+	final := FromState(h.Final)
+	final.AtFenced = nil // the replay saw each fenced step as it committed
+	out := Merge(h, final)
 	out.Final = h.Final
 	return out, nil
 }

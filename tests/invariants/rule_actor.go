@@ -27,6 +27,9 @@ func (c *checker) checkOneActor() {
 			if !e.Changed {
 				continue
 			}
+			if c.opts.isDriver(e.Remote) {
+				continue // the CSI driver's write, not fenced's
+			}
 			c.count(RuleOneActor, 1)
 			if len(c.opts.Remotes) == 0 {
 				continue

@@ -1,6 +1,8 @@
 package invariants
 
 import (
+	"strings"
+
 	"github.com/fenced-project/fenced/cluster/ledger"
 )
 
@@ -41,6 +43,7 @@ func (c *checker) checkArrayRestored() {
 				}
 			}
 		}
+		moved := c.movedObjects(arr)
 		for _, d := range diffs {
 			text := d.Path + " " + d.Before + " " + d.After
 			explained := false
@@ -50,9 +53,63 @@ func (c *checker) checkArrayRestored() {
 					break
 				}
 			}
+			if !explained && mentionsAny(text, moved) {
+				// A volume that moved to another node before the unfence:
+				// left with it, not given back (no-regrant checks that).
+				explained = true
+			}
+			if !explained && c.driverWrote(arr, d.Path) {
+				// The last write there was not fenced's (a CSI driver
+				// publishing a volume that moved): not fenced's to restore.
+				explained = true
+			}
 			if !explained {
 				c.violate(RuleArrayRestored, timeZero, arr, "state differs from the start at %s, and no node still fenced explains it", d)
 			}
 		}
 	}
+}
+
+// driverWrote reports whether the last audited write that changed path (or
+// a path above or below it) on the array came from a CSI driver.
+func (c *checker) driverWrote(array, path string) bool {
+	last := -1
+	for i, e := range c.in.Arrays[array] {
+		if !e.Changed {
+			continue
+		}
+		for _, ch := range strings.Fields(e.Change) {
+			p := strings.TrimLeft(ch, "+-~")
+			if strings.HasPrefix(path, p) || strings.HasPrefix(p, path) {
+				last = i
+				break
+			}
+		}
+	}
+	return last >= 0 && c.opts.isDriver(c.in.Arrays[array][last].Remote)
+}
+
+// movedObjects names the objects on the array of footprint volumes that
+// Kubernetes had on another node when their record's unfence was
+// restored.
+func (c *checker) movedObjects(array string) []string {
+	var out []string
+	for _, f := range c.h.Fences {
+		from, to, ok := restoreWindow(f)
+		if !ok || !f.FootprintRecorded {
+			continue
+		}
+		t := to.At
+		if t.IsZero() {
+			t = from.At
+		}
+		for _, v := range f.Footprint {
+			for _, pl := range v.Placements {
+				if pl.Array == array && !v.MultiNode && c.holderAt(f.Cluster, v, f.Node, t) != "" {
+					out = append(out, pl.Object)
+				}
+			}
+		}
+	}
+	return out
 }
