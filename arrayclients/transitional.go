@@ -30,19 +30,6 @@ func (a *PowerFlexAdapter) VerifyRestore(ctx context.Context, p Plan, _ RestoreS
 	return a.Verify(ctx, p)
 }
 
-func (a *PowerStoreAdapter) Plan(ctx context.Context, id Identity, vols []VolumeRef) (Plan, error) {
-	p, err := a.planIdentity(ctx, id)
-	return coverPlan(p, err, id, vols, a.Cover)
-}
-
-func (a *PowerStoreAdapter) Undo(ctx context.Context, p Plan, _ RestoreScope) error {
-	return a.undoAll(ctx, p)
-}
-
-func (a *PowerStoreAdapter) VerifyRestore(ctx context.Context, p Plan, _ RestoreScope) (Verification, error) {
-	return a.Verify(ctx, p)
-}
-
 func (a *PowerMaxAdapter) Plan(ctx context.Context, id Identity, vols []VolumeRef) (Plan, error) {
 	p, err := a.planIdentity(ctx, id)
 	return coverPlan(p, err, id, vols, a.Cover)
