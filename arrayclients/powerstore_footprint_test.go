@@ -12,7 +12,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fenced-project/fenced/arrayclients"
-	"github.com/fenced-project/fenced/tests/arraysim/powerstore"
 )
 
 // psFootprintFixture is psFixture with a volume attached to nobody.
@@ -362,5 +361,3 @@ func TestPowerStoreUndoV1Plan(t *testing.T) {
 		assert.Equal(t, before, dumpJSON(t, e.state(t)))
 	})
 }
-
-var _ = powerstore.DefaultUsername
