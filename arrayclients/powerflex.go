@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -35,6 +36,10 @@ type PowerFlexEntries struct {
 	SdcID    string             `json:"sdcID"`
 	SdcGUID  string             `json:"sdcGUID"`
 	Mappings []PowerFlexMapping `json:"mappings"`
+	// HoldersRecorded: each mapping lists the other SDCs the volume was
+	// mapped to when the plan was read. Plans written before footprints
+	// (ledger v1) did not record them.
+	HoldersRecorded bool `json:"holdersRecorded,omitempty"`
 }
 
 // PowerFlexMapping is one volume's mapping to the SDC, with what Undo needs
@@ -47,6 +52,11 @@ type PowerFlexMapping struct {
 	// LimitIops and LimitBwInMbps are the mapping's limits (0 = unlimited).
 	LimitIops     int `json:"limitIops"`
 	LimitBwInMbps int `json:"limitBwInMbps"`
+	// Holders are the IDs of the other SDCs the volume was mapped to when
+	// the plan was read: a volume that was shared then is mapped back with
+	// multiple mappings allowed, and one that another SDC holds now but
+	// did not then has moved.
+	Holders []string `json:"holders,omitempty"`
 }
 
 func (m PowerFlexMapping) String() string {
@@ -207,12 +217,25 @@ func mappingsOf(vols []*siotypes.Volume, sdcID string) []PowerFlexMapping {
 			if m != nil && m.SdcID == sdcID {
 				out = append(out, PowerFlexMapping{
 					VolumeID: v.ID, VolumeName: v.Name, AccessMode: m.AccessMode,
-					LimitIops: m.LimitIops, LimitBwInMbps: m.LimitBwInMbps,
+					LimitIops: m.LimitIops, LimitBwInMbps: m.LimitBwInMbps, Holders: otherSdcs(v, sdcID),
 				})
 			}
 		}
 	}
 	slices.SortFunc(out, func(x, y PowerFlexMapping) int { return strings.Compare(x.VolumeID, y.VolumeID) })
+	return out
+}
+
+// otherSdcs lists the IDs of the SDCs other than sdcID the volume is
+// mapped to, sorted.
+func otherSdcs(v *siotypes.Volume, sdcID string) []string {
+	var out []string
+	for _, m := range v.MappedSdcInfo {
+		if m != nil && m.SdcID != sdcID && m.SdcID != "" {
+			out = append(out, m.SdcID)
+		}
+	}
+	slices.Sort(out)
 	return out
 }
 
@@ -236,44 +259,29 @@ func (a *PowerFlexAdapter) current(k powerFlexCall, sdcID, guid string) (maps []
 	return mappingsOf(vols, sdcID), true, nil
 }
 
-// planIdentity records every volume mapped to the identity's SDC with its access
-// mode and limits.
-func (a *PowerFlexAdapter) planIdentity(ctx context.Context, id Identity) (Plan, error) {
-	if id.Array != a.cfg.Name || id.Family != PowerFlex || id.ObjectID == "" {
-		return Plan{}, fmt.Errorf("%w: identity %s/%s/%s", ErrPlanMismatch, id.Family, id.Array, id.ObjectID)
-	}
+// planEntries records every volume mapped to the identity's SDC with its
+// access mode, limits and other holders.
+func (a *PowerFlexAdapter) planEntries(k powerFlexCall, id Identity) (PowerFlexEntries, error) {
 	guid := ""
 	if len(id.Keys) > 0 {
 		guid = id.Keys[0]
 	}
-	var p Plan
-	err := a.pool.with(ctx, func(k powerFlexCall) error {
-		sys, err := a.findSystem(k)
-		if err != nil {
-			return err
-		}
-		maps, found, err := a.current(k, id.ObjectID, guid)
-		if err != nil {
-			return err
-		}
-		if !found {
-			return fmt.Errorf("%w: SDC %s no longer exists", ErrNoIdentity, id.ObjectID)
-		}
-		entries := PowerFlexEntries{SystemID: sys.ID, SdcID: id.ObjectID, SdcGUID: guid, Mappings: maps}
-		if entries.Mappings == nil {
-			entries.Mappings = []PowerFlexMapping{}
-		}
-		raw, err := json.Marshal(entries)
-		if err != nil {
-			return fmt.Errorf("encode plan: %w", err)
-		}
-		p = Plan{
-			Array: a.cfg.Name, Family: PowerFlex, Identity: id, Entries: raw, CreatedAt: time.Now().UTC(),
-			Summary: fmt.Sprintf("unmap %d volume(s) from SDC %s (%s)", len(maps), id.ObjectName, id.ObjectID),
-		}
-		return nil
-	})
-	return p, err
+	sys, err := a.findSystem(k)
+	if err != nil {
+		return PowerFlexEntries{}, err
+	}
+	maps, found, err := a.current(k, id.ObjectID, guid)
+	if err != nil {
+		return PowerFlexEntries{}, err
+	}
+	if !found {
+		return PowerFlexEntries{}, fmt.Errorf("%w: SDC %s no longer exists", ErrNoIdentity, id.ObjectID)
+	}
+	e := PowerFlexEntries{SystemID: sys.ID, SdcID: id.ObjectID, SdcGUID: guid, Mappings: maps, HoldersRecorded: true}
+	if e.Mappings == nil {
+		e.Mappings = []PowerFlexMapping{}
+	}
+	return e, nil
 }
 
 // entries decodes a plan of this array.
@@ -307,11 +315,23 @@ func (a *PowerFlexAdapter) Apply(ctx context.Context, p Plan) error {
 			a.logger.Info("SDC no longer exists: nothing to unmap", "node", p.Identity.Node, "sdc", e.SdcID)
 			return nil
 		}
+		// The plan's mappings, and each footprint volume with a cut that
+		// the driver mapped after the plan was read.
+		unmap := map[string]string{}
 		for _, m := range e.Mappings {
-			if !slices.ContainsFunc(cur, func(c PowerFlexMapping) bool { return c.VolumeID == m.VolumeID }) {
+			unmap[m.VolumeID] = m.String()
+		}
+		for _, vc := range footprintCuts(p) {
+			if _, ok := unmap[vc.Object]; !ok {
+				unmap[vc.Object] = "footprint volume " + vc.Volume + " (" + vc.Object + ")"
+			}
+		}
+		for _, vol := range slices.Sorted(maps.Keys(unmap)) {
+			m := unmap[vol]
+			if !slices.ContainsFunc(cur, func(c PowerFlexMapping) bool { return c.VolumeID == vol }) {
 				continue
 			}
-			err := k.unmap(m.VolumeID, e.SdcID)
+			err := k.unmap(vol, e.SdcID)
 			if powerFlexIs(err, pflexMsgNotMapped) || powerFlexIs(err, pflexMsgNoVolume) {
 				continue
 			}
@@ -321,25 +341,6 @@ func (a *PowerFlexAdapter) Apply(ctx context.Context, p Plan) error {
 		}
 		return nil
 	})
-}
-
-// Verify reads the SDC's mappings back: Fenced when none is left, Restored
-// when every planned mapping is present with its access mode and limits.
-func (a *PowerFlexAdapter) Verify(ctx context.Context, p Plan) (Verification, error) {
-	e, err := a.entries(p)
-	if err != nil {
-		return Verification{}, err
-	}
-	var v Verification
-	err = a.pool.with(ctx, func(k powerFlexCall) error {
-		cur, found, err := a.current(k, e.SdcID, e.SdcGUID)
-		if err != nil {
-			return err
-		}
-		v = powerFlexVerify(e.Mappings, cur, found)
-		return nil
-	})
-	return v, err
 }
 
 // powerFlexVerify compares the planned mappings with the current ones.
@@ -361,54 +362,4 @@ func powerFlexVerify(planned, cur []PowerFlexMapping, found bool) Verification {
 	}
 	v.Restored = v.Restored && len(v.Missing) == 0
 	return v
-}
-
-// undoAll maps every planned volume back with its access mode and restores
-// its limits; mappings already present with the right mode and limits are
-// left alone, so a repeat writes nothing.
-func (a *PowerFlexAdapter) undoAll(ctx context.Context, p Plan) error {
-	e, err := a.entries(p)
-	if err != nil {
-		return err
-	}
-	return a.pool.with(ctx, func(k powerFlexCall) error {
-		cur, found, err := a.current(k, e.SdcID, e.SdcGUID)
-		if err != nil {
-			return err
-		}
-		if !found {
-			return fmt.Errorf("%w: SDC %s no longer exists; cannot map %d volume(s) back",
-				ErrNoIdentity, e.SdcID, len(e.Mappings))
-		}
-		var gone []string
-		for _, m := range e.Mappings {
-			i := slices.IndexFunc(cur, func(c PowerFlexMapping) bool { return c.VolumeID == m.VolumeID })
-			have := PowerFlexMapping{}
-			if i >= 0 {
-				have = cur[i]
-			}
-			if i >= 0 && have.AccessMode != m.AccessMode {
-				return fmt.Errorf("%s is mapped with access mode %s, not %s: refusing to change it", m, have.AccessMode, m.AccessMode)
-			}
-			if i < 0 {
-				err := k.mapVolume(m.VolumeID, e.SdcID, m.AccessMode)
-				if powerFlexIs(err, pflexMsgNoVolume) {
-					gone = append(gone, m.String())
-					continue
-				}
-				if err != nil && !powerFlexIs(err, pflexMsgAlreadyMapped) {
-					return fmt.Errorf("map %s: %w", m, err)
-				}
-			}
-			if have.LimitIops != m.LimitIops || have.LimitBwInMbps != m.LimitBwInMbps {
-				if err := k.setLimits(m.VolumeID, e.SdcID, m.LimitIops, m.LimitBwInMbps); err != nil {
-					return fmt.Errorf("restore limits of %s: %w", m, err)
-				}
-			}
-		}
-		if len(gone) > 0 {
-			return fmt.Errorf("volumes no longer exist, cannot map them back: %s", strings.Join(gone, "; "))
-		}
-		return nil
-	})
 }

@@ -193,10 +193,36 @@ func (k powerFlexCall) unmap(volID, sdcID string) error {
 	return k.volume(volID).UnmapVolumeSdc(&siotypes.UnmapVolumeSdcParam{SdcID: sdcID, IgnoreScsiInitiators: "TRUE"})
 }
 
-func (k powerFlexCall) mapVolume(volID, sdcID, mode string) error {
+// mapVolume maps a volume to an SDC. allowMultiple is the MDM's
+// allowMultipleMappings: csi-vxflexos sets it only for multi-node access
+// modes (dell/csi-powerflex service/controller.go
+// shouldAllowMultipleMappings); without it the MDM refuses to map a volume
+// another SDC has.
+func (k powerFlexCall) mapVolume(volID, sdcID, mode string, allowMultiple bool) error {
+	allow := "FALSE"
+	if allowMultiple {
+		allow = "TRUE"
+	}
 	return k.volume(volID).MapVolumeSdc(&siotypes.MapVolumeSdcParam{
-		SdcID: sdcID, AllowMultipleMappings: "TRUE", AccessMode: mode,
+		SdcID: sdcID, AllowMultipleMappings: allow, AccessMode: mode,
 	})
+}
+
+// volumeByID reads one volume (GET /api/instances/Volume::<id>, as
+// csi-vxflexos reads a volume before publishing it: dell/csi-powerflex
+// service/controller.go). found is false when the MDM has no such volume.
+func (k powerFlexCall) volumeByID(id string) (vol *siotypes.Volume, found bool, err error) {
+	vols, err := k.client().GetVolume("", id, "", "", false)
+	if powerFlexIs(err, pflexMsgNoVolume) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	if len(vols) != 1 || vols[0] == nil || vols[0].ID != id {
+		return nil, false, fmt.Errorf("read volume %s: the gateway answered with %d volumes", id, len(vols))
+	}
+	return vols[0], true, nil
 }
 
 func (k powerFlexCall) setLimits(volID, sdcID string, iops, bwMbps int) error {

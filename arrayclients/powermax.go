@@ -242,19 +242,6 @@ func (a *PowerMaxAdapter) Apply(ctx context.Context, p Plan) error {
 	})
 }
 
-// undoAll adds back the plan's initiators the host lacks, keeping any others.
-func (a *PowerMaxAdapter) undoAll(ctx context.Context, p Plan) error {
-	return a.edit(ctx, p, "undo", func(current, planned []string) []string {
-		out := slices.Clone(current)
-		for _, in := range planned {
-			if !slices.Contains(out, in) {
-				out = append(out, in)
-			}
-		}
-		return out
-	})
-}
-
 // edit sets the host's initiators to want(current, planned) with
 // UpdateHostInitiators, which diffs against the host it is given.
 func (a *PowerMaxAdapter) edit(ctx context.Context, p Plan, op string, want func(current, planned []string) []string) error {
@@ -283,35 +270,6 @@ func (a *PowerMaxAdapter) edit(ctx context.Context, p Plan, op string, want func
 	a.log.InfoContext(ctx, "host initiators changed", "op", op, "node", p.Identity.Node, "host", e.HostID,
 		"before", len(h.Initiators), "after", len(target))
 	return nil
-}
-
-// Verify reads the host back: fenced when it has no initiator at all.
-func (a *PowerMaxAdapter) Verify(ctx context.Context, p Plan) (Verification, error) {
-	e, err := a.entries(p)
-	if err != nil {
-		return Verification{}, a.errf("verify", p.Identity.Node, err)
-	}
-	h, err := a.conn.getHost(ctx, e.HostID)
-	if pmaxtypes.IsNotFoundError(err) {
-		// No host, no initiator group: the node has no path, and nothing
-		// of the plan is there.
-		return Verification{Fenced: true, Missing: pmaxPrefixAll("initiator ", e.Initiators), CheckedAt: a.now().UTC()}, nil
-	}
-	if err != nil {
-		return Verification{}, a.errf("verify", p.Identity.Node, fmt.Errorf("read host %s: %w", e.HostID, err))
-	}
-	v := Verification{CheckedAt: a.now().UTC()}
-	for _, in := range slices.Sorted(slices.Values(h.Initiators)) {
-		v.Remaining = append(v.Remaining, fmt.Sprintf("initiator %s in host %s", in, e.HostID))
-	}
-	for _, in := range e.Initiators {
-		if !slices.Contains(h.Initiators, in) {
-			v.Missing = append(v.Missing, "initiator "+in)
-		}
-	}
-	v.Fenced = len(v.Remaining) == 0
-	v.Restored = len(v.Missing) == 0
-	return v, nil
 }
 
 // Check authenticates and reads the API version and the Symmetrix.

@@ -289,8 +289,11 @@ func (a *PowerStoreAdapter) mappings(ctx context.Context, c gopowerstore.Client,
 		}
 		for _, m := range list {
 			got := m.HostID
-			if field == "host_group_id" {
+			switch field {
+			case "host_group_id":
 				got = m.HostGroupID
+			case "volume_id":
+				got = m.VolumeID
 			}
 			if got != value || m.VolumeID == "" {
 				return nil, fmt.Errorf("read mappings %s=%s: the array returned mapping %q of %q", field, value, m.ID, got)

@@ -2,11 +2,11 @@ package arrayclients
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
-	"time"
 
 	"github.com/dell/gopowerstore"
 )
@@ -58,73 +58,55 @@ func (a *PowerStoreAdapter) checkIdentity(id Identity) error {
 	return nil
 }
 
-// planIdentity reads the host and records what a fence removes.
-func (a *PowerStoreAdapter) planIdentity(ctx context.Context, id Identity) (Plan, error) {
-	fail := func(err error) (Plan, error) {
-		return Plan{}, fmt.Errorf("powerstore array %s: plan fence of node %s (host %s): %w", a.cfg.Name, id.Node, id.ObjectName, err)
-	}
-	if err := a.checkIdentity(id); err != nil {
-		return fail(err)
-	}
+// planEntries reads the host and records what a fence of the identity
+// removes from it.
+func (a *PowerStoreAdapter) planEntries(ctx context.Context, c gopowerstore.Client, id Identity) (psEntries, gopowerstore.Host, string, error) {
 	e := psEntries{Mode: a.mode, HostID: id.ObjectID, HostName: id.ObjectName}
-	var summary string
-	err := a.with(ctx, func(c gopowerstore.Client) error {
-		h, ok, err := a.getHost(ctx, c, id.ObjectID)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			return fmt.Errorf("%w: host %s no longer exists", ErrNoIdentity, id.ObjectID)
-		}
-		if h.Name != id.ObjectName {
-			return fmt.Errorf("host %s is now named %q, not %q: resolve the node again", h.ID, h.Name, id.ObjectName)
-		}
-		if a.mode == PowerStoreModeInitiators {
-			for _, in := range h.Initiators {
-				if in.PortName == "" {
-					return fmt.Errorf("host %s has an initiator without a port name", h.Name)
-				}
-				e.Initiators = append(e.Initiators, psInitiator{PortName: in.PortName, PortType: string(in.PortType),
-					ChapSingleUsername: in.ChapSingleUsername, ChapMutualUsername: in.ChapMutualUsername})
-			}
-			sort.Slice(e.Initiators, func(i, j int) bool { return e.Initiators[i].PortName < e.Initiators[j].PortName })
-			var names []string
-			for _, in := range e.Initiators {
-				names = append(names, in.String())
-			}
-			summary = fmt.Sprintf("remove %d initiators from host %s: %s", len(e.Initiators), h.Name, strings.Join(names, ", "))
-			return nil
-		}
-		maps, err := a.mappings(ctx, c, "host_id", h.ID)
-		if err != nil {
-			return err
-		}
-		for _, m := range maps {
-			e.Attachments = append(e.Attachments, psAttachment{VolumeID: m.VolumeID, LUN: m.LogicalUnitNumber})
-		}
-		sort.Slice(e.Attachments, func(i, j int) bool { return e.Attachments[i].VolumeID < e.Attachments[j].VolumeID })
-		summary = fmt.Sprintf("detach %d volumes from host %s", len(e.Attachments), h.Name)
-		if h.HostGroupID != "" {
-			rctx, cancel := a.reqCtx(ctx)
-			g, err := c.GetHostGroup(rctx, h.HostGroupID)
-			cancel()
-			if err != nil {
-				return fmt.Errorf("read host group %s: %w", h.HostGroupID, err)
-			}
-			e.HostGroup = &psHostGroup{ID: h.HostGroupID, Name: g.Name}
-			summary += fmt.Sprintf(" and remove it from host group %s", g.Name)
-		}
-		return nil
-	})
+	h, ok, err := a.getHost(ctx, c, id.ObjectID)
 	if err != nil {
-		return fail(psClassify(err))
+		return e, h, "", err
 	}
-	raw, err := json.Marshal(e)
+	if !ok {
+		return e, h, "", fmt.Errorf("%w: host %s no longer exists", ErrNoIdentity, id.ObjectID)
+	}
+	if h.Name != id.ObjectName {
+		return e, h, "", fmt.Errorf("host %s is now named %q, not %q: resolve the node again", h.ID, h.Name, id.ObjectName)
+	}
+	if a.mode == PowerStoreModeInitiators {
+		for _, in := range h.Initiators {
+			if in.PortName == "" {
+				return e, h, "", fmt.Errorf("host %s has an initiator without a port name", h.Name)
+			}
+			e.Initiators = append(e.Initiators, psInitiator{PortName: in.PortName, PortType: string(in.PortType),
+				ChapSingleUsername: in.ChapSingleUsername, ChapMutualUsername: in.ChapMutualUsername})
+		}
+		sort.Slice(e.Initiators, func(i, j int) bool { return e.Initiators[i].PortName < e.Initiators[j].PortName })
+		var names []string
+		for _, in := range e.Initiators {
+			names = append(names, in.String())
+		}
+		return e, h, fmt.Sprintf("remove %d initiators from host %s: %s", len(e.Initiators), h.Name, strings.Join(names, ", ")), nil
+	}
+	maps, err := a.mappings(ctx, c, "host_id", h.ID)
 	if err != nil {
-		return fail(err)
+		return e, h, "", err
 	}
-	return Plan{Array: a.cfg.Name, Family: PowerStore, Identity: id, Entries: raw,
-		Summary: summary, CreatedAt: time.Now().UTC()}, nil
+	for _, m := range maps {
+		e.Attachments = append(e.Attachments, psAttachment{VolumeID: m.VolumeID, LUN: m.LogicalUnitNumber})
+	}
+	sort.Slice(e.Attachments, func(i, j int) bool { return e.Attachments[i].VolumeID < e.Attachments[j].VolumeID })
+	summary := fmt.Sprintf("detach %d volumes from host %s", len(e.Attachments), h.Name)
+	if h.HostGroupID != "" {
+		rctx, cancel := a.reqCtx(ctx)
+		g, err := c.GetHostGroup(rctx, h.HostGroupID)
+		cancel()
+		if err != nil {
+			return e, h, "", fmt.Errorf("read host group %s: %w", h.HostGroupID, err)
+		}
+		e.HostGroup = &psHostGroup{ID: h.HostGroupID, Name: g.Name}
+		summary += fmt.Sprintf(" and remove it from host group %s", g.Name)
+	}
+	return e, h, summary, nil
 }
 
 // Apply removes what the plan lists that is still there: one PATCH for
@@ -170,19 +152,27 @@ func (a *PowerStoreAdapter) Apply(ctx context.Context, plan Plan) error {
 			}
 			return nil
 		}
-		maps, err := a.mappings(ctx, c, "host_id", h.ID)
+		mappings, err := a.mappings(ctx, c, "host_id", h.ID)
 		if err != nil {
 			return err
 		}
 		attached := map[string]bool{}
-		for _, m := range maps {
+		for _, m := range mappings {
 			attached[m.VolumeID] = true
 		}
+		// The plan's attachments, and each footprint volume with a cut
+		// that the driver attached after the plan was read.
+		detach := map[string]bool{}
 		for _, at := range e.Attachments {
-			if !attached[at.VolumeID] {
+			detach[at.VolumeID] = true
+		}
+		for _, vc := range footprintCuts(plan) {
+			detach[vc.Object] = true
+		}
+		for _, vol := range slices.Sorted(maps.Keys(detach)) {
+			if !attached[vol] {
 				continue
 			}
-			vol := at.VolumeID
 			rctx, cancel := a.reqCtx(ctx)
 			_, err := c.DetachVolumeFromHost(rctx, h.ID, &gopowerstore.HostVolumeDetach{VolumeID: &vol})
 			cancel()
@@ -199,38 +189,6 @@ func (a *PowerStoreAdapter) Apply(ctx context.Context, plan Plan) error {
 		}
 		return nil
 	})))
-}
-
-// Verify reads the host back. In initiators mode the node is fenced when
-// its host has no initiator and no other host carries one of the plan's
-// port names; in detach mode when the host has no mapping and is in no
-// host group.
-func (a *PowerStoreAdapter) Verify(ctx context.Context, plan Plan) (Verification, error) {
-	fail := func(err error) (Verification, error) {
-		return Verification{}, fmt.Errorf("powerstore array %s: verify fence of node %s (host %s): %w", a.cfg.Name, plan.Identity.Node, plan.Identity.ObjectName, err)
-	}
-	e, err := a.decodePlan(plan)
-	if err != nil {
-		return fail(err)
-	}
-	v := Verification{}
-	err = a.with(ctx, func(c gopowerstore.Client) error {
-		h, ok, err := a.getHost(ctx, c, e.HostID)
-		if err != nil {
-			return err
-		}
-		if e.Mode == PowerStoreModeInitiators {
-			return a.verifyInitiators(ctx, c, e, h, ok, &v)
-		}
-		return a.verifyDetach(ctx, c, e, h, ok, &v)
-	})
-	if err != nil {
-		return fail(psClassify(err))
-	}
-	v.Fenced = len(v.Remaining) == 0
-	v.Restored = len(v.Missing) == 0
-	v.CheckedAt = time.Now().UTC()
-	return v, nil
 }
 
 func (a *PowerStoreAdapter) verifyInitiators(ctx context.Context, c gopowerstore.Client, e psEntries, h gopowerstore.Host, exists bool, v *Verification) error {
@@ -278,7 +236,11 @@ func (a *PowerStoreAdapter) verifyInitiators(ctx context.Context, c gopowerstore
 	return nil
 }
 
-func (a *PowerStoreAdapter) verifyDetach(ctx context.Context, c gopowerstore.Client, e psEntries, h gopowerstore.Host, exists bool, v *Verification) error {
+// verifyDetach reads the host's mappings back. skip names attachments of
+// the plan an unfence leaves out on purpose (moved, not wanted): they are
+// not missing.
+func (a *PowerStoreAdapter) verifyDetach(ctx context.Context, c gopowerstore.Client, e psEntries, h gopowerstore.Host, exists bool,
+	skip map[string]bool, v *Verification) error {
 	if !exists {
 		v.Missing = append(v.Missing, "host "+e.HostName+" no longer exists")
 		return nil
@@ -307,6 +269,9 @@ func (a *PowerStoreAdapter) verifyDetach(ctx context.Context, c gopowerstore.Cli
 		v.Remaining = append(v.Remaining, fmt.Sprintf("host %s is in host group %s with %d mapped volumes", h.Name, h.HostGroupID, len(gm)))
 	}
 	for _, at := range e.Attachments {
+		if skip[at.VolumeID] {
+			continue
+		}
 		if lun, ok := attached[at.VolumeID]; !ok || lun != at.LUN {
 			v.Missing = append(v.Missing, fmt.Sprintf("volume %s at LUN %d", at.VolumeID, at.LUN))
 		}
@@ -315,35 +280,6 @@ func (a *PowerStoreAdapter) verifyDetach(ctx context.Context, c gopowerstore.Cli
 		v.Missing = append(v.Missing, "membership of host group "+e.HostGroup.Name)
 	}
 	return nil
-}
-
-// undoAll restores what the plan lists that is missing: one PATCH adding the
-// initiators back (with CHAP secrets from the configuration), or the host
-// group membership and one attach per volume at its recorded LUN.
-func (a *PowerStoreAdapter) undoAll(ctx context.Context, plan Plan) error {
-	fail := func(err error) error {
-		if err == nil {
-			return nil
-		}
-		return fmt.Errorf("powerstore array %s: undo fence of node %s (host %s): %w", a.cfg.Name, plan.Identity.Node, plan.Identity.ObjectName, err)
-	}
-	e, err := a.decodePlan(plan)
-	if err != nil {
-		return fail(err)
-	}
-	return fail(psClassify(a.with(ctx, func(c gopowerstore.Client) error {
-		h, ok, err := a.getHost(ctx, c, e.HostID)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			return fmt.Errorf("host %s (%s) no longer exists: cannot restore", e.HostName, e.HostID)
-		}
-		if e.Mode == PowerStoreModeInitiators {
-			return a.undoInitiators(ctx, c, e, h)
-		}
-		return a.undoDetach(ctx, c, e, h)
-	})))
 }
 
 func (a *PowerStoreAdapter) undoInitiators(ctx context.Context, c gopowerstore.Client, e psEntries, h gopowerstore.Host) error {
@@ -387,7 +323,9 @@ func (a *PowerStoreAdapter) undoInitiators(ctx context.Context, c gopowerstore.C
 	return nil
 }
 
-func (a *PowerStoreAdapter) undoDetach(ctx context.Context, c gopowerstore.Client, e psEntries, h gopowerstore.Host) error {
+// undoDetach puts the host back in its host group and attaches the
+// plan's volumes again at their LUNs, except those in skip.
+func (a *PowerStoreAdapter) undoDetach(ctx context.Context, c gopowerstore.Client, e psEntries, h gopowerstore.Host, skip map[string]bool) error {
 	if e.HostGroup != nil && h.HostGroupID != e.HostGroup.ID {
 		if h.HostGroupID != "" {
 			return fmt.Errorf("host %s is now in host group %s, not %s", h.Name, h.HostGroupID, e.HostGroup.Name)
@@ -408,7 +346,7 @@ func (a *PowerStoreAdapter) undoDetach(ctx context.Context, c gopowerstore.Clien
 		attached[m.VolumeID] = true
 	}
 	for _, at := range e.Attachments {
-		if attached[at.VolumeID] {
+		if attached[at.VolumeID] || skip[at.VolumeID] {
 			continue
 		}
 		vol, lun := at.VolumeID, at.LUN

@@ -124,8 +124,16 @@ func (s *Sim) serveProvisioning(w http.ResponseWriter, r *http.Request, kind str
 	case "initiator":
 		s.only(w, r, http.MethodGet, func() { s.getInitiator(w, r, id) })
 	case "maskingview":
+		if id != "" && r.Method == http.MethodDelete {
+			s.deleteMaskingView(w, id)
+			return
+		}
 		s.only(w, r, http.MethodGet, func() { s.getMaskingView(w, id) })
 	case "storagegroup":
+		if id != "" && r.Method == http.MethodPut {
+			s.putStorageGroup(w, r, id)
+			return
+		}
 		s.only(w, r, http.MethodGet, func() { s.getStorageGroup(w, id) })
 	case "volume":
 		s.only(w, r, http.MethodGet, func() { s.getVolume(w, r, id) })
@@ -200,6 +208,12 @@ func (s *Sim) getStorageGroup(w http.ResponseWriter, id string) {
 		s.fail(w, http.StatusNotFound, "Cannot find Storage Group %s", id)
 		return
 	}
+	s.writeStorageGroupLocked(w, sg)
+}
+
+// writeStorageGroupLocked answers a storage group as GET storagegroup/<id>
+// returns it.
+func (s *Sim) writeStorageGroupLocked(w http.ResponseWriter, sg *storageGroup) {
 	simcore.WriteJSON(w, http.StatusOK, map[string]any{
 		"storageGroupId": sg.ID, "slo": "Diamond", "service_level": "Diamond", "srp": "SRP_1", "workload": "None",
 		"num_of_vols": len(sg.Volumes), "num_of_masking_views": len(sg.Views), "maskingview": slices.Sorted(slices.Values(sg.Views)),

@@ -295,3 +295,40 @@ func TestSpecErrorsNameTheField(t *testing.T) {
 		})
 	}
 }
+
+// Storage group edits as csi-powermax makes them through gopowermax
+// (dell/csi-powermax service/storage_group_svc.go).
+func TestStorageGroupEdits(t *testing.T) {
+	e := start(t, testFixture, true)
+	c := e.client(t, "secret", 5*time.Second)
+	ctx := context.Background()
+	sg1, sg2 := "csi-no-srp-sg-TST-worker-1", "csi-no-srp-sg-TST-worker-2"
+
+	_, err := c.RemoveVolumesFromStorageGroup(ctx, sym, sg1, true, "00100")
+	require.NoError(t, err)
+	v, err := c.GetVolumeByID(ctx, sym, "00100")
+	require.NoError(t, err)
+	assert.Empty(t, v.StorageGroupIDList)
+	_, err = c.RemoveVolumesFromStorageGroup(ctx, sym, sg1, true, "00100")
+	require.Error(t, err, "a volume not in the group")
+
+	require.NoError(t, c.AddVolumesToStorageGroupS(ctx, sym, sg2, true, "00100"))
+	v, err = c.GetVolumeByID(ctx, sym, "00100")
+	require.NoError(t, err)
+	assert.Equal(t, []string{sg2}, v.StorageGroupIDList)
+	require.Error(t, c.AddVolumesToStorageGroupS(ctx, sym, sg2, true, "0FFFF"), "no such volume")
+
+	// The last volumes of a masked group leave only after its view.
+	_, err = c.RemoveVolumesFromStorageGroup(ctx, sym, sg1, true, "00101", "00102")
+	require.ErrorContains(t, err, "masking view")
+	require.NoError(t, c.DeleteMaskingView(ctx, sym, "csi-mv-TST-worker-1"))
+	_, err = c.RemoveVolumesFromStorageGroup(ctx, sym, sg1, true, "00101", "00102")
+	require.NoError(t, err)
+	g, err := c.GetStorageGroup(ctx, sym, sg1)
+	require.NoError(t, err)
+	assert.Zero(t, g.NumOfVolumes)
+	assert.Empty(t, g.MaskingView)
+	h, err := c.GetHostByID(ctx, sym, "csi-node-TST-worker-1")
+	require.NoError(t, err)
+	assert.Empty(t, h.MaskingviewIDs)
+}

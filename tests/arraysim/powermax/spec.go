@@ -43,6 +43,9 @@ type Spec struct {
 	Generate *GenerateSpec `yaml:"generate"`
 	// Hosts are explicit hosts, each with its own masking view.
 	Hosts []HostSpec `yaml:"hosts"`
+	// Volumes are volumes in no storage group (created, not yet
+	// published).
+	Volumes []string `yaml:"volumes"`
 }
 
 // GenerateSpec describes the per-node hosts.
@@ -158,6 +161,11 @@ func decodeSpec(node *yaml.Node) (Spec, error) {
 			if !volIDPattern.MatchString(v) {
 				return s, fmt.Errorf("powermax spec: hosts[%d].volumes %q: want 5 hex digits", i, v)
 			}
+		}
+	}
+	for _, v := range s.Volumes {
+		if !volIDPattern.MatchString(v) {
+			return s, fmt.Errorf("powermax spec: volumes %q: want 5 hex digits", v)
 		}
 	}
 	return s, nil

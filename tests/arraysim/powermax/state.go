@@ -143,6 +143,11 @@ func New(spec *yaml.Node, nodes []fixture.Node) (*Sim, error) {
 		}
 		sim.hosts[hs.ID] = h
 	}
+	for _, v := range s.Volumes {
+		if sim.volumes[v] == nil {
+			sim.volumes[v] = &volume{ID: v}
+		}
+	}
 	return sim, nil
 }
 
