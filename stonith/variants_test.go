@@ -74,7 +74,7 @@ func (w variantWant) check(t *testing.T, p NodePlan) {
 		assert.Equal(t, vbPV, g.Volume, "the gap names the volume")
 		assert.Equal(t, w.gap, g.Reason, "gap %s", g)
 		assert.NotEmpty(t, g.Detail)
-		t.Logf("named gap: %s", g)
+		t.Logf("named gap: %s; later: %s", g, w.note)
 		return
 	}
 	require.Empty(t, p.Gaps, "unexpected gaps")
@@ -360,7 +360,9 @@ func psRows() []variantRow {
 // worker-4, the host of worker-5 named by X_CSI_IG_NODENAME_TEMPLATE
 // "k8s-%node%-host" (prefix + nodeID + suffix, storage group and view keep
 // the default names), and in vSphere mode the one ESXi host every node
-// shares, with storage group and view csi-...-TST-VSPHERE.
+// shares, with storage group and view csi-...-TST-VSPHERE; worker-7 has
+// hosts for two protocols (its transport protocol changed: the driver made
+// the -FC host and left the iSCSI one).
 var vbPMaxFixture = `
 arrays:
   - name: pmax-1
@@ -378,6 +380,10 @@ arrays:
            maskingView: csi-mv-TST-worker-4, storageGroup: csi-no-srp-sg-TST-worker-4, portGroup: csi-TST-iscsi-PG, volumes: ["00104"]}
         - {id: k8s-worker-5-host, initiators: [{id: "iqn.1994-05.com.redhat:worker-5", paths: ["SE-1E:000"]}],
            maskingView: csi-mv-TST-worker-5, storageGroup: csi-no-srp-sg-TST-worker-5, portGroup: csi-TST-iscsi-PG, volumes: ["00105"]}
+        - {id: csi-node-TST-worker-7, initiators: [{id: "iqn.1994-05.com.redhat:worker-7", paths: ["SE-1E:000"]}],
+           maskingView: csi-mv-TST-worker-7, storageGroup: csi-no-srp-sg-TST-worker-7, portGroup: csi-TST-iscsi-PG, volumes: ["00107"]}
+        - {id: csi-node-TST-worker-7-FC, type: Fibre, initiators: [{id: "10000000c9a0b007", paths: ["FA-1D:4"]}],
+           maskingView: csi-mv-TST-worker-7-FC, storageGroup: csi-no-srp-sg-TST-worker-7-FC, portGroup: csi-TST-fc-PG, volumes: ["00108"]}
         - {id: esx-cluster-1, type: Fibre, initiators: [{id: "10000000c9a0b0e1", paths: ["FA-2D:4"]}],
            maskingView: csi-mv-TST-VSPHERE, storageGroup: csi-no-srp-sg-TST-VSPHERE, portGroup: csi-TST-vsphere-PG, volumes: ["00106"]}
 `
@@ -415,6 +421,12 @@ func pmaxRows() []variantRow {
 			build: func(b *variantBed) {
 				node(b, "worker-6", "127.0.10.6")
 				b.attach(vbPV, arrayclients.DriverPowerMax, handle("00106"))
+			}},
+		{name: "powermax/hosts-for-two-protocols", fixture: vbPMaxFixture,
+			want: gap(arrayclients.GapIdentityAmbiguous, "operator: per-node override naming the host in use"),
+			build: func(b *variantBed) {
+				node(b, "worker-7", "127.0.10.7")
+				b.attach(vbPV, arrayclients.DriverPowerMax, handle("00108"))
 			}},
 		{name: "powermax/nfs-export-open-to-every-host", fixture: vbPMaxFixture,
 			want: gap(arrayclients.GapNotFenceable, "stays a gap: exports are created open to every host"),
