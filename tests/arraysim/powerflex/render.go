@@ -31,6 +31,7 @@ type sdcJSON struct {
 	SdcApproved        bool     `json:"sdcApproved"`
 	SystemID           string   `json:"systemId"`
 	HostType           string   `json:"hostType"`
+	NQN                string   `json:"nqn,omitempty"`
 	OSType             string   `json:"osType"`
 	OnVMWare           bool     `json:"onVmWare"`
 	PerfProfile        string   `json:"perfProfile"`
@@ -113,7 +114,7 @@ func (s *Sim) sdcJSON(c *sdc) sdcJSON {
 	}
 	return sdcJSON{
 		ID: c.ID, Name: c.Name, SdcGUID: c.GUID, SdcIP: ip, SdcIPs: append([]string(nil), c.IPs...),
-		MdmConnectionState: state, SdcApproved: true, SystemID: c.SystemID, HostType: "SdcHost",
+		MdmConnectionState: state, SdcApproved: true, SystemID: c.SystemID, HostType: c.hostType(), NQN: c.NQN,
 		OSType: "Linux", PerfProfile: "HighPerformance",
 		Links: []link{
 			{Rel: "self", HREF: self},
@@ -140,7 +141,7 @@ func (s *Sim) volumeJSON(v *volume) volumeJSON {
 			AccessMode: m.AccessMode, HostType: "SdcHost",
 		}
 		if c, ok := s.sdcs[m.SdcID]; ok {
-			info.SdcName = c.Name
+			info.SdcName, info.HostType = c.Name, c.hostType()
 			if len(c.IPs) > 0 {
 				info.SdcIP = c.IPs[0]
 			}

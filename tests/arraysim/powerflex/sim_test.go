@@ -381,6 +381,10 @@ func TestSpecErrors(t *testing.T) {
 		{"bad access mode", powerflex.Spec{PerNode: &powerflex.PerNodeSpec{Volumes: 1, AccessMode: "RW"}}, `accessMode: "RW"`},
 		{"duplicate volume", powerflex.Spec{Volumes: []powerflex.VolumeSpec{{Name: "v"}, {Name: "v"}}}, "volumes[1]"},
 		{"negative per-node volumes", powerflex.Spec{PerNode: &powerflex.PerNodeSpec{Volumes: -1}}, "perNode: volumes"},
+		{"nvme host without nqn", powerflex.Spec{SDCs: []powerflex.SDCSpec{{Name: "h", HostType: powerflex.HostTypeNVMe}}}, "sdcs[0]: name and nqn"},
+		{"nvme host with guid", powerflex.Spec{SDCs: []powerflex.SDCSpec{{Name: "h", NQN: "nqn.x", GUID: "G3", HostType: powerflex.HostTypeNVMe}}}, "sdcs[0]: guid and ips"},
+		{"sdc with nqn", powerflex.Spec{SDCs: []powerflex.SDCSpec{{GUID: "G3", IPs: []string{"127.0.0.3"}, NQN: "nqn.x"}}}, "sdcs[0]: nqn"},
+		{"unknown host type", powerflex.Spec{SDCs: []powerflex.SDCSpec{{GUID: "G3", IPs: []string{"127.0.0.3"}, HostType: "Nvme"}}}, `sdcs[0]: hostType: "Nvme"`},
 	}
 	for _, tc := range tcs {
 		t.Run(tc.name, func(t *testing.T) {
@@ -405,3 +409,41 @@ func newBedB(b *testing.B) *bed {
 func (b *bed) clientB(tb testing.TB) *sio.Client { return b.client(tb) }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// An NVMe/TCP host (PowerFlex >= 4.0) is listed with the SDCs, typed
+// NVMeHost, with an NQN and no GUID: goscaleio lists it as an NVMe host
+// and csi-vxflexos's controller finds it by name (FindSdc("Name", nodeID)).
+func TestNVMeHostListedWithSDCs(t *testing.T) {
+	nvme := powerflex.SDCSpec{Name: "127.0.10.4-4f2d9b1c7e0a5d3b8c6", HostType: powerflex.HostTypeNVMe,
+		NQN: "nqn.2014-08.org.nvmexpress:uuid:worker-4"}
+	sim, err := powerflex.NewFromSpec(powerflex.Spec{
+		Systems: []powerflex.SystemSpec{{ID: "1a2b3c4d5e6f7a8b"}}, SDCs: []powerflex.SDCSpec{nvme},
+		Volumes: []powerflex.VolumeSpec{{Name: "nvme-vol", Mappings: []powerflex.MappingSpec{{SDC: nvme.Name}}}},
+	}, nil)
+	require.NoError(t, err)
+	srv := simcore.New("pflex-1", sim, nil)
+	l, err := simcore.Serve(srv, "127.0.0.1:0", false, t.TempDir())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = l.Close() })
+	b := &bed{sim: sim, srv: srv, url: l.URL}
+	c := b.client(t)
+	sys := system(t, c)
+
+	hosts, err := sys.GetAllNvmeHosts()
+	require.NoError(t, err)
+	require.Len(t, hosts, 1)
+	assert.Equal(t, nvme.Name, hosts[0].Name)
+	assert.Equal(t, nvme.NQN, hosts[0].Nqn)
+
+	found, err := sys.FindSdc("Name", nvme.Name)
+	require.NoError(t, err)
+	assert.Equal(t, "NVMeHost", found.Sdc.HostType)
+	assert.Empty(t, found.Sdc.SdcGUID)
+
+	vols, err := c.GetVolume("", "", "", "nvme-vol", false)
+	require.NoError(t, err)
+	require.Len(t, vols, 1)
+	require.Len(t, vols[0].MappedSdcInfo, 1)
+	assert.Equal(t, found.Sdc.ID, vols[0].MappedSdcInfo[0].SdcID)
+	assert.Equal(t, "NVMeHost", vols[0].MappedSdcInfo[0].HostType)
+}

@@ -57,7 +57,20 @@ type SDCSpec struct {
 	Connected *bool `yaml:"connected"`
 	// IOActive makes the SDC statistics show I/O (default false).
 	IOActive bool `yaml:"ioActive"`
+	// HostType is SdcHost (default) or NVMeHost: an NVMe/TCP host of
+	// PowerFlex >= 4.0, listed with the SDCs, named by csi-vxflexos
+	// "<node IP>-<hash>" (service/service.go), with an NQN and neither GUID
+	// nor SDC IPs.
+	HostType string `yaml:"hostType"`
+	// NQN is an NVMe host's NVMe qualified name (required for NVMeHost).
+	NQN string `yaml:"nqn"`
 }
+
+// Host types of SDCSpec.HostType, as the gateway lists them.
+const (
+	HostTypeSDC  = "SdcHost"
+	HostTypeNVMe = "NVMeHost"
+)
 
 // VolumeSpec is one volume.
 type VolumeSpec struct {
@@ -196,12 +209,35 @@ func (s *Sim) generate(pn PerNodeSpec, nodes []fixture.Node, systemID string) er
 }
 
 func (s *Sim) addSDC(sd SDCSpec, defaultSystem string) error {
-	if sd.GUID == "" {
-		return fmt.Errorf("guid: required")
+	switch sd.HostType {
+	case "", HostTypeSDC:
+		sd.HostType = HostTypeSDC
+		if sd.GUID == "" {
+			return fmt.Errorf("guid: required")
+		}
+		if len(sd.IPs) == 0 {
+			return fmt.Errorf("ips: at least one IP is required")
+		}
+		if sd.NQN != "" {
+			return fmt.Errorf("nqn: only an NVMeHost has one")
+		}
+	case HostTypeNVMe:
+		if sd.Name == "" || sd.NQN == "" {
+			return fmt.Errorf("name and nqn: required for an NVMeHost")
+		}
+		if sd.GUID != "" || len(sd.IPs) > 0 {
+			return fmt.Errorf("guid and ips: an NVMeHost has neither")
+		}
+	default:
+		return fmt.Errorf("hostType: %q is not %s or %s", sd.HostType, HostTypeSDC, HostTypeNVMe)
 	}
 	id := sd.ID
 	if id == "" {
-		id = derivedID("sdc", sd.GUID)
+		key := sd.GUID
+		if key == "" {
+			key = "nvme\x00" + sd.NQN
+		}
+		id = derivedID("sdc", key)
 	}
 	if !isHexID(id) {
 		return fmt.Errorf("id: %q is not a 16-digit hex ID", id)
@@ -216,12 +252,12 @@ func (s *Sim) addSDC(sd SDCSpec, defaultSystem string) error {
 	if _, ok := s.systems[sys]; !ok {
 		return fmt.Errorf("system: %q is not a system of this array", sys)
 	}
-	if len(sd.IPs) == 0 {
-		return fmt.Errorf("ips: at least one IP is required")
-	}
 	s.sdcs[id] = &sdc{
 		ID: id, Name: sd.Name, GUID: sd.GUID, IPs: append([]string(nil), sd.IPs...), SystemID: sys,
 		Connected: sd.Connected == nil || *sd.Connected, IOActive: sd.IOActive,
+	}
+	if sd.HostType == HostTypeNVMe {
+		s.sdcs[id].HostType, s.sdcs[id].NQN = sd.HostType, sd.NQN
 	}
 	return nil
 }

@@ -54,6 +54,17 @@ type sdc struct {
 	SystemID  string   `json:"systemId"`
 	Connected bool     `json:"connected"`
 	IOActive  bool     `json:"ioActive"`
+	// HostType and NQN are set for an NVMe host only (empty: an SDC).
+	HostType string `json:"hostType,omitempty"`
+	NQN      string `json:"nqn,omitempty"`
+}
+
+// hostType is what the gateway lists as the host's hostType.
+func (c *sdc) hostType() string {
+	if c.HostType == "" {
+		return HostTypeSDC
+	}
+	return c.HostType
 }
 
 type volume struct {
