@@ -56,19 +56,6 @@ func (a *PowerMaxAdapter) VerifyRestore(ctx context.Context, p Plan, _ RestoreSc
 	return a.Verify(ctx, p)
 }
 
-func (a *UnityAdapter) Plan(ctx context.Context, id Identity, vols []VolumeRef) (Plan, error) {
-	p, err := a.planIdentity(ctx, id)
-	return coverPlan(p, err, id, vols, a.Cover)
-}
-
-func (a *UnityAdapter) Undo(ctx context.Context, p Plan, _ RestoreScope) error {
-	return a.undoAll(ctx, p)
-}
-
-func (a *UnityAdapter) VerifyRestore(ctx context.Context, p Plan, _ RestoreScope) (Verification, error) {
-	return a.Verify(ctx, p)
-}
-
 func (a *PowerScaleAdapter) Plan(ctx context.Context, id Identity, vols []VolumeRef) (Plan, error) {
 	p, err := a.planIdentity(ctx, id)
 	return coverPlan(p, err, id, vols, a.Cover)
