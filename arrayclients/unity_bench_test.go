@@ -2,6 +2,7 @@ package arrayclients_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -16,7 +17,9 @@ import (
 // BenchmarkUnityFenceLatency measures fence latency (Plan, Apply, Verify) with
 // 20 ms injected on every request, for one node and for 50 nodes at once
 // (3 LUNs each, 150 LUNs on the array) with at most benchFenceConcurrency
-// in flight. Undo runs untimed.
+// in flight, without footprint volumes and with each node's LUNs as its
+// footprint (as in a cluster where every LUN is a Kubernetes volume).
+// Undo runs untimed.
 func BenchmarkUnityFenceLatency(b *testing.B) {
 	var doc strings.Builder
 	doc.WriteString("nodes:\n")
@@ -24,18 +27,63 @@ func BenchmarkUnityFenceLatency(b *testing.B) {
 		fmt.Fprintf(&doc, "  - {name: n%02d, ip: 127.0.13.%d, fqdn: n%02d.cluster.local, iqn: \"iqn.1994-05.com.redhat:n%02d\"}\n", i, i+1, i, i)
 	}
 	doc.WriteString("arrays:\n  - {name: unity-1, family: unity, spec: {username: admin, password: secret, generate: {lunsPerNode: 3}}}\n")
-	for _, n := range []int{1, 50} {
-		b.Run(fmt.Sprintf("nodes=%d", n), func(b *testing.B) {
-			e := startUnity(b, doc.String(), 10*time.Second)
-			ctx := context.Background()
-			ids := make([]arrayclients.Identity, n)
-			for i := range n {
-				var err error
-				ids[i], err = e.adapter.Resolve(ctx, unityNode(fmt.Sprintf("n%02d", i)))
-				require.NoError(b, err)
-			}
-			e.srv.AddFault(simcore.Fault{Kind: simcore.FaultLatency, Latency: 20 * time.Millisecond})
-			benchFence(b, e.srv, ids, e.adapter)
-		})
+	for _, footprint := range []bool{false, true} {
+		for _, n := range []int{1, 50} {
+			b.Run(fmt.Sprintf("footprint=%t/nodes=%d", footprint, n), func(b *testing.B) {
+				e := startUnity(b, doc.String(), 10*time.Second)
+				ctx := context.Background()
+				ids := make([]arrayclients.Identity, n)
+				vols := make([][]arrayclients.VolumeRef, n)
+				for i := range n {
+					var err error
+					ids[i], err = e.adapter.Resolve(ctx, unityNode(fmt.Sprintf("n%02d", i)))
+					require.NoError(b, err)
+					if !footprint {
+						continue
+					}
+					p, err := e.adapter.Plan(ctx, ids[i], nil)
+					require.NoError(b, err)
+					var entries arrayclients.UnityEntries
+					require.NoError(b, json.Unmarshal(p.Entries, &entries))
+					for _, l := range entries.LUNs {
+						vols[i] = append(vols[i], arrayclients.VolumeRef{Volume: "pv-" + l.LUN, Object: l.LUN, Protocol: arrayclients.ProtocolBlock, Attached: true})
+					}
+				}
+				e.srv.AddFault(simcore.Fault{Kind: simcore.FaultLatency, Latency: 20 * time.Millisecond})
+				benchFenceFootprint(b, e.srv, ids, vols, e.adapter)
+			})
+		}
 	}
+}
+
+// benchFenceFootprint is benchFence with footprint volumes per node.
+func benchFenceFootprint(b *testing.B, srv *simcore.Server, ids []arrayclients.Identity, vols [][]arrayclients.VolumeRef, a arrayclients.Adapter) {
+	ctx := context.Background()
+	plans := make([]arrayclients.Plan, len(ids))
+	var requests int64
+	b.ResetTimer()
+	for range b.N {
+		seq := srv.LastSeq()
+		forEachBounded(len(ids), benchFenceConcurrency, func(i int) {
+			p, err := a.Plan(ctx, ids[i], vols[i])
+			require.NoError(b, err)
+			require.NoError(b, a.Apply(ctx, p))
+			v, err := a.Verify(ctx, p)
+			require.NoError(b, err)
+			require.True(b, v.Fenced)
+			plans[i] = p
+		})
+		b.StopTimer()
+		requests += srv.LastSeq() - seq
+		forEachBounded(len(ids), benchFenceConcurrency, func(i int) {
+			var scope arrayclients.RestoreScope
+			for _, v := range vols[i] {
+				scope.Wanted = append(scope.Wanted, v.Volume)
+			}
+			require.NoError(b, a.Undo(ctx, plans[i], scope))
+		})
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(requests)/float64(b.N*len(ids)), "req/node")
+	b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/batch")
 }
