@@ -55,16 +55,3 @@ func (a *PowerMaxAdapter) Undo(ctx context.Context, p Plan, _ RestoreScope) erro
 func (a *PowerMaxAdapter) VerifyRestore(ctx context.Context, p Plan, _ RestoreScope) (Verification, error) {
 	return a.Verify(ctx, p)
 }
-
-func (a *PowerScaleAdapter) Plan(ctx context.Context, id Identity, vols []VolumeRef) (Plan, error) {
-	p, err := a.planIdentity(ctx, id)
-	return coverPlan(p, err, id, vols, a.Cover)
-}
-
-func (a *PowerScaleAdapter) Undo(ctx context.Context, p Plan, _ RestoreScope) error {
-	return a.undoAll(ctx, p)
-}
-
-func (a *PowerScaleAdapter) VerifyRestore(ctx context.Context, p Plan, _ RestoreScope) (Verification, error) {
-	return a.Verify(ctx, p)
-}
