@@ -16,27 +16,32 @@ import (
 
 // BenchmarkUnityFenceLatency measures fence latency (Plan, Apply, Verify) with
 // 20 ms injected on every request, for one node and for 50 nodes at once
-// (3 LUNs each, 150 LUNs on the array) with at most benchFenceConcurrency
-// in flight, without footprint volumes and with each node's LUNs as its
-// footprint (as in a cluster where every LUN is a Kubernetes volume).
-// Undo runs untimed.
+// (3 LUNs each) with at most benchFenceConcurrency in flight, without
+// footprint volumes and with each node's LUNs as its footprint (as in a
+// cluster where every LUN is a Kubernetes volume), on an array of 150 LUNs
+// and, for 50 nodes, of 2,001 (a storm-sized array). Undo runs untimed.
 func BenchmarkUnityFenceLatency(b *testing.B) {
-	var doc strings.Builder
-	doc.WriteString("nodes:\n")
-	for i := range 50 {
-		fmt.Fprintf(&doc, "  - {name: n%02d, ip: 127.0.13.%d, fqdn: n%02d.cluster.local, iqn: \"iqn.1994-05.com.redhat:n%02d\"}\n", i, i+1, i, i)
+	doc := func(nodes int) string {
+		var doc strings.Builder
+		doc.WriteString("nodes:\n")
+		for i := range nodes {
+			fmt.Fprintf(&doc, "  - {name: n%03d, ip: 127.0.%d.%d, fqdn: n%03d.cluster.local, iqn: \"iqn.1994-05.com.redhat:n%03d\"}\n", i, 13+i/250, i%250+1, i, i)
+		}
+		doc.WriteString("arrays:\n  - {name: unity-1, family: unity, spec: {username: admin, password: secret, generate: {lunsPerNode: 3}}}\n")
+		return doc.String()
 	}
-	doc.WriteString("arrays:\n  - {name: unity-1, family: unity, spec: {username: admin, password: secret, generate: {lunsPerNode: 3}}}\n")
-	for _, footprint := range []bool{false, true} {
-		for _, n := range []int{1, 50} {
-			b.Run(fmt.Sprintf("footprint=%t/nodes=%d", footprint, n), func(b *testing.B) {
-				e := startUnity(b, doc.String(), 10*time.Second)
+	for _, tc := range []struct{ luns, n int }{{150, 1}, {150, 50}, {2001, 50}} {
+		fixture := doc(tc.luns / 3)
+		for _, footprint := range []bool{false, true} {
+			b.Run(fmt.Sprintf("luns=%d/nodes=%d/footprint=%t", tc.luns, tc.n, footprint), func(b *testing.B) {
+				e := startUnity(b, fixture, 10*time.Second)
 				ctx := context.Background()
-				ids := make([]arrayclients.Identity, n)
-				vols := make([][]arrayclients.VolumeRef, n)
-				for i := range n {
+				ids := make([]arrayclients.Identity, tc.n)
+				vols := make([][]arrayclients.VolumeRef, tc.n)
+				for i := range tc.n {
 					var err error
-					ids[i], err = e.adapter.Resolve(ctx, unityNode(fmt.Sprintf("n%02d", i)))
+					ids[i], err = e.adapter.Resolve(ctx, arrayclients.Node{Cluster: "c1", Name: fmt.Sprintf("n%03d", i),
+						CSINodeIDs: map[string]string{arrayclients.DriverUnity: fmt.Sprintf("n%03d,n%03d.cluster.local", i, i)}})
 					require.NoError(b, err)
 					if !footprint {
 						continue
