@@ -48,9 +48,10 @@ func scExportIDs(t *testing.T, sim *powerscale.Sim) map[string]string {
 }
 
 // scDriver publishes and unpublishes exports as csi-isilon does
-// (service/controller.go ControllerPublishVolume /
-// ControllerUnpublishVolume: goisilon's AddExportClientsByIDWithZone and
-// RemoveExportClientsByIDWithZone with the node's client string).
+// (dell/csi-powerscale service/controller.go ControllerPublishVolume /
+// ControllerUnpublishVolume, through service/isiService.go: goisilon's
+// AddExportClientsByIDWithZone and RemoveExportClientsByIDWithZone with
+// the node's client string).
 type scDriver struct {
 	t testing.TB
 	c *goisilon.Client

@@ -15,8 +15,8 @@ import (
 
 // Unity fences per LUN: the cut of a footprint LUN is taking the node's
 // host out of the LUN's host access (CutLUNHostAccess), which is also what
-// csi-unity's ControllerUnpublishVolume does (service/controller.go, with
-// gounity's ModifyVolumeExport). The host's LUNs come from its hostLUN
+// csi-unity's ControllerUnpublishVolume does (dell/csi-unity
+// service/controller.go, with gounity's ModifyVolumeExport). The host's LUNs come from its hostLUN
 // objects, one call; each LUN is then read by ID.
 
 // unityHostLUNTypeLUN is HostLUNTypeEnum LUN; 2 (LUN_Snap) is a snapshot

@@ -22,9 +22,10 @@ const unityFootprintFixture = unityFixture + `
 `
 
 // unityDriver publishes and unpublishes LUNs as csi-unity does
-// (service/controller.go ControllerPublishVolume / ControllerUnpublishVolume:
-// gounity's ModifyVolumeExport with the LUN's host list plus or minus the
-// node's host).
+// (dell/csi-unity service/controller.go ControllerPublishVolume /
+// ControllerUnpublishVolume: gounity's ModifyVolumeExport with the LUN's
+// host list plus or minus the node's host; the driver refuses to publish a
+// single-node volume another host has, which these tests do not need).
 type unityDriver struct {
 	t testing.TB
 	c gounity.UnityClient
