@@ -1,10 +1,13 @@
 package arrayclients
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -25,6 +28,12 @@ type scPlanExport struct {
 	ID      int           `json:"id"`
 	Paths   []string      `json:"paths"`
 	Entries []scPlanEntry `json:"entries"`
+	// Others are the export's other client entries when the plan was read,
+	// so that an unfence can tell a client that came since (the export
+	// moved). OthersRecorded tells an empty list from a plan written
+	// before it was kept (ledger v1).
+	Others         []string `json:"others,omitempty"`
+	OthersRecorded bool     `json:"othersRecorded,omitempty"`
 }
 
 // scPlanEntry is one client entry: the list it is in, its exact string and
@@ -46,13 +55,14 @@ func (a *PowerScaleAdapter) checkIdentity(id Identity) (scKeys, error) {
 	return keys, nil
 }
 
-// planIdentity lists every export of the zone and records, for each, which of its
-// four lists hold which of the node's strings. It refuses (wrapping
+// Plan lists every export of the zone and records, for each, which of its
+// four lists hold which of the node's strings; then it reads each
+// footprint volume's export by ID for its cut or gap. It refuses (wrapping
 // ErrAmbiguousIdentity) when the node would keep access that removing its
 // own strings cannot take away — an export open to all hosts, a subnet,
 // netgroup or wildcard covering it — or when removing them would leave an
 // export with no client restriction (which opens it to every host).
-func (a *PowerScaleAdapter) planIdentity(ctx context.Context, id Identity) (Plan, error) {
+func (a *PowerScaleAdapter) Plan(ctx context.Context, id Identity, vols []VolumeRef) (Plan, error) {
 	fail := func(err error) (Plan, error) {
 		return Plan{}, fmt.Errorf("powerscale array %s: plan fence of node %s: %w", a.cfg.Name, id.Node, err)
 	}
@@ -62,41 +72,29 @@ func (a *PowerScaleAdapter) planIdentity(ctx context.Context, id Identity) (Plan
 	}
 	e := scEntries{Zone: a.zone, Keys: keys.all, Exports: []scPlanExport{}}
 	var hazards []string
-	count := 0
+	var cuts []VolumeCut
 	err = a.with(ctx, func(c *goisilon.Client) error {
 		exports, err := a.listExports(ctx, c)
 		if err != nil {
 			return err
 		}
 		for _, x := range exports {
-			if x.open() {
-				hazards = append(hazards, x.label()+" is open to every host")
-				continue
-			}
-			pe := scPlanExport{ID: x.ID, Paths: x.Paths}
-			left := 0
-			for _, list := range scListNames {
-				for i, v := range x.Lists[list] {
-					switch {
-					case keys.matches(v):
-						pe.Entries = append(pe.Entries, scPlanEntry{List: list, Value: v, Index: i})
-					case keys.hazard(v) != "":
-						hazards = append(hazards, fmt.Sprintf("%s %s: %s", x.label(), list, keys.hazard(v)))
-						left++
-					default:
-						left++
-					}
-				}
-			}
-			if len(pe.Entries) == 0 {
-				continue
-			}
-			if left == 0 {
-				hazards = append(hazards, x.label()+" lists only this node: removing it would open the export to every host")
+			pe, hz := scPlanExportOf(x, keys)
+			hazards = append(hazards, hz...)
+			if len(hz) > 0 || len(pe.Entries) == 0 {
 				continue
 			}
 			e.Exports = append(e.Exports, pe)
-			count += len(pe.Entries)
+		}
+		for _, v := range vols {
+			vc, pe, err := a.planVolume(ctx, c, id, keys, v)
+			if err != nil {
+				return err
+			}
+			if pe != nil && !slices.ContainsFunc(e.Exports, func(x scPlanExport) bool { return x.ID == pe.ID }) {
+				e.Exports = append(e.Exports, *pe) // what Apply removes, even if the listing missed it
+			}
+			cuts = append(cuts, vc)
 		}
 		return nil
 	})
@@ -107,13 +105,128 @@ func (a *PowerScaleAdapter) planIdentity(ctx context.Context, id Identity) (Plan
 		return fail(fmt.Errorf("%w: the node's access cannot be removed by client lists alone: %s",
 			ErrAmbiguousIdentity, strings.Join(hazards, "; ")))
 	}
+	slices.SortFunc(e.Exports, func(x, y scPlanExport) int { return cmp.Compare(x.ID, y.ID) })
+	count := 0
+	for _, pe := range e.Exports {
+		count += len(pe.Entries)
+	}
 	raw, err := json.Marshal(e)
 	if err != nil {
 		return fail(err)
 	}
-	return Plan{Array: a.cfg.Name, Family: PowerScale, Identity: id, Entries: raw,
+	return Plan{Array: a.cfg.Name, Family: PowerScale, Identity: id, Entries: raw, Volumes: cuts,
 		Summary:   fmt.Sprintf("remove %d client entries (%s) from %d exports of zone %s", count, strings.Join(keys.all, ", "), len(e.Exports), a.zone),
 		CreatedAt: time.Now().UTC()}, nil
+}
+
+// scExportID is a footprint volume's export ID, or false when the object
+// is not one.
+func scExportID(v VolumeRef) (int, bool) {
+	n, err := strconv.Atoi(v.Object)
+	return n, err == nil && n > 0 && strconv.Itoa(n) == v.Object
+}
+
+// planVolume reads one footprint volume's export by ID and decides its
+// cut: the node's entries (returned as pe, to be removed), or a gap.
+func (a *PowerScaleAdapter) planVolume(ctx context.Context, c *goisilon.Client, id Identity, keys scKeys, v VolumeRef) (VolumeCut, *scPlanExport, error) {
+	vc := VolumeCut{VolumeRef: v}
+	if _, gap := a.Cover(id, v); gap != nil {
+		vc.Gap = gap
+		return vc, nil, nil
+	}
+	n, ok := scExportID(v)
+	if !ok {
+		vc.Gap = &Gap{Reason: GapVolumeNotFound, Detail: fmt.Sprintf("%s: %q is not a PowerScale export ID", v.Volume, v.Object)}
+		return vc, nil, nil
+	}
+	x, found, err := a.getExport(ctx, c, n)
+	if err != nil {
+		return vc, nil, err
+	}
+	if !found {
+		vc.Gap = &Gap{Reason: GapVolumeNotFound, Detail: fmt.Sprintf("%s: PowerScale %s has no export %d in zone %s", v.Volume, a.cfg.Name, n, a.zone)}
+		return vc, nil, nil
+	}
+	pe, hazards := scPlanExportOf(x, keys)
+	vc.Holders = scHolders(x, keys)
+	switch {
+	case len(hazards) > 0:
+		vc.Holders = nil
+		vc.Gap = &Gap{Reason: GapNotFenceable, Detail: fmt.Sprintf("%s: %s", v.Volume, strings.Join(hazards, "; "))}
+	case len(pe.Entries) > 0:
+		vc.Cut = CutExportClients
+		return vc, &pe, nil
+	case len(vc.Holders) == 0 || !v.Attached:
+		vc.Cut = CutNotMapped
+	default:
+		vc.Gap = &Gap{Reason: GapOtherIdentity, Detail: fmt.Sprintf("%s: %s lists %s but none of the node's strings (%s), "+
+			"yet Kubernetes says it is attached to the node", v.Volume, x.label(), strings.Join(vc.Holders, ", "), strings.Join(keys.all, ", "))}
+	}
+	return vc, nil, nil
+}
+
+// scPlanExportOf records what fencing removes from one export: the
+// node's entries, with the export's other entries. hazards say why the
+// node would keep access that removing its own strings cannot take away
+// (open to all hosts, a subnet, netgroup or wildcard covering it), or why
+// removing them would open the export to every host.
+func scPlanExportOf(x scExport, keys scKeys) (pe scPlanExport, hazards []string) {
+	if x.open() {
+		return scPlanExport{ID: x.ID, Paths: x.Paths}, []string{x.label() + " is open to every host"}
+	}
+	pe = scPlanExport{ID: x.ID, Paths: x.Paths, Others: []string{}, OthersRecorded: true}
+	for _, list := range scListNames {
+		for i, v := range x.Lists[list] {
+			switch {
+			case keys.matches(v):
+				pe.Entries = append(pe.Entries, scPlanEntry{List: list, Value: v, Index: i})
+				continue
+			case keys.hazard(v) != "":
+				hazards = append(hazards, fmt.Sprintf("%s %s: %s", x.label(), list, keys.hazard(v)))
+			}
+			if !slices.ContainsFunc(pe.Others, func(o string) bool { return strings.EqualFold(o, v) }) {
+				pe.Others = append(pe.Others, v)
+			}
+		}
+	}
+	if len(pe.Entries) > 0 && len(pe.Others) == 0 {
+		hazards = append(hazards, x.label()+" lists only this node: removing it would open the export to every host")
+	}
+	return pe, hazards
+}
+
+// scHolders are the export's client entries that give it to someone other
+// than the node: every entry but the node's own strings and the
+// localhost entries csi-isilon keeps.
+func scHolders(x scExport, keys scKeys) []string {
+	var out []string
+	for _, list := range scListNames {
+		for _, v := range x.Lists[list] {
+			if keys.matches(v) || protectedExportClients[strings.ToLower(v)] ||
+				slices.ContainsFunc(out, func(o string) bool { return strings.EqualFold(o, v) }) {
+				continue
+			}
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// scNodeAccess reports whether the export as read lets the node mount it:
+// it lists one of the node's strings, a subnet, netgroup or wildcard
+// covering it, or no client at all.
+func scNodeAccess(x scExport, keys scKeys) bool {
+	if x.open() {
+		return true
+	}
+	for _, list := range scListNames {
+		for _, v := range x.Lists[list] {
+			if keys.matches(v) || keys.hazard(v) != "" {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // updateExport writes the changed lists of an export (PUT is a partial
@@ -202,8 +315,10 @@ func (a *PowerScaleAdapter) applyExport(ctx context.Context, c *goisilon.Client,
 }
 
 // Verify lists every export of the zone: the node is fenced when no list
-// of any export holds one of its strings and nothing else covers it. An
-// export that no longer exists has nothing to restore.
+// of any export holds one of its strings and nothing else covers it, and
+// no footprint volume's export, read again by ID, lets the node mount it.
+// Its Restored only compares the plan with the listing; VerifyRestore is
+// the restore read-back.
 func (a *PowerScaleAdapter) Verify(ctx context.Context, plan Plan) (Verification, error) {
 	e, keys, err := a.decodePlan(plan)
 	if err != nil {
@@ -242,12 +357,24 @@ func (a *PowerScaleAdapter) Verify(ctx context.Context, plan Plan) (Verification
 				}
 			}
 		}
+		// Each footprint volume is read again by its export ID.
+		for _, vc := range plan.Volumes {
+			n, ok := scExportID(vc.VolumeRef)
+			if vc.Cut == "" || vc.Gap != nil || !ok {
+				continue
+			}
+			x, found, err := a.getExport(ctx, c, n)
+			if err != nil {
+				return err
+			}
+			v.Volumes = append(v.Volumes, scCheck(vc, x, found, keys))
+		}
 		return nil
 	})
 	if err != nil {
 		return Verification{}, fmt.Errorf("powerscale array %s: verify fence of node %s: %w", a.cfg.Name, plan.Identity.Node, scClassify(err))
 	}
-	v.Fenced = len(v.Remaining) == 0
+	v.Fenced = len(v.Remaining) == 0 && !slices.ContainsFunc(v.Volumes, func(c VolumeCheck) bool { return c.NodeAccess })
 	v.Restored = len(v.Missing) == 0
 	v.CheckedAt = time.Now().UTC()
 	return v, nil
@@ -262,16 +389,90 @@ func scContains(l []string, v string) bool {
 	return false
 }
 
-// undoAll puts each missing entry back into exactly the list it was in, at
-// its recorded position, one PUT per export that needs it.
-func (a *PowerScaleAdapter) undoAll(ctx context.Context, plan Plan) error {
-	e, _, err := a.decodePlan(plan)
+// scCheck is what an export as read shows of a footprint volume.
+func scCheck(vc VolumeCut, x scExport, found bool, keys scKeys) VolumeCheck {
+	c := VolumeCheck{Volume: vc.Volume, Object: vc.Object}
+	if !found {
+		c.Note = "the export no longer exists"
+		return c
+	}
+	c.NodeAccess = scNodeAccess(x, keys)
+	c.Holders = scHolders(x, keys)
+	return c
+}
+
+// scRestore is what an unfence does with one export of a plan or of the
+// footprint, decided from the export as read now.
+type scRestore struct {
+	// give: Undo puts the node's entries back.
+	give bool
+	// forbidden: the node must not reach the export after the unfence.
+	forbidden bool
+	// note says why the export is left as it is.
+	note string
+}
+
+// decideSCRestore applies docs/footprint.md "Unfence" to one export: pe is
+// the plan's record of it (nil when the plan removed nothing), vc the
+// footprint volume (nil for an export that is no Kubernetes volume).
+func decideSCRestore(pe *scPlanExport, vc *VolumeCut, x scExport, found bool, keys scKeys, scope RestoreScope) scRestore {
+	if !found {
+		return scRestore{note: "the export no longer exists"}
+	}
+	holders := scHolders(x, keys)
+	if vc == nil {
+		// Not a Kubernetes volume: given back as it was, unless a client
+		// that was not listed at the plan is listed now. A plan written
+		// before the other clients were recorded cannot tell: any other
+		// client may be one that took it.
+		for _, h := range holders {
+			if !pe.OthersRecorded || !slices.ContainsFunc(pe.Others, func(o string) bool { return strings.EqualFold(o, h) }) {
+				return scRestore{note: "moved to " + h}
+			}
+		}
+		return scRestore{give: true}
+	}
+	switch {
+	case !scope.Wants(vc.Volume):
+		return scRestore{forbidden: true, note: "not wanted by Kubernetes on the node"}
+	case len(holders) > 0 && !vc.MultiNode:
+		return scRestore{forbidden: true, note: "moved to " + strings.Join(holders, ", ")}
+	case pe == nil:
+		return scRestore{note: "the fence removed nothing: the export listed no client of the node"}
+	}
+	return scRestore{give: true}
+}
+
+// scFootprint returns the plan's footprint volumes that have a cut, by
+// export ID.
+func scFootprint(p Plan) map[int]VolumeCut {
+	out := map[int]VolumeCut{}
+	for _, vc := range p.Volumes {
+		if n, ok := scExportID(vc.VolumeRef); ok && vc.Cut != "" && vc.Gap == nil {
+			out[n] = vc
+		}
+	}
+	return out
+}
+
+// Undo reconciles rather than replays: it puts the node's entries back
+// into exactly the lists they were in, at their recorded positions, for a
+// footprint volume only when Kubernetes still wants it on the node and no
+// other client holds it (unless it is multi-node), for any other export
+// unless a new client is listed. One PUT per export that needs it.
+func (a *PowerScaleAdapter) Undo(ctx context.Context, plan Plan, scope RestoreScope) error {
+	e, keys, err := a.decodePlan(plan)
 	if err != nil {
 		return fmt.Errorf("powerscale array %s: undo fence of node %s: %w", a.cfg.Name, plan.Identity.Node, err)
 	}
+	fp := scFootprint(plan)
 	err = a.with(ctx, func(c *goisilon.Client) error {
-		for _, pe := range e.Exports {
-			if err := a.undoExport(ctx, c, pe, plan.Identity.Node); err != nil {
+		for i := range e.Exports {
+			var vc *VolumeCut
+			if v, ok := fp[e.Exports[i].ID]; ok {
+				vc = &v
+			}
+			if err := a.undoExport(ctx, c, &e.Exports[i], vc, keys, scope, plan.Identity.Node); err != nil {
 				return err
 			}
 		}
@@ -283,15 +484,17 @@ func (a *PowerScaleAdapter) undoAll(ctx context.Context, plan Plan) error {
 	return nil
 }
 
-// undoExport puts one export's planned entries back under its lock.
-func (a *PowerScaleAdapter) undoExport(ctx context.Context, c *goisilon.Client, pe scPlanExport, node string) error {
+// undoExport puts one export's planned entries back under its lock, if
+// the restore decision gives them back.
+func (a *PowerScaleAdapter) undoExport(ctx context.Context, c *goisilon.Client, pe *scPlanExport, vc *VolumeCut, keys scKeys, scope RestoreScope, node string) error {
 	defer a.lockExport(pe.ID)()
 	x, ok, err := a.getExport(ctx, c, pe.ID)
 	if err != nil {
 		return err
 	}
-	if !ok {
-		a.logger.Warn("export of the plan no longer exists; nothing to restore", "export", pe.ID, "node", node)
+	d := decideSCRestore(pe, vc, x, ok, keys, scope)
+	if !d.give {
+		a.logger.Info("export left as it is", "export", pe.ID, "node", node, "why", d.note)
 		return nil
 	}
 	entries := append([]scPlanEntry(nil), pe.Entries...)
@@ -311,4 +514,66 @@ func (a *PowerScaleAdapter) undoExport(ctx context.Context, c *goisilon.Client, 
 		return nil
 	}
 	return a.updateExport(ctx, c, pe.ID, changed)
+}
+
+// VerifyRestore reads every export of the plan and of its footprint by
+// ID: Restored when each entry Undo gives back is back and no footprint
+// volume outside the scope (or moved, unless multi-node) lets the node
+// mount it. Fenced is not evaluated.
+func (a *PowerScaleAdapter) VerifyRestore(ctx context.Context, plan Plan, scope RestoreScope) (Verification, error) {
+	e, keys, err := a.decodePlan(plan)
+	if err != nil {
+		return Verification{}, fmt.Errorf("powerscale array %s: verify restore of node %s: %w", a.cfg.Name, plan.Identity.Node, err)
+	}
+	fp := scFootprint(plan)
+	v := Verification{}
+	err = a.with(ctx, func(c *goisilon.Client) error {
+		planned := map[int]*scPlanExport{}
+		for i := range e.Exports {
+			pe := &e.Exports[i]
+			planned[pe.ID] = pe
+			x, found, err := a.getExport(ctx, c, pe.ID)
+			if err != nil {
+				return err
+			}
+			var vc *VolumeCut
+			if fv, ok := fp[pe.ID]; ok {
+				vc = &fv
+			}
+			if !decideSCRestore(pe, vc, x, found, keys, scope).give {
+				continue
+			}
+			for _, en := range pe.Entries {
+				if !scContains(x.Lists[en.List], en.Value) {
+					v.Missing = append(v.Missing, fmt.Sprintf("%s %s: %s", x.label(), en.List, en.Value))
+				}
+			}
+		}
+		for _, vc := range plan.Volumes {
+			n, ok := scExportID(vc.VolumeRef)
+			if fv, in := fp[n]; !ok || !in || fv.Volume != vc.Volume {
+				continue
+			}
+			x, found, err := a.getExport(ctx, c, n)
+			if err != nil {
+				return err
+			}
+			d := decideSCRestore(planned[n], &vc, x, found, keys, scope)
+			check := scCheck(vc, x, found, keys)
+			if check.Note == "" && !d.give {
+				check.Note = d.note
+			}
+			if d.forbidden && check.NodeAccess {
+				v.Remaining = append(v.Remaining, fmt.Sprintf("%s (volume %s) lets the node mount it: %s", x.label(), vc.Volume, d.note))
+			}
+			v.Volumes = append(v.Volumes, check)
+		}
+		return nil
+	})
+	if err != nil {
+		return Verification{}, fmt.Errorf("powerscale array %s: verify restore of node %s: %w", a.cfg.Name, plan.Identity.Node, scClassify(err))
+	}
+	v.Restored = len(v.Missing) == 0 && len(v.Remaining) == 0
+	v.CheckedAt = time.Now().UTC()
+	return v, nil
 }

@@ -22,26 +22,24 @@ const (
 	unityNotFound        = "0x7d13005"
 )
 
-// unityPageSize is the LUN page size for scans; unityMaxPages bounds a scan.
+// unityPageSize is the page size for hostLUN lists; unityMaxPages bounds one.
 const (
 	unityPageSize = 500
 	unityMaxPages = 1000
 )
 
 // UnityAdapter fences a node by removing its host from the host access of
-// every LUN that grants it, and unfences by adding it back. gounity writes a
-// LUN's whole host-access list (modifyLun replaces it), so each write is a
-// read-modify-write of that LUN's current list, read right before.
+// every LUN that grants it, and unfences by adding it back where the
+// restore scope allows. It finds the host's LUNs by the host's hostLUN
+// objects (one call, never a scan of every LUN) and reads each LUN by ID.
+// gounity writes a LUN's whole host-access list (modifyLun replaces it), so
+// each write is a read-modify-write of that LUN's current list, read right
+// before.
 type UnityAdapter struct {
 	cfg  Config
 	pool *unityPool
 	log  *slog.Logger
 	now  func() time.Time
-
-	// scans shares LUN scans between concurrent plans, read-backs and
-	// probes (see sharedRead): in a storm every fence on the array would
-	// otherwise list every LUN twice.
-	scans *sharedRead[[]unitytypes.Volume]
 
 	mu      sync.Mutex
 	queryID int // real-time metrics query, 0 = none yet
@@ -83,9 +81,7 @@ func NewUnity(_ context.Context, cfg Config, logger *slog.Logger) (*UnityAdapter
 	if err != nil {
 		return nil, fmt.Errorf("unity %s: %w", cfg.Name, err)
 	}
-	a := &UnityAdapter{cfg: cfg, pool: pool, log: logger, now: time.Now}
-	a.scans = newSharedRead(a.scanAll)
-	return a, nil
+	return &UnityAdapter{cfg: cfg, pool: pool, log: logger, now: time.Now}, nil
 }
 
 // Name is the configured array name.
@@ -182,45 +178,6 @@ func (a *UnityAdapter) checkIdentity(id Identity) error {
 	return nil
 }
 
-// scan returns every LUN as listed by a scan that started after the call.
-// Concurrent callers share scans; the slice is shared, read it only.
-func (a *UnityAdapter) scan(ctx context.Context) ([]unitytypes.Volume, error) {
-	return a.scans.do(ctx)
-}
-
-// scanAll lists every LUN, paging from 1 (gounity treats page 0 as page 1).
-// A LUN seen twice means the paging is broken: an error, not a loop.
-func (a *UnityAdapter) scanAll(ctx context.Context) ([]unitytypes.Volume, error) {
-	var all []unitytypes.Volume
-	seen := map[string]bool{}
-	for page := 1; page <= unityMaxPages; page++ {
-		var vols []unitytypes.Volume
-		err := a.pool.call(ctx, func(ctx context.Context, c gounity.UnityClient) error {
-			var err error
-			vols, _, err = c.ListVolumes(ctx, page, unityPageSize)
-			return err
-		})
-		if err != nil {
-			return nil, fmt.Errorf("list LUNs page %d: %w", page, err)
-		}
-		for _, v := range vols {
-			id := v.VolumeContent.ResourceID
-			if !unityIDRE.MatchString(id) {
-				return nil, fmt.Errorf("list LUNs page %d: LUN ID %q", page, id)
-			}
-			if seen[id] {
-				return nil, fmt.Errorf("list LUNs page %d: LUN %s listed twice", page, id)
-			}
-			seen[id] = true
-			all = append(all, v)
-		}
-		if len(vols) < unityPageSize {
-			return all, nil
-		}
-	}
-	return nil, fmt.Errorf("list LUNs: more than %d pages", unityMaxPages)
-}
-
 // unityAccessOf returns the host's HLU on the LUN and the other hosts with access.
 func unityAccessOf(v unitytypes.Volume, hostID string) (hlu int, has bool, others []string) {
 	for _, ha := range v.VolumeContent.HostAccessResponse {
@@ -231,37 +188,6 @@ func unityAccessOf(v unitytypes.Volume, hostID string) (hlu int, has bool, other
 		}
 	}
 	return hlu, has, others
-}
-
-// planIdentity lists every LUN whose host access includes the host.
-func (a *UnityAdapter) planIdentity(ctx context.Context, id Identity) (Plan, error) {
-	if err := a.checkIdentity(id); err != nil {
-		return Plan{}, a.errf("plan", id.Node, err)
-	}
-	vols, err := a.scan(ctx)
-	if err != nil {
-		return Plan{}, a.errf("plan", id.Node, err)
-	}
-	e := UnityEntries{HostID: id.ObjectID, HostName: id.ObjectName, LUNs: []UnityLUNAccess{}}
-	for _, v := range vols {
-		if hlu, has, others := unityAccessOf(v, id.ObjectID); has {
-			e.LUNs = append(e.LUNs, UnityLUNAccess{LUN: v.VolumeContent.ResourceID, Name: v.VolumeContent.Name, HLU: hlu, AccessMask: "1", OtherHosts: others})
-		}
-	}
-	sort.Slice(e.LUNs, func(i, j int) bool { return e.LUNs[i].HLU < e.LUNs[j].HLU })
-	raw, err := json.Marshal(e)
-	if err != nil {
-		return Plan{}, a.errf("plan", id.Node, err)
-	}
-	names := make([]string, 0, len(e.LUNs))
-	for _, l := range e.LUNs {
-		names = append(names, fmt.Sprintf("%s(hlu %d)", l.LUN, l.HLU))
-	}
-	return Plan{
-		Array: a.cfg.Name, Family: Unity, Identity: id, Entries: raw,
-		Summary:   fmt.Sprintf("remove host %s (%s) from %d LUN(s): %s", id.ObjectID, id.ObjectName, len(e.LUNs), strings.Join(names, ", ")),
-		CreatedAt: a.now().UTC(),
-	}, nil
 }
 
 func (a *UnityAdapter) entries(p Plan) (UnityEntries, error) {
@@ -337,69 +263,6 @@ func (a *UnityAdapter) Apply(ctx context.Context, p Plan) error {
 		a.log.InfoContext(ctx, "host access removed", "node", p.Identity.Node, "host", e.HostID, "lun", l.LUN, "kept", len(others))
 	}
 	return nil
-}
-
-// undoAll adds the host back to each planned LUN in HLU order, keeping the
-// LUN's other hosts. Unity picks the HLU (gounity cannot send one): the
-// lowest the host does not use, which restores dense HLUs exactly.
-func (a *UnityAdapter) undoAll(ctx context.Context, p Plan) error {
-	e, err := a.entries(p)
-	if err != nil {
-		return a.errf("undo", p.Identity.Node, err)
-	}
-	luns := slices.Clone(e.LUNs)
-	sort.SliceStable(luns, func(i, j int) bool { return luns[i].HLU < luns[j].HLU })
-	for _, l := range luns {
-		v, found, err := a.readLUN(ctx, l.LUN)
-		if err != nil {
-			return a.errf("undo", p.Identity.Node, fmt.Errorf("read LUN %s: %w", l.LUN, err))
-		}
-		if !found {
-			a.log.WarnContext(ctx, "planned LUN no longer exists: nothing to restore", "node", p.Identity.Node, "lun", l.LUN)
-			continue
-		}
-		_, has, others := unityAccessOf(*v, e.HostID)
-		if has {
-			continue
-		}
-		if err := a.writeAccess(ctx, l.LUN, append(others, e.HostID)); err != nil {
-			return a.errf("undo", p.Identity.Node, fmt.Errorf("add host %s to LUN %s: %w", e.HostID, l.LUN, err))
-		}
-		a.log.InfoContext(ctx, "host access restored", "node", p.Identity.Node, "host", e.HostID, "lun", l.LUN)
-	}
-	return nil
-}
-
-// Verify scans every LUN: fenced when none grants the host access.
-func (a *UnityAdapter) Verify(ctx context.Context, p Plan) (Verification, error) {
-	e, err := a.entries(p)
-	if err != nil {
-		return Verification{}, a.errf("verify", p.Identity.Node, err)
-	}
-	vols, err := a.scan(ctx)
-	if err != nil {
-		return Verification{}, a.errf("verify", p.Identity.Node, err)
-	}
-	v := Verification{CheckedAt: a.now().UTC()}
-	exists := map[string]bool{}
-	granted := map[string]bool{}
-	for _, vol := range vols {
-		id := vol.VolumeContent.ResourceID
-		exists[id] = true
-		if hlu, has, _ := unityAccessOf(vol, e.HostID); has {
-			granted[id] = true
-			v.Remaining = append(v.Remaining, fmt.Sprintf("LUN %s (%s) grants host %s access at hlu %d", id, vol.VolumeContent.Name, e.HostID, hlu))
-		}
-	}
-	for _, l := range e.LUNs {
-		// A LUN deleted since the plan has nothing to restore.
-		if exists[l.LUN] && !granted[l.LUN] {
-			v.Missing = append(v.Missing, fmt.Sprintf("LUN %s host %s hlu %d", l.LUN, e.HostID, l.HLU))
-		}
-	}
-	v.Fenced = len(v.Remaining) == 0
-	v.Restored = len(v.Missing) == 0
-	return v, nil
 }
 
 // Check reaches the array (basicSystemInfo), then proves the session with

@@ -2,13 +2,16 @@ package arrayclients
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/url"
 	"regexp"
 	"strings"
 
 	"github.com/dell/gounity"
+	"github.com/dell/gounity/api"
 	unitytypes "github.com/dell/gounity/apitypes"
 )
 
@@ -29,6 +32,10 @@ var (
 type unityConn struct {
 	c      gounity.UnityClient
 	authed bool
+	// raw is a client of gounity's api package, with its own session, for
+	// the REST types gounity has no call for (hostLUN).
+	raw       api.Client
+	rawAuthed bool
 }
 
 type unityPool struct {
@@ -58,13 +65,17 @@ func newUnityPool(cfg Config) (*unityPool, error) {
 		if err != nil {
 			return nil, fmt.Errorf("build gounity client for %s: %w", cfg.Endpoint, err)
 		}
-		p.conns <- &unityConn{c: c}
+		raw, err := api.New(context.Background(), cfg.Endpoint, api.ClientOptions{Insecure: cfg.Insecure}, false)
+		if err != nil {
+			return nil, fmt.Errorf("build gounity REST client for %s: %w", cfg.Endpoint, err)
+		}
+		p.conns <- &unityConn{c: c, raw: raw}
 	}
 	return p, nil
 }
 
-// with borrows a client, logs it in on first use, and runs fn with it.
-func (p *unityPool) with(ctx context.Context, fn func(c gounity.UnityClient) error) error {
+// borrow runs fn with a connection of the pool, taken for fn alone.
+func (p *unityPool) borrow(ctx context.Context, fn func(conn *unityConn) error) error {
 	var conn *unityConn
 	select {
 	case conn = <-p.conns:
@@ -72,6 +83,15 @@ func (p *unityPool) with(ctx context.Context, fn func(c gounity.UnityClient) err
 		return errors.Join(ErrUnreachable, fmt.Errorf("wait for a Unity session: %w", ctx.Err()))
 	}
 	defer func() { p.conns <- conn }()
+	return fn(conn)
+}
+
+// with borrows a client, logs it in on first use, and runs fn with it.
+func (p *unityPool) with(ctx context.Context, fn func(c gounity.UnityClient) error) error {
+	return p.borrow(ctx, func(conn *unityConn) error { return p.withConn(ctx, conn, fn) })
+}
+
+func (p *unityPool) withConn(ctx context.Context, conn *unityConn, fn func(c gounity.UnityClient) error) error {
 	if !conn.authed {
 		rctx, cancel := pmaxTimeout(ctx, p.cfg.RequestTimeout)
 		err := conn.c.Authenticate(rctx, p.connect())
@@ -82,6 +102,57 @@ func (p *unityPool) with(ctx context.Context, fn func(c gounity.UnityClient) err
 		conn.authed = true
 	}
 	return fn(conn.c)
+}
+
+// get reads uri with the connection's api-package client into out, with
+// the request timeout, logging in first and once more after a 401, as
+// gounity does for its own calls (unityclient.go
+// executeWithRetryAuthenticate). Only GETs: they need no CSRF token.
+func (p *unityPool) get(ctx context.Context, uri string, out any) error {
+	return p.borrow(ctx, func(conn *unityConn) error {
+		rctx, cancel := pmaxTimeout(ctx, p.cfg.RequestTimeout)
+		defer cancel()
+		headers := map[string]string{api.HeaderKeyAccept: api.HeaderValContentTypeJSON, api.XEmcRestClient: "true"}
+		for attempt := 0; ; attempt++ {
+			if !conn.rawAuthed {
+				if err := p.rawLogin(rctx, conn.raw); err != nil {
+					return err
+				}
+				conn.rawAuthed = true
+			}
+			err := conn.raw.DoWithHeaders(rctx, http.MethodGet, uri, headers, nil, out)
+			var apiErr *unitytypes.Error
+			if attempt == 0 && errors.As(err, &apiErr) && apiErr.ErrorContent.HTTPStatusCode == http.StatusUnauthorized {
+				conn.rawAuthed = false
+				continue
+			}
+			return classifyUnity(rctx, err)
+		}
+	})
+}
+
+// rawLogin opens a session for an api-package client as gounity's
+// Authenticate does: GET loginSessionInfo with Basic auth; the client's
+// cookie jar keeps the session cookie.
+func (p *unityPool) rawLogin(ctx context.Context, c api.Client) error {
+	c.SetToken("")
+	resp, err := c.DoAndGetResponseBody(ctx, http.MethodGet, api.UnityAPILoginSessionInfoURI, map[string]string{
+		api.AuthorizationHeader: "Basic " + base64.StdEncoding.EncodeToString([]byte(p.cfg.Username+":"+p.cfg.Password)),
+		api.XEmcRestClient:      "true",
+		api.HeaderKeyAccept:     api.HeaderValContentTypeJSON,
+	}, nil)
+	if err != nil {
+		return errors.Join(ErrUnreachable, fmt.Errorf("log in to Unity %s: %w", p.cfg.Endpoint, err))
+	}
+	defer func() { _ = resp.Body.Close() }()
+	switch {
+	case resp.StatusCode == http.StatusUnauthorized:
+		return errors.Join(ErrUnreachable, fmt.Errorf("log in to Unity %s: authentication failure", p.cfg.Endpoint))
+	case resp.StatusCode < 200 || resp.StatusCode > 299:
+		return errors.Join(ErrUnreachable, fmt.Errorf("log in to Unity %s: %w", p.cfg.Endpoint, c.ParseJSONError(ctx, resp)))
+	}
+	c.SetToken(resp.Header.Get(api.HeaderEMCCSRFToken))
+	return nil
 }
 
 // connect is the client's login configuration. gounity keeps the last one

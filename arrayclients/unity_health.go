@@ -92,15 +92,13 @@ func (a *UnityAdapter) initiatorHealth(ctx context.Context, h *unitytypes.Host) 
 // lunIO sums currentIOCount over the host's LUNs from the latest sample of
 // a real-time query the adapter keeps (re-created when it has expired).
 func (a *UnityAdapter) lunIO(ctx context.Context, hostID string) (IOState, time.Time, string) {
-	vols, err := a.scan(ctx)
+	hls, err := a.hostLUNs(ctx, hostID)
 	if err != nil {
 		return IOUnknown, time.Time{}, err.Error()
 	}
 	luns := map[string]bool{}
-	for _, v := range vols {
-		if _, has, _ := unityAccessOf(v, hostID); has {
-			luns[v.VolumeContent.ResourceID] = true
-		}
+	for _, hl := range hls {
+		luns[hl.LUN.ID] = true
 	}
 	if len(luns) == 0 {
 		return IOIdle, time.Time{}, "no LUN grants the host access"

@@ -180,7 +180,7 @@ func TestUnityApplyInterruptedThenRetried(t *testing.T) {
 	assert.False(t, v.Fenced)
 	require.Len(t, v.Remaining, 3)
 	assert.Contains(t, v.Remaining[0], "LUN sv_2")
-	assert.Contains(t, v.Remaining[2], "LUN sv_7 (shared)")
+	assert.Contains(t, v.Remaining[2], "LUN sv_7 (shared) grants host")
 
 	require.NoError(t, e.adapter.Apply(ctx, plan), "the retry completes")
 	v, err = e.adapter.Verify(ctx, plan)
@@ -313,7 +313,7 @@ func TestUnityFaults(t *testing.T) {
 	ctx := context.Background()
 	id, err := e.adapter.Resolve(ctx, unityNode("worker-1"))
 	require.NoError(t, err)
-	path := `^/api/types/lun/instances$`
+	path := `^/api/types/hostLUN/instances$`
 	for _, tc := range []struct {
 		name        string
 		fault       simcore.Fault
@@ -386,11 +386,11 @@ func TestUnityConcurrentFences(t *testing.T) {
 	assert.Equal(t, before, after)
 }
 
-// TestUnityConcurrentCallsShareLUNScans: twelve plans, then twelve
-// read-backs, all at once, with every LUN list slowed down so that they
-// overlap. They share scans (at most two per burst: the running one and
-// the next), and every read-back still sees its own write.
-func TestUnityConcurrentCallsShareLUNScans(t *testing.T) {
+// TestUnityPlansAndReadBacksAddressTheHost: a plan and a read-back make
+// one hostLUN call for the host and read its LUNs by ID; no LUN is listed,
+// however many the array has. Twelve at once still each see their own
+// write.
+func TestUnityPlansAndReadBacksAddressTheHost(t *testing.T) {
 	e := startUnity(t, unityNodesDoc(12, 2), 5*time.Second)
 	ctx := context.Background()
 	ids := make([]arrayclients.Identity, 12)
@@ -399,15 +399,20 @@ func TestUnityConcurrentCallsShareLUNScans(t *testing.T) {
 		ids[i], err = e.adapter.Resolve(ctx, unityNode(fmt.Sprintf("n%02d", i)))
 		require.NoError(t, err)
 	}
-	e.srv.AddFault(simcore.Fault{Kind: simcore.FaultLatency, Method: http.MethodGet, Path: "^/api/types/lun/instances$", Latency: 100 * time.Millisecond})
-	lunLists := func(since int64) int {
-		n := 0
+	calls := func(since int64) (lunLists, hostLUNLists, lunReads int) {
 		for _, a := range e.srv.AuditSince(since) {
-			if a.Method == http.MethodGet && strings.HasPrefix(a.Path, "/api/types/lun/instances") {
-				n++
+			path := strings.SplitN(a.Path, "?", 2)[0]
+			switch {
+			case a.Method != http.MethodGet:
+			case path == "/api/types/lun/instances":
+				lunLists++
+			case path == "/api/types/hostLUN/instances":
+				hostLUNLists++
+			case strings.HasPrefix(path, "/api/instances/lun/"):
+				lunReads++
 			}
 		}
-		return n
+		return
 	}
 	all := func(fn func(i int)) {
 		var wg sync.WaitGroup
@@ -425,7 +430,10 @@ func TestUnityConcurrentCallsShareLUNScans(t *testing.T) {
 		assert.NoError(t, err)
 	})
 	require.False(t, t.Failed())
-	assert.LessOrEqual(t, lunLists(seq), 2, "twelve concurrent plans share LUN scans")
+	lists, hostLUNs, reads := calls(seq)
+	assert.Zero(t, lists, "no plan lists every LUN")
+	assert.Equal(t, 12, hostLUNs, "one hostLUN call per plan")
+	assert.Equal(t, 24, reads, "one read per LUN of each host")
 	for i, p := range plans {
 		assert.Contains(t, p.Summary, "from 2 LUN(s)", "plan %d", i)
 	}
@@ -438,7 +446,10 @@ func TestUnityConcurrentCallsShareLUNScans(t *testing.T) {
 			assert.True(t, v.Fenced, "read-back %d sees its write: %v", i, v.Remaining)
 		}
 	})
-	assert.LessOrEqual(t, lunLists(seq), 2, "twelve concurrent read-backs share LUN scans")
+	lists, hostLUNs, reads = calls(seq)
+	assert.Zero(t, lists, "no read-back lists every LUN")
+	assert.Equal(t, 12, hostLUNs, "one hostLUN call per read-back")
+	assert.Zero(t, reads, "plans without footprint volumes read no LUN back")
 	all(func(i int) { assert.NoError(t, e.adapter.Undo(ctx, plans[i], arrayclients.RestoreScope{})) })
 }
 

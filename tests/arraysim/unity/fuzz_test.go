@@ -3,6 +3,7 @@ package unity_test
 import (
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -60,5 +61,25 @@ func FuzzModifyLun(f *testing.F) {
 		rec = httptest.NewRecorder()
 		sim.ServeHTTP(rec, req)
 		require.Contains(t, []int{http.StatusNoContent, http.StatusNotFound, http.StatusUnprocessableEntity}, rec.Code, rec.Body.String())
+	})
+}
+
+// FuzzHostLUNFilter: any hostLUN filter gets 200 or 422, never a panic.
+func FuzzHostLUNFilter(f *testing.F) {
+	f.Add(`host.id eq "Host_1"`)
+	f.Add(`host.id eq "Host_1" and lun.id eq "sv_7"`)
+	f.Add(`hlu eq 3 AND type eq 1`)
+	f.Add(`name lk "x"`)
+	f.Add(`id eq "`)
+	fx, err := fixture.Parse([]byte(testFixture))
+	require.NoError(f, err)
+	sim, err := unity.New(&fx.Arrays[0].Spec, fx.Nodes)
+	require.NoError(f, err)
+	f.Fuzz(func(t *testing.T, filter string) {
+		req := httptest.NewRequest(http.MethodGet, "/api/types/hostLUN/instances?filter="+url.QueryEscape(filter), nil)
+		req.SetBasicAuth("admin", "secret")
+		rec := httptest.NewRecorder()
+		sim.ServeHTTP(rec, req)
+		require.Contains(t, []int{http.StatusOK, http.StatusUnprocessableEntity}, rec.Code, rec.Body.String())
 	})
 }

@@ -2,7 +2,6 @@ package unity
 
 import (
 	"net/http"
-	"strconv"
 	"strings"
 
 	"github.com/fenced-project/fenced/tests/arraysim/simcore"
@@ -43,7 +42,7 @@ func (s *Sim) serveType(w http.ResponseWriter, r *http.Request, typ string) {
 	switch typ {
 	case "host":
 		for _, id := range sortedIDs(s.hosts) {
-			contents = append(contents, s.hostJSONLocked(s.hosts[id]))
+			contents = append(contents, s.hostJSONLocked(s.hosts[id], wantsField(r, "hostLUNs")))
 		}
 	case "hostInitiator":
 		for _, id := range sortedIDs(s.initiators) {
@@ -51,6 +50,9 @@ func (s *Sim) serveType(w http.ResponseWriter, r *http.Request, typ string) {
 		}
 	case "lun":
 		s.listLUNsLocked(w, r)
+		return
+	case "hostLUN":
+		s.listHostLUNsLocked(w, r)
 		return
 	case "metricQueryResult":
 		s.queryResultsLocked(w, r)
@@ -88,14 +90,19 @@ func (s *Sim) serveInstance(w http.ResponseWriter, r *http.Request, typ, id stri
 			case 0:
 				s.fail(w, http.StatusNotFound, CodeNotFound, "The requested host does not exist")
 			case 1:
-				simcore.WriteJSON(w, http.StatusOK, one(s.hostJSONLocked(found[0])))
+				simcore.WriteJSON(w, http.StatusOK, one(s.hostJSONLocked(found[0], wantsField(r, "hostLUNs"))))
 			default:
 				s.fail(w, http.StatusConflict, CodeMultipleHosts, "Found multiple hosts with the name %s", name)
 			}
 			return
 		}
 		if h := s.hosts[id]; h != nil {
-			simcore.WriteJSON(w, http.StatusOK, one(s.hostJSONLocked(h)))
+			simcore.WriteJSON(w, http.StatusOK, one(s.hostJSONLocked(h, wantsField(r, "hostLUNs"))))
+			return
+		}
+	case "hostLUN":
+		if h, ok := s.hostLUNLocked(id); ok && !byName {
+			simcore.WriteJSON(w, http.StatusOK, one(hostLUNJSON(h)))
 			return
 		}
 	case "hostInitiator":
@@ -119,8 +126,13 @@ func (s *Sim) serveInstance(w http.ResponseWriter, r *http.Request, typ, id stri
 	s.fail(w, http.StatusNotFound, CodeNotFound, "The requested resource does not exist")
 }
 
-func (s *Sim) hostJSONLocked(h *host) map[string]any {
+// hostJSONLocked renders a host; withLUNs adds its hostLUNs (IDs only, left
+// out when there are none, as Unity answers fields=hostLUNs).
+func (s *Sim) hostJSONLocked(h *host, withLUNs bool) map[string]any {
 	out := map[string]any{"id": h.ID, "name": h.Name, "description": h.Name, "type": 1, "osType": "Linux"}
+	if ids := s.hostLUNIDsLocked(h.ID); withLUNs && len(ids) > 0 {
+		out["hostLUNs"] = refs(ids)
+	}
 	if len(h.FC) > 0 {
 		out["fcHostInitiators"] = refs(h.FC)
 	}
@@ -169,20 +181,10 @@ func (s *Sim) lunJSONLocked(l *lun) map[string]any {
 
 // listLUNsLocked pages LUNs with per_page and page (1-based), like Unity.
 func (s *Sim) listLUNsLocked(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	perPage, page := 2000, 1
-	var err error
-	if v := q.Get("per_page"); v != "" {
-		if perPage, err = strconv.Atoi(v); err != nil || perPage < 1 || perPage > 2000 {
-			s.fail(w, http.StatusUnprocessableEntity, CodeBadRequest, "per_page %q must be 1..2000", v)
-			return
-		}
-	}
-	if v := q.Get("page"); v != "" {
-		if page, err = strconv.Atoi(v); err != nil || page < 1 {
-			s.fail(w, http.StatusUnprocessableEntity, CodeBadRequest, "page %q must be >= 1", v)
-			return
-		}
+	perPage, page, err := pageOf(r)
+	if err != nil {
+		s.fail(w, http.StatusUnprocessableEntity, CodeBadRequest, "%v", err)
+		return
 	}
 	ids := sortedIDs(s.luns)
 	contents := []any{}

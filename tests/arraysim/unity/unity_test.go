@@ -2,9 +2,11 @@ package unity_test
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"net/http"
 	"net/http/cookiejar"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -12,6 +14,7 @@ import (
 	"time"
 
 	"github.com/dell/gounity"
+	"github.com/dell/gounity/api"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -384,4 +387,117 @@ func TestConcurrentClients(t *testing.T) {
 	}
 	wg.Wait()
 	assert.Equal(t, before, dump(t, e.sim))
+}
+
+// apiClient logs a client of gounity's api package in, as gounity's
+// Authenticate does: the hostLUN type has no gounity call, and that
+// package is how a gounity user reaches it.
+func (e env) apiClient(t testing.TB) api.Client {
+	t.Helper()
+	ctx := context.Background()
+	c, err := api.New(ctx, e.url, api.ClientOptions{Insecure: true}, false)
+	require.NoError(t, err)
+	resp, err := c.DoAndGetResponseBody(ctx, http.MethodGet, api.UnityAPILoginSessionInfoURI, map[string]string{
+		api.AuthorizationHeader: "Basic " + base64.StdEncoding.EncodeToString([]byte("admin:secret")),
+		api.XEmcRestClient:      "true",
+	}, nil)
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	return c
+}
+
+type hostLUNEntry struct {
+	Content struct {
+		ID   string `json:"id"`
+		Type int    `json:"type"`
+		HLU  int    `json:"hlu"`
+		Host struct {
+			ID string `json:"id"`
+		} `json:"host"`
+		LUN struct {
+			ID string `json:"id"`
+		} `json:"lun"`
+		IsReadOnly bool `json:"isReadOnly"`
+	} `json:"content"`
+}
+
+func getHostLUNs(t *testing.T, c api.Client, filter string) (int, []hostLUNEntry) {
+	t.Helper()
+	var out struct {
+		EntryCount int            `json:"entryCount"`
+		Entries    []hostLUNEntry `json:"entries"`
+	}
+	q := url.Values{"fields": {"id,host,type,hlu,lun,isReadOnly"}, "filter": {filter}}
+	err := c.DoWithHeaders(context.Background(), http.MethodGet, "/api/types/hostLUN/instances?"+
+		strings.ReplaceAll(q.Encode(), "+", "%20"), map[string]string{api.XEmcRestClient: "true"}, nil, &out)
+	require.NoError(t, err)
+	return out.EntryCount, out.Entries
+}
+
+// TestHostLUNs: the hostLUN objects and a host's hostLUNs field follow
+// every LUN's host access, through gounity's api package.
+func TestHostLUNs(t *testing.T) {
+	e := start(t, true)
+	c := e.client(t)
+	raw := e.apiClient(t)
+	ctx := context.Background()
+	h, err := c.FindHostByName(ctx, "worker-1.cluster.local")
+	require.NoError(t, err)
+	hostID := h.HostContent.ID
+
+	n, hls := getHostLUNs(t, raw, `host.id eq "`+hostID+`"`)
+	require.Equal(t, 4, n)
+	want := lunsOf(t, c, hostID)
+	got := map[string]int{}
+	for _, hl := range hls {
+		assert.Equal(t, hostID, hl.Content.Host.ID)
+		assert.Equal(t, 1, hl.Content.Type, "a LUN, not a snapshot")
+		assert.Equal(t, hostID+"_"+hl.Content.LUN.ID+"_prod", hl.Content.ID)
+		assert.False(t, hl.Content.IsReadOnly)
+		got[hl.Content.LUN.ID] = hl.Content.HLU
+	}
+	assert.Len(t, got, len(want))
+	for lun := range want {
+		assert.Contains(t, got, lun)
+	}
+	assert.Equal(t, 7, got["sv_7"], "the shared LUN's HLU for this host")
+
+	n, hls = getHostLUNs(t, raw, `lun.id eq "sv_7"`)
+	assert.Equal(t, 2, n, "the shared LUN: this host and the backup host")
+	n, _ = getHostLUNs(t, raw, `host.id eq "`+hostID+`" and lun.id eq "sv_7"`)
+	assert.Equal(t, 1, n)
+	require.Len(t, hls, 2)
+
+	// The host's hostLUNs field lists the same IDs, when asked for.
+	var hostBody struct {
+		Content struct {
+			HostLUNs []struct {
+				ID string `json:"id"`
+			} `json:"hostLUNs"`
+		} `json:"content"`
+	}
+	require.NoError(t, raw.DoWithHeaders(ctx, http.MethodGet, "/api/instances/host/"+hostID+"?fields=id,name,hostLUNs",
+		map[string]string{api.XEmcRestClient: "true"}, nil, &hostBody))
+	assert.Len(t, hostBody.Content.HostLUNs, 4)
+	var one struct{ Content hostLUNEntry }
+	require.NoError(t, raw.DoWithHeaders(ctx, http.MethodGet, "/api/instances/hostLUN/"+hostBody.Content.HostLUNs[0].ID+"?fields=id,hlu,lun",
+		map[string]string{api.XEmcRestClient: "true"}, nil, &one.Content))
+	assert.Equal(t, hostBody.Content.HostLUNs[0].ID, one.Content.Content.ID)
+
+	// Taking the host off a LUN takes its hostLUN away.
+	require.NoError(t, c.ModifyVolumeExport(ctx, "sv_7", []string{want["sv_7"][0]}))
+	n, _ = getHostLUNs(t, raw, `host.id eq "`+hostID+`"`)
+	assert.Equal(t, 3, n)
+	err = raw.DoWithHeaders(ctx, http.MethodGet, "/api/instances/hostLUN/"+hostID+"_sv_7_prod", map[string]string{api.XEmcRestClient: "true"}, nil, nil)
+	require.ErrorContains(t, err, "0x7d13005")
+
+	// Filters the simulator does not know are refused, never ignored.
+	var out any
+	for _, bad := range []string{`name eq "x"`, `host.id lk "Host_1"`, `host.id eq Host_1`} {
+		q := url.Values{"filter": {bad}}
+		err = raw.DoWithHeaders(ctx, http.MethodGet, "/api/types/hostLUN/instances?"+strings.ReplaceAll(q.Encode(), "+", "%20"),
+			map[string]string{api.XEmcRestClient: "true"}, nil, &out)
+		require.Error(t, err, bad)
+	}
 }
