@@ -27,8 +27,8 @@ import (
 	"github.com/fenced-project/fenced/tests/arraysim/powerflex"
 	"github.com/fenced-project/fenced/tests/arraysim/powerscale"
 	"github.com/fenced-project/fenced/tests/arraysim/simcore"
-	"github.com/fenced-project/fenced/tests/csidriver"
 	"github.com/fenced-project/fenced/tests/arraysim/unity"
+	"github.com/fenced-project/fenced/tests/csidriver"
 	"github.com/fenced-project/fenced/tests/testbed"
 )
 
