@@ -230,14 +230,6 @@ func placePods(ctx context.Context, cp *testbed.ControlPlane, name, label string
 	}
 }
 
-func hashName(s string) uint32 {
-	var h uint32 = 2166136261
-	for i := range len(s) {
-		h = (h ^ uint32(s[i])) * 16777619
-	}
-	return h
-}
-
 // replaced reports whether every pod of the StatefulSet runs on spare
 // with a new UID.
 func replaced(ctx context.Context, cs kubernetes.Interface, name string, old map[string]types.UID, spare string) (bool, error) {
