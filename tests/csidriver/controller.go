@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"sort"
 	"sync"
 
@@ -123,6 +124,11 @@ func IsDriverRequest(remote string) bool {
 // Serve starts a loopback listener (HTTPS with a generated CA in certDir
 // when useTLS) that serves the simulator h to the emulated driver, tagged.
 func Serve(h http.Handler, useTLS bool, certDir string) (*simcore.Listener, error) {
+	if useTLS {
+		if err := os.MkdirAll(certDir, 0o755); err != nil {
+			return nil, fmt.Errorf("serve a simulator to the emulated driver: %w", err)
+		}
+	}
 	l, err := simcore.Serve(Tag(h), "127.0.0.1:0", useTLS, certDir)
 	if err != nil {
 		return nil, fmt.Errorf("serve a simulator to the emulated driver: %w", err)
