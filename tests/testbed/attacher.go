@@ -2,6 +2,7 @@ package testbed
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -16,6 +17,7 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	storagelisters "k8s.io/client-go/listers/storage/v1"
@@ -207,9 +209,10 @@ func (a *attacher) attach(ctx context.Context, va *storagev1.VolumeAttachment, f
 			return errors.Join(err, a.setError(ctx, va, "attachError", err))
 		}
 	}
-	st := va.DeepCopy()
-	st.Status.Attached, st.Status.AttachError = true, nil
-	if _, err := a.cs.StorageV1().VolumeAttachments().UpdateStatus(ctx, st, metav1.UpdateOptions{}); err != nil {
+	// A merge patch: the attach/detach controller may have changed the
+	// object since it was read, and the publish stands either way.
+	if _, err := a.cs.StorageV1().VolumeAttachments().Patch(ctx, va.Name, types.MergePatchType,
+		[]byte(`{"status":{"attached":true,"attachError":null}}`), metav1.PatchOptions{}, "status"); err != nil {
 		return fmt.Errorf("mark %s attached: %w", va.Name, err)
 	}
 	a.log.Info("attached", "volumeattachment", va.Name, "node", va.Spec.NodeName, "controller", ok)
@@ -257,14 +260,13 @@ func (a *attacher) detach(ctx context.Context, va *storagev1.VolumeAttachment, f
 // setError records an attach or detach error in the attachment's status,
 // as the sidecar does.
 func (a *attacher) setError(ctx context.Context, va *storagev1.VolumeAttachment, field string, cause error) error {
-	st := va.DeepCopy()
-	e := &storagev1.VolumeError{Time: metav1.Now(), Message: cause.Error()}
-	if field == "attachError" {
-		st.Status.AttachError = e
-	} else {
-		st.Status.DetachError = e
+	patch, err := json.Marshal(map[string]any{"status": map[string]any{
+		field: storagev1.VolumeError{Time: metav1.Now(), Message: cause.Error()}}})
+	if err != nil {
+		return fmt.Errorf("record %s of %s: %w", field, va.Name, err)
 	}
-	if _, err := a.cs.StorageV1().VolumeAttachments().UpdateStatus(ctx, st, metav1.UpdateOptions{}); err != nil && !apierrors.IsNotFound(err) {
+	if _, err := a.cs.StorageV1().VolumeAttachments().Patch(ctx, va.Name, types.MergePatchType, patch,
+		metav1.PatchOptions{}, "status"); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("record %s of %s: %w", field, va.Name, err)
 	}
 	return nil
