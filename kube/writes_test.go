@@ -24,6 +24,8 @@ func TestWriterAgainstAPIServer(t *testing.T) {
 		t.Skip("starts a control plane")
 	}
 	cp := testbed.Start(t, testbed.Options{})
+	// No array takes part: volumes are attached without a driver.
+	cp.AttachWithoutController(true)
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
 	nodes, err := cp.AddNodes(ctx, testbed.NodeSpec{Name: "wr-1"})

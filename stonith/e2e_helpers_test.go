@@ -28,6 +28,7 @@ import (
 	"github.com/fenced-project/fenced/tests/arraysim/powerscale"
 	"github.com/fenced-project/fenced/tests/arraysim/simcore"
 	"github.com/fenced-project/fenced/tests/arraysim/unity"
+	"github.com/fenced-project/fenced/tests/csidriver"
 	"github.com/fenced-project/fenced/tests/testbed"
 )
 
@@ -177,6 +178,17 @@ func startBed(t *testing.T, nodeCount int) *bed {
 		cfg.Endpoint = l.URL
 		if cfg.Family == arrayclients.PowerFlex {
 			cfg.CAFile = l.CAFile
+		}
+		// The test bed's volumes on this array are made and published by
+		// the family's emulated CSI driver, where there is one.
+		e, err := csidriver.ForSim(ctx, srv, cfg.Username, cfg.Password, t.TempDir())
+		if !errors.Is(err, csidriver.ErrUnsupported) {
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = e.Close() })
+			b.cp.RegisterCSIController(e)
+			if !slices.Contains(cfg.ArrayIDs, e.ArrayID) {
+				cfg.ArrayIDs = append(cfg.ArrayIDs, e.ArrayID)
+			}
 		}
 		b.sims[a.Name] = &sim{name: a.Name, srv: srv, cfg: cfg}
 	}

@@ -56,6 +56,7 @@ func TestProductStoragePathLossCases(t *testing.T) {
 	}
 	require.NoError(t, cp.WaitNodesReady(ctx, names...))
 	sims := startPathLossSims(t, nodes)
+	registerDrivers(t, cp, sims)
 	arrayStart := simStates(t, sims)
 	placements := watchPlacements(t, cp)
 	_, err = cp.CreateStatefulSet(ctx, testbed.StatefulSetSpec{Namespace: "app", Name: "db", Replicas: 3,
@@ -305,9 +306,7 @@ func startPathLossFenced(t *testing.T, bin, dir, kubeconfig string, sims map[str
 		require.NoError(t, os.WriteFile(pw, []byte(c.Password), 0o600))
 		fmt.Fprintf(&arrays, "  - name: %s\n    family: %s\n    endpoint: %s\n    username: %s\n    passwordFile: %s\n    requestTimeout: 3s\n    caFile: %s\n",
 			name, c.Family, c.Endpoint, c.Username, pw, c.CAFile)
-		if c.Family == arrayclients.PowerFlex {
-			fmt.Fprintf(&arrays, "    powerflex: {systemID: %s}\n", c.SystemID)
-		}
+		arrays.WriteString(familyConfig(c))
 	}
 	dataDir := filepath.Join(dir, "data")
 	doc := fmt.Sprintf(`replica:

@@ -26,6 +26,7 @@ import (
 	"github.com/fenced-project/fenced/tests/arraysim/powermax"
 	"github.com/fenced-project/fenced/tests/arraysim/simcore"
 	"github.com/fenced-project/fenced/tests/arraysim/unity"
+	"github.com/fenced-project/fenced/tests/csidriver"
 	"github.com/fenced-project/fenced/tests/testbed"
 )
 
@@ -97,6 +98,41 @@ func startProductSims(t *testing.T, nodes []*testbed.Node) map[string]*productSi
 	return out
 }
 
+// registerDrivers starts the emulated CSI driver of every simulator whose
+// family has one and registers it with the control plane, so the test
+// bed's volumes are real volumes on the simulators; the identifier the
+// driver writes into handles lands in the array's configuration
+// (cfg.ArrayIDs).
+func registerDrivers(t *testing.T, cp *testbed.ControlPlane, sims map[string]*productSim) {
+	t.Helper()
+	for _, s := range sims {
+		e, err := csidriver.ForSim(t.Context(), s.srv, s.cfg.Username, s.cfg.Password, t.TempDir())
+		if errors.Is(err, csidriver.ErrUnsupported) {
+			continue
+		}
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = e.Close() })
+		cp.RegisterCSIController(e)
+		s.cfg.ArrayIDs = []string{e.ArrayID}
+	}
+}
+
+// familyConfig is the family section of an array's configuration: the
+// identifiers the driver's handles name it by.
+func familyConfig(c arrayclients.Config) string {
+	switch c.Family {
+	case arrayclients.PowerFlex:
+		return fmt.Sprintf("    powerflex: {systemID: %s}\n", c.SystemID)
+	case arrayclients.PowerMax:
+		return fmt.Sprintf("    powermax: {symmetrixID: %q, clusterPrefix: %s}\n", c.SymmetrixID, c.PowerMaxClusterPrefix)
+	case arrayclients.PowerStore:
+		if len(c.ArrayIDs) > 0 {
+			return fmt.Sprintf("    powerstore: {globalID: %s}\n", c.ArrayIDs[0])
+		}
+	}
+	return ""
+}
+
 // productConfig writes fenced's configuration for the test bed and the
 // simulators, with the API token in a file next to it.
 func productConfig(t *testing.T, dir, httpAddr, kubeconfig string, sims map[string]*productSim) string {
@@ -115,12 +151,7 @@ func productConfig(t *testing.T, dir, httpAddr, kubeconfig string, sims map[stri
 		} else {
 			arrays.WriteString("    insecure: true\n")
 		}
-		switch c.Family {
-		case arrayclients.PowerFlex:
-			fmt.Fprintf(&arrays, "    powerflex: {systemID: %s}\n", c.SystemID)
-		case arrayclients.PowerMax:
-			fmt.Fprintf(&arrays, "    powermax: {symmetrixID: %q, clusterPrefix: %s}\n", c.SymmetrixID, c.PowerMaxClusterPrefix)
-		}
+		arrays.WriteString(familyConfig(c))
 	}
 	doc := fmt.Sprintf(`replica:
   id: r1
@@ -229,6 +260,7 @@ func TestProductOneReplica(t *testing.T) {
 	}
 	require.NoError(t, cp.WaitNodesReady(ctx, names...))
 	sims := startProductSims(t, nodes)
+	registerDrivers(t, cp, sims)
 	_, err = cp.CreateStatefulSet(ctx, testbed.StatefulSetSpec{Namespace: "app", Name: "db", Replicas: 3,
 		Driver: testbed.DriverPowerFlex, AntiAffinity: true})
 	require.NoError(t, err)

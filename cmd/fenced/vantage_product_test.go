@@ -89,6 +89,7 @@ func TestProductVantageSharing(t *testing.T) {
 	}
 	require.NoError(t, cp.WaitNodesReady(ctx, names...))
 	sims := startProductSims(t, nodes)
+	registerDrivers(t, cp, sims)
 	_, err = cp.CreateStatefulSet(ctx, testbed.StatefulSetSpec{Namespace: "app", Name: "db", Replicas: 3,
 		Driver: testbed.DriverPowerFlex, AntiAffinity: true})
 	require.NoError(t, err)

@@ -202,12 +202,10 @@ func (tr *Trial) run(ctx context.Context, h *e2e.Harness, p params, name, victim
 // placePods creates a StatefulSet of n pods on the nodes labelled label
 // and waits until they run; it returns their UIDs.
 func placePods(ctx context.Context, cp *testbed.ControlPlane, name, label string, n int) (map[string]types.UID, error) {
-	var handles []string
-	for i := range n {
-		handles = append(handles, fmt.Sprintf("7f5d8fa37e2a1c0f-%016x", uint64(hashName(name))*1000+uint64(i)))
-	}
+	// Volumes come from the emulated PowerFlex driver, one per pod, named
+	// after the StatefulSet.
 	_, err := cp.CreateStatefulSet(ctx, testbed.StatefulSetSpec{Namespace: "bench", Name: name, Replicas: int32(n),
-		NodeSelector: map[string]string{label: "true"}, VolumeHandles: handles})
+		NodeSelector: map[string]string{label: "true"}})
 	if err != nil {
 		return nil, err
 	}
@@ -230,14 +228,6 @@ func placePods(ctx context.Context, cp *testbed.ControlPlane, name, label string
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
-}
-
-func hashName(s string) uint32 {
-	var h uint32 = 2166136261
-	for i := range len(s) {
-		h = (h ^ uint32(s[i])) * 16777619
-	}
-	return h
 }
 
 // replaced reports whether every pod of the StatefulSet runs on spare

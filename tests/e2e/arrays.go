@@ -1,7 +1,9 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -14,6 +16,7 @@ import (
 	"github.com/fenced-project/fenced/tests/arraysim/families"
 	"github.com/fenced-project/fenced/tests/arraysim/fixture"
 	"github.com/fenced-project/fenced/tests/arraysim/simcore"
+	"github.com/fenced-project/fenced/tests/csidriver"
 	"github.com/fenced-project/fenced/tests/testbed"
 )
 
@@ -47,6 +50,31 @@ type Array struct {
 	Username, Password string
 	// Spec is the fixture spec, for family options (system ID, symmetrix ID).
 	Spec map[string]any
+	// Driver is the emulated CSI driver controller of the array's family
+	// (nil for families without an emulation yet): the test bed's attacher
+	// publishes through it and StatefulSets get their volumes from it.
+	Driver *csidriver.Emulated
+}
+
+// StartDrivers starts the emulated CSI driver controller of every array
+// whose family has one, on a listener of its own tagged "csi" in the
+// audit log (certificates in certDir), and registers them with the
+// control planes.
+func StartDrivers(ctx context.Context, arrays map[string]*Array, certDir string, cps ...*testbed.ControlPlane) error {
+	for _, a := range sortedArrays(arrays) {
+		e, err := csidriver.ForSim(ctx, a.Server, a.Username, a.Password, filepath.Join(certDir, a.Name+"-csi"))
+		if errors.Is(err, csidriver.ErrUnsupported) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("array %s: %w", a.Name, err)
+		}
+		a.Driver = e
+		for _, cp := range cps {
+			cp.RegisterCSIController(e)
+		}
+	}
+	return nil
 }
 
 // tagged serves h with the request's remote address prefixed by tag, so
@@ -105,6 +133,9 @@ func StartArrays(fx *fixture.Fixture, replicas []string, certDir string, logger 
 func (a *Array) Close() {
 	for _, l := range a.Listeners {
 		_ = l.Close()
+	}
+	if a.Driver != nil {
+		_ = a.Driver.Close()
 	}
 }
 

@@ -140,6 +140,14 @@ func familyOptions(a *Array) map[string]any {
 				return map[string]any{"systemID": s["id"]}
 			}
 		}
+		if a.Driver != nil {
+			return map[string]any{"systemID": a.Driver.ArrayID}
+		}
+	case "powerstore":
+		// The driver's handles name the array by its global ID.
+		if a.Driver != nil {
+			return map[string]any{"globalID": a.Driver.ArrayID}
+		}
 	case "powermax":
 		opts := map[string]any{"symmetrixID": a.Spec["symmetrixID"]}
 		if g, ok := a.Spec["generate"].(map[string]any); ok && g["clusterPrefix"] != nil {

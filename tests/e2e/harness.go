@@ -171,6 +171,11 @@ func Start(t TB, opts Options) *Harness {
 			a.Close()
 		}
 	})
+	cps := make([]*testbed.ControlPlane, 0, len(h.CPs))
+	for _, cp := range h.CPs {
+		cps = append(cps, cp)
+	}
+	require.NoError(t, StartDrivers(ctx, h.Arrays, filepath.Join(h.Dir, "array-certs"), cps...))
 	h.arrayStart = h.arrayStates()
 
 	h.Net = NewNet()

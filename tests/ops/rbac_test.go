@@ -103,6 +103,9 @@ func TestRBACLeastPrivilege(t *testing.T) {
 		t.Skip("starts a control plane: skipped under -short")
 	}
 	cp := testbed.Start(t, testbed.Options{NodeLeaseDurationSeconds: 8})
+	// No array takes part: the StatefulSet's volumes are attached without
+	// a driver (made-up handles).
+	cp.AttachWithoutController(true)
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
 	root := repoRoot(t)

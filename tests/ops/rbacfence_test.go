@@ -60,6 +60,7 @@ func TestFenceUnderRBACRole(t *testing.T) {
 	require.NoError(t, err)
 	array := arrays["pstore-1"]
 	t.Cleanup(array.Close)
+	require.NoError(t, e2e.StartDrivers(ctx, arrays, filepath.Join(dir, "certs"), cp))
 	pw := filepath.Join(dir, "pstore-1.password")
 	require.NoError(t, os.WriteFile(pw, []byte(array.Password+"\n"), 0o600))
 
@@ -90,8 +91,9 @@ arrays:
     passwordFile: %s
     caFile: %s
     requestTimeout: 5s
+    powerstore: {globalID: %s}
 `, filepath.Join(dir, "data"), freeAddr(t), httpAddr, kc, array.Listeners["ops"].URL, array.Username, pw,
-		array.Listeners["ops"].CAFile)), 0o600))
+		array.Listeners["ops"].CAFile, array.Driver.ArrayID)), 0o600))
 	d := startDaemon(t, cfg, httpAddr, "--log-format", "json")
 
 	readStatus := func() (status.Status, error) {
@@ -108,7 +110,8 @@ arrays:
 	}, 2*time.Minute, 200*time.Millisecond, "never ready:\n%s", tail(d.out.String(), 4000))
 
 	// Two pods on three nodes: the victim's pod has a node to move to.
-	_, err = cp.CreateStatefulSet(ctx, testbed.StatefulSetSpec{Namespace: "db", Name: "pg", Replicas: 2, AntiAffinity: true})
+	_, err = cp.CreateStatefulSet(ctx, testbed.StatefulSetSpec{Namespace: "db", Name: "pg", Replicas: 2, AntiAffinity: true,
+		Driver: testbed.DriverPowerStore})
 	require.NoError(t, err)
 	var victim corev1.Pod
 	var n *testbed.Node

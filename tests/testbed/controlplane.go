@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,6 +22,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/fenced-project/fenced/tests/csidriver"
 )
 
 // Options configures a control plane. The zero value is usable.
@@ -99,6 +102,8 @@ type ControlPlane struct {
 
 	attacherToken string
 	stopAttacher  func()
+	csi           *csidriver.Registry
+	fakeAttach    atomic.Bool
 
 	mu       sync.Mutex
 	nodes    map[string]*Node
@@ -192,6 +197,7 @@ func StartControlPlane(ctx context.Context, opts Options) (_ *ControlPlane, err 
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
+	cp.csi = csidriver.NewRegistry()
 	if err := cp.startAttacher(cp.attacherToken); err != nil {
 		return nil, err
 	}

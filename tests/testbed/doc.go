@@ -17,11 +17,13 @@
 // [Node.Return], [Node.Reboot]) and the apiserver's audit log
 // ([ControlPlane.AuditEvents]).
 //
-// No CSI driver runs, so a small in-process attacher (user
-// [AttacherUser], log csi-attacher.log) plays the Dell drivers'
-// external-attacher sidecar: it marks each of their VolumeAttachments
-// attached. Attach and detach then behave as in a real cluster: a volume
-// is detached from a node as soon as its pod is gone from there (at once
-// under the out-of-service taint), instead of every attach timing out and
-// being retried by the attach/detach controller every two minutes.
+// No CSI driver runs; an in-process attacher (user [AttacherUser], log
+// csi-attacher.log) plays the Dell drivers' external-attacher sidecar with
+// the emulated controllers of package csidriver behind it
+// ([ControlPlane.RegisterCSIController]): it publishes each
+// VolumeAttachment's volume on the simulated array, under the sidecar's
+// finalizer, and unpublishes it when the attachment is deleted, so array
+// state changes between a fence and an unfence as it does under the real
+// drivers, "already published" refusals included. CreateStatefulSet
+// provisions the volumes with the same controllers.
 package testbed

@@ -1,7 +1,9 @@
 package testbed_test
 
 import (
+	"context"
 	"encoding/json"
+	"slices"
 	"testing"
 	"time"
 
@@ -49,6 +51,14 @@ func TestKilledNodeStatefulSetRecovery(t *testing.T) {
 		require.NoError(t, testbed.ProbeKubelet(ctx, w.KubeletAddr()))
 	}
 
+	// The spare node the pod moves to exists on the array from the start
+	// (the driver's node plugin registers its host when it starts), but
+	// takes no pod until the victim is dead.
+	spare, err := cp.AddNodes(ctx, testbed.NodeSpec{Name: "worker-4"})
+	require.NoError(t, err)
+	require.NoError(t, cp.WaitNodesReady(ctx, "worker-4"))
+	setUnschedulable(t, ctx, cp, "worker-4", true)
+	startArray(t, cp, append(slices.Clone(workers), spare...), "powerstore", "{perNode: {protocol: iSCSI, volumes: 0}}")
 	_, err = cp.CreateStatefulSet(ctx, testbed.StatefulSetSpec{
 		Namespace: "app", Name: "db", Replicas: 3, Driver: testbed.DriverPowerStore, AntiAffinity: true,
 	})
@@ -65,7 +75,7 @@ func TestKilledNodeStatefulSetRecovery(t *testing.T) {
 	require.Len(t, onNode, 3, "anti-affinity puts each pod on its own node")
 
 	// Every pod's volume gets a VolumeAttachment on its node, which the
-	// test bed's stand-in for the CSI attacher marks attached.
+	// test bed's attacher publishes through the emulated driver.
 	require.Eventually(t, func() bool {
 		vas, err := cp.Client.StorageV1().VolumeAttachments().List(ctx, metav1.ListOptions{})
 		if err != nil || len(vas.Items) != 3 {
@@ -79,9 +89,7 @@ func TestKilledNodeStatefulSetRecovery(t *testing.T) {
 		return true
 	}, time.Minute, 200*time.Millisecond, "volume attachments missing or not attached")
 
-	spare, err := cp.AddNodes(ctx, testbed.NodeSpec{Name: "worker-4"})
-	require.NoError(t, err)
-	require.NoError(t, cp.WaitNodesReady(ctx, "worker-4"))
+	setUnschedulable(t, ctx, cp, "worker-4", false)
 
 	victimPod := pods["db-0"]
 	victim := cp.Node(victimPod.Spec.NodeName)
@@ -167,4 +175,12 @@ func TestKilledNodeStatefulSetRecovery(t *testing.T) {
 	})
 	require.NoError(t, err)
 	assert.Len(t, patches, 1, "the taint patch")
+}
+
+func setUnschedulable(t *testing.T, ctx context.Context, cp *testbed.ControlPlane, node string, on bool) {
+	t.Helper()
+	patch, err := json.Marshal(map[string]any{"spec": map[string]any{"unschedulable": on}})
+	require.NoError(t, err)
+	_, err = cp.Client.CoreV1().Nodes().Patch(ctx, node, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
+	require.NoError(t, err)
 }

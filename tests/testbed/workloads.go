@@ -2,6 +2,8 @@ package testbed
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"time"
 
@@ -13,6 +15,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
+
+	"github.com/fenced-project/fenced/arrayclients"
 )
 
 // VolumeHandle returns a volume handle in the format the driver uses, for
@@ -23,8 +27,11 @@ import (
 //   - PowerMax: csi-<cluster prefix>-<volume name>-<symmetrix ID>-<device ID>;
 //   - Unity: <volume name>-<protocol>-<array ID>-<LUN ID>.
 //
-// Array identifiers are fixed test values; pass handles of your own in
-// StatefulSetSpec.VolumeHandles to match an array simulator.
+// Array identifiers are fixed test values and no array holds the volumes:
+// CreateStatefulSet uses these only for drivers without a registered
+// controller when the test bed attaches without one
+// (AttachWithoutController); a fenced node with such a volume is
+// unprotected.
 func VolumeHandle(driver string, n int) (string, error) {
 	switch driver {
 	case DriverPowerFlex:
@@ -75,10 +82,9 @@ type StatefulSetSpec struct {
 	Replicas int32
 	// Driver is the CSI driver of the volumes. Default DriverPowerFlex.
 	Driver string
-	// VolumeHandles are the handles of the PVs, one per replica. Default
-	// VolumeHandle(Driver, i) for i = 0..Replicas-1 (unique per name only
-	// within one StatefulSet: give handles of your own when you create
-	// several StatefulSets on one driver).
+	// VolumeHandles are the handles of the PVs, one per replica. Default:
+	// volumes provisioned with CreateVolume on the driver's registered
+	// controller (see RegisterCSIController), named VolumeName.
 	VolumeHandles []string
 	// VolumeAttributes are set on every PV's CSI source.
 	VolumeAttributes map[string]string
@@ -119,13 +125,11 @@ func (cp *ControlPlane) CreateStatefulSet(ctx context.Context, spec StatefulSetS
 		spec.Driver = DriverPowerFlex
 	}
 	if spec.VolumeHandles == nil {
-		for i := range int(spec.Replicas) {
-			h, err := VolumeHandle(spec.Driver, i)
-			if err != nil {
-				return nil, fmt.Errorf("create statefulset %s: %w", spec.Name, err)
-			}
-			spec.VolumeHandles = append(spec.VolumeHandles, h)
+		hs, err := cp.provision(ctx, spec)
+		if err != nil {
+			return nil, fmt.Errorf("create statefulset %s/%s: %w", spec.Namespace, spec.Name, err)
 		}
+		spec.VolumeHandles = hs
 	}
 	if len(spec.VolumeHandles) != int(spec.Replicas) {
 		return nil, fmt.Errorf("create statefulset %s: %d volume handles for %d replicas", spec.Name, len(spec.VolumeHandles), spec.Replicas)
@@ -136,7 +140,7 @@ func (cp *ControlPlane) CreateStatefulSet(ctx context.Context, spec StatefulSetS
 	if err := cp.EnsureCSIDrivers(ctx); err != nil {
 		return nil, err
 	}
-	size := resource.MustParse("8Gi")
+	size := *resource.NewQuantity(volumeSize, resource.BinarySI)
 	for i, h := range spec.VolumeHandles {
 		pv := &corev1.PersistentVolume{
 			ObjectMeta: metav1.ObjectMeta{Name: PVName(spec.Namespace, spec.Name, i)},
@@ -224,6 +228,51 @@ func (cp *ControlPlane) CreateStatefulSet(ctx context.Context, spec StatefulSetS
 	}
 	return created, nil
 }
+
+// VolumeName is the array-side name of the volume CreateStatefulSet
+// provisions for replica i: "k8s-" and ten hex digits, the form and length
+// csi-vxflexos gives its volumes (PowerFlex names are at most 31
+// characters), used for every family.
+func VolumeName(namespace, statefulSet string, i int) string {
+	sum := sha256.Sum256([]byte(fmt.Sprintf("%s/%s/%d", namespace, statefulSet, i)))
+	return "k8s-" + hex.EncodeToString(sum[:5])
+}
+
+// provision returns a volume handle per replica: volumes CreateVolume made
+// on the driver's registered controller or, only when the test bed attaches
+// without controllers (AttachWithoutController), handles VolumeHandle makes
+// up that no array holds.
+func (cp *ControlPlane) provision(ctx context.Context, spec StatefulSetSpec) ([]string, error) {
+	c, ok := cp.csi.Lookup(spec.Driver)
+	var out []string
+	for i := range int(spec.Replicas) {
+		if !ok {
+			if !cp.fakeAttach.Load() {
+				return nil, fmt.Errorf("no CSI controller of %s is registered (ControlPlane.RegisterCSIController) "+
+					"and no volume handles were given", spec.Driver)
+			}
+			h, err := VolumeHandle(spec.Driver, i)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, h)
+			continue
+		}
+		proto := arrayclients.ProtocolBlock
+		if fsType(spec.Driver) == "" {
+			proto = arrayclients.ProtocolNFS
+		}
+		h, err := c.CreateVolume(ctx, VolumeName(spec.Namespace, spec.Name, i), volumeSize, proto)
+		if err != nil {
+			return nil, fmt.Errorf("provision volume %d: %w", i, err)
+		}
+		out = append(out, h)
+	}
+	return out, nil
+}
+
+// volumeSize is the size of every volume CreateStatefulSet makes.
+const volumeSize = 8 << 30
 
 // waitClaimsBound waits until the n claims of a StatefulSet are Bound.
 func (cp *ControlPlane) waitClaimsBound(ctx context.Context, namespace, statefulSet string, n int) error {

@@ -114,6 +114,10 @@ func (s *Sim) serveType(w http.ResponseWriter, r *http.Request, typ string, rest
 		}
 		return
 	}
+	if typ == "Volume" && len(rest) == 0 && r.Method == http.MethodPost {
+		s.createVolume(w, r)
+		return
+	}
 	if len(rest) != 0 || !allow(w, r, http.MethodGet) {
 		if len(rest) != 0 {
 			writeError(w, http.StatusNotFound, codeNone, "no such resource: "+r.URL.Path)
@@ -141,6 +145,8 @@ func (s *Sim) serveType(w http.ResponseWriter, r *http.Request, typ string, rest
 			out = append(out, s.volumeJSON(s.volumes[id]))
 		}
 		writeJSON(w, out)
+	case "StoragePool":
+		writeJSON(w, s.storagePools())
 	default:
 		writeError(w, http.StatusNotFound, codeNone, "no such type: "+typ)
 	}

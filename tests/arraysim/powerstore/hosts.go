@@ -351,7 +351,10 @@ func (s *Sim) renderVolumeLocked(v *volume) map[string]any {
 		"appliance_id": s.applianceID, "state": "Ready", "type": "Primary"}
 }
 
-func (s *Sim) serveVolumes(w http.ResponseWriter, r *http.Request, id, action string) *apiError {
+func (s *Sim) serveVolumes(w http.ResponseWriter, r *http.Request, id, action string, body []byte) *apiError {
+	if r.Method == http.MethodPost && id == "" {
+		return s.createVolume(w, body)
+	}
 	if r.Method != http.MethodGet || action != "" {
 		return errf(http.StatusMethodNotAllowed, "the simulator serves volume reads only")
 	}
@@ -376,5 +379,42 @@ func (s *Sim) serveVolumes(w http.ResponseWriter, r *http.Request, id, action st
 	}
 	s.mu.Unlock()
 	writePage(w, rows, q)
+	return nil
+}
+
+// createVolume answers POST volume as gopowerstore's CreateVolume sends it
+// (csi-powerstore pkg/controller/creator.go): {"name","size"} and optional
+// placement fields; 201 with {"id"}. A name in use is a 422, as the array
+// refuses duplicate names.
+func (s *Sim) createVolume(w http.ResponseWriter, body []byte) *apiError {
+	var b struct {
+		Name                *string `json:"name"`
+		Size                *int64  `json:"size"`
+		SectorSize          *int64  `json:"sector_size"`
+		VolumeGroupID       string  `json:"volume_group_id"`
+		ApplianceID         string  `json:"appliance_id"`
+		Description         string  `json:"description"`
+		ProtectionPolicyID  string  `json:"protection_policy_id"`
+		PerformancePolicyID string  `json:"performance_policy_id"`
+		AppType             string  `json:"app_type"`
+		AppTypeOther        string  `json:"app_type_other"`
+	}
+	if e := decodeBody(body, &b); e != nil {
+		return e
+	}
+	if deref(b.Name) == "" || b.Size == nil || *b.Size < 1<<20 || *b.Size%8192 != 0 {
+		return errf(http.StatusBadRequest, "name and a size of at least 1 MB, a multiple of 8192, are required")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, v := range s.volumes {
+		if v.Name == *b.Name {
+			return errf(http.StatusUnprocessableEntity, "the name %s is already in use by another volume", *b.Name)
+		}
+	}
+	id := uuidFor("volume", *b.Name)
+	wwn := "naa.68ccf098" + strings.ReplaceAll(id, "-", "")[:24]
+	s.volumes[id] = &volume{ID: id, Name: *b.Name, Size: *b.Size, WWN: wwn}
+	simcore.WriteJSON(w, http.StatusCreated, map[string]string{"id": id})
 	return nil
 }

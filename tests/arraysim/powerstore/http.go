@@ -129,7 +129,7 @@ func (s *Sim) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case "host_volume_mapping":
 		e = s.serveMappings(w, r, id, action)
 	case "volume":
-		e = s.serveVolumes(w, r, id, action)
+		e = s.serveVolumes(w, r, id, action, body)
 	case "metrics":
 		e = s.serveMetrics(w, r, id, action, body)
 	case "software_installed", "cluster", "appliance":

@@ -264,6 +264,11 @@ func (d *demo) startArrays() error {
 		return fmt.Errorf("start the array simulators: %w", err)
 	}
 	d.arrays = arrays
+	// The workload's volumes are made and published by the emulated CSI
+	// drivers, as the Dell drivers would on real arrays.
+	if err := e2e.StartDrivers(context.Background(), arrays, filepath.Join(d.dir, "array-certs"), d.cp); err != nil {
+		return fmt.Errorf("start the emulated CSI drivers: %w", err)
+	}
 	for _, a := range sortedArrays(arrays) {
 		d.say("array %-9s %-10s simulator on %s (and one listener per replica); knows all %d nodes",
 			a.Name, a.Family, a.Listeners[ids[0]].URL, len(fx.Nodes))

@@ -157,8 +157,9 @@ func (r *replica) writeConfig(env configEnv) error {
 }
 
 // familyOptions returns the family block of an array's configuration from
-// its fixture spec: the PowerFlex system, the PowerMax array ID and the
-// csi-powermax cluster prefix its hosts are named with.
+// its fixture spec: the PowerFlex system, the PowerStore global ID, the
+// PowerMax array ID and the csi-powermax cluster prefix its hosts are named
+// with.
 func familyOptions(a *e2e.Array) map[string]any {
 	switch a.Family {
 	case "powerflex":
@@ -166,6 +167,11 @@ func familyOptions(a *e2e.Array) map[string]any {
 			if s, ok := systems[0].(map[string]any); ok {
 				return map[string]any{"systemID": s["id"]}
 			}
+		}
+	case "powerstore":
+		// csi-powerstore's handles name the array by its global ID.
+		if a.Driver != nil {
+			return map[string]any{"globalID": a.Driver.ArrayID}
 		}
 	case "powermax":
 		opts := map[string]any{"symmetrixID": a.Spec["symmetrixID"]}

@@ -1,0 +1,189 @@
+package csidriver_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/dell/gopowerstore"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/fenced-project/fenced/arrayclients"
+	"github.com/fenced-project/fenced/tests/arraysim/families"
+	"github.com/fenced-project/fenced/tests/arraysim/fixture"
+	"github.com/fenced-project/fenced/tests/arraysim/simcore"
+	"github.com/fenced-project/fenced/tests/csidriver"
+)
+
+const testFixture = `
+nodes:
+  - {name: worker-1, ip: 127.0.10.1, fqdn: worker-1.cluster.local, machineID: 0a1b2c3d4e5f60718293a4b5c6d7e8f9,
+     sdcGUID: 6A1B0001-0000-4000-8000-000000000001, iqn: "iqn.1994-05.com.redhat:worker-1"}
+  - {name: worker-2, ip: 127.0.10.2, fqdn: worker-2.cluster.local, machineID: 1a1b2c3d4e5f60718293a4b5c6d7e8f9,
+     sdcGUID: 6A1B0002-0000-4000-8000-000000000002, iqn: "iqn.1994-05.com.redhat:worker-2"}
+arrays:
+  - name: pflex-1
+    family: powerflex
+    spec:
+      systems: [{id: 1a2b3c4d5e6f7a8b, name: sys-1}]
+      perNode: {volumes: 0}
+  - name: pstore-1
+    family: powerstore
+    spec:
+      perNode: {protocol: iSCSI, volumes: 0}
+`
+
+type world struct {
+	fx      *fixture.Fixture
+	servers map[string]*simcore.Server
+	urls    map[string]*simcore.Listener
+}
+
+func newWorld(t *testing.T) *world {
+	t.Helper()
+	fx, err := fixture.Parse([]byte(testFixture))
+	require.NoError(t, err)
+	w := &world{fx: fx, servers: map[string]*simcore.Server{}, urls: map[string]*simcore.Listener{}}
+	for _, fa := range fx.Arrays {
+		fam, err := families.New(fa, fx.Nodes)
+		require.NoError(t, err)
+		srv := simcore.New(fa.Name, fam, nil)
+		l, err := csidriver.Serve(srv, true, t.TempDir())
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = l.Close() })
+		w.servers[fa.Name], w.urls[fa.Name] = srv, l
+	}
+	return w
+}
+
+// nodeID is the node's CSI node ID for a driver, as its node plugin
+// reports it.
+func (w *world) nodeID(i int, driver string) string {
+	return w.fx.Nodes[i].CSINodeIDs("")[driver]
+}
+
+// driverWrites are the state-changing requests the array saw, each with
+// whether the emulated driver made it.
+func driverWrites(t *testing.T, srv *simcore.Server) []bool {
+	t.Helper()
+	var out []bool
+	for _, e := range srv.AuditWrites() {
+		out = append(out, csidriver.IsDriverRequest(e.Remote))
+	}
+	return out
+}
+
+// exercise runs the CSI life of one volume against a controller: create
+// (idempotent), publish (idempotent), the RWO refusal, unpublish
+// (idempotent), publish elsewhere, multi-node publish. given reads back
+// which node IDs the array gives the volume to.
+func exercise(t *testing.T, c csidriver.Controller, n1, n2 string, given func(handle string) int) string {
+	t.Helper()
+	ctx := context.Background()
+	h, err := c.CreateVolume(ctx, "k8s-7f3a09c2d1", 8<<30, arrayclients.ProtocolBlock)
+	require.NoError(t, err)
+	again, err := c.CreateVolume(ctx, "k8s-7f3a09c2d1", 8<<30, arrayclients.ProtocolBlock)
+	require.NoError(t, err)
+	assert.Equal(t, h, again, "CreateVolume of an existing name returns the same handle")
+	assert.Zero(t, given(h))
+
+	require.NoError(t, c.ControllerPublish(ctx, h, n1, false))
+	require.NoError(t, c.ControllerPublish(ctx, h, n1, false), "publish to the same node is idempotent")
+	assert.Equal(t, 1, given(h))
+
+	err = c.ControllerPublish(ctx, h, n2, false)
+	require.ErrorIs(t, err, csidriver.ErrAlreadyPublished)
+	assert.Equal(t, 1, given(h))
+
+	require.NoError(t, c.ControllerUnpublish(ctx, h, n1))
+	require.NoError(t, c.ControllerUnpublish(ctx, h, n1), "unpublish of an unpublished volume succeeds")
+	assert.Zero(t, given(h))
+
+	require.NoError(t, c.ControllerPublish(ctx, h, n2, false))
+	require.NoError(t, c.ControllerPublish(ctx, h, n1, true), "a multi-node volume is given to a second node")
+	assert.Equal(t, 2, given(h))
+
+	_, err = c.CreateVolume(ctx, "k8s-nfs", 8<<30, arrayclients.ProtocolNFS)
+	require.ErrorIs(t, err, csidriver.ErrUnsupported)
+	return h
+}
+
+func TestPowerFlexController(t *testing.T) {
+	w := newWorld(t)
+	l := w.urls["pflex-1"]
+	c, err := csidriver.NewPowerFlex(context.Background(), csidriver.PowerFlexConfig{Endpoint: l.URL, CAFile: l.CAFile,
+		Username: "admin", Password: "Password123!", SystemID: "1a2b3c4d5e6f7a8b"})
+	require.NoError(t, err)
+	assert.Equal(t, csidriver.PowerFlexDriver, c.Driver())
+	sim := w.servers["pflex-1"].Family()
+	given := func(h string) int {
+		loc, err := arrayclients.ParseVolumeHandle(arrayclients.PowerFlex, h, "ext4")
+		require.NoError(t, err)
+		n := 0
+		for i := range w.fx.Nodes {
+			mapped := sim.(interface{ MappedVolumes(string) []string }).MappedVolumes(w.fx.Nodes[i].SDCGUID)
+			for _, v := range mapped {
+				if v == loc.Object {
+					n++
+				}
+			}
+		}
+		return n
+	}
+	h := exercise(t, c, w.nodeID(0, csidriver.PowerFlexDriver), w.nodeID(1, csidriver.PowerFlexDriver), given)
+
+	loc, err := arrayclients.ParseVolumeHandle(arrayclients.PowerFlex, h, "ext4")
+	require.NoError(t, err)
+	assert.Equal(t, "1a2b3c4d5e6f7a8b", loc.ArrayID, "the handle is <system ID>-<volume ID>")
+	assert.Equal(t, arrayclients.ProtocolBlock, loc.Protocol)
+
+	ctx := context.Background()
+	require.ErrorIs(t, c.ControllerPublish(ctx, h, "6A1B00FF-0000-4000-8000-0000000000FF", false), csidriver.ErrNotFound)
+	require.ErrorIs(t, c.ControllerPublish(ctx, "1a2b3c4d5e6f7a8b-00000000000000ff", w.nodeID(0, csidriver.PowerFlexDriver), false), csidriver.ErrNotFound)
+	require.NoError(t, c.ControllerUnpublish(ctx, "1a2b3c4d5e6f7a8b-00000000000000ff", w.nodeID(0, csidriver.PowerFlexDriver)),
+		"unpublish of a deleted volume succeeds")
+	require.ErrorIs(t, c.ControllerPublish(ctx, "0000000000000001-"+loc.Object, w.nodeID(0, csidriver.PowerFlexDriver), false), csidriver.ErrInvalid)
+
+	writes := driverWrites(t, w.servers["pflex-1"])
+	require.NotEmpty(t, writes)
+	for _, byDriver := range writes {
+		assert.True(t, byDriver, "every write came through the tagged listener")
+	}
+}
+
+func TestPowerStoreController(t *testing.T) {
+	w := newWorld(t)
+	l := w.urls["pstore-1"]
+	c, err := csidriver.NewPowerStore(csidriver.PowerStoreConfig{Endpoint: l.URL, CAFile: l.CAFile,
+		Username: "admin", Password: "Password123!", GlobalID: "PSA10000"})
+	require.NoError(t, err)
+	assert.Equal(t, csidriver.PowerStoreDriver, c.Driver())
+	reader, err := gopowerstore.NewClientWithArgs(l.URL+"/api/rest", "admin", "Password123!",
+		gopowerstore.NewClientOptions().SetCAFilePath(l.CAFile))
+	require.NoError(t, err)
+	given := func(h string) int {
+		loc, err := arrayclients.ParseVolumeHandle(arrayclients.PowerStore, h, "ext4")
+		require.NoError(t, err)
+		m, err := reader.GetHostVolumeMappingByVolumeID(context.Background(), loc.Object)
+		require.NoError(t, err)
+		return len(m)
+	}
+	n1, n2 := w.nodeID(0, csidriver.PowerStoreDriver), w.nodeID(1, csidriver.PowerStoreDriver)
+	require.Equal(t, "csi-node-0a1b2c3d4e5f60718293a4b5c6d7e8f9-127.0.10.1", n1)
+	h := exercise(t, c, n1, n2, given)
+
+	loc, err := arrayclients.ParseVolumeHandle(arrayclients.PowerStore, h, "ext4")
+	require.NoError(t, err)
+	assert.Equal(t, "PSA10000", loc.ArrayID, "the handle is <UUID>/<global ID>/scsi")
+	assert.Equal(t, arrayclients.ProtocolBlock, loc.Protocol)
+
+	ctx := context.Background()
+	require.ErrorIs(t, c.ControllerPublish(ctx, h, "csi-node-ffffffffffffffffffffffffffffffff-127.0.10.9", false), csidriver.ErrNotFound)
+	require.ErrorIs(t, c.ControllerPublish(ctx, "0a6e2b34-5c1d-4f7e-9a8b-000000000001/PSA10000/scsi", n1, false), csidriver.ErrNotFound)
+	require.NoError(t, c.ControllerUnpublish(ctx, "0a6e2b34-5c1d-4f7e-9a8b-000000000001/PSA10000/scsi", n1))
+	require.ErrorIs(t, c.ControllerPublish(ctx, loc.Object+"/PSOTHER/scsi", n1, false), csidriver.ErrInvalid)
+
+	for _, byDriver := range driverWrites(t, w.servers["pstore-1"]) {
+		assert.True(t, byDriver)
+	}
+}

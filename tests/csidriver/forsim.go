@@ -1,0 +1,73 @@
+package csidriver
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/fenced-project/fenced/tests/arraysim/powerflex"
+	"github.com/fenced-project/fenced/tests/arraysim/powerstore"
+	"github.com/fenced-project/fenced/tests/arraysim/simcore"
+)
+
+// Emulated is an emulated driver controller serving one simulated array.
+type Emulated struct {
+	Controller
+	// ArrayID is how the driver names the array in volume handles: what
+	// fenced's array configuration must carry (powerflex.systemID,
+	// powerstore.globalID).
+	ArrayID string
+	// Listener is the simulator's listener the controller talks to, tagged
+	// for the audit log (Tag). Close it when done.
+	Listener *simcore.Listener
+}
+
+// Close stops the controller's listener.
+func (e *Emulated) Close() error { return e.Listener.Close() }
+
+// ForSim starts a tagged HTTPS listener (CA in certDir) for a simulator
+// and the emulated controller of its family, configured as the driver's
+// secret would be: the array's credentials (empty: the simulator's
+// defaults) and its identifier as the array reports it. Families without
+// an emulation yet return ErrUnsupported.
+func ForSim(ctx context.Context, srv *simcore.Server, username, password, certDir string) (*Emulated, error) {
+	if username == "" {
+		username, password = "admin", "Password123!"
+	}
+	l, err := Serve(srv, true, certDir)
+	if err != nil {
+		return nil, err
+	}
+	e := &Emulated{Listener: l}
+	switch sim := srv.Family().(type) {
+	case *powerflex.Sim:
+		st := sim.State()
+		if len(st.Systems) == 0 {
+			err = fmt.Errorf("simulated PowerFlex has no system")
+			break
+		}
+		e.ArrayID = st.Systems[0].ID
+		e.Controller, err = NewPowerFlex(ctx, PowerFlexConfig{Endpoint: l.URL, CAFile: l.CAFile, Username: username,
+			Password: password, SystemID: e.ArrayID, Version: st.Version})
+	case *powerstore.Sim:
+		var ps *PowerStore
+		ps, err = NewPowerStore(PowerStoreConfig{Endpoint: l.URL, CAFile: l.CAFile, Username: username,
+			Password: password, GlobalID: "unknown"})
+		if err != nil {
+			break
+		}
+		// The driver's secret carries the global ID the array reports.
+		cl, cerr := ps.c.GetCluster(ctx)
+		if err = cerr; err != nil || cl.GlobalID == "" {
+			err = fmt.Errorf("read the array's global ID: %w (%q)", err, cl.GlobalID)
+			break
+		}
+		ps.cfg.GlobalID, e.ArrayID, e.Controller = cl.GlobalID, cl.GlobalID, ps
+	default:
+		err = fmt.Errorf("%T: %w", srv.Family(), ErrUnsupported)
+	}
+	if err != nil {
+		_ = l.Close()
+		return nil, fmt.Errorf("emulated driver for array %s: %w", srv.Name(), err)
+	}
+	return e, nil
+}

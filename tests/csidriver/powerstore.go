@@ -1,0 +1,219 @@
+package csidriver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/dell/gopowerstore"
+
+	"github.com/fenced-project/fenced/arrayclients"
+)
+
+// PowerStoreDriver is csi-powerstore's default driver name.
+const PowerStoreDriver = "csi-powerstore.dellemc.com"
+
+// PowerStoreConfig is what the emulated csi-powerstore controller knows of
+// one array (an entry of the driver's secret).
+type PowerStoreConfig struct {
+	// Driver is the CSI driver name (X_CSI_DRIVER_NAME). Default
+	// PowerStoreDriver.
+	Driver string
+	// Endpoint is the array's URL, with or without "/api/rest".
+	Endpoint, Username, Password string
+	// GlobalID is the array's global ID as the secret names it: handles
+	// are "<volume UUID>/<GlobalID>/scsi".
+	GlobalID string
+	// Default marks the secret's default array: a legacy handle that is a
+	// bare UUID is on it.
+	Default bool
+	// CAFile verifies the array's certificate; Insecure skips that.
+	CAFile   string
+	Insecure bool
+}
+
+// PowerStore emulates the csi-powerstore controller for one array, block
+// (SCSI) volumes.
+type PowerStore struct {
+	cfg PowerStoreConfig
+	c   gopowerstore.Client
+}
+
+// NewPowerStore builds the controller (gopowerstore logs in on the first
+// request).
+func NewPowerStore(cfg PowerStoreConfig) (*PowerStore, error) {
+	if cfg.Driver == "" {
+		cfg.Driver = PowerStoreDriver
+	}
+	if cfg.Endpoint == "" || cfg.GlobalID == "" {
+		return nil, fmt.Errorf("emulated %s: endpoint and globalID are required: %w", cfg.Driver, ErrInvalid)
+	}
+	apiURL := strings.TrimSuffix(cfg.Endpoint, "/")
+	if !strings.HasSuffix(apiURL, "/api/rest") {
+		apiURL += "/api/rest"
+	}
+	opts := gopowerstore.NewClientOptions().SetInsecure(cfg.Insecure).SetDefaultTimeout(10 * time.Second)
+	if cfg.CAFile != "" {
+		opts.SetCAFilePath(cfg.CAFile)
+	}
+	c, err := gopowerstore.NewClientWithArgs(apiURL, cfg.Username, cfg.Password, opts)
+	if err != nil {
+		return nil, fmt.Errorf("emulated %s: build client for %s: %w", cfg.Driver, apiURL, err)
+	}
+	return &PowerStore{cfg: cfg, c: c}, nil
+}
+
+// Driver is the CSI driver name.
+func (p *PowerStore) Driver() string { return p.cfg.Driver }
+
+// GlobalID is the array's global ID the handles carry.
+func (p *PowerStore) GlobalID() string { return p.cfg.GlobalID }
+
+// CreateVolume creates a block volume and returns
+// "<UUID>/<globalID>/scsi" (dell/csi-powerstore pkg/controller/creator.go
+// and controller.go CreateVolume). A name in use returns the existing
+// volume, as the driver does. NFS is not emulated.
+func (p *PowerStore) CreateVolume(ctx context.Context, name string, size int64, protocol arrayclients.Protocol) (string, error) {
+	if protocol != arrayclients.ProtocolBlock {
+		return "", fmt.Errorf("emulated %s: create %s volume %s: %w", p.cfg.Driver, protocol, name, ErrUnsupported)
+	}
+	if name == "" {
+		return "", fmt.Errorf("emulated %s: create volume: name is empty: %w", p.cfg.Driver, ErrInvalid)
+	}
+	const minSize, block = 1 << 20, 8192
+	if size < minSize {
+		size = minSize
+	}
+	size = (size + block - 1) / block * block
+	resp, err := p.c.CreateVolume(ctx, &gopowerstore.VolumeCreate{Name: &name, Size: &size})
+	id := resp.ID
+	if err != nil {
+		var apiErr gopowerstore.APIError
+		if !errors.As(err, &apiErr) || !apiErr.VolumeNameIsAlreadyUse() {
+			return "", fmt.Errorf("emulated %s: create volume %s: %w", p.cfg.Driver, name, err)
+		}
+		v, err := p.c.GetVolumeByName(ctx, name)
+		if err != nil {
+			return "", fmt.Errorf("emulated %s: find existing volume %s: %w", p.cfg.Driver, name, err)
+		}
+		id = v.ID
+	}
+	return id + "/" + p.cfg.GlobalID + "/scsi", nil
+}
+
+// volumeOf parses a handle as csi-powerstore does (pkg/array/array.go
+// ParseVolumeID): "<UUID>/<global ID>/<protocol>", a bare UUID on the
+// default array. A handle of another array, NFS or metro is refused.
+func (p *PowerStore) volumeOf(handle string) (string, error) {
+	if strings.Contains(handle, ":") {
+		return "", fmt.Errorf("metro volume %s: %w", handle, ErrUnsupported)
+	}
+	parts := strings.Split(handle, "/")
+	switch {
+	case len(parts) == 1 && p.cfg.Default && parts[0] != "":
+		return parts[0], nil
+	case len(parts) != 3 || parts[0] == "":
+		return "", fmt.Errorf("volume handle %q: %w", handle, ErrInvalid)
+	case parts[1] != p.cfg.GlobalID:
+		return "", fmt.Errorf("volume handle %q: cannot find array %s: %w", handle, parts[1], ErrInvalid)
+	case !strings.EqualFold(parts[2], "scsi"):
+		return "", fmt.Errorf("%s volume %s: %w", parts[2], handle, ErrUnsupported)
+	}
+	return parts[0], nil
+}
+
+// host finds the node's host by its node ID, then by the node ID without
+// the trailing "-<IP>" (pkg/controller/publisher.go SCSIPublisher.Publish).
+func (p *PowerStore) host(ctx context.Context, nodeID string) (gopowerstore.Host, error) {
+	h, err := p.c.GetHostByName(ctx, nodeID)
+	if err == nil {
+		return h, nil
+	}
+	var apiErr gopowerstore.APIError
+	if !errors.As(err, &apiErr) || !apiErr.HostIsNotExist() {
+		return h, fmt.Errorf("failure checking host '%s': %w", nodeID, err)
+	}
+	i := strings.LastIndex(nodeID, "-")
+	if i < 0 || net.ParseIP(nodeID[i+1:]) == nil {
+		return h, fmt.Errorf("can't find IP in node ID %s: %w", nodeID, ErrNotFound)
+	}
+	h, err = p.c.GetHostByName(ctx, nodeID[:i])
+	if err != nil {
+		return h, fmt.Errorf("host with k8s node ID '%s': %w: %w", nodeID, ErrNotFound, err)
+	}
+	return h, nil
+}
+
+// ControllerPublish attaches the volume to the node's host
+// (pkg/controller/publisher.go SCSIPublisher.Publish): attached to it
+// already succeeds; attached to another host is refused for a single-node
+// volume ("volume already present in a different lun mapping").
+func (p *PowerStore) ControllerPublish(ctx context.Context, handle, nodeID string, multiNode bool) error {
+	id, err := p.volumeOf(handle)
+	if err != nil {
+		return fmt.Errorf("emulated %s: publish: %w", p.cfg.Driver, err)
+	}
+	fail := func(err error) error {
+		return fmt.Errorf("emulated %s: publish %s to %s: %w", p.cfg.Driver, handle, nodeID, err)
+	}
+	vol, err := p.c.GetVolume(ctx, id)
+	if err != nil {
+		var apiErr gopowerstore.APIError
+		if errors.As(err, &apiErr) && apiErr.NotFound() {
+			return fail(fmt.Errorf("volume with ID '%s': %w", id, ErrNotFound))
+		}
+		return fail(err)
+	}
+	h, err := p.host(ctx, nodeID)
+	if err != nil {
+		return fail(err)
+	}
+	mappings, err := p.c.GetHostVolumeMappingByVolumeID(ctx, vol.ID)
+	if err != nil {
+		return fail(fmt.Errorf("get mappings of volume %s: %w", vol.ID, err))
+	}
+	for _, m := range mappings {
+		if m.HostID == h.ID {
+			return nil
+		}
+	}
+	if len(mappings) > 0 && !multiNode {
+		return fail(fmt.Errorf("volume already present in a different lun mapping on node '%s': %w",
+			mappings[0].HostID, ErrAlreadyPublished))
+	}
+	if _, err := p.c.AttachVolumeToHost(ctx, h.ID, &gopowerstore.HostVolumeAttach{VolumeID: &vol.ID}); err != nil {
+		return fail(fmt.Errorf("attach volume %s to host %s: %w", vol.ID, h.ID, err))
+	}
+	return nil
+}
+
+// ControllerUnpublish detaches the volume from the node's host
+// (pkg/controller/controller.go unpublishVolume, detachVolumeFromHost): a
+// deleted volume, or one not attached to the host, succeeds.
+func (p *PowerStore) ControllerUnpublish(ctx context.Context, handle, nodeID string) error {
+	id, err := p.volumeOf(handle)
+	if err != nil {
+		return fmt.Errorf("emulated %s: unpublish: %w", p.cfg.Driver, err)
+	}
+	fail := func(err error) error {
+		return fmt.Errorf("emulated %s: unpublish %s from %s: %w", p.cfg.Driver, handle, nodeID, err)
+	}
+	var apiErr gopowerstore.APIError
+	if _, err := p.c.GetVolume(ctx, id); err != nil && errors.As(err, &apiErr) && apiErr.NotFound() {
+		return nil
+	}
+	h, err := p.host(ctx, nodeID)
+	if err != nil {
+		return fail(err)
+	}
+	if _, err := p.c.DetachVolumeFromHost(ctx, h.ID, &gopowerstore.HostVolumeDetach{VolumeID: &id}); err != nil {
+		if errors.As(err, &apiErr) && apiErr.HostIsNotAttachedToVolume() {
+			return nil
+		}
+		return fail(fmt.Errorf("detach volume %s from host %s: %w", id, h.ID, err))
+	}
+	return nil
+}
