@@ -17,6 +17,7 @@ import (
 	"github.com/fenced-project/fenced/kube"
 	"github.com/fenced-project/fenced/tests/arraysim/powerstore"
 	"github.com/fenced-project/fenced/tests/arraysim/simcore"
+	"github.com/fenced-project/fenced/tests/csidriver"
 	"github.com/fenced-project/fenced/tests/invariants"
 	"github.com/fenced-project/fenced/tests/testbed"
 )
@@ -217,7 +218,8 @@ func TestProductStoragePathLossCases(t *testing.T) {
 		for name, s := range sims {
 			in.Arrays[name] = s.srv.Audit()
 		}
-		rep := invariants.Check(in, invariants.Options{FencedUsers: map[string]string{"fenced-product": ""}})
+		rep := invariants.Check(in, invariants.Options{FencedUsers: map[string]string{"fenced-product": ""},
+			DriverRemotes: []string{csidriver.AuditTag}})
 		t.Logf("invariants: %s", rep)
 		assert.Positive(t, rep.Checked[invariants.RuleFenceBeforeDelete], "no pod delete or node write by fenced was checked")
 		assert.Empty(t, rep.ByRule(invariants.RuleFenceBeforeDelete))

@@ -10,6 +10,9 @@ import (
 	"sort"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/fenced-project/fenced/cluster/ledger"
 	"github.com/fenced-project/fenced/tests/invariants"
 	"github.com/fenced-project/fenced/tests/testbed"
@@ -103,6 +106,10 @@ func RunChaos(h *Harness, cfg ChaosConfig) (*ChaosResult, error) {
 		Replicas: int32(max(1, len(h.Nodes)-cfg.MaxNodesDown)), AntiAffinity: true}); err != nil {
 		return nil, fmt.Errorf("chaos: deploy the StatefulSet: %w", err)
 	}
+	if err := c.waitDeployed(); err != nil {
+		return nil, err
+	}
+	h.SettleArrays()
 	c.start = time.Now()
 	end := c.start.Add(cfg.Duration)
 	for time.Now().Before(end) {
@@ -432,4 +439,33 @@ func (r *ChaosResult) Err() error {
 func ChaosTiming() ClusterTiming {
 	return ClusterTiming{HeartbeatGrace: 6 * time.Second, PollInterval: 500 * time.Millisecond,
 		SettlePeriod: 5 * time.Second, StormCooldown: 30 * time.Second, StormLimit: "2", IOWindow: 2 * time.Second}
+}
+
+// waitDeployed waits until every pod of the chaos StatefulSet runs (its
+// volumes created and published by the drivers).
+func (c *chaos) waitDeployed() error {
+	ctx, cancel := context.WithTimeout(c.h.ctx, 3*time.Minute)
+	defer cancel()
+	for {
+		sts, err := c.h.CP.Client.AppsV1().StatefulSets("db").Get(ctx, "chaos", metav1.GetOptions{})
+		if err == nil && sts.Spec.Replicas != nil {
+			pods, err := c.h.CP.Client.CoreV1().Pods("db").List(ctx, metav1.ListOptions{LabelSelector: "app=chaos"})
+			running := 0
+			if err == nil {
+				for _, p := range pods.Items {
+					if p.Status.Phase == corev1.PodRunning {
+						running++
+					}
+				}
+			}
+			if running == int(*sts.Spec.Replicas) {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("chaos: the StatefulSet's pods did not all run: %w", ctx.Err())
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fenced-project/fenced/tests/arraysim/simcore"
+	"github.com/fenced-project/fenced/tests/csidriver"
 	"github.com/fenced-project/fenced/tests/invariants"
 )
 
@@ -49,7 +50,8 @@ func (h *Harness) Inputs() (invariants.Inputs, invariants.Options, error) {
 		hs = append(hs, hist)
 	}
 	in.Ledger = invariants.Merge(hs...)
-	opts := invariants.Options{FencedUsers: h.Users, Remotes: map[string]string{}, DetectionSlack: detectionSlack(h.opts.Timing)}
+	opts := invariants.Options{FencedUsers: h.Users, Remotes: map[string]string{}, DetectionSlack: detectionSlack(h.opts.Timing),
+		DriverRemotes: []string{csidriver.AuditTag}}
 	for _, id := range h.IDs {
 		opts.Remotes[id] = id
 	}

@@ -310,3 +310,9 @@ func (h *Harness) wait(timeout time.Duration, what string, cond func() (bool, st
 		}
 	}
 }
+
+// SettleArrays takes the arrays' start state again, once the workload
+// runs: the volumes the emulated drivers created and published are then
+// part of what fenced must leave (or give back) as it found it. Call it
+// after deploying, before any fault.
+func (h *Harness) SettleArrays() { h.arrayStart = h.arrayStates() }

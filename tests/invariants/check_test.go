@@ -42,6 +42,11 @@ func TestCheckerCatchesBrokenHistories(t *testing.T) {
 		{"VolumeAttachment deleted before any fence", func(r *run) {
 			r.in.Kube[cl][2].Received = at(1500)
 		}, RuleFenceBeforeDelete, "deleted by system:serviceaccount:kube-system:attachdetach-controller at 12:00:01.5"},
+		{"VolumeAttachment deleted after a drain ended", func(r *run) {
+			r.in.Kube[cl][2].Received = at(1500)
+			r.in.Timeline = append(r.in.Timeline, Event{Time: at(1000), Kind: DrainStart, Detail: cl + "/" + node},
+				Event{Time: at(1200), Kind: DrainEnd, Detail: cl + "/" + node})
+		}, RuleFenceBeforeDelete, "deleted by system:serviceaccount:kube-system:attachdetach-controller at 12:00:01.5"},
 		{"pod deleted after recovery started", func(r *run) {
 			r.in.Kube[cl][1].Received = at(20500)
 			r.in.Placements[cl] = r.in.Placements[cl][:4]
@@ -98,6 +103,12 @@ func TestCheckerCatchesBrokenHistories(t *testing.T) {
 			moveVolume(r, 1, "worker-3", 7000)
 			r.in.ArrayEnd[pstor] = json.RawMessage(`{"hosts":[{"id":"` + host + `","name":"csi-node-w1","initiators":[{"port_name":"iqn.1994-05.com.redhat:w1"}],` +
 				`"mappings":[{"volume_id":"` + vol2 + `"}]}]}`)
+			r.in.ArrayStart[pstor] = r.in.ArrayEnd[pstor]
+		}, RuleNoRegrant, "pstore-1 still gives the node volume pv-log"},
+		{"a host-to-volume mapping of a moved volume left at the end", func(r *run) {
+			moveVolume(r, 1, "worker-3", 7000)
+			r.in.ArrayEnd[pstor] = json.RawMessage(`{"hosts":[{"id":"` + host + `","name":"csi-node-w1","initiators":[{"port_name":"iqn.1994-05.com.redhat:w1"}]}],` +
+				`"mappings":[{"id":"m1","hostId":"` + host + `","volumeId":"` + vol2 + `"}]}`)
 			r.in.ArrayStart[pstor] = r.in.ArrayEnd[pstor]
 		}, RuleNoRegrant, "pstore-1 still gives the node volume pv-log"},
 		{"pod delete whose node is unknown", func(r *run) {
@@ -205,7 +216,7 @@ func moveVolume(r *run, i int, m string, ms int) {
 	v := r.fence().Footprint[i]
 	r.in.Placements[cl] = append(r.in.Placements[cl],
 		Placement{Time: at(ms - 100), Resource: "volumeattachments", Name: v.Attachment, Node: node, Deleted: true},
-		Placement{Time: at(ms), Resource: "volumeattachments", Name: attachmentName(v.Handle, v.Driver, m), Node: m})
+		Placement{Time: at(ms), Resource: "volumeattachments", Name: AttachmentName(v.Handle, v.Driver, m), Node: m})
 }
 
 func joinLines(l []string) string {
@@ -346,4 +357,14 @@ func TestMovedVolumeLeftWithItsNewNode(t *testing.T) {
 	r.opts.DriverRemotes = nil
 	rep = r.check()
 	assert.NotEmpty(t, rep.ByRule(RuleOneActor), rep.String())
+}
+
+// A VolumeAttachment deleted while the harness drained its node on purpose
+// is a normal detach.
+func TestDrainedDetachNeedsNoFence(t *testing.T) {
+	r := good()
+	r.in.Kube[cl][2].Received = at(1500)
+	r.in.Timeline = append(r.in.Timeline, Event{Time: at(1000), Kind: DrainStart, Detail: cl + "/" + node})
+	rep := r.check()
+	require.True(t, rep.OK(), rep.String())
 }

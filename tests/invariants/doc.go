@@ -39,7 +39,9 @@
 //     taints). For that "fenced" step, every array of the record (its
 //     identity set and its plans) shows a successful read request between
 //     the record's last "fencing" step and the "fenced" step, sent by a
-//     replica that led during that interval: the read-back.
+//     replica that led during that interval: the read-back. A
+//     VolumeAttachment delete while the harness drained the node on purpose
+//     (DrainStart..DrainEnd) is a normal detach and is left out.
 //   - one-actor (invariant 2): leadership epochs have increasing terms;
 //     every array write (a request that changed the simulator's state) and
 //     every attributable Kubernetes write comes from the replica whose epoch

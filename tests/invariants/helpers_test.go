@@ -34,11 +34,11 @@ const (
 // with a read-back showing the node without access.
 func footprint() ([]arrayclients.FootprintVolume, map[string][]arrayclients.VolumeCut, map[string][]arrayclients.VolumeCheck) {
 	fv := []arrayclients.FootprintVolume{
-		{KubeVolume: arrayclients.KubeVolume{PV: "pv-data", Attachment: attachmentName(pflexSys+"-"+vol1, arrayclients.DriverPowerFlex, node),
+		{KubeVolume: arrayclients.KubeVolume{PV: "pv-data", Attachment: AttachmentName(pflexSys+"-"+vol1, arrayclients.DriverPowerFlex, node),
 			Driver: arrayclients.DriverPowerFlex, Handle: pflexSys + "-" + vol1, Attached: true},
 			Placements: []arrayclients.Placement{{Array: pflex, VolumeRef: arrayclients.VolumeRef{Volume: "pv-data", Object: vol1,
 				Protocol: arrayclients.ProtocolBlock, Attached: true}}}},
-		{KubeVolume: arrayclients.KubeVolume{PV: "pv-log", Attachment: attachmentName(vol2+"/"+pstoreID+"/scsi", arrayclients.DriverPowerStore, node),
+		{KubeVolume: arrayclients.KubeVolume{PV: "pv-log", Attachment: AttachmentName(vol2+"/"+pstoreID+"/scsi", arrayclients.DriverPowerStore, node),
 			Driver: arrayclients.DriverPowerStore, Handle: vol2 + "/" + pstoreID + "/scsi", Attached: true},
 			Placements: []arrayclients.Placement{{Array: pstor, VolumeRef: arrayclients.VolumeRef{Volume: "pv-log", Object: vol2,
 				Protocol: arrayclients.ProtocolBlock, Attached: true}}}},

@@ -93,6 +93,12 @@ const (
 	APIDownEnd   = "apiserver-down-end"
 	// NodeReboot records a reboot of a node. Detail: "cluster/node".
 	NodeReboot = "node-reboot"
+	// DrainStart and DrainEnd bracket pods moved off a healthy node on
+	// purpose (an operator's drain): the attach/detach controller then
+	// deletes the node's VolumeAttachments without a fence. Detail:
+	// "cluster/node".
+	DrainStart = "drain-start"
+	DrainEnd   = "drain-end"
 	// NodeKill, NodeHang and NodeReturn record node faults.
 	NodeKill   = "node-kill"
 	NodeHang   = "node-hang"

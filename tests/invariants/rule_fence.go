@@ -46,6 +46,9 @@ func (c *checker) kubeActions() []kubeAction {
 					c.violate(RuleFenceBeforeDelete, ev.Received, cl, "%s: no placement tells which node it attached", what)
 					continue
 				}
+				if c.draining(cl+"/"+node, ev.Received) {
+					continue // a detach after a drain of a healthy node
+				}
 				out = append(out, kubeAction{cluster: cl, node: node, what: what, ev: ev})
 			case ref.Resource == "nodes" && isWriteVerb(ev.Verb) && c.opts.isFencedUser(ev.User.Username):
 				what := fmt.Sprintf("node %s written (%s) by %s", ref.Name, ev.Verb, ev.User.Username)
@@ -193,3 +196,21 @@ func (c *checker) fenceSummary(cluster, node string) string {
 }
 
 func stamp(t time.Time) string { return t.UTC().Format("15:04:05.000000") }
+
+// draining reports whether the harness was draining the node ("cluster/node")
+// at t (between a DrainStart and the next DrainEnd of it).
+func (c *checker) draining(subject string, t time.Time) bool {
+	on := false
+	for _, e := range c.in.Timeline {
+		if e.Detail != subject || e.Time.After(t) {
+			continue
+		}
+		switch e.Kind {
+		case DrainStart:
+			on = true
+		case DrainEnd:
+			on = false
+		}
+	}
+	return on
+}

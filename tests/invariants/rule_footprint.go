@@ -10,11 +10,11 @@ import (
 	"github.com/fenced-project/fenced/cluster/ledger"
 )
 
-// attachmentName is the name Kubernetes gives the VolumeAttachment of a
+// AttachmentName is the name Kubernetes gives the VolumeAttachment of a
 // CSI volume to a node: "csi-" and the hex SHA-256 of the volume handle,
 // the driver name and the node name, concatenated (the CSI attacher of
 // the kubelet and the attach/detach controller, pkg/volume/csi).
-func attachmentName(handle, driver, node string) string {
+func AttachmentName(handle, driver, node string) string {
 	return fmt.Sprintf("csi-%x", sha256.Sum256([]byte(handle+driver+node)))
 }
 

@@ -21,7 +21,7 @@ func (c *checker) holderAt(cluster string, v arrayclients.FootprintVolume, node 
 		if m == node {
 			continue
 		}
-		if n, ok := attachedAt(ps, attachmentName(v.Handle, v.Driver, m), t); ok && n == m {
+		if n, ok := attachedAt(ps, AttachmentName(v.Handle, v.Driver, m), t); ok && n == m {
 			return m
 		}
 	}
@@ -162,7 +162,8 @@ func (c *checker) nodeTokens(cluster, node, array string) []string {
 
 // objectsMention reports whether some object of the state identified by
 // one of ids (a map key, or an "id" or "name" field equal to it) holds a
-// string equal to one of tokens anywhere inside it.
+// string equal to one of tokens anywhere inside it, or some object has
+// fields equal to one of ids and to one of tokens (a mapping linking them).
 func objectsMention(state any, ids, tokens []string) bool {
 	if len(ids) == 0 || len(tokens) == 0 {
 		return false
@@ -213,6 +214,17 @@ func objectsMention(state any, ids, tokens []string) bool {
 				if ok && is(s, ids) && holds(t) {
 					return true
 				}
+			}
+			// A link object (a mapping naming both, e.g. {hostId, volumeId}).
+			var hasID, hasToken bool
+			for _, e := range t {
+				if s, ok := e.(string); ok {
+					hasID = hasID || is(s, ids)
+					hasToken = hasToken || is(s, tokens)
+				}
+			}
+			if hasID && hasToken {
+				return true
 			}
 			for k, e := range t {
 				if is(k, ids) && holds(e) {

@@ -101,7 +101,7 @@ func (c *checker) checkArrayChangeWindow() {
 			continue
 		}
 		for _, e := range c.in.Arrays[arr] {
-			if !e.Changed {
+			if !e.Changed || c.opts.isDriver(e.Remote) {
 				continue
 			}
 			text := e.Path + " " + e.Change

@@ -1,0 +1,165 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/fenced-project/fenced/arrayclients"
+	"github.com/fenced-project/fenced/tests/invariants"
+	"github.com/fenced-project/fenced/tests/testbed"
+)
+
+// podVolume is the volume of a StatefulSet pod, as Kubernetes and the
+// array know it.
+type podVolume struct {
+	PV, Driver, Handle string
+	Family             arrayclients.Family
+	Object             string
+}
+
+// volumeOf returns the volume of a StatefulSet pod (its one claim, data).
+func volumeOf(t *testing.T, h *Harness, p corev1.Pod) podVolume {
+	t.Helper()
+	i := strings.LastIndexByte(p.Name, '-')
+	ord, err := strconv.Atoi(p.Name[i+1:])
+	require.NoError(t, err, "pod %s", p.Name)
+	pv, err := h.CP.Client.CoreV1().PersistentVolumes().Get(h.ctx, testbed.PVName(p.Namespace, p.Name[:i], ord), metav1.GetOptions{})
+	require.NoError(t, err)
+	require.NotNil(t, pv.Spec.CSI)
+	v := podVolume{PV: pv.Name, Driver: pv.Spec.CSI.Driver, Handle: pv.Spec.CSI.VolumeHandle}
+	v.Family = arrayclients.DefaultDrivers()[v.Driver]
+	loc, err := arrayclients.ParseVolumeHandle(v.Family, v.Handle, pv.Spec.CSI.FSType)
+	require.NoError(t, err)
+	v.Object = loc.Object
+	return v
+}
+
+// waitAttached waits until Kubernetes shows each pod's volume attached to
+// its node (the emulated driver published it), as a kubelet waits before
+// it starts the pod.
+func waitAttached(t *testing.T, h *Harness, pods map[string]corev1.Pod) {
+	t.Helper()
+	for node, p := range pods {
+		v := volumeOf(t, h, p)
+		waitVA(t, h, v, node)
+	}
+}
+
+// waitVA waits until the VolumeAttachment of the volume to the node is
+// attached, failing at once on an attach error that persists.
+func waitVA(t *testing.T, h *Harness, v podVolume, node string) {
+	t.Helper()
+	name := invariants.AttachmentName(v.Handle, v.Driver, node)
+	h.wait(waitRecovery, "volume "+v.PV+" attached to "+node, func() (bool, string) {
+		va, err := h.CP.Client.StorageV1().VolumeAttachments().Get(h.ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		msg := fmt.Sprintf("attached=%v", va.Status.Attached)
+		if e := va.Status.AttachError; e != nil {
+			msg += " error: " + e.Message
+		}
+		return va.Status.Attached, msg
+	})
+}
+
+// csiNodeID is the node ID the driver reported for the node.
+func csiNodeID(t *testing.T, h *Harness, node, driver string) string {
+	t.Helper()
+	cn, err := h.CP.Client.StorageV1().CSINodes().Get(h.ctx, node, metav1.GetOptions{})
+	require.NoError(t, err)
+	for _, d := range cn.Spec.Drivers {
+		if d.Name == driver {
+			return d.NodeID
+		}
+	}
+	t.Fatalf("CSINode %s has no driver %s", node, driver)
+	return ""
+}
+
+// givenTo returns the identities (SDC IDs, host IDs) the array's state
+// gives the volume to, and the identity the driver's node ID names on it.
+func givenTo(t *testing.T, h *Harness, v podVolume, node string) (holders []string, nodeIdentity string) {
+	t.Helper()
+	nodeID := csiNodeID(t, h, node, v.Driver)
+	for _, a := range h.Arrays {
+		raw, err := a.State()
+		require.NoError(t, err)
+		switch {
+		case v.Family == arrayclients.PowerFlex && a.Family == "powerflex":
+			var st struct {
+				Sdcs []struct {
+					ID   string `json:"id"`
+					GUID string `json:"sdcGuid"`
+				} `json:"sdcs"`
+				Volumes []struct {
+					ID     string `json:"id"`
+					Mapped []struct {
+						SdcID string `json:"sdcId"`
+					} `json:"mappedSdcInfo"`
+				} `json:"volumes"`
+			}
+			require.NoError(t, json.Unmarshal(raw, &st))
+			for _, s := range st.Sdcs {
+				if strings.EqualFold(s.GUID, nodeID) {
+					nodeIdentity = s.ID
+				}
+			}
+			for _, vol := range st.Volumes {
+				if vol.ID == v.Object {
+					for _, m := range vol.Mapped {
+						holders = append(holders, m.SdcID)
+					}
+					return holders, nodeIdentity
+				}
+			}
+		case v.Family == arrayclients.PowerStore && a.Family == "powerstore":
+			var st struct {
+				Hosts []struct {
+					ID   string `json:"id"`
+					Name string `json:"name"`
+				} `json:"hosts"`
+				Mappings []struct {
+					HostID   string `json:"hostId"`
+					VolumeID string `json:"volumeId"`
+				} `json:"mappings"`
+			}
+			require.NoError(t, json.Unmarshal(raw, &st))
+			found := false
+			for _, m := range st.Mappings {
+				if m.VolumeID == v.Object {
+					holders = append(holders, m.HostID)
+				}
+			}
+			for _, hs := range st.Hosts {
+				if hs.Name == nodeID {
+					nodeIdentity = hs.ID
+					found = true
+				}
+			}
+			if found || len(holders) > 0 {
+				return holders, nodeIdentity
+			}
+		}
+	}
+	t.Fatalf("no array of family %s holds volume %s (%s)", v.Family, v.PV, v.Object)
+	return nil, ""
+}
+
+// requireGivenOnlyTo asserts that the array gives the volume to the node
+// and to nothing else.
+func requireGivenOnlyTo(t *testing.T, h *Harness, v podVolume, node string) {
+	t.Helper()
+	holders, id := givenTo(t, h, v, node)
+	require.NotEmpty(t, id, "node %s has no identity on the array of %s", node, v.PV)
+	slices.Sort(holders)
+	require.Equal(t, []string{id}, holders, "volume %s (%s) should be given only to %s (%s)", v.PV, v.Object, node, id)
+}
