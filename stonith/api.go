@@ -94,12 +94,20 @@ func decode(body []byte, v any) error {
 // action authenticates, reads the body and maps errors to status codes.
 func (a *API) action(fn func(ctx context.Context, who string, body []byte) (any, error)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		who, ok := a.auth.Authenticate(r)
-		if !ok {
+		c, err := a.auth.Identify(r)
+		if err == nil && c.Role != RoleOperator {
+			err = fmt.Errorf("%s is not an operator: %w", c.Name, ErrNotOperator)
+		}
+		if errors.Is(err, ErrNotOperator) {
+			writeJSON(w, http.StatusForbidden, errorBody{Error: "forbidden: " + err.Error()})
+			return
+		}
+		if err != nil {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="fenced"`)
 			writeJSON(w, http.StatusUnauthorized, errorBody{Error: "unauthorized: present the API token or a client certificate"})
 			return
 		}
+		who := c.Name
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 		if err != nil {
 			writeJSON(w, http.StatusBadRequest, errorBody{Error: "read request body: " + err.Error()})

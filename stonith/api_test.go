@@ -153,7 +153,7 @@ func TestOperatorActionOnFollower(t *testing.T) {
 
 func TestAuthenticator(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "token")
-	require.NoError(t, os.WriteFile(path, []byte("  "+testToken+"\n"), 0o600))
+	require.NoError(t, os.WriteFile(path, []byte(testToken+"\r\n"), 0o600))
 	a, err := NewAuthenticator(path)
 	require.NoError(t, err)
 	cert := &x509.Certificate{Subject: pkix.Name{CommonName: "ops-bob"}}
@@ -172,8 +172,8 @@ func TestAuthenticator(t *testing.T) {
 		{"wrong token", "127.0.0.1:5000", "Bearer nope", nil, "", false},
 		{"token prefix only", "127.0.0.1:5000", "Bearer " + testToken[:10], nil, "", false},
 		{"basic auth", "127.0.0.1:5000", "Basic " + testToken, nil, "", false},
-		{"verified client cert", "10.0.0.8:5000", "", &tls.ConnectionState{PeerCertificates: []*x509.Certificate{cert},
-			VerifiedChains: [][]*x509.Certificate{{cert}}}, "cert:ops-bob", true},
+		{"verified client cert, no operators configured", "10.0.0.8:5000", "", &tls.ConnectionState{PeerCertificates: []*x509.Certificate{cert},
+			VerifiedChains: [][]*x509.Certificate{{cert}}}, "", false},
 		{"unverified client cert", "10.0.0.8:5000", "", &tls.ConnectionState{PeerCertificates: []*x509.Certificate{cert}}, "", false},
 	}
 	for _, tc := range tcs {
@@ -188,6 +188,13 @@ func TestAuthenticator(t *testing.T) {
 			assert.Equal(t, tc.who, who)
 		})
 	}
+
+	// One rule for secret files: one trailing newline goes, a blank line
+	// after the token is refused rather than sent.
+	blank := filepath.Join(t.TempDir(), "blank")
+	require.NoError(t, os.WriteFile(blank, []byte(testToken+"\n\n"), 0o600))
+	_, err = NewAuthenticator(blank)
+	require.ErrorContains(t, err, "more than one line")
 
 	_, err = NewAuthenticator(filepath.Join(t.TempDir(), "missing"))
 	require.Error(t, err)

@@ -29,8 +29,12 @@ type Options struct {
 	// Logger receives request errors.
 	Logger *slog.Logger
 	// Token, when set, authorizes mutating requests that present it as
-	// "Authorization: Bearer <token>" (see Authorize).
+	// "Authorization: Bearer <token>" (see Authorize). Ignored when
+	// Authorize is set.
 	Token string
+	// Authorize, when set, replaces the token check of Authorize: it wraps
+	// a mutating handler with the daemon's own rules for callers.
+	Authorize func(http.Handler) http.Handler
 	// CheckTimeout bounds each readiness check and status provider.
 	// Default 2s.
 	CheckTimeout time.Duration
