@@ -112,7 +112,7 @@ func New(cfg *configs.Config, opts Options) (*Daemon, error) {
 		if err != nil {
 			return nil, fmt.Errorf("prepare array: %w", err)
 		}
-		opts.Redactor.Add(cc.Password)
+		opts.Redactor.AddCredential(cc.Username, cc.Password)
 		for _, s := range cc.ChapSecrets {
 			opts.Redactor.Add(s)
 		}
@@ -134,7 +134,7 @@ func New(cfg *configs.Config, opts Options) (*Daemon, error) {
 		return nil, err
 	}
 	d.auth = auth
-	d.srv = server.New(server.Options{ReplicaID: cfg.Replica.ID, Build: opts.Build, Logger: opts.Logger, Authorize: auth.RequireOperator})
+	d.srv = server.New(server.Options{ReplicaID: cfg.Replica.ID, Build: opts.Build, Logger: opts.Logger, Authorize: auth.RequireOperator, Redact: opts.Redactor.Redact})
 	return d, nil
 }
 
