@@ -251,4 +251,3 @@ func TestIdentitiesAcrossTheGroup(t *testing.T) {
 	assert.Equal(t, http.StatusForbidden, code, "an operator sends no vantage report: %s", body)
 	assert.True(t, strings.Contains(leader.proc.stderr.String(), "vantage report refused"), "the leader logs the refusal")
 }
-
