@@ -259,3 +259,54 @@ func TestOperatorUnfenceRefusedWhileDetachesPending(t *testing.T) {
 	require.NoError(t, err)
 	w.waitClosed()
 }
+
+// TestAPIRefusesBadNamesAndLargeBodies: node and cluster names are RFC 1123
+// names (400 naming the field), and a body over the limit gets 413.
+func TestAPIRefusesBadNamesAndLargeBodies(t *testing.T) {
+	w := newWorld(t)
+	_, stop := w.lead()
+	defer stop()
+	srv := newAPIServer(t, w)
+	ctx := t.Context()
+	c := &Client{BaseURL: srv.URL, Token: testToken}
+	var apiErr *APIError
+	for _, tc := range []struct {
+		name string
+		call func() error
+		want string
+	}{
+		{"node with a slash", func() error {
+			_, err := c.Unfence(ctx, UnfenceRequest{Cluster: "c1", Node: "../n1", Reason: "x"})
+			return err
+		}, `node "../n1"`},
+		{"upper-case node", func() error {
+			_, err := c.Fence(ctx, FenceRequest{Cluster: "c1", Node: "Worker-1", Reason: "x"})
+			return err
+		}, `node "Worker-1"`},
+		{"cluster with a space", func() error {
+			_, err := c.Pause(ctx, PauseRequest{Cluster: "c 1", Reason: "x"})
+			return err
+		}, `cluster "c 1"`},
+		{"overlong node", func() error {
+			_, err := c.Fence(ctx, FenceRequest{Cluster: "c1", Node: strings.Repeat("n", 300), Reason: "x"})
+			return err
+		}, "node"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.call()
+			require.ErrorAs(t, err, &apiErr)
+			assert.Equal(t, http.StatusBadRequest, apiErr.StatusCode)
+			assert.Contains(t, err.Error(), tc.want)
+		})
+	}
+	assert.Nil(t, w.group.fence("c1", "Worker-1"))
+
+	big := `{"cluster":"c1","node":"n1","reason":"` + strings.Repeat("x", maxBody) + `"}`
+	req, err := http.NewRequest(http.MethodPost, srv.URL+"/v1/fence", strings.NewReader(big))
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+testToken)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusRequestEntityTooLarge, resp.StatusCode)
+}
