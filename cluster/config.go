@@ -69,6 +69,13 @@ type Peer struct {
 // transport and talks to nobody. Certificates are used as server and
 // client certificates, so they need both extended key usages (or none) and
 // the host of the peer's RaftAddr (or ServerName) among their names.
+//
+// A certificate must also name the replica it belongs to: its replica ID as
+// the subject common name or a DNS name, or the host of its RaftAddr when no
+// other peer has that host. Both ends of every Raft connection check this
+// against Peers, and every Raft message must claim the replica its sender's
+// certificate names; a certificate from the CA that names no peer (an
+// operator's, a monitoring system's) cannot speak Raft.
 type TLSConfig struct {
 	CertFile string
 	KeyFile  string

@@ -18,6 +18,8 @@ var (
 	// flight: it may or may not have been committed. It wraps ErrNotLeader.
 	// Re-read the ledger under the next leadership before deciding again.
 	ErrLeadershipLost = fmt.Errorf("%w: leadership lost while committing; outcome unknown", ErrNotLeader)
+	// ErrTooLarge means a forwarded request's body is over the limit.
+	ErrTooLarge = errors.New("request body too large")
 	// ErrNoLeader means no leader was known within the forwarding wait.
 	ErrNoLeader = errors.New("no raft leader")
 	// ErrTimeout means Raft did not accept the command in time.

@@ -107,7 +107,7 @@ func sendForeignAppendEntries(t *testing.T, files clustertest.Files, target Peer
 	pool := x509.NewCertPool()
 	require.True(t, pool.AppendCertsFromPEM(caPEM))
 	creds := transport.NewCredentials(cert, pool, "")
-	stream, err := transport.Listen("127.0.0.1:0", "", creds, transport.Options{Logger: newTestLogger(t)})
+	stream, err := transport.Listen("127.0.0.1:0", "", creds, transport.Options{Logger: newTestLogger(t), AnyPeer: true})
 	require.NoError(t, err)
 	trans := raft.NewNetworkTransport(stream, 1, 2*time.Second, nil)
 	defer trans.Close()

@@ -88,7 +88,7 @@ func (n *Node) forward(w http.ResponseWriter, r *http.Request, next http.Handler
 					return
 				}
 				if len(body) > maxForwardBody {
-					WriteError(w, fmt.Errorf("%w: request body exceeds %d bytes", ledger.ErrInvalid, maxForwardBody))
+					WriteError(w, fmt.Errorf("%w: over %d bytes", ErrTooLarge, maxForwardBody))
 					return
 				}
 			}
@@ -179,7 +179,7 @@ type ErrorBody struct {
 }
 
 // WriteError answers with the status and code for err: 503 for no or lost
-// leadership and timeouts, 409 for ledger conflicts, stale terms, refused
+// leadership and timeouts, 413 for bodies over the limit, 409 for ledger conflicts, stale terms, refused
 // steps and pauses, 404 for unknown fences or nodes, 400 for invalid
 // commands, 500 otherwise.
 func WriteError(w http.ResponseWriter, err error) {
@@ -190,6 +190,7 @@ func WriteError(w http.ResponseWriter, err error) {
 		code   string
 	}{
 		{ErrNoLeader, http.StatusServiceUnavailable, "no_leader"},
+		{ErrTooLarge, http.StatusRequestEntityTooLarge, "too_large"},
 		{ErrNotLeader, http.StatusServiceUnavailable, "not_leader"},
 		{ErrTimeout, http.StatusServiceUnavailable, "timeout"},
 		{ErrShutdown, http.StatusServiceUnavailable, "not_leader"},

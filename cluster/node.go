@@ -185,6 +185,7 @@ func (n *Node) newTransport(hl hclog.Logger) (raft.Transport, error) {
 		Dial:             n.cfg.Dial,
 		OnReject:         func(string, error) { n.metrics.tlsRejected.Inc() },
 		Logger:           n.log,
+		Peers:            n.transportPeers,
 	})
 	if err != nil {
 		return nil, err
@@ -224,6 +225,18 @@ func (a addressBook) ServerAddr(id raft.ServerID) (raft.ServerAddress, error) {
 		return raft.ServerAddress(p.RaftAddr), nil
 	}
 	return "", fmt.Errorf("replica %q is not a configured peer", id)
+}
+
+// transportPeers is the configured peers as the transport checks
+// certificates against them.
+func (n *Node) transportPeers() []transport.Peer {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	ps := make([]transport.Peer, 0, len(n.peers))
+	for _, p := range n.peers {
+		ps = append(ps, transport.Peer{ID: p.ID, Addr: p.RaftAddr})
+	}
+	return ps
 }
 
 // peer returns the configured peer with this ID.

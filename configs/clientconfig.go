@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net"
 	"net/url"
-	"os"
 	"slices"
 
 	"go.yaml.in/yaml/v3"
@@ -104,9 +103,9 @@ func readChapSecrets(ref, credDir string) (map[string]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	b, err := os.ReadFile(p)
+	b, err := ReadFileLimited(p, MaxAuxBytes)
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", p, err)
+		return nil, err
 	}
 	var doc yaml.Node
 	if err := yaml.Unmarshal(b, &doc); err != nil {

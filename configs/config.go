@@ -138,9 +138,21 @@ type ServerTLS struct {
 	// neither.
 	CertFile string `mapstructure:"certFile"`
 	KeyFile  string `mapstructure:"keyFile"`
-	// ClientCAFile, when set, verifies client certificates (a verified client
-	// certificate authorizes mutating calls like a token does).
+	// ClientCAFile, when set, verifies client certificates. A verified
+	// certificate that names a replica (see replica.tls) is that replica: it
+	// may forward calls and report probes, never act as an operator. Any
+	// other is an operator only when Operators or OperatorCAFile says so.
 	ClientCAFile string `mapstructure:"clientCAFile"`
+	// OperatorCAFile, when set, is the CA of operator certificates (PEM,
+	// path or credential:NAME); it is trusted for client certificates in
+	// addition to ClientCAFile, and an operator's certificate must chain to
+	// it. Keep it apart from the replicas' CA.
+	OperatorCAFile string `mapstructure:"operatorCAFile"`
+	// Operators lists the operators allowed to act by certificate: each is
+	// a certificate's subject common name, DNS name or e-mail address. With
+	// OperatorCAFile and no Operators, every certificate of that CA is an
+	// operator; with neither, no certificate is.
+	Operators []string `mapstructure:"operators"`
 }
 
 // Enabled reports whether HTTPS is configured.

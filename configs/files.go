@@ -82,22 +82,13 @@ func checkFile(path string) error {
 	return f.Close()
 }
 
-// readSecretFile reads a one-line secret. One trailing newline (LF or CRLF)
-// is dropped. Errors name the file, never its content.
+// readSecretFile resolves ref and reads it with ReadSecretFile.
 func readSecretFile(ref, credDir string) (string, error) {
 	p, err := ResolveFile(ref, credDir)
 	if err != nil {
 		return "", err
 	}
-	b, err := os.ReadFile(p)
-	if err != nil {
-		return "", fmt.Errorf("read secret file %s: %w", p, errors.Unwrap(err))
-	}
-	s := strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r")
-	if s == "" {
-		return "", fmt.Errorf("secret file %s is empty", p)
-	}
-	return s, nil
+	return ReadSecretFile(p)
 }
 
 // fileRef is one file-reference field of the configuration.
@@ -116,6 +107,7 @@ func (c *Config) fileRefs() []fileRef {
 		{path: "http.tls.certFile", ref: &c.HTTP.TLS.CertFile},
 		{path: "http.tls.keyFile", ref: &c.HTTP.TLS.KeyFile},
 		{path: "http.tls.clientCAFile", ref: &c.HTTP.TLS.ClientCAFile},
+		{path: "http.tls.operatorCAFile", ref: &c.HTTP.TLS.OperatorCAFile},
 		{path: "http.tokenFile", ref: &c.HTTP.TokenFile},
 	}
 	for i := range c.Clusters {

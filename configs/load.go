@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -35,7 +34,7 @@ type Options struct {
 // Relative file references are resolved against the file's directory. Any
 // problem with the content is reported as *ProblemsError listing all of them.
 func Load(path string, opts Options) (*Config, error) {
-	data, err := os.ReadFile(path)
+	data, err := ReadFileLimited(path, MaxConfigBytes)
 	if err != nil {
 		return nil, fmt.Errorf("read configuration: %w", err)
 	}

@@ -3,6 +3,7 @@ package configs
 import (
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -315,4 +316,24 @@ func TestClientConfigChapSecrets(t *testing.T) {
 	_, err = a.ClientConfig("")
 	require.Error(t, err)
 	assert.NotContains(t, err.Error(), "chapsecret-2")
+}
+
+// TestEndlessFilesAreRefused: /dev/zero as the configuration and as a
+// secret file is refused with an error naming it, after reading no more
+// than the limit (the test's own memory stays bounded).
+func TestEndlessFilesAreRefused(t *testing.T) {
+	if _, err := os.Stat("/dev/zero"); err != nil {
+		t.Skip("no /dev/zero")
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+
+	_, err := Load("/dev/zero", Options{SkipFileChecks: true})
+	require.ErrorContains(t, err, "/dev/zero is larger than")
+	_, err = ReadSecretFile("/dev/zero")
+	require.ErrorContains(t, err, "/dev/zero is larger than")
+
+	runtime.ReadMemStats(&after)
+	assert.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(64<<20), "reading stopped at the limits")
 }

@@ -38,7 +38,7 @@ func validate(cfg *Config, root *yaml.Node, opts Options) []Problem {
 	c.replica(cfg)
 	c.peers(cfg)
 	c.raft(cfg.Raft)
-	c.http(cfg.HTTP)
+	c.http(cfg.HTTP, cfg)
 	c.log(cfg.Log)
 	arrays := c.arrays(cfg, root)
 	c.clusters(cfg, root, arrays)
@@ -214,7 +214,7 @@ func (c *checker) raft(r Raft) {
 	}
 }
 
-func (c *checker) http(h HTTP) {
+func (c *checker) http(h HTTP, cfg *Config) {
 	listenOK := c.hostPort("http.listen", h.Listen, true)
 	c.httpURL("http.advertiseURL", h.AdvertiseURL, false)
 	t := h.TLS
@@ -227,6 +227,32 @@ func (c *checker) http(h HTTP) {
 	}
 	if t.ClientCAFile != "" && !t.Enabled() {
 		c.add("http.tls.clientCAFile", "needs http.tls.certFile and keyFile: client certificates need HTTPS")
+	}
+	if t.OperatorCAFile != "" && !t.Enabled() {
+		c.add("http.tls.operatorCAFile", "needs http.tls.certFile and keyFile: client certificates need HTTPS")
+	}
+	if len(t.Operators) > 0 && t.ClientCAFile == "" && t.OperatorCAFile == "" {
+		c.add("http.tls.operators", "needs http.tls.clientCAFile or operatorCAFile: no client certificate is verified without a CA")
+	}
+	if t.OperatorCAFile != "" && t.OperatorCAFile == cfg.Replica.TLS.CAFile {
+		c.add("http.tls.operatorCAFile", "is replica.tls.caFile: operator certificates need a CA of their own (or list operators by name in http.tls.operators)")
+	}
+	seen := map[string]bool{}
+	for i, o := range t.Operators {
+		field := fmt.Sprintf("http.tls.operators[%d]", i)
+		switch {
+		case strings.TrimSpace(o) == "":
+			c.add(field, "empty operator name")
+		case o != strings.TrimSpace(o) || strings.ContainsFunc(o, func(r rune) bool { return r < 0x20 || r == 0x7f }):
+			c.add(field, "operator name %q has surrounding white space or control characters", o)
+		case len(o) > 64:
+			c.add(field, "operator name longer than 64 characters")
+		case seen[o]:
+			c.add(field, "operator %q is listed twice", o)
+		case o == cfg.Replica.ID || slices.ContainsFunc(cfg.Peers, func(p Peer) bool { return p.ID == o }):
+			c.add(field, "%q is a replica ID: a replica's certificate is never an operator", o)
+		}
+		seen[o] = true
 	}
 	if listenOK && !t.Enabled() && h.ReadOnlyLoopbackOnly && !loopbackHost(h.Listen) {
 		c.add("http.listen", "plain HTTP on %q: without http.tls the endpoint must listen on a loopback address (or set readOnlyLoopbackOnly: false behind a TLS proxy)", h.Listen)

@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/fenced-project/fenced/cluster"
 	"github.com/fenced-project/fenced/cluster/ledger"
@@ -44,11 +47,17 @@ func (a *API) Routes() map[string]http.Handler {
 			if err := decode(body, &req); err != nil {
 				return nil, err
 			}
+			if err := validNames(req.Cluster, req.Node); err != nil {
+				return nil, err
+			}
 			return a.c.Fence(ctx, who, req)
 		}),
 		RouteUnfence: a.action(func(ctx context.Context, who string, body []byte) (any, error) {
 			var req UnfenceRequest
 			if err := decode(body, &req); err != nil {
+				return nil, err
+			}
+			if err := validNames(req.Cluster, req.Node); err != nil {
 				return nil, err
 			}
 			return a.c.Unfence(ctx, who, req)
@@ -58,11 +67,17 @@ func (a *API) Routes() map[string]http.Handler {
 			if err := decode(body, &req); err != nil {
 				return nil, err
 			}
+			if err := validNames(req.Cluster, ""); err != nil {
+				return nil, err
+			}
 			return a.c.SetPause(ctx, who, req, true)
 		}),
 		RouteResume: a.action(func(ctx context.Context, who string, body []byte) (any, error) {
 			var req PauseRequest
 			if err := decode(body, &req); err != nil {
+				return nil, err
+			}
+			if err := validNames(req.Cluster, ""); err != nil {
 				return nil, err
 			}
 			return a.c.SetPause(ctx, who, req, false)
@@ -96,6 +111,23 @@ func (a *API) Handler() http.Handler {
 	return mux
 }
 
+// validNames checks a request's cluster name (an RFC 1123 label, as in
+// the configuration; empty allowed, the caller requires it where needed)
+// and node name (an RFC 1123 subdomain, as Kubernetes names nodes).
+func validNames(cluster, node string) error {
+	if cluster != "" {
+		if errs := validation.IsDNS1123Label(cluster); len(errs) > 0 {
+			return fmt.Errorf("%w: cluster %q: %s", ErrBadRequest, truncateName(cluster), strings.Join(errs, "; "))
+		}
+	}
+	if node != "" {
+		if errs := validation.IsDNS1123Subdomain(node); len(errs) > 0 {
+			return fmt.Errorf("%w: node %q: %s", ErrBadRequest, truncateName(node), strings.Join(errs, "; "))
+		}
+	}
+	return nil
+}
+
 func decode(body []byte, v any) error {
 	dec := json.NewDecoder(bytesReader(body))
 	dec.DisallowUnknownFields()
@@ -108,13 +140,26 @@ func decode(body []byte, v any) error {
 // action authenticates, reads the body and maps errors to status codes.
 func (a *API) action(fn func(ctx context.Context, who string, body []byte) (any, error)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		who, ok := a.auth.Authenticate(r)
-		if !ok {
+		c, err := a.auth.Identify(r)
+		if err == nil && c.Role != RoleOperator {
+			err = fmt.Errorf("%s is not an operator: %w", c.Name, ErrNotOperator)
+		}
+		if errors.Is(err, ErrNotOperator) {
+			writeJSON(w, http.StatusForbidden, errorBody{Error: "forbidden: " + err.Error()})
+			return
+		}
+		if err != nil {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="fenced"`)
 			writeJSON(w, http.StatusUnauthorized, errorBody{Error: "unauthorized: present the API token or a client certificate"})
 			return
 		}
+		who := c.Name
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			writeJSON(w, http.StatusRequestEntityTooLarge, errorBody{Error: fmt.Sprintf("request body larger than %d bytes", maxBody)})
+			return
+		}
 		if err != nil {
 			writeJSON(w, http.StatusBadRequest, errorBody{Error: "read request body: " + err.Error()})
 			return

@@ -153,7 +153,7 @@ func TestOperatorActionOnFollower(t *testing.T) {
 
 func TestAuthenticator(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "token")
-	require.NoError(t, os.WriteFile(path, []byte("  "+testToken+"\n"), 0o600))
+	require.NoError(t, os.WriteFile(path, []byte(testToken+"\r\n"), 0o600))
 	a, err := NewAuthenticator(path)
 	require.NoError(t, err)
 	cert := &x509.Certificate{Subject: pkix.Name{CommonName: "ops-bob"}}
@@ -172,8 +172,8 @@ func TestAuthenticator(t *testing.T) {
 		{"wrong token", "127.0.0.1:5000", "Bearer nope", nil, "", false},
 		{"token prefix only", "127.0.0.1:5000", "Bearer " + testToken[:10], nil, "", false},
 		{"basic auth", "127.0.0.1:5000", "Basic " + testToken, nil, "", false},
-		{"verified client cert", "10.0.0.8:5000", "", &tls.ConnectionState{PeerCertificates: []*x509.Certificate{cert},
-			VerifiedChains: [][]*x509.Certificate{{cert}}}, "cert:ops-bob", true},
+		{"verified client cert, no operators configured", "10.0.0.8:5000", "", &tls.ConnectionState{PeerCertificates: []*x509.Certificate{cert},
+			VerifiedChains: [][]*x509.Certificate{{cert}}}, "", false},
 		{"unverified client cert", "10.0.0.8:5000", "", &tls.ConnectionState{PeerCertificates: []*x509.Certificate{cert}}, "", false},
 	}
 	for _, tc := range tcs {
@@ -188,6 +188,13 @@ func TestAuthenticator(t *testing.T) {
 			assert.Equal(t, tc.who, who)
 		})
 	}
+
+	// One rule for secret files: one trailing newline goes, a blank line
+	// after the token is refused rather than sent.
+	blank := filepath.Join(t.TempDir(), "blank")
+	require.NoError(t, os.WriteFile(blank, []byte(testToken+"\n\n"), 0o600))
+	_, err = NewAuthenticator(blank)
+	require.ErrorContains(t, err, "more than one line")
 
 	_, err = NewAuthenticator(filepath.Join(t.TempDir(), "missing"))
 	require.Error(t, err)
@@ -251,4 +258,55 @@ func TestOperatorUnfenceRefusedWhileDetachesPending(t *testing.T) {
 	_, err = c.Unfence(t.Context(), UnfenceRequest{Cluster: "c1", Node: "n1", Reason: "detach checked by hand", Force: true})
 	require.NoError(t, err)
 	w.waitClosed()
+}
+
+// TestAPIRefusesBadNamesAndLargeBodies: node and cluster names are RFC 1123
+// names (400 naming the field), and a body over the limit gets 413.
+func TestAPIRefusesBadNamesAndLargeBodies(t *testing.T) {
+	w := newWorld(t)
+	_, stop := w.lead()
+	defer stop()
+	srv := newAPIServer(t, w)
+	ctx := t.Context()
+	c := &Client{BaseURL: srv.URL, Token: testToken}
+	var apiErr *APIError
+	for _, tc := range []struct {
+		name string
+		call func() error
+		want string
+	}{
+		{"node with a slash", func() error {
+			_, err := c.Unfence(ctx, UnfenceRequest{Cluster: "c1", Node: "../n1", Reason: "x"})
+			return err
+		}, `node "../n1"`},
+		{"upper-case node", func() error {
+			_, err := c.Fence(ctx, FenceRequest{Cluster: "c1", Node: "Worker-1", Reason: "x"})
+			return err
+		}, `node "Worker-1"`},
+		{"cluster with a space", func() error {
+			_, err := c.Pause(ctx, PauseRequest{Cluster: "c 1", Reason: "x"})
+			return err
+		}, `cluster "c 1"`},
+		{"overlong node", func() error {
+			_, err := c.Fence(ctx, FenceRequest{Cluster: "c1", Node: strings.Repeat("n", 300), Reason: "x"})
+			return err
+		}, "node"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.call()
+			require.ErrorAs(t, err, &apiErr)
+			assert.Equal(t, http.StatusBadRequest, apiErr.StatusCode)
+			assert.Contains(t, err.Error(), tc.want)
+		})
+	}
+	assert.Nil(t, w.group.fence("c1", "Worker-1"))
+
+	big := `{"cluster":"c1","node":"n1","reason":"` + strings.Repeat("x", maxBody) + `"}`
+	req, err := http.NewRequest(http.MethodPost, srv.URL+"/v1/fence", strings.NewReader(big))
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+testToken)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusRequestEntityTooLarge, resp.StatusCode)
 }

@@ -16,6 +16,8 @@ type Status struct {
 	// Paused is the global pause flag; PausedClusters the paused clusters.
 	Paused         bool     `json:"paused"`
 	PausedClusters []string `json:"pausedClusters,omitempty"`
+	// PausedBy is who set the global pause, as the ledger records it.
+	PausedBy string `json:"pausedBy,omitempty"`
 	// Fences lists every open fence record with its steps and per-array results.
 	Fences []FenceStatus `json:"fences"`
 	// NeedsReboot lists fenced nodes that came back without a reboot.
@@ -91,6 +93,9 @@ func (c *Controller) Status() Status {
 	st := Status{Leading: c.leadership() != nil, Fences: []FenceStatus{}}
 	c.cfg.Ledger.Read(func(s *ledger.State) {
 		st.Paused = s.Pause.Paused
+		if s.Pause.Paused {
+			st.PausedBy = s.Pause.Operator
+		}
 		for name, cs := range s.Clusters {
 			if cs.Pause.Paused {
 				st.PausedClusters = append(st.PausedClusters, name)

@@ -25,11 +25,30 @@ type Options struct {
 	HandshakeTimeout time.Duration
 	// Dial replaces the default dialer.
 	Dial DialFunc
-	// OnReject is called when an accepted connection fails its handshake
-	// (no certificate, a certificate from another CA, not TLS).
+	// OnReject is called when an accepted connection is refused: its
+	// handshake failed (no certificate, a certificate from another CA or
+	// naming no configured peer, not TLS), too many handshakes were under
+	// way, or a message claimed a replica its certificate does not name.
 	OnReject func(remote string, err error)
-	// Logger receives handshake failures (default slog.Default()).
+	// Logger receives refusals, at most one line per RejectLogInterval
+	// with the number left out since (default slog.Default()).
 	Logger *slog.Logger
+	// Peers is the configured replicas. Both ends of every connection
+	// check the other's certificate against it (see NamedPeers): a dialed
+	// replica must be named by its certificate, an accepted certificate
+	// must name a configured replica, and every Raft request on an
+	// accepted connection must claim a replica its certificate names.
+	// Required unless AnyPeer is set.
+	Peers PeerSet
+	// AnyPeer accepts any certificate from the CA and passes the accepted
+	// stream on unchecked. Only for tests and tools that are no replica.
+	AnyPeer bool
+	// MaxHandshakes bounds the TLS handshakes under way at once (default
+	// 32); a connection beyond it is closed at once.
+	MaxHandshakes int
+	// RejectLogInterval is the least time between two logged refusals
+	// (default 10s).
+	RejectLogInterval time.Duration
 }
 
 // StreamLayer is a raft.StreamLayer over mutual TLS.
@@ -40,6 +59,8 @@ type StreamLayer struct {
 	opts      Options
 
 	conns     chan net.Conn
+	slots     chan struct{} // one per handshake under way
+	rejectLog *logLimiter
 	closeOnce sync.Once
 	closed    chan struct{}
 	wg        sync.WaitGroup
@@ -64,6 +85,15 @@ func Listen(bind, advertise string, creds *Credentials, opts Options) (*StreamLa
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	if opts.MaxHandshakes <= 0 {
+		opts.MaxHandshakes = 32
+	}
+	if opts.RejectLogInterval <= 0 {
+		opts.RejectLogInterval = 10 * time.Second
+	}
+	if opts.Peers == nil && !opts.AnyPeer {
+		return nil, fmt.Errorf("raft transport on %s: no peer set to check certificates against", bind)
+	}
 	ln, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", bind)
 	if err != nil {
 		return nil, fmt.Errorf("listen for raft on %s: %w", bind, err)
@@ -81,6 +111,8 @@ func Listen(bind, advertise string, creds *Credentials, opts Options) (*StreamLa
 	s := &StreamLayer{
 		ln: ln, advertise: tcpAddr(advertise), creds: creds, opts: opts,
 		conns: make(chan net.Conn), closed: make(chan struct{}),
+		slots:     make(chan struct{}, opts.MaxHandshakes),
+		rejectLog: &logLimiter{every: opts.RejectLogInterval},
 	}
 	s.wg.Add(1)
 	go s.acceptLoop()
@@ -113,13 +145,39 @@ func (s *StreamLayer) acceptLoop() {
 			continue
 		}
 		delay = 0
+		select {
+		case s.slots <- struct{}{}:
+		default:
+			s.reject(raw.RemoteAddr().String(), fmt.Errorf("more than %d raft handshakes under way", s.opts.MaxHandshakes))
+			raw.Close()
+			continue
+		}
 		s.wg.Add(1)
 		go s.handshake(raw)
 	}
 }
 
+// reject counts a refused connection and logs it, rate-limited.
+func (s *StreamLayer) reject(remote string, err error) {
+	if ok, left := s.rejectLog.allow(time.Now()); ok {
+		s.opts.Logger.Warn("raft peer refused", "remote", remote, "error", err, "refusals_not_logged", left)
+	}
+	if s.opts.OnReject != nil {
+		s.opts.OnReject(remote, err)
+	}
+}
+
+func (s *StreamLayer) serverConfig() *tls.Config {
+	cfg := s.creds.ServerConfig()
+	if !s.opts.AnyPeer {
+		cfg.VerifyConnection = verifyAnyPeer(s.opts.Peers)
+	}
+	return cfg
+}
+
 func (s *StreamLayer) handshake(raw net.Conn) {
 	defer s.wg.Done()
+	defer func() { <-s.slots }()
 	ctx, cancel := context.WithTimeout(context.Background(), s.opts.HandshakeTimeout)
 	defer cancel()
 	go func() { // abort the handshake when the layer closes
@@ -129,20 +187,21 @@ func (s *StreamLayer) handshake(raw net.Conn) {
 		case <-ctx.Done():
 		}
 	}()
-	conn := tls.Server(raw, s.creds.ServerConfig())
+	conn := tls.Server(raw, s.serverConfig())
+	remote := raw.RemoteAddr().String()
 	if err := conn.HandshakeContext(ctx); err != nil {
-		remote := raw.RemoteAddr().String()
-		s.opts.Logger.Warn("raft peer refused: TLS handshake failed", "remote", remote, "error", err)
-		if s.opts.OnReject != nil {
-			s.opts.OnReject(remote, err)
-		}
+		s.reject(remote, fmt.Errorf("TLS handshake failed: %w", err))
 		raw.Close()
 		return
 	}
+	var accepted net.Conn = conn
+	if !s.opts.AnyPeer {
+		accepted = guard(conn, s.opts.Peers, func(err error) { s.reject(remote, err) })
+	}
 	select {
-	case s.conns <- conn:
+	case s.conns <- accepted:
 	case <-s.closed:
-		conn.Close()
+		accepted.Close()
 	}
 }
 
@@ -190,10 +249,36 @@ func (s *StreamLayer) DialContext(ctx context.Context, address string) (net.Conn
 	if err != nil {
 		return nil, fmt.Errorf("dial raft peer %s: %w", address, err)
 	}
-	conn := tls.Client(raw, s.creds.ClientConfig(host))
+	cfg := s.creds.ClientConfig(host)
+	if !s.opts.AnyPeer {
+		cfg.VerifyConnection = verifyPeerAt(s.opts.Peers, address)
+	}
+	conn := tls.Client(raw, cfg)
 	if err := conn.HandshakeContext(ctx); err != nil {
 		raw.Close()
 		return nil, fmt.Errorf("TLS handshake with raft peer %s: %w", address, err)
 	}
 	return conn, nil
+}
+
+// logLimiter lets one event through per interval and counts the rest.
+type logLimiter struct {
+	every time.Duration
+	mu    sync.Mutex
+	last  time.Time
+	held  int
+}
+
+// allow reports whether to log now, and how many events were held back
+// since the last one logged.
+func (l *logLimiter) allow(now time.Time) (bool, int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.last.IsZero() && now.Sub(l.last) < l.every {
+		l.held++
+		return false, 0
+	}
+	held := l.held
+	l.last, l.held = now, 0
+	return true, held
 }

@@ -14,6 +14,10 @@ import (
 // arrayCheckInterval is how often every array's connectivity is checked.
 const arrayCheckInterval = 30 * time.Second
 
+// maxArrayError bounds an array's error (its error body, often) in /status
+// and the log; the daemon's redactor removes credentials from both.
+const maxArrayError = 512
+
 // errArraysNotChecked is the arrays' readiness error before the first check.
 var errArraysNotChecked = errors.New("arrays not checked yet")
 
@@ -51,7 +55,7 @@ func (a *arrayChecker) Run(ctx context.Context) error {
 				if r.Reachable {
 					a.log.Info("array reachable", "array", r.Array, "family", string(r.Family), "apiVersion", r.APIVersion)
 				} else {
-					a.log.Warn("array unreachable", "array", r.Array, "family", string(r.Family), "err", r.Error)
+					a.log.Warn("array unreachable", "array", r.Array, "family", string(r.Family), "err", truncate(r.Error, maxArrayError))
 				}
 			}
 		}
@@ -92,7 +96,7 @@ func (a *arrayChecker) Status() []status.Array {
 	for _, r := range a.results {
 		at := r.CheckedAt.UTC()
 		out = append(out, status.Array{Name: r.Array, Family: string(r.Family), Reachable: r.Reachable,
-			APIVersion: r.APIVersion, Error: r.Error, CheckedAt: &at})
+			APIVersion: r.APIVersion, Error: truncate(r.Error, maxArrayError), CheckedAt: &at})
 	}
 	return out
 }

@@ -5,7 +5,6 @@ import (
 	"crypto/x509"
 	"fmt"
 	"net/http"
-	"os"
 	"time"
 
 	"github.com/fenced-project/fenced/configs"
@@ -21,8 +20,11 @@ import (
 // it and nothing else, so the leader records the operator the token names.
 // A call authorized by a client certificate cannot pass that certificate
 // on: it is forwarded with this replica's certificate (replica.tls, which
-// has the client usage Raft needs), so the leader must trust the group's CA
-// in http.tls.clientCAFile, and the ledger names the forwarding replica.
+// has the client usage Raft needs) and names the caller this replica
+// authenticated in stonith.CallerHeader. The leader must trust the group's
+// CA in http.tls.clientCAFile; it believes the header because the
+// certificate names a configured replica, so the ledger and the logs name
+// the person, not the forwarding replica.
 func forwardClient(cfg *configs.Config, credDir string) (*http.Client, error) {
 	pool, err := x509.SystemCertPool()
 	if err != nil || pool == nil {
@@ -39,9 +41,9 @@ func forwardClient(cfg *configs.Config, credDir string) (*http.Client, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", f.field, err)
 		}
-		pem, err := os.ReadFile(p)
+		pem, err := configs.ReadFileLimited(p, configs.MaxPEMBytes)
 		if err != nil {
-			return nil, fmt.Errorf("read %s: %w", f.field, err)
+			return nil, fmt.Errorf("%s: %w", f.field, err)
 		}
 		if !pool.AppendCertsFromPEM(pem) {
 			return nil, fmt.Errorf("%s %s holds no PEM certificate", f.field, p)

@@ -428,3 +428,32 @@ func TestRunTalksToSystemd(t *testing.T) {
 	require.Eventually(t, func() bool { return n.count("STOPPING=1") == 1 }, 5*time.Second, 20*time.Millisecond)
 	assert.Equal(t, 1, n.count("STATUS=stopping"))
 }
+
+// TestEndlessInputsUnderMemoryLimit runs the CLI and the daemon under a
+// 4 GiB address-space limit (the Go runtime reserves much of it up front)
+// with /dev/zero as the token file and as the
+// configuration: each stops with an error naming the file instead of
+// reading until memory runs out.
+func TestEndlessInputsUnderMemoryLimit(t *testing.T) {
+	if _, err := os.Stat("/dev/zero"); err != nil {
+		t.Skip("no /dev/zero")
+	}
+	bin := buildFenced(t)
+	for _, args := range [][]string{
+		{"pause", "--addr", "http://127.0.0.1:1", "--token-file", "/dev/zero", "--reason", "x"},
+		{"config", "validate", "/dev/zero"},
+		{"run", "--config", "/dev/zero"},
+		{"resume", "--config", "/dev/zero", "--reason", "x"},
+	} {
+		t.Run(strings.Join(args[:2], " "), func(t *testing.T) {
+			script := `ulimit -v 4194304 && exec "$@"`
+			out, err := exec.Command("sh", append([]string{"-c", script, "sh", bin}, args...)...).CombinedOutput()
+			require.Error(t, err, "%s", out)
+			var ee *exec.ExitError
+			require.ErrorAs(t, err, &ee)
+			assert.False(t, ee.ProcessState.Sys().(syscall.WaitStatus).Signaled(), "killed by a signal: %s", out)
+			assert.Contains(t, string(out), "/dev/zero is larger than", "%s", out)
+			assert.NotContains(t, string(out), "out of memory")
+		})
+	}
+}

@@ -8,7 +8,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/user"
 	"strings"
@@ -86,20 +88,20 @@ func (f *opFlags) client() (*stonith.Client, error) {
 	}
 	c := &stonith.Client{BaseURL: strings.TrimSuffix(addr, "/"), Operator: f.operator}
 	if tokenRef != "" {
-		b, err := os.ReadFile(tokenRef)
+		tok, err := configs.ReadSecretFile(tokenRef)
 		if err != nil {
-			return nil, fmt.Errorf("read token file: %w", err)
+			return nil, fmt.Errorf("token file: %w", err)
 		}
-		c.Token = strings.TrimSpace(string(b))
-		if c.Token == "" {
-			return nil, fmt.Errorf("token file %s is empty", tokenRef)
+		if err := tokenTransportAllowed(c.BaseURL); err != nil {
+			return nil, err
 		}
+		c.Token = tok
 	}
 	tc := &tls.Config{MinVersion: tls.VersionTLS12}
 	if f.caFile != "" {
-		pem, err := os.ReadFile(f.caFile)
+		pem, err := configs.ReadFileLimited(f.caFile, configs.MaxPEMBytes)
 		if err != nil {
-			return nil, fmt.Errorf("read --ca-file: %w", err)
+			return nil, fmt.Errorf("--ca-file: %w", err)
 		}
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(pem) {
@@ -119,6 +121,24 @@ func (f *opFlags) client() (*stonith.Client, error) {
 	}
 	c.HTTP = &http.Client{Timeout: f.timeout, Transport: &http.Transport{TLSClientConfig: tc, Proxy: http.ProxyFromEnvironment}}
 	return c, nil
+}
+
+// tokenTransportAllowed refuses to send the API token over plain HTTP to
+// anything but a loopback address, where it would cross the network in
+// clear (the daemon would refuse it there anyway).
+func tokenTransportAllowed(base string) error {
+	u, err := url.Parse(base)
+	if err != nil || u.Host == "" {
+		return fmt.Errorf("--addr %q: not a URL (want https://host:port or http://127.0.0.1:port)", base)
+	}
+	if u.Scheme == "https" {
+		return nil
+	}
+	host := u.Hostname()
+	if ip := net.ParseIP(host); (ip != nil && ip.IsLoopback()) || host == "localhost" {
+		return nil
+	}
+	return fmt.Errorf("refusing to send the API token over plain HTTP to %s: use https://, or a loopback address on the daemon's host", u.Host)
 }
 
 // localURL is how a command on the host reaches the configured endpoint.

@@ -6,29 +6,19 @@ import (
 	"strings"
 
 	"github.com/fenced-project/fenced/cluster"
-	"github.com/fenced-project/fenced/configs"
 	"github.com/fenced-project/fenced/stonith"
 )
 
 // routes serves the pipeline's API under /v1/. Every route is wrapped by
 // the Raft node's forwarding, so any replica accepts it and the leader
 // serves it. A mutating route is authorized first on the replica that
-// received it (the API token or a client certificate; 401 otherwise, and
-// nothing is forwarded), then again by the leader's API.
+// received it (the API token or a listed operator's client certificate;
+// 401 or 403 otherwise, and nothing is forwarded), then again by the
+// leader's API, which believes the caller a follower names
+// (stonith.CallerHeader) only from a replica's certificate.
 func (f *fencing) routes() error {
 	cfg := f.d.Config()
-	tokenPath := ""
-	if cfg.HTTP.TokenFile != "" {
-		p, err := configs.ResolveFile(cfg.HTTP.TokenFile, f.d.CredentialsDir())
-		if err != nil {
-			return fmt.Errorf("http.tokenFile: %w", err)
-		}
-		tokenPath = p
-	}
-	auth, err := stonith.NewAuthenticator(tokenPath)
-	if err != nil {
-		return fmt.Errorf("http.tokenFile: %w", err)
-	}
+	auth := f.d.Authenticator()
 	client, err := forwardClient(cfg, f.d.CredentialsDir())
 	if err != nil {
 		return fmt.Errorf("client for forwarding to the leader: %w", err)

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fenced-project/fenced/cmd/fenced/status"
+	"github.com/fenced-project/fenced/configs"
 )
 
 // defaultAddr is the HTTP endpoint `fenced status` asks by default: the
@@ -72,7 +73,7 @@ func fetchStatus(ctx context.Context, f statusFlags) ([]byte, status.Status, err
 	var st status.Status
 	client := &http.Client{Timeout: f.timeout}
 	if f.caFile != "" {
-		pem, err := os.ReadFile(f.caFile)
+		pem, err := configs.ReadFileLimited(f.caFile, configs.MaxPEMBytes)
 		if err != nil {
 			return nil, st, fmt.Errorf("read --ca-file: %w", err)
 		}

@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"maps"
 	"net/http"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -20,11 +19,12 @@ import (
 	"github.com/fenced-project/fenced/cluster/ledger"
 	"github.com/fenced-project/fenced/configs"
 	"github.com/fenced-project/fenced/detector"
+	"github.com/fenced-project/fenced/stonith"
 )
 
 // VantagePath is the internal route a follower reports its kubelet probes
-// to the leader on. It is authorized like every mutating call (a client
-// certificate from the group's CA over HTTPS, or the API token) and
+// to the leader on. It is authorized for replicas (a replica's client
+// certificate over HTTPS; the API token over plain HTTP from loopback) and
 // wrapped by the Raft node's forwarding, so a report that reaches a
 // follower after a leader change is passed on.
 const VantagePath = "/v1/internal/vantage"
@@ -77,11 +77,11 @@ func newVantage(cfg *configs.Config, credDir string, node raftNode, log *slog.Lo
 		if err != nil {
 			return nil, fmt.Errorf("http.tokenFile: %w", err)
 		}
-		b, err := os.ReadFile(p)
+		tok, err := configs.ReadSecretFile(p)
 		if err != nil {
-			return nil, fmt.Errorf("read http.tokenFile: %w", err)
+			return nil, fmt.Errorf("http.tokenFile: %w", err)
 		}
-		v.token = strings.TrimSpace(string(b))
+		v.token = tok
 	}
 	return v, nil
 }
@@ -227,6 +227,15 @@ func (v *vantage) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		cluster.WriteError(w, fmt.Errorf("%w: %w", ledger.ErrInvalid, err))
 		return
 	}
+	if c, ok := stonith.CallerOf(r); ok && c.Role == stonith.RoleReplica && c.Replica != rep.Replica {
+		v.log.Warn("vantage report refused: it names another replica than the sender's certificate",
+			"report_replica", rep.Replica, "certificate_replica", c.Replica, "forwarded_by", c.Via)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusForbidden)
+		_ = json.NewEncoder(w).Encode(cluster.ErrorBody{Code: "forbidden",
+			Error: fmt.Sprintf("vantage report as replica %q refused: the sender's certificate names replica %q", rep.Replica, c.Replica)})
+		return
+	}
 	byCluster := map[string][]detector.VantageObservation{}
 	for _, o := range rep.Observations {
 		if _, ok := v.boards[o.Cluster]; !ok {
@@ -324,6 +333,23 @@ func (v *vantage) commit(ctx context.Context, l cluster.Leadership, replica stri
 	return true, nil
 }
 
+// vantageAuth authorizes a vantage report: a replica's certificate (in
+// person or forwarded by another replica), or, on an endpoint without TLS,
+// the API token from loopback. The report is then taken as the replica the
+// certificate names only (see ServeHTTP); without TLS there is no
+// certificate and the replica is what the report says.
+func vantageAuth(auth *stonith.Authenticator, h http.Handler) http.Handler {
+	replica := auth.RequireReplica(h)
+	operator := auth.RequireOperator(h)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.TLS == nil {
+			operator.ServeHTTP(w, r) // the token, from loopback only
+			return
+		}
+		replica.ServeHTTP(w, r)
+	})
+}
+
 // vantageRoute serves the internal route: authorized on the replica that
 // receives it, forwarded to the leader.
 func (f *fencing) vantageRoute() error {
@@ -334,6 +360,6 @@ func (f *fencing) vantageRoute() error {
 	if err != nil {
 		return fmt.Errorf("client for forwarding to the leader: %w", err)
 	}
-	f.d.Handle(http.MethodPost+" "+VantagePath, f.d.Authorize(f.node.ForwardingHandler(f.vantage, cluster.ForwardOptions{Client: client})))
+	f.d.Handle(http.MethodPost+" "+VantagePath, vantageAuth(f.d.Authenticator(), f.node.ForwardingHandler(f.vantage, cluster.ForwardOptions{Client: client})))
 	return nil
 }

@@ -216,7 +216,7 @@ func (h *Harness) setUpReplicas(binary string, tokens map[string]string) error {
 	}
 	for _, id := range h.IDs {
 		r := h.Replicas[id]
-		files, err := ca.WriteFiles(r.Dir, "raft-"+id)
+		files, err := ca.WriteFiles(r.Dir, id) // a replica certificate names its replica ID
 		if err != nil {
 			return err
 		}

@@ -84,7 +84,7 @@ type configEnv struct {
 // writeConfig writes the replica's certificates, kubeconfig, array
 // passwords and fenced.yaml.
 func (r *replica) writeConfig(env configEnv) error {
-	certs, err := env.ca.WriteFiles(r.dir, "raft-"+r.id)
+	certs, err := env.ca.WriteFiles(r.dir, r.id) // a replica certificate names its replica ID
 	if err != nil {
 		return fmt.Errorf("replica %s: certificates: %w", r.id, err)
 	}

@@ -31,6 +31,7 @@ import (
 	"github.com/fenced-project/fenced/cmd/fenced/internal/logging"
 	"github.com/fenced-project/fenced/cmd/fenced/internal/server"
 	"github.com/fenced-project/fenced/configs"
+	"github.com/fenced-project/fenced/stonith"
 )
 
 // Options adjust a Daemon. Zero values select the production behaviour.
@@ -74,6 +75,7 @@ type Daemon struct {
 	opts   Options
 	log    *slog.Logger
 	srv    *server.Server
+	auth   *stonith.Authenticator
 	arrays []arrayclients.Config
 
 	mu         sync.Mutex
@@ -110,22 +112,29 @@ func New(cfg *configs.Config, opts Options) (*Daemon, error) {
 		if err != nil {
 			return nil, fmt.Errorf("prepare array: %w", err)
 		}
-		opts.Redactor.Add(cc.Password)
+		opts.Redactor.AddCredential(cc.Username, cc.Password)
 		for _, s := range cc.ChapSecrets {
 			opts.Redactor.Add(s)
 		}
 		d.arrays = append(d.arrays, cc)
 	}
-	var token string
 	if cfg.HTTP.TokenFile != "" {
-		t, err := readToken(cfg.HTTP.TokenFile, opts.CredentialsDir)
+		p, err := configs.ResolveFile(cfg.HTTP.TokenFile, opts.CredentialsDir)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("http.tokenFile: %w", err)
+		}
+		t, err := configs.ReadSecretFile(p)
+		if err != nil {
+			return nil, fmt.Errorf("http.tokenFile: %w", err)
 		}
 		opts.Redactor.Add(t)
-		token = t
 	}
-	d.srv = server.New(server.Options{ReplicaID: cfg.Replica.ID, Build: opts.Build, Logger: opts.Logger, Token: token})
+	auth, err := newAuthenticator(cfg, opts.CredentialsDir)
+	if err != nil {
+		return nil, err
+	}
+	d.auth = auth
+	d.srv = server.New(server.Options{ReplicaID: cfg.Replica.ID, Build: opts.Build, Logger: opts.Logger, Authorize: auth.RequireOperator, Redact: opts.Redactor.Redact})
 	return d, nil
 }
 
@@ -148,9 +157,18 @@ func (d *Daemon) Server() *server.Server { return d.srv }
 // Handle adds an HTTP route; see server.Server.Handle.
 func (d *Daemon) Handle(pattern string, h http.Handler) { d.srv.Handle(pattern, h) }
 
-// Authorize wraps a mutating handler so it needs the API token or a client
-// certificate; see server.Server.Authorize.
+// Authorize wraps a mutating handler so it needs an operator: the API token
+// or a listed operator's client certificate, in person or forwarded by a
+// replica; see stonith.Authenticator.
 func (d *Daemon) Authorize(h http.Handler) http.Handler { return d.srv.Authorize(h) }
+
+// AuthorizeReplica wraps an internal handler so it needs a replica of the
+// group (its client certificate, in person or forwarded by another
+// replica).
+func (d *Daemon) AuthorizeReplica(h http.Handler) http.Handler { return d.auth.RequireReplica(h) }
+
+// Authenticator is the API's authenticator, built from http and replica.tls.
+func (d *Daemon) Authenticator() *stonith.Authenticator { return d.auth }
 
 // AddReadinessCheck adds a /readyz check; see server.Server.AddReadinessCheck.
 func (d *Daemon) AddReadinessCheck(name string, check server.ReadinessCheck) {

@@ -158,7 +158,7 @@ func TestSecretsAreReadAndRedacted(t *testing.T) {
 	pw := filepath.Join(dir, "pw")
 	tok := filepath.Join(dir, "token")
 	require.NoError(t, os.WriteFile(pw, []byte(planted+"\n"), 0o600))
-	require.NoError(t, os.WriteFile(tok, []byte("api-token-xyz\n"), 0o600))
+	require.NoError(t, os.WriteFile(tok, []byte("api-token-xyz-0123456789\n"), 0o600))
 	cfg := testConfig(t, "http:\n  tokenFile: "+tok+"\narrays:\n  - name: u1\n    family: unity\n    endpoint: https://127.0.0.1:1\n    username: admin\n    passwordFile: "+pw+"\n")
 
 	var buf bytes.Buffer
@@ -170,7 +170,7 @@ func TestSecretsAreReadAndRedacted(t *testing.T) {
 	require.Len(t, d.ArrayConfigs(), 1)
 	assert.Equal(t, planted, d.ArrayConfigs()[0].Password)
 
-	log.Info("connecting", "cfg", d.ArrayConfigs()[0], "header", "Bearer api-token-xyz")
+	log.Info("connecting", "cfg", d.ArrayConfigs()[0], "header", "Bearer api-token-xyz-0123456789")
 	assert.NotContains(t, buf.String(), planted)
 	assert.NotContains(t, buf.String(), "api-token-xyz")
 

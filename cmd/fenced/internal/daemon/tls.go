@@ -4,14 +4,16 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
-	"os"
-	"strings"
 
+	"github.com/fenced-project/fenced/cluster/transport"
 	"github.com/fenced-project/fenced/configs"
+	"github.com/fenced-project/fenced/stonith"
 )
 
 // serverTLS builds the HTTP endpoint's TLS configuration, or nil for plain
-// HTTP.
+// HTTP. Client certificates are verified against http.tls.clientCAFile and
+// http.tls.operatorCAFile; what a verified certificate may do is decided
+// by the API's authenticator (see newAuthenticator).
 func serverTLS(t configs.ServerTLS, credDir string) (*tls.Config, error) {
 	if !t.Enabled() {
 		return nil, nil
@@ -29,38 +31,82 @@ func serverTLS(t configs.ServerTLS, credDir string) (*tls.Config, error) {
 		return nil, fmt.Errorf("load http.tls certificate and key: %w", err)
 	}
 	tc := &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{pair}}
-	if t.ClientCAFile != "" {
-		p, err := configs.ResolveFile(t.ClientCAFile, credDir)
-		if err != nil {
-			return nil, fmt.Errorf("http.tls.clientCAFile: %w", err)
+	pool := x509.NewCertPool()
+	any := false
+	for _, f := range []struct{ field, ref string }{
+		{"http.tls.clientCAFile", t.ClientCAFile},
+		{"http.tls.operatorCAFile", t.OperatorCAFile},
+	} {
+		if f.ref == "" {
+			continue
 		}
-		pem, err := os.ReadFile(p)
-		if err != nil {
-			return nil, fmt.Errorf("read http.tls.clientCAFile: %w", err)
+		if err := appendPEM(pool, f.field, f.ref, credDir); err != nil {
+			return nil, err
 		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("http.tls.clientCAFile %s holds no PEM certificate", p)
-		}
+		any = true
+	}
+	if any {
 		tc.ClientCAs = pool
 		tc.ClientAuth = tls.VerifyClientCertIfGiven
 	}
 	return tc, nil
 }
 
-// readToken reads the API token file.
-func readToken(ref, credDir string) (string, error) {
+// appendPEM adds the certificates of the PEM file ref to pool.
+func appendPEM(pool *x509.CertPool, field, ref, credDir string) error {
 	p, err := configs.ResolveFile(ref, credDir)
 	if err != nil {
-		return "", fmt.Errorf("http.tokenFile: %w", err)
+		return fmt.Errorf("%s: %w", field, err)
 	}
-	b, err := os.ReadFile(p)
+	pem, err := configs.ReadFileLimited(p, configs.MaxPEMBytes)
 	if err != nil {
-		return "", fmt.Errorf("read http.tokenFile: %w", err)
+		return fmt.Errorf("%s: %w", field, err)
 	}
-	t := strings.TrimSpace(string(b))
-	if t == "" {
-		return "", fmt.Errorf("http.tokenFile %s is empty", p)
+	if !pool.AppendCertsFromPEM(pem) {
+		return fmt.Errorf("%s %s holds no PEM certificate", field, p)
 	}
-	return t, nil
+	return nil
+}
+
+// newAuthenticator builds the API's authenticator: the token of
+// http.tokenFile, operators by http.tls.operators and operatorCAFile, and
+// replicas by replica.tls.caFile and the configured peers.
+func newAuthenticator(cfg *configs.Config, credDir string) (*stonith.Authenticator, error) {
+	tokenPath := ""
+	if cfg.HTTP.TokenFile != "" {
+		p, err := configs.ResolveFile(cfg.HTTP.TokenFile, credDir)
+		if err != nil {
+			return nil, fmt.Errorf("http.tokenFile: %w", err)
+		}
+		tokenPath = p
+	}
+	auth, err := stonith.NewAuthenticator(tokenPath)
+	if err != nil {
+		return nil, fmt.Errorf("http.tokenFile: %w", err)
+	}
+	ids := stonith.Identities{Operators: cfg.HTTP.TLS.Operators}
+	if ref := cfg.HTTP.TLS.OperatorCAFile; ref != "" {
+		ids.OperatorCAs = x509.NewCertPool()
+		if err := appendPEM(ids.OperatorCAs, "http.tls.operatorCAFile", ref, credDir); err != nil {
+			return nil, err
+		}
+	}
+	if ref := cfg.Replica.TLS.CAFile; ref != "" {
+		ids.ReplicaCAs = x509.NewCertPool()
+		if err := appendPEM(ids.ReplicaCAs, "replica.tls.caFile", ref, credDir); err != nil {
+			return nil, err
+		}
+	}
+	self := cfg.Replica.RaftAdvertiseAddress
+	if self == "" {
+		self = cfg.Replica.RaftBindAddress
+	}
+	peers := []transport.Peer{{ID: cfg.Replica.ID, Addr: self}}
+	for _, p := range cfg.Peers {
+		if p.ID != cfg.Replica.ID {
+			peers = append(peers, transport.Peer{ID: p.ID, Addr: p.RaftAddress})
+		}
+	}
+	ids.Peers = func() []transport.Peer { return peers }
+	return auth.WithIdentities(ids), nil
 }

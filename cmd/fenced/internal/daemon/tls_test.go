@@ -74,8 +74,9 @@ func TestHTTPSWithClientCertificates(t *testing.T) {
 	caFile, _ := ca.write(t, creds, "ca")
 	newCert(t, "127.0.0.1", ca, true).write(t, creds, "http")
 	client := newCert(t, "operator", ca, false)
+	unlisted := newCert(t, "someone", ca, false)
 
-	cfg := testConfig(t, "http:\n  tls:\n    certFile: credential:http.crt\n    keyFile: credential:http.key\n    clientCAFile: "+caFile+"\n")
+	cfg := testConfig(t, "http:\n  tls:\n    certFile: credential:http.crt\n    keyFile: credential:http.key\n    clientCAFile: "+caFile+"\n    operators: [operator]\n")
 	ln := listen(t)
 	d, err := New(cfg, Options{Listener: ln, Notify: (&recorder{}).notify, CredentialsDir: creds})
 	require.NoError(t, err)
@@ -117,4 +118,5 @@ func TestHTTPSWithClientCertificates(t *testing.T) {
 	}
 	assert.Equal(t, http.StatusUnauthorized, post(httpsClient(nil)))
 	assert.Equal(t, http.StatusNoContent, post(httpsClient(client)))
+	assert.Equal(t, http.StatusForbidden, post(httpsClient(unlisted)), "a certificate not listed in http.tls.operators")
 }

@@ -7,11 +7,15 @@ import (
 	"strings"
 )
 
-// Authorize wraps a mutating handler: the request must carry a client
-// certificate verified against http.tls.clientCAFile, or the configured
-// bearer token. A token is accepted over HTTPS, or over plain HTTP from a
-// loopback client only. Everything else gets 401.
+// Authorize wraps a mutating handler with Options.Authorize when set.
+// Otherwise the request must carry the configured bearer token, accepted
+// over HTTPS, or over plain HTTP from a loopback client only; a client
+// certificate alone is not enough (who may act by certificate is for
+// Options.Authorize to say). Everything else gets 401.
 func (s *Server) Authorize(h http.Handler) http.Handler {
+	if s.opts.Authorize != nil {
+		return s.opts.Authorize(h)
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if s.authorized(r) {
 			h.ServeHTTP(w, r)
@@ -23,9 +27,6 @@ func (s *Server) Authorize(h http.Handler) http.Handler {
 }
 
 func (s *Server) authorized(r *http.Request) bool {
-	if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 {
-		return true
-	}
 	if s.opts.Token == "" {
 		return false
 	}

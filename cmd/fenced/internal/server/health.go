@@ -41,7 +41,10 @@ func (s *Server) Ready(ctx context.Context) (bool, []status.Check) {
 		r := status.Check{Name: c.name, OK: err == nil}
 		if err != nil {
 			ready = false
-			r.Error = err.Error()
+			r.Error = s.opts.Redact(err.Error())
+			if len(r.Error) > maxCheckError {
+				r.Error = r.Error[:maxCheckError] + "…"
+			}
 		}
 		out = append(out, r)
 	}
@@ -75,5 +78,9 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	} else {
 		b.WriteString("ok\n")
 	}
-	_, _ = w.Write([]byte(b.String()))
+	_, _ = w.Write([]byte(s.opts.Redact(b.String())))
 }
+
+// maxCheckError bounds a readiness check's error in /readyz and /status:
+// an array's error body can be long.
+const maxCheckError = 512

@@ -29,8 +29,15 @@ type Options struct {
 	// Logger receives request errors.
 	Logger *slog.Logger
 	// Token, when set, authorizes mutating requests that present it as
-	// "Authorization: Bearer <token>" (see Authorize).
+	// "Authorization: Bearer <token>" (see Authorize). Ignored when
+	// Authorize is set.
 	Token string
+	// Redact, when set, removes secrets from /status and /readyz (which
+	// need no credentials); default none.
+	Redact func(string) string
+	// Authorize, when set, replaces the token check of Authorize: it wraps
+	// a mutating handler with the daemon's own rules for callers.
+	Authorize func(http.Handler) http.Handler
 	// CheckTimeout bounds each readiness check and status provider.
 	// Default 2s.
 	CheckTimeout time.Duration
@@ -71,6 +78,9 @@ func New(opts Options) *Server {
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
+	}
+	if opts.Redact == nil {
+		opts.Redact = func(s string) string { return s }
 	}
 	if opts.MaxBodyBytes <= 0 {
 		opts.MaxBodyBytes = 1 << 20
