@@ -212,7 +212,8 @@ func applyFence(t *testing.T, leader *Node, l Leadership) uint64 {
 		Identities: map[string]arrayclients.Identity{"a1": plan.Identity}})
 	require.NoError(t, err)
 	open, err := leader.Apply(ctx, &ledger.OpenFence{Meta: l.Meta(), Cluster: "c1", Node: "n1",
-		Origin: ledger.OriginVerdict, Reason: "test", Plans: []arrayclients.Plan{plan}})
+		Origin: ledger.OriginVerdict, Reason: "test", Plans: []arrayclients.Plan{plan},
+		FootprintRecorded: true}) // a node without volumes
 	require.NoError(t, err)
 	id := ledger.FenceID(open)
 	step := func(from, to ledger.FenceState) uint64 {
