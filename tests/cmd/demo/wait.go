@@ -212,7 +212,11 @@ func (d *demo) printHints() {
 	fmt.Fprintf(d.out, "  kubeconfig  %s\n", d.cp.KubeconfigPath)
 	fmt.Fprintln(d.out, "Try:")
 	fmt.Fprintf(d.out, "  %s status --addr %s\n", d.fenced, d.replicas[0].httpURL)
+	if len(d.nodes) > 0 {
+		fmt.Fprintf(d.out, "  %s plan %s --cluster %s --addr %s --token-file %s\n", d.fenced, d.nodes[0].Name(), clusterName,
+			d.replicas[0].httpURL, d.tokenFile)
+	}
 	fmt.Fprintf(d.out, "  %s pause --addr %s --token-file %s --reason 'array upgrade'\n", d.fenced, d.replicas[1].httpURL, d.tokenFile)
 	fmt.Fprintf(d.out, "  %s resume --addr %s --token-file %s\n", d.fenced, d.replicas[2].httpURL, d.tokenFile)
-	fmt.Fprintln(d.out, "(mutating commands need the token file; any replica forwards them to the leader)")
+	fmt.Fprintln(d.out, "(plan and the mutating commands need the token file; any replica answers plan itself and forwards the others to the leader)")
 }
