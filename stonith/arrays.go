@@ -275,10 +275,27 @@ var (
 			return a.VerifyRestore(ctx, p, scope)
 		},
 		done: func(v arrayclients.Verification) (bool, string) {
-			return v.Restored, "read-back shows entries missing: " + strings.Join(v.Missing, ", ")
+			return v.Restored, restoreShortfall(v)
 		},
 	}
 )
+
+// restoreShortfall says why a restore read-back is not done: entries that
+// are not back, and access the node must not have (a volume that moved,
+// or that Kubernetes no longer wants on it).
+func restoreShortfall(v arrayclients.Verification) string {
+	var parts []string
+	if len(v.Missing) > 0 {
+		parts = append(parts, "entries missing: "+strings.Join(v.Missing, ", "))
+	}
+	if len(v.Remaining) > 0 {
+		parts = append(parts, "access the node must not have: "+strings.Join(v.Remaining, ", "))
+	}
+	if len(parts) == 0 {
+		return "read-back does not show the node restored"
+	}
+	return "read-back shows " + strings.Join(parts, "; ")
+}
 
 // accessLeft names what a fence read-back still shows: entries, and
 // footprint volumes the node still reaches.

@@ -93,3 +93,11 @@ func TestPlanRouteNeedsCredentials(t *testing.T) {
 	require.ErrorAs(t, err, &ae)
 	assert.Equal(t, http.StatusNotFound, ae.StatusCode)
 }
+
+func TestRestoreShortfallNamesWhatIsWrong(t *testing.T) {
+	assert.Equal(t, "read-back shows entries missing: initiator iqn.x",
+		restoreShortfall(arrayclients.Verification{Missing: []string{"initiator iqn.x"}}))
+	assert.Equal(t, "read-back shows entries missing: a; access the node must not have: volume pv-1 (moved to host h2)",
+		restoreShortfall(arrayclients.Verification{Missing: []string{"a"}, Remaining: []string{"volume pv-1 (moved to host h2)"}}))
+	assert.Equal(t, "read-back does not show the node restored", restoreShortfall(arrayclients.Verification{}))
+}
