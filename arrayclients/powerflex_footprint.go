@@ -193,7 +193,7 @@ func (a *PowerFlexAdapter) reconcile(k powerFlexCall, p Plan, e PowerFlexEntries
 			r.why = "no longer on the array"
 		case isFootprint:
 			if keepOnRestore(vc.VolumeRef, scope, acc.holders) {
-				r.give, r.allowMultiple = true, vc.MultiNode
+				r.give, r.allowMultiple = true, vc.MultiNode || brokenRegrant()
 			} else {
 				r.why = leftAsItWasNote(vc.VolumeRef, scope, acc.holders)
 				r.take = acc.mapping != nil

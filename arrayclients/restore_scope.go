@@ -14,6 +14,9 @@ import (
 // node's access to a footprint volume: Kubernetes still wants it on the
 // node and no other identity holds it now, unless it is multi-node.
 func keepOnRestore(v VolumeRef, scope RestoreScope, holders []string) bool {
+	if brokenRegrant() {
+		return true
+	}
 	return scope.Wants(v.Volume) && (len(holders) == 0 || v.MultiNode)
 }
 

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -344,4 +345,140 @@ func (b *bed) waitState(node string, s ledger.FenceState, d time.Duration) {
 	b.t.Helper()
 	require.Eventually(b.t, func() bool { f := b.fence(node); return f != nil && f.State == s }, d, 100*time.Millisecond,
 		"fence of %s never reached %s (record %+v)", node, s, b.fence(node))
+}
+
+// requireRestored asserts that every array is as it was in before, but for
+// the volumes the emulated driver created for the StatefulSet (named
+// k8s-…): each of those is given only to the nodes Kubernetes has it
+// attached to now. A volume that moved stays with its new node; unfence
+// never gives it back (PRODUCT.md invariant 5).
+func requireRestored(t *testing.T, b *bed, before map[string]string, ids map[string]map[string]arrayclients.Identity, what string) {
+	t.Helper()
+	const flex = "pflex-1"
+	var lastErr string
+	ok := assert.Eventually(t, func() bool {
+		lastErr = ""
+		for name, s := range b.sims {
+			now := s.snapshot(t)
+			if name != flex {
+				if now != before[name] {
+					lastErr = fmt.Sprintf("%s differs from before", name)
+					return false
+				}
+				continue
+			}
+			want, err := kubeHolders(t.Context(), b, ids)
+			if err != nil {
+				lastErr = err.Error()
+				return false
+			}
+			bs, ns, got := stripKubeVolumes(t, before[name]), stripKubeVolumes(t, now), kubeMappings(t, now)
+			if bs.rest != ns.rest {
+				lastErr = fmt.Sprintf("%s differs from before outside the StatefulSet's volumes:\n%s\n%s", name, bs.rest, ns.rest)
+				return false
+			}
+			for vol := range got {
+				if !slices.Equal(got[vol], want[vol]) {
+					lastErr = fmt.Sprintf("%s: volume %s given to %v, Kubernetes has it on %v", name, vol, got[vol], want[vol])
+					return false
+				}
+			}
+		}
+		return true
+	}, 30*time.Second, 200*time.Millisecond)
+	if !ok {
+		require.Failf(t, "arrays not restored", "%s: %s", what, lastErr)
+	}
+}
+
+// stripped is a PowerFlex snapshot without the StatefulSet's volumes'
+// mappings.
+type stripped struct{ rest string }
+
+func stripKubeVolumes(t *testing.T, snapshot string) stripped {
+	var v map[string]any
+	require.NoError(t, json.Unmarshal([]byte(snapshot), &v))
+	vols, _ := v["volumes"].([]any)
+	for _, e := range vols {
+		if m, ok := e.(map[string]any); ok {
+			if name, _ := m["name"].(string); strings.HasPrefix(name, "k8s-") {
+				delete(m, "mappedSdcInfo")
+			}
+		}
+	}
+	out, err := json.Marshal(v)
+	require.NoError(t, err)
+	return stripped{rest: string(out)}
+}
+
+// kubeMappings returns the SDC IDs each StatefulSet volume is mapped to.
+func kubeMappings(t *testing.T, snapshot string) map[string][]string {
+	var v struct {
+		Volumes []struct {
+			ID     string `json:"id"`
+			Name   string `json:"name"`
+			Mapped []struct {
+				SdcID string `json:"sdcId"`
+			} `json:"mappedSdcInfo"`
+		} `json:"volumes"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(snapshot), &v))
+	out := map[string][]string{}
+	for _, vol := range v.Volumes {
+		if !strings.HasPrefix(vol.Name, "k8s-") {
+			continue
+		}
+		sdcs := []string{}
+		for _, m := range vol.Mapped {
+			sdcs = append(sdcs, m.SdcID)
+		}
+		slices.Sort(sdcs)
+		out[vol.ID] = sdcs
+	}
+	return out
+}
+
+// kubeHolders returns, per PowerFlex volume ID, the SDC IDs of the nodes
+// Kubernetes has it attached to.
+func kubeHolders(ctx context.Context, b *bed, ids map[string]map[string]arrayclients.Identity) (map[string][]string, error) {
+	vas, err := b.cp.Client.StorageV1().VolumeAttachments().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	out := map[string][]string{}
+	for _, va := range vas.Items {
+		if !va.Status.Attached || va.DeletionTimestamp != nil || va.Spec.Source.PersistentVolumeName == nil {
+			continue
+		}
+		pv, err := b.cp.Client.CoreV1().PersistentVolumes().Get(ctx, *va.Spec.Source.PersistentVolumeName, metav1.GetOptions{})
+		if err != nil || pv.Spec.CSI == nil {
+			continue
+		}
+		h := pv.Spec.CSI.VolumeHandle
+		vol := h[strings.LastIndexByte(h, '-')+1:]
+		out[vol] = append(out[vol], ids[va.Spec.NodeName]["pflex-1"].ObjectID)
+	}
+	for k := range out {
+		slices.Sort(out[k])
+	}
+	return out, nil
+}
+
+// waitAttachedAll waits until every VolumeAttachment is attached (the
+// emulated driver published every volume), as a kubelet waits before it
+// starts a pod.
+func waitAttachedAll(t *testing.T, b *bed) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		vas, err := b.cp.Client.StorageV1().VolumeAttachments().List(t.Context(), metav1.ListOptions{})
+		if err != nil || len(vas.Items) == 0 {
+			return false
+		}
+		for _, va := range vas.Items {
+			if !va.Status.Attached {
+				return false
+			}
+		}
+		return true
+	}, 2*time.Minute, 100*time.Millisecond, "volume attachments not all attached")
 }

@@ -213,3 +213,56 @@ func scrapeMetrics(t *testing.T, hc *http.Client, base string) string {
 	require.NoError(t, err)
 	return string(b)
 }
+
+// brokenBuild builds fenced with a tag that breaks it on purpose and makes
+// the harness run it.
+func brokenBuild(t *testing.T, tag string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
+	defer cancel()
+	bin, err := BuildFenced(ctx, t.TempDir(), tag)
+	require.NoError(t, err)
+	t.Setenv(BinaryEnv, bin)
+}
+
+// TestCheckerCatchesSkippedVolumes runs a fenced built to see no volume of
+// any node (fenced_broken_skip_volumes: the silent skip of issue-era
+// fenced) through TestOneNodeDies's scenario, and requires the checker's
+// footprint-covered rule to report the fence that left the node's
+// VolumeAttachments out.
+func TestCheckerCatchesSkippedVolumes(t *testing.T) {
+	brokenBuild(t, "fenced_broken_skip_volumes")
+	h, pods, victim, _ := killOneNode(t)
+	waitReplaced(t, h, pods[victim])
+	in, opts, err := h.Inputs()
+	require.NoError(t, err)
+	rep := invariants.Check(in, opts)
+	t.Logf("invariants of the broken build: %s", rep)
+	v := rep.ByRule(invariants.RuleFootprintCovered)
+	require.NotEmpty(t, v, "the checker missed a fence without the node's volumes")
+	assert.Contains(t, v[0].Message, "was not in its footprint")
+}
+
+// TestCheckerCatchesRegrant runs a fenced built to replay every removal on
+// unfence, with multiple mappings allowed (fenced_broken_regrant: what
+// unfence did before footprints), through TestRebootUnfence's scenario, and
+// requires the checker's no-regrant rule to report the moved volume given
+// back to the rebooted node.
+func TestCheckerCatchesRegrant(t *testing.T) {
+	brokenBuild(t, "fenced_broken_regrant")
+	h, pods, victim, _ := killOneNode(t)
+	moved := waitMoved(t, h, pods[victim])
+	v := volumeOf(t, h, pods[victim])
+	waitVA(t, h, v, moved.Spec.NodeName)
+	h.RebootNode(victim)
+	h.WaitFence(victim, waitRecovery, phasesClosed...)
+	holders, _ := givenTo(t, h, v, victim)
+	assert.Len(t, holders, 2, "the broken build should have mapped %s to both nodes", v.PV)
+	in, opts, err := h.Inputs()
+	require.NoError(t, err)
+	rep := invariants.Check(in, opts)
+	t.Logf("invariants of the broken build: %s", rep)
+	got := rep.ByRule(invariants.RuleNoRegrant)
+	require.NotEmpty(t, got, "the checker missed a moved volume given back")
+	assert.Contains(t, got[0].Message, v.PV)
+}
