@@ -2,6 +2,8 @@ package csidriver_test
 
 import (
 	"context"
+	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/dell/gopowerstore"
@@ -12,6 +14,7 @@ import (
 	"github.com/fenced-project/fenced/tests/arraysim/families"
 	"github.com/fenced-project/fenced/tests/arraysim/fixture"
 	"github.com/fenced-project/fenced/tests/arraysim/simcore"
+	"github.com/fenced-project/fenced/tests/arraysim/unity"
 	"github.com/fenced-project/fenced/tests/csidriver"
 )
 
@@ -31,6 +34,10 @@ arrays:
     family: powerstore
     spec:
       perNode: {protocol: iSCSI, volumes: 0}
+  - name: unity-1
+    family: unity
+    spec:
+      generate: {lunsPerNode: 0}
 `
 
 type world struct {
@@ -79,10 +86,17 @@ func driverWrites(t *testing.T, srv *simcore.Server) []bool {
 // which node IDs the array gives the volume to.
 func exercise(t *testing.T, c csidriver.Controller, n1, n2 string, given func(handle string) int) string {
 	t.Helper()
+	return exerciseProtocol(t, c, arrayclients.ProtocolBlock, n1, n2, given)
+}
+
+// exerciseProtocol is exercise for volumes of a protocol; the other
+// protocol is refused as not emulated.
+func exerciseProtocol(t *testing.T, c csidriver.Controller, proto arrayclients.Protocol, n1, n2 string, given func(handle string) int) string {
+	t.Helper()
 	ctx := context.Background()
-	h, err := c.CreateVolume(ctx, "k8s-7f3a09c2d1", 8<<30, arrayclients.ProtocolBlock)
+	h, err := c.CreateVolume(ctx, "k8s-7f3a09c2d1", 8<<30, proto)
 	require.NoError(t, err)
-	again, err := c.CreateVolume(ctx, "k8s-7f3a09c2d1", 8<<30, arrayclients.ProtocolBlock)
+	again, err := c.CreateVolume(ctx, "k8s-7f3a09c2d1", 8<<30, proto)
 	require.NoError(t, err)
 	assert.Equal(t, h, again, "CreateVolume of an existing name returns the same handle")
 	assert.Zero(t, given(h))
@@ -103,7 +117,11 @@ func exercise(t *testing.T, c csidriver.Controller, n1, n2 string, given func(ha
 	require.NoError(t, c.ControllerPublish(ctx, h, n1, true), "a multi-node volume is given to a second node")
 	assert.Equal(t, 2, given(h))
 
-	_, err = c.CreateVolume(ctx, "k8s-nfs", 8<<30, arrayclients.ProtocolNFS)
+	other := arrayclients.ProtocolNFS
+	if proto == other {
+		other = arrayclients.ProtocolBlock
+	}
+	_, err = c.CreateVolume(ctx, "k8s-other", 8<<30, other)
 	require.ErrorIs(t, err, csidriver.ErrUnsupported)
 	return h
 }
@@ -185,5 +203,62 @@ func TestPowerStoreController(t *testing.T) {
 
 	for _, byDriver := range driverWrites(t, w.servers["pstore-1"]) {
 		assert.True(t, byDriver)
+	}
+}
+
+func TestUnityController(t *testing.T) {
+	w := newWorld(t)
+	srv := w.servers["unity-1"]
+	e, err := csidriver.ForSim(context.Background(), srv, "", "", t.TempDir())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = e.Close() })
+	c := e.Controller
+	assert.Equal(t, csidriver.UnityDriver, c.Driver())
+	assert.Regexp(t, `^APM\d{11}$`, e.ArrayID)
+	sim := srv.Family().(*unity.Sim)
+	given := func(h string) int {
+		loc, err := arrayclients.ParseVolumeHandle(arrayclients.Unity, h, "ext4")
+		require.NoError(t, err)
+		var st struct {
+			LUNs []struct {
+				ID         string `json:"id"`
+				HostAccess []struct {
+					Host string `json:"host"`
+				} `json:"hostAccess"`
+			} `json:"luns"`
+		}
+		b, err := json.Marshal(sim.Snapshot())
+		require.NoError(t, err)
+		require.NoError(t, json.Unmarshal(b, &st))
+		for _, l := range st.LUNs {
+			if l.ID == loc.Object {
+				return len(l.HostAccess)
+			}
+		}
+		t.Fatalf("no LUN %s", loc.Object)
+		return 0
+	}
+	n1, n2 := w.nodeID(0, csidriver.UnityDriver), w.nodeID(1, csidriver.UnityDriver)
+	require.Equal(t, "worker-1,worker-1.cluster.local", n1)
+	h := exercise(t, c, n1, n2, given)
+
+	loc, err := arrayclients.ParseVolumeHandle(arrayclients.Unity, h, "ext4")
+	require.NoError(t, err)
+	assert.Equal(t, "k8s-7f3a09c2d1-iSCSI-"+strings.ToLower(e.ArrayID)+"-"+loc.Object, h,
+		"the handle is <name>-<protocol>-<array ID>-<LUN ID>")
+	assert.Equal(t, arrayclients.ProtocolBlock, loc.Protocol)
+	assert.True(t, arrayclients.Config{Family: arrayclients.Unity, ArrayIDs: []string{e.ArrayID}}.Holds(loc),
+		"unity.arrayID as the secret spells it places the handle")
+
+	ctx := context.Background()
+	require.ErrorIs(t, c.ControllerPublish(ctx, h, "worker-9,worker-9.cluster.local", false), csidriver.ErrNotFound)
+	gone := "k8s-gone-iSCSI-" + strings.ToLower(e.ArrayID) + "-sv_999"
+	require.ErrorIs(t, c.ControllerPublish(ctx, gone, n1, false), csidriver.ErrNotFound)
+	require.NoError(t, c.ControllerUnpublish(ctx, gone, n1), "unpublish of a deleted volume succeeds")
+	require.ErrorIs(t, c.ControllerPublish(ctx, "k8s-x-iSCSI-apm00000000000-"+loc.Object, n1, false), csidriver.ErrInvalid)
+	require.ErrorIs(t, c.ControllerPublish(ctx, "k8s-x-NFS-"+strings.ToLower(e.ArrayID)+"-fs_1", n1, false), csidriver.ErrUnsupported)
+
+	for _, byDriver := range driverWrites(t, srv) {
+		assert.True(t, byDriver, "every write came through the tagged listener")
 	}
 }
