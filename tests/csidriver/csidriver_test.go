@@ -3,6 +3,8 @@ package csidriver_test
 import (
 	"context"
 	"encoding/json"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -13,6 +15,7 @@ import (
 	"github.com/fenced-project/fenced/arrayclients"
 	"github.com/fenced-project/fenced/tests/arraysim/families"
 	"github.com/fenced-project/fenced/tests/arraysim/fixture"
+	"github.com/fenced-project/fenced/tests/arraysim/powerscale"
 	"github.com/fenced-project/fenced/tests/arraysim/simcore"
 	"github.com/fenced-project/fenced/tests/arraysim/unity"
 	"github.com/fenced-project/fenced/tests/csidriver"
@@ -38,6 +41,10 @@ arrays:
     family: unity
     spec:
       generate: {lunsPerNode: 0}
+  - name: pscale-1
+    family: powerscale
+    spec:
+      perNode: {exports: 0, shared: 0}
 `
 
 type world struct {
@@ -257,6 +264,67 @@ func TestUnityController(t *testing.T) {
 	require.NoError(t, c.ControllerUnpublish(ctx, gone, n1), "unpublish of a deleted volume succeeds")
 	require.ErrorIs(t, c.ControllerPublish(ctx, "k8s-x-iSCSI-apm00000000000-"+loc.Object, n1, false), csidriver.ErrInvalid)
 	require.ErrorIs(t, c.ControllerPublish(ctx, "k8s-x-NFS-"+strings.ToLower(e.ArrayID)+"-fs_1", n1, false), csidriver.ErrUnsupported)
+
+	for _, byDriver := range driverWrites(t, srv) {
+		assert.True(t, byDriver, "every write came through the tagged listener")
+	}
+}
+
+func TestPowerScaleController(t *testing.T) {
+	w := newWorld(t)
+	srv := w.servers["pscale-1"]
+	e, err := csidriver.ForSim(context.Background(), srv, "", "", t.TempDir())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = e.Close() })
+	c := e.Controller
+	assert.Equal(t, csidriver.PowerScaleDriver, c.Driver())
+	assert.Equal(t, "pscale-1", e.ArrayID)
+	sim := srv.Family().(*powerscale.Sim)
+	exportOf := func(h string) powerscale.ExportState {
+		loc, err := arrayclients.ParseVolumeHandle(arrayclients.PowerScale, h, "")
+		require.NoError(t, err)
+		for _, ex := range sim.State().Exports {
+			if strconv.Itoa(ex.ID) == loc.Object {
+				return ex
+			}
+		}
+		t.Fatalf("no export %s", loc.Object)
+		return powerscale.ExportState{}
+	}
+	// given counts the nodes an export lists, by any of their forms.
+	given := func(h string) int {
+		ex := exportOf(h)
+		all := append(append(append(slices.Clone(ex.Clients), ex.RootClients...), ex.ReadWriteClients...), ex.ReadOnlyClients...)
+		n := 0
+		for _, node := range w.fx.Nodes {
+			if slices.Contains(all, node.IP) || slices.Contains(all, node.Name) || slices.Contains(all, node.LongName()) {
+				n++
+			}
+		}
+		return n
+	}
+	n1, n2 := w.nodeID(0, csidriver.PowerScaleDriver), w.nodeID(1, csidriver.PowerScaleDriver)
+	require.Equal(t, "worker-1=#=#=worker-1.cluster.local=#=#=127.0.10.1", n1)
+	h := exerciseProtocol(t, c, arrayclients.ProtocolNFS, n1, n2, given)
+
+	loc, err := arrayclients.ParseVolumeHandle(arrayclients.PowerScale, h, "")
+	require.NoError(t, err)
+	assert.Equal(t, "k8s-7f3a09c2d1=_=_="+loc.Object+"=_=_=System=_=_=pscale-1", h,
+		"the handle is <name>=_=_=<export ID>=_=_=<zone>=_=_=<cluster>")
+	assert.True(t, arrayclients.Config{Family: arrayclients.PowerScale, ArrayIDs: []string{"pscale-1"}}.Holds(loc),
+		"powerscale.clusterName places the handle")
+	ex := exportOf(h)
+	assert.Equal(t, []string{"/ifs/data/csi/k8s-7f3a09c2d1"}, ex.Paths)
+	assert.Equal(t, []string{"localhost", "worker-2.cluster.local", "worker-1.cluster.local"}, ex.Clients,
+		"localhost from CreateVolume, then each node's FQDN in clients")
+	assert.Contains(t, sim.State().Directories, "/ifs/data/csi/k8s-7f3a09c2d1", "the volume's directory exists")
+
+	ctx := context.Background()
+	require.ErrorIs(t, c.ControllerPublish(ctx, "k8s-gone=_=_=999=_=_=System=_=_=pscale-1", n1, false), csidriver.ErrNotFound)
+	require.NoError(t, c.ControllerUnpublish(ctx, "k8s-gone=_=_=999=_=_=System=_=_=pscale-1", n1),
+		"unpublish of a deleted volume succeeds")
+	require.ErrorIs(t, c.ControllerPublish(ctx, "k8s-x=_=_="+loc.Object+"=_=_=System=_=_=other", n1, false), csidriver.ErrInvalid)
+	require.ErrorIs(t, c.ControllerPublish(ctx, h, "worker-1", false), csidriver.ErrInvalid)
 
 	for _, byDriver := range driverWrites(t, srv) {
 		assert.True(t, byDriver, "every write came through the tagged listener")

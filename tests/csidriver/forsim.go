@@ -6,6 +6,7 @@ import (
 	"hash/fnv"
 
 	"github.com/fenced-project/fenced/tests/arraysim/powerflex"
+	"github.com/fenced-project/fenced/tests/arraysim/powerscale"
 	"github.com/fenced-project/fenced/tests/arraysim/powerstore"
 	"github.com/fenced-project/fenced/tests/arraysim/simcore"
 	"github.com/fenced-project/fenced/tests/arraysim/unity"
@@ -16,7 +17,7 @@ type Emulated struct {
 	Controller
 	// ArrayID is how the driver names the array in volume handles: what
 	// fenced's array configuration must carry (powerflex.systemID,
-	// powerstore.globalID, unity.arrayID).
+	// powerstore.globalID, unity.arrayID, powerscale.clusterName).
 	ArrayID string
 	// Listener is the simulator's listener the controller talks to, tagged
 	// for the audit log (Tag). Close it when done.
@@ -71,6 +72,12 @@ func ForSim(ctx context.Context, srv *simcore.Server, username, password, certDi
 		e.ArrayID = UnityArrayID(srv.Name())
 		e.Controller, err = NewUnity(ctx, UnityConfig{Endpoint: l.URL, Username: username, Password: password,
 			ArrayID: e.ArrayID, Insecure: true})
+	case *powerscale.Sim:
+		// The secret's clusterName is the operator's name for the
+		// cluster: the array's name in the fixture. goisilon takes no CA.
+		e.ArrayID = srv.Name()
+		e.Controller, err = NewPowerScale(ctx, PowerScaleConfig{Endpoint: l.URL, Username: username, Password: password,
+			ClusterName: e.ArrayID, Insecure: true})
 	default:
 		err = fmt.Errorf("%T: %w", srv.Family(), ErrUnsupported)
 	}
