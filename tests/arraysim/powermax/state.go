@@ -69,11 +69,20 @@ type storageGroup struct {
 	ID      string   `json:"storageGroupId"`
 	Volumes []string `json:"volumes"`
 	Views   []string `json:"maskingview"`
+	// SRP and SLO are set for a storage group made with a storage
+	// resource pool (csi-powermax's provisioning groups); masking groups
+	// (csi-no-srp-sg-...) have none.
+	SRP string `json:"srp,omitempty"`
+	SLO string `json:"slo,omitempty"`
 }
 
 type volume struct {
 	ID     string   `json:"volumeId"`
 	Groups []string `json:"storageGroupId"`
+	// Identifier is the volume identifier (csi-powermax's
+	// csi-<prefix>-<name>); Cylinders the size, 0 for the default 8 GiB.
+	Identifier string `json:"volume_identifier,omitempty"`
+	Cylinders  int    `json:"cap_cyl,omitempty"`
 }
 
 // New builds a simulator from the fixture spec and the fixture's nodes.
