@@ -274,3 +274,12 @@ func sortedKeys[V any](m map[string]V) []string {
 	sort.Strings(keys)
 	return keys
 }
+
+// ClusterPrefix is the csi-powermax cluster prefix of the generated hosts
+// ("" when the fixture generates none).
+func (s *Sim) ClusterPrefix() string {
+	if s.spec.Generate == nil {
+		return ""
+	}
+	return s.spec.Generate.ClusterPrefix
+}
