@@ -15,6 +15,7 @@ import (
 	"github.com/fenced-project/fenced/arrayclients"
 	"github.com/fenced-project/fenced/tests/arraysim/families"
 	"github.com/fenced-project/fenced/tests/arraysim/fixture"
+	"github.com/fenced-project/fenced/tests/arraysim/powermax"
 	"github.com/fenced-project/fenced/tests/arraysim/powerscale"
 	"github.com/fenced-project/fenced/tests/arraysim/simcore"
 	"github.com/fenced-project/fenced/tests/arraysim/unity"
@@ -45,6 +46,11 @@ arrays:
     family: powerscale
     spec:
       perNode: {exports: 0, shared: 0}
+  - name: pmax-1
+    family: powermax
+    spec:
+      symmetrixID: "000197900046"
+      generate: {clusterPrefix: TST, volumesPerNode: 0}
 `
 
 type world struct {
@@ -325,6 +331,83 @@ func TestPowerScaleController(t *testing.T) {
 		"unpublish of a deleted volume succeeds")
 	require.ErrorIs(t, c.ControllerPublish(ctx, "k8s-x=_=_="+loc.Object+"=_=_=System=_=_=other", n1, false), csidriver.ErrInvalid)
 	require.ErrorIs(t, c.ControllerPublish(ctx, h, "worker-1", false), csidriver.ErrInvalid)
+
+	for _, byDriver := range driverWrites(t, srv) {
+		assert.True(t, byDriver, "every write came through the tagged listener")
+	}
+}
+
+func TestPowerMaxController(t *testing.T) {
+	w := newWorld(t)
+	srv := w.servers["pmax-1"]
+	e, err := csidriver.ForSim(context.Background(), srv, "", "", t.TempDir())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = e.Close() })
+	c := e.Controller
+	assert.Equal(t, csidriver.PowerMaxDriver, c.Driver())
+	assert.Equal(t, "000197900046", e.ArrayID)
+	sim := srv.Family().(*powermax.Sim)
+	type state struct {
+		MaskingViews []struct {
+			ID           string `json:"maskingViewId"`
+			StorageGroup string `json:"storageGroupId"`
+		} `json:"maskingViews"`
+		Volumes []struct {
+			ID     string   `json:"volumeId"`
+			Groups []string `json:"storageGroupId"`
+		} `json:"volumes"`
+	}
+	read := func() state {
+		var st state
+		b, err := json.Marshal(sim.Snapshot())
+		require.NoError(t, err)
+		require.NoError(t, json.Unmarshal(b, &st))
+		return st
+	}
+	// given counts the masking views the volume is in.
+	given := func(h string) int {
+		loc, err := arrayclients.ParseVolumeHandle(arrayclients.PowerMax, h, "ext4")
+		require.NoError(t, err)
+		st := read()
+		n := 0
+		for _, v := range st.Volumes {
+			if v.ID != loc.Object {
+				continue
+			}
+			for _, mv := range st.MaskingViews {
+				if slices.Contains(v.Groups, mv.StorageGroup) {
+					n++
+				}
+			}
+		}
+		return n
+	}
+	n1, n2 := w.nodeID(0, csidriver.PowerMaxDriver), w.nodeID(1, csidriver.PowerMaxDriver)
+	require.Equal(t, "worker-1", n1)
+	h := exercise(t, c, n1, n2, given)
+
+	loc, err := arrayclients.ParseVolumeHandle(arrayclients.PowerMax, h, "ext4")
+	require.NoError(t, err)
+	assert.Equal(t, "csi-TST-k8s-7f3a09c2d1-000197900046-"+loc.Object, h,
+		"the handle is csi-<prefix>-<name>-<symmetrix ID>-<device ID>")
+	assert.True(t, arrayclients.Config{Family: arrayclients.PowerMax, ArrayIDs: []string{"000197900046"}}.Holds(loc))
+	// The node's masking view was removed with its last volume and made
+	// again on the next publish.
+	var views []string
+	for _, mv := range read().MaskingViews {
+		views = append(views, mv.ID+"/"+mv.StorageGroup)
+	}
+	assert.ElementsMatch(t, []string{"csi-mv-TST-worker-1/csi-no-srp-sg-TST-worker-1",
+		"csi-mv-TST-worker-2/csi-no-srp-sg-TST-worker-2"}, views)
+
+	ctx := context.Background()
+	require.ErrorIs(t, c.ControllerPublish(ctx, h, "worker-9", false), csidriver.ErrNotFound)
+	gone := "csi-TST-k8s-gone-000197900046-0FFFF"
+	require.ErrorIs(t, c.ControllerPublish(ctx, gone, n1, false), csidriver.ErrNotFound)
+	require.NoError(t, c.ControllerUnpublish(ctx, gone, n1), "unpublish of a deleted volume succeeds")
+	require.ErrorIs(t, c.ControllerPublish(ctx, "csi-TST-k8s-7f3a09c2d1-000197900999-"+loc.Object, n1, false), csidriver.ErrInvalid)
+	require.ErrorIs(t, c.ControllerPublish(ctx, "csi-TST-other-000197900046-"+loc.Object, n1, false), csidriver.ErrInvalid,
+		"a handle whose name is not the volume's identifier")
 
 	for _, byDriver := range driverWrites(t, srv) {
 		assert.True(t, byDriver, "every write came through the tagged listener")

@@ -6,6 +6,7 @@ import (
 	"hash/fnv"
 
 	"github.com/fenced-project/fenced/tests/arraysim/powerflex"
+	"github.com/fenced-project/fenced/tests/arraysim/powermax"
 	"github.com/fenced-project/fenced/tests/arraysim/powerscale"
 	"github.com/fenced-project/fenced/tests/arraysim/powerstore"
 	"github.com/fenced-project/fenced/tests/arraysim/simcore"
@@ -17,7 +18,8 @@ type Emulated struct {
 	Controller
 	// ArrayID is how the driver names the array in volume handles: what
 	// fenced's array configuration must carry (powerflex.systemID,
-	// powerstore.globalID, unity.arrayID, powerscale.clusterName).
+	// powerstore.globalID, unity.arrayID, powerscale.clusterName,
+	// powermax.symmetrixID).
 	ArrayID string
 	// Listener is the simulator's listener the controller talks to, tagged
 	// for the audit log (Tag). Close it when done.
@@ -35,6 +37,9 @@ func (e *Emulated) Close() error { return e.Listener.Close() }
 func ForSim(ctx context.Context, srv *simcore.Server, username, password, certDir string) (*Emulated, error) {
 	if username == "" {
 		username, password = "admin", "Password123!"
+		if _, ok := srv.Family().(*powermax.Sim); ok {
+			username, password = "smc", "smc"
+		}
 	}
 	l, err := Serve(srv, true, certDir)
 	if err != nil {
@@ -78,6 +83,17 @@ func ForSim(ctx context.Context, srv *simcore.Server, username, password, certDi
 		e.ArrayID = srv.Name()
 		e.Controller, err = NewPowerScale(ctx, PowerScaleConfig{Endpoint: l.URL, Username: username, Password: password,
 			ClusterName: e.ArrayID, Insecure: true})
+	case *powermax.Sim:
+		// The driver's cluster prefix and port group are those the
+		// fixture generated the nodes' hosts and masking views with.
+		prefix := sim.ClusterPrefix()
+		if prefix == "" {
+			err = fmt.Errorf("simulated PowerMax generates no csi-powermax hosts (generate.clusterPrefix)")
+			break
+		}
+		e.ArrayID = sim.SymmetrixID()
+		e.Controller, err = NewPowerMax(ctx, PowerMaxConfig{Endpoint: l.URL, CAFile: l.CAFile, Username: username,
+			Password: password, SymmetrixID: e.ArrayID, ClusterPrefix: prefix, PortGroup: "csi-" + prefix + "-iscsi-PG"})
 	default:
 		err = fmt.Errorf("%T: %w", srv.Family(), ErrUnsupported)
 	}
