@@ -88,7 +88,7 @@ func ForSim(ctx context.Context, srv *simcore.Server, username, password, certDi
 		// fixture generated the nodes' hosts and masking views with.
 		prefix := sim.ClusterPrefix()
 		if prefix == "" {
-			err = fmt.Errorf("simulated PowerMax generates no csi-powermax hosts (generate.clusterPrefix)")
+			err = fmt.Errorf("simulated PowerMax generates no csi-powermax hosts (generate.clusterPrefix): %w", ErrUnsupported)
 			break
 		}
 		e.ArrayID = sim.SymmetrixID()
