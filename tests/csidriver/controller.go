@@ -76,6 +76,14 @@ func (r *Registry) Register(c Controller) {
 	r.m[c.Driver()] = c
 }
 
+// Unregister removes the controller of a driver, for tests whose volumes
+// of that driver are on an array no emulated controller serves.
+func (r *Registry) Unregister(driver string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.m, driver)
+}
+
 // Lookup returns the controller of a driver.
 func (r *Registry) Lookup(driver string) (Controller, bool) {
 	if r == nil {

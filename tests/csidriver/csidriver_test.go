@@ -2,6 +2,10 @@ package csidriver_test
 
 import (
 	"context"
+	"encoding/json"
+	"slices"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/dell/gopowerstore"
@@ -11,7 +15,10 @@ import (
 	"github.com/fenced-project/fenced/arrayclients"
 	"github.com/fenced-project/fenced/tests/arraysim/families"
 	"github.com/fenced-project/fenced/tests/arraysim/fixture"
+	"github.com/fenced-project/fenced/tests/arraysim/powermax"
+	"github.com/fenced-project/fenced/tests/arraysim/powerscale"
 	"github.com/fenced-project/fenced/tests/arraysim/simcore"
+	"github.com/fenced-project/fenced/tests/arraysim/unity"
 	"github.com/fenced-project/fenced/tests/csidriver"
 )
 
@@ -31,6 +38,19 @@ arrays:
     family: powerstore
     spec:
       perNode: {protocol: iSCSI, volumes: 0}
+  - name: unity-1
+    family: unity
+    spec:
+      generate: {lunsPerNode: 0}
+  - name: pscale-1
+    family: powerscale
+    spec:
+      perNode: {exports: 0, shared: 0}
+  - name: pmax-1
+    family: powermax
+    spec:
+      symmetrixID: "000197900046"
+      generate: {clusterPrefix: TST, volumesPerNode: 0}
 `
 
 type world struct {
@@ -79,10 +99,17 @@ func driverWrites(t *testing.T, srv *simcore.Server) []bool {
 // which node IDs the array gives the volume to.
 func exercise(t *testing.T, c csidriver.Controller, n1, n2 string, given func(handle string) int) string {
 	t.Helper()
+	return exerciseProtocol(t, c, arrayclients.ProtocolBlock, n1, n2, given)
+}
+
+// exerciseProtocol is exercise for volumes of a protocol; the other
+// protocol is refused as not emulated.
+func exerciseProtocol(t *testing.T, c csidriver.Controller, proto arrayclients.Protocol, n1, n2 string, given func(handle string) int) string {
+	t.Helper()
 	ctx := context.Background()
-	h, err := c.CreateVolume(ctx, "k8s-7f3a09c2d1", 8<<30, arrayclients.ProtocolBlock)
+	h, err := c.CreateVolume(ctx, "k8s-7f3a09c2d1", 8<<30, proto)
 	require.NoError(t, err)
-	again, err := c.CreateVolume(ctx, "k8s-7f3a09c2d1", 8<<30, arrayclients.ProtocolBlock)
+	again, err := c.CreateVolume(ctx, "k8s-7f3a09c2d1", 8<<30, proto)
 	require.NoError(t, err)
 	assert.Equal(t, h, again, "CreateVolume of an existing name returns the same handle")
 	assert.Zero(t, given(h))
@@ -103,7 +130,11 @@ func exercise(t *testing.T, c csidriver.Controller, n1, n2 string, given func(ha
 	require.NoError(t, c.ControllerPublish(ctx, h, n1, true), "a multi-node volume is given to a second node")
 	assert.Equal(t, 2, given(h))
 
-	_, err = c.CreateVolume(ctx, "k8s-nfs", 8<<30, arrayclients.ProtocolNFS)
+	other := arrayclients.ProtocolNFS
+	if proto == other {
+		other = arrayclients.ProtocolBlock
+	}
+	_, err = c.CreateVolume(ctx, "k8s-other", 8<<30, other)
 	require.ErrorIs(t, err, csidriver.ErrUnsupported)
 	return h
 }
@@ -185,5 +216,200 @@ func TestPowerStoreController(t *testing.T) {
 
 	for _, byDriver := range driverWrites(t, w.servers["pstore-1"]) {
 		assert.True(t, byDriver)
+	}
+}
+
+func TestUnityController(t *testing.T) {
+	w := newWorld(t)
+	srv := w.servers["unity-1"]
+	e, err := csidriver.ForSim(context.Background(), srv, "", "", t.TempDir())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = e.Close() })
+	c := e.Controller
+	assert.Equal(t, csidriver.UnityDriver, c.Driver())
+	assert.Regexp(t, `^APM\d{11}$`, e.ArrayID)
+	sim := srv.Family().(*unity.Sim)
+	given := func(h string) int {
+		loc, err := arrayclients.ParseVolumeHandle(arrayclients.Unity, h, "ext4")
+		require.NoError(t, err)
+		var st struct {
+			LUNs []struct {
+				ID         string `json:"id"`
+				HostAccess []struct {
+					Host string `json:"host"`
+				} `json:"hostAccess"`
+			} `json:"luns"`
+		}
+		b, err := json.Marshal(sim.Snapshot())
+		require.NoError(t, err)
+		require.NoError(t, json.Unmarshal(b, &st))
+		for _, l := range st.LUNs {
+			if l.ID == loc.Object {
+				return len(l.HostAccess)
+			}
+		}
+		t.Fatalf("no LUN %s", loc.Object)
+		return 0
+	}
+	n1, n2 := w.nodeID(0, csidriver.UnityDriver), w.nodeID(1, csidriver.UnityDriver)
+	require.Equal(t, "worker-1,worker-1.cluster.local", n1)
+	h := exercise(t, c, n1, n2, given)
+
+	loc, err := arrayclients.ParseVolumeHandle(arrayclients.Unity, h, "ext4")
+	require.NoError(t, err)
+	assert.Equal(t, "k8s-7f3a09c2d1-iSCSI-"+strings.ToLower(e.ArrayID)+"-"+loc.Object, h,
+		"the handle is <name>-<protocol>-<array ID>-<LUN ID>")
+	assert.Equal(t, arrayclients.ProtocolBlock, loc.Protocol)
+	assert.True(t, arrayclients.Config{Family: arrayclients.Unity, ArrayIDs: []string{e.ArrayID}}.Holds(loc),
+		"unity.arrayID as the secret spells it places the handle")
+
+	ctx := context.Background()
+	require.ErrorIs(t, c.ControllerPublish(ctx, h, "worker-9,worker-9.cluster.local", false), csidriver.ErrNotFound)
+	gone := "k8s-gone-iSCSI-" + strings.ToLower(e.ArrayID) + "-sv_999"
+	require.ErrorIs(t, c.ControllerPublish(ctx, gone, n1, false), csidriver.ErrNotFound)
+	require.NoError(t, c.ControllerUnpublish(ctx, gone, n1), "unpublish of a deleted volume succeeds")
+	require.ErrorIs(t, c.ControllerPublish(ctx, "k8s-x-iSCSI-apm00000000000-"+loc.Object, n1, false), csidriver.ErrInvalid)
+	require.ErrorIs(t, c.ControllerPublish(ctx, "k8s-x-NFS-"+strings.ToLower(e.ArrayID)+"-fs_1", n1, false), csidriver.ErrUnsupported)
+
+	for _, byDriver := range driverWrites(t, srv) {
+		assert.True(t, byDriver, "every write came through the tagged listener")
+	}
+}
+
+func TestPowerScaleController(t *testing.T) {
+	w := newWorld(t)
+	srv := w.servers["pscale-1"]
+	e, err := csidriver.ForSim(context.Background(), srv, "", "", t.TempDir())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = e.Close() })
+	c := e.Controller
+	assert.Equal(t, csidriver.PowerScaleDriver, c.Driver())
+	assert.Equal(t, "pscale-1", e.ArrayID)
+	sim := srv.Family().(*powerscale.Sim)
+	exportOf := func(h string) powerscale.ExportState {
+		loc, err := arrayclients.ParseVolumeHandle(arrayclients.PowerScale, h, "")
+		require.NoError(t, err)
+		for _, ex := range sim.State().Exports {
+			if strconv.Itoa(ex.ID) == loc.Object {
+				return ex
+			}
+		}
+		t.Fatalf("no export %s", loc.Object)
+		return powerscale.ExportState{}
+	}
+	// given counts the nodes an export lists, by any of their forms.
+	given := func(h string) int {
+		ex := exportOf(h)
+		all := append(append(append(slices.Clone(ex.Clients), ex.RootClients...), ex.ReadWriteClients...), ex.ReadOnlyClients...)
+		n := 0
+		for _, node := range w.fx.Nodes {
+			if slices.Contains(all, node.IP) || slices.Contains(all, node.Name) || slices.Contains(all, node.LongName()) {
+				n++
+			}
+		}
+		return n
+	}
+	n1, n2 := w.nodeID(0, csidriver.PowerScaleDriver), w.nodeID(1, csidriver.PowerScaleDriver)
+	require.Equal(t, "worker-1=#=#=worker-1.cluster.local=#=#=127.0.10.1", n1)
+	h := exerciseProtocol(t, c, arrayclients.ProtocolNFS, n1, n2, given)
+
+	loc, err := arrayclients.ParseVolumeHandle(arrayclients.PowerScale, h, "")
+	require.NoError(t, err)
+	assert.Equal(t, "k8s-7f3a09c2d1=_=_="+loc.Object+"=_=_=System=_=_=pscale-1", h,
+		"the handle is <name>=_=_=<export ID>=_=_=<zone>=_=_=<cluster>")
+	assert.True(t, arrayclients.Config{Family: arrayclients.PowerScale, ArrayIDs: []string{"pscale-1"}}.Holds(loc),
+		"powerscale.clusterName places the handle")
+	ex := exportOf(h)
+	assert.Equal(t, []string{"/ifs/data/csi/k8s-7f3a09c2d1"}, ex.Paths)
+	assert.Equal(t, []string{"localhost", "worker-2.cluster.local", "worker-1.cluster.local"}, ex.Clients,
+		"localhost from CreateVolume, then each node's FQDN in clients")
+	assert.Contains(t, sim.State().Directories, "/ifs/data/csi/k8s-7f3a09c2d1", "the volume's directory exists")
+
+	ctx := context.Background()
+	require.ErrorIs(t, c.ControllerPublish(ctx, "k8s-gone=_=_=999=_=_=System=_=_=pscale-1", n1, false), csidriver.ErrNotFound)
+	require.NoError(t, c.ControllerUnpublish(ctx, "k8s-gone=_=_=999=_=_=System=_=_=pscale-1", n1),
+		"unpublish of a deleted volume succeeds")
+	require.ErrorIs(t, c.ControllerPublish(ctx, "k8s-x=_=_="+loc.Object+"=_=_=System=_=_=other", n1, false), csidriver.ErrInvalid)
+	require.ErrorIs(t, c.ControllerPublish(ctx, h, "worker-1", false), csidriver.ErrInvalid)
+
+	for _, byDriver := range driverWrites(t, srv) {
+		assert.True(t, byDriver, "every write came through the tagged listener")
+	}
+}
+
+func TestPowerMaxController(t *testing.T) {
+	w := newWorld(t)
+	srv := w.servers["pmax-1"]
+	e, err := csidriver.ForSim(context.Background(), srv, "", "", t.TempDir())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = e.Close() })
+	c := e.Controller
+	assert.Equal(t, csidriver.PowerMaxDriver, c.Driver())
+	assert.Equal(t, "000197900046", e.ArrayID)
+	sim := srv.Family().(*powermax.Sim)
+	type state struct {
+		MaskingViews []struct {
+			ID           string `json:"maskingViewId"`
+			StorageGroup string `json:"storageGroupId"`
+		} `json:"maskingViews"`
+		Volumes []struct {
+			ID     string   `json:"volumeId"`
+			Groups []string `json:"storageGroupId"`
+		} `json:"volumes"`
+	}
+	read := func() state {
+		var st state
+		b, err := json.Marshal(sim.Snapshot())
+		require.NoError(t, err)
+		require.NoError(t, json.Unmarshal(b, &st))
+		return st
+	}
+	// given counts the masking views the volume is in.
+	given := func(h string) int {
+		loc, err := arrayclients.ParseVolumeHandle(arrayclients.PowerMax, h, "ext4")
+		require.NoError(t, err)
+		st := read()
+		n := 0
+		for _, v := range st.Volumes {
+			if v.ID != loc.Object {
+				continue
+			}
+			for _, mv := range st.MaskingViews {
+				if slices.Contains(v.Groups, mv.StorageGroup) {
+					n++
+				}
+			}
+		}
+		return n
+	}
+	n1, n2 := w.nodeID(0, csidriver.PowerMaxDriver), w.nodeID(1, csidriver.PowerMaxDriver)
+	require.Equal(t, "worker-1", n1)
+	h := exercise(t, c, n1, n2, given)
+
+	loc, err := arrayclients.ParseVolumeHandle(arrayclients.PowerMax, h, "ext4")
+	require.NoError(t, err)
+	assert.Equal(t, "csi-TST-k8s-7f3a09c2d1-000197900046-"+loc.Object, h,
+		"the handle is csi-<prefix>-<name>-<symmetrix ID>-<device ID>")
+	assert.True(t, arrayclients.Config{Family: arrayclients.PowerMax, ArrayIDs: []string{"000197900046"}}.Holds(loc))
+	// The node's masking view was removed with its last volume and made
+	// again on the next publish.
+	var views []string
+	for _, mv := range read().MaskingViews {
+		views = append(views, mv.ID+"/"+mv.StorageGroup)
+	}
+	assert.ElementsMatch(t, []string{"csi-mv-TST-worker-1/csi-no-srp-sg-TST-worker-1",
+		"csi-mv-TST-worker-2/csi-no-srp-sg-TST-worker-2"}, views)
+
+	ctx := context.Background()
+	require.ErrorIs(t, c.ControllerPublish(ctx, h, "worker-9", false), csidriver.ErrNotFound)
+	gone := "csi-TST-k8s-gone-000197900046-0FFFF"
+	require.ErrorIs(t, c.ControllerPublish(ctx, gone, n1, false), csidriver.ErrNotFound)
+	require.NoError(t, c.ControllerUnpublish(ctx, gone, n1), "unpublish of a deleted volume succeeds")
+	require.ErrorIs(t, c.ControllerPublish(ctx, "csi-TST-k8s-7f3a09c2d1-000197900999-"+loc.Object, n1, false), csidriver.ErrInvalid)
+	require.ErrorIs(t, c.ControllerPublish(ctx, "csi-TST-other-000197900046-"+loc.Object, n1, false), csidriver.ErrInvalid,
+		"a handle whose name is not the volume's identifier")
+
+	for _, byDriver := range driverWrites(t, srv) {
+		assert.True(t, byDriver, "every write came through the tagged listener")
 	}
 }

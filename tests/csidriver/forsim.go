@@ -3,10 +3,14 @@ package csidriver
 import (
 	"context"
 	"fmt"
+	"hash/fnv"
 
 	"github.com/fenced-project/fenced/tests/arraysim/powerflex"
+	"github.com/fenced-project/fenced/tests/arraysim/powermax"
+	"github.com/fenced-project/fenced/tests/arraysim/powerscale"
 	"github.com/fenced-project/fenced/tests/arraysim/powerstore"
 	"github.com/fenced-project/fenced/tests/arraysim/simcore"
+	"github.com/fenced-project/fenced/tests/arraysim/unity"
 )
 
 // Emulated is an emulated driver controller serving one simulated array.
@@ -14,7 +18,8 @@ type Emulated struct {
 	Controller
 	// ArrayID is how the driver names the array in volume handles: what
 	// fenced's array configuration must carry (powerflex.systemID,
-	// powerstore.globalID).
+	// powerstore.globalID, unity.arrayID, powerscale.clusterName,
+	// powermax.symmetrixID).
 	ArrayID string
 	// Listener is the simulator's listener the controller talks to, tagged
 	// for the audit log (Tag). Close it when done.
@@ -32,6 +37,9 @@ func (e *Emulated) Close() error { return e.Listener.Close() }
 func ForSim(ctx context.Context, srv *simcore.Server, username, password, certDir string) (*Emulated, error) {
 	if username == "" {
 		username, password = "admin", "Password123!"
+		if _, ok := srv.Family().(*powermax.Sim); ok {
+			username, password = "smc", "smc"
+		}
 	}
 	l, err := Serve(srv, true, certDir)
 	if err != nil {
@@ -62,6 +70,30 @@ func ForSim(ctx context.Context, srv *simcore.Server, username, password, certDi
 			break
 		}
 		ps.cfg.GlobalID, e.ArrayID, e.Controller = cl.GlobalID, cl.GlobalID, ps
+	case *unity.Sim:
+		// The secret names a Unity by an ID of the operator's choosing,
+		// by convention the serial number; the array does not report
+		// one through gounity, so the emulation makes one up per array.
+		e.ArrayID = UnityArrayID(srv.Name())
+		e.Controller, err = NewUnity(ctx, UnityConfig{Endpoint: l.URL, Username: username, Password: password,
+			ArrayID: e.ArrayID, Insecure: true})
+	case *powerscale.Sim:
+		// The secret's clusterName is the operator's name for the
+		// cluster: the array's name in the fixture. goisilon takes no CA.
+		e.ArrayID = srv.Name()
+		e.Controller, err = NewPowerScale(ctx, PowerScaleConfig{Endpoint: l.URL, Username: username, Password: password,
+			ClusterName: e.ArrayID, Insecure: true})
+	case *powermax.Sim:
+		// The driver's cluster prefix and port group are those the
+		// fixture generated the nodes' hosts and masking views with.
+		prefix := sim.ClusterPrefix()
+		if prefix == "" {
+			err = fmt.Errorf("simulated PowerMax generates no csi-powermax hosts (generate.clusterPrefix): %w", ErrUnsupported)
+			break
+		}
+		e.ArrayID = sim.SymmetrixID()
+		e.Controller, err = NewPowerMax(ctx, PowerMaxConfig{Endpoint: l.URL, CAFile: l.CAFile, Username: username,
+			Password: password, SymmetrixID: e.ArrayID, ClusterPrefix: prefix, PortGroup: "csi-" + prefix + "-iscsi-PG"})
 	default:
 		err = fmt.Errorf("%T: %w", srv.Family(), ErrUnsupported)
 	}
@@ -70,4 +102,13 @@ func ForSim(ctx context.Context, srv *simcore.Server, username, password, certDi
 		return nil, fmt.Errorf("emulated driver for array %s: %w", srv.Name(), err)
 	}
 	return e, nil
+}
+
+// UnityArrayID is the array ID the emulation gives the simulated Unity
+// named name in the driver's secret: a serial-number-like APM and 11
+// digits derived from the name.
+func UnityArrayID(name string) string {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(name))
+	return fmt.Sprintf("APM%011d", h.Sum64()%100000000000)
 }

@@ -148,6 +148,16 @@ func familyOptions(a *Array) map[string]any {
 		if a.Driver != nil {
 			return map[string]any{"globalID": a.Driver.ArrayID}
 		}
+	case "unity":
+		// csi-unity's handles name the array by the secret's arrayId.
+		if a.Driver != nil {
+			return map[string]any{"arrayID": a.Driver.ArrayID}
+		}
+	case "powerscale":
+		// csi-isilon's handles name the cluster by the secret's clusterName.
+		if a.Driver != nil {
+			return map[string]any{"clusterName": a.Driver.ArrayID}
+		}
 	case "powermax":
 		opts := map[string]any{"symmetrixID": a.Spec["symmetrixID"]}
 		if g, ok := a.Spec["generate"].(map[string]any); ok && g["clusterPrefix"] != nil {

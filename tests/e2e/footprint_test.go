@@ -49,28 +49,38 @@ func waitMoved(t *testing.T, h *Harness, old corev1.Pod) corev1.Pod {
 }
 
 // TestUnfenceNeverRegrantsMovedVolumes (invariant 5): a node dies with a
-// PowerFlex and a PowerStore volume; fenced cuts both, the pods move and
-// the emulated drivers publish the volumes to their new nodes. The old
-// node reboots and is unfenced: the arrays give each moved volume only to
-// its new node. Each pod is then moved back to the old node, and the
-// drivers' publish to it succeeds (a re-grant would have made the array
-// refuse it: "already published").
+// volume of each Dell family (PowerFlex, PowerStore, Unity, PowerMax,
+// PowerScale); fenced cuts them, the pods move and the emulated drivers
+// publish the volumes to their new nodes. The old node reboots and is
+// unfenced: the arrays give each moved volume only to its new node. Each
+// pod is then moved back to the old node, and the drivers' publish to it
+// succeeds (a re-grant would have made the array refuse it: "already
+// published").
 func TestUnfenceNeverRegrantsMovedVolumes(t *testing.T) {
 	h := startFast(t)
 	h.WaitLeader(waitLeader)
-	flex := deployWith(t, h, testbed.StatefulSetSpec{Namespace: "db", Name: "flex", Driver: testbed.DriverPowerFlex,
-		Replicas: int32(len(h.NodesOf(ClusterName)) - 1), AntiAffinity: true})
-	store := deployWith(t, h, testbed.StatefulSetSpec{Namespace: "db", Name: "store", Driver: testbed.DriverPowerStore,
-		Replicas: int32(len(h.NodesOf(ClusterName)) - 1), AntiAffinity: true})
-	var victim string
-	for _, n := range withPods(flex, len(flex)) {
-		if _, ok := store[n]; ok {
-			victim = n
-			break
-		}
+	nodes := h.NodesOf(ClusterName)
+	// Every StatefulSet is deployed while one node is cordoned, so that
+	// the others each run a pod of all of them and the spare node can
+	// take the victim's pods (anti-affinity).
+	spare := nodes[len(nodes)-1]
+	cordon(t, h, spare, true)
+	var sets []map[string]corev1.Pod
+	for _, d := range []struct{ name, driver string }{
+		{"flex", testbed.DriverPowerFlex}, {"store", testbed.DriverPowerStore}, {"unity", testbed.DriverUnity},
+		{"pmax", testbed.DriverPowerMax}, {"scale", testbed.DriverPowerScale},
+	} {
+		sets = append(sets, deployWith(t, h, testbed.StatefulSetSpec{Namespace: "db", Name: d.name, Driver: d.driver,
+			Replicas: int32(len(nodes) - 1), AntiAffinity: true}))
 	}
-	require.NotEmpty(t, victim, "no node runs a pod of both StatefulSets")
-	olds := []corev1.Pod{flex[victim], store[victim]}
+	cordon(t, h, spare, false)
+	victim := withPods(sets[0], 1)[0]
+	var olds []corev1.Pod
+	for _, set := range sets {
+		p, ok := set[victim]
+		require.True(t, ok, "node %s runs no pod of a StatefulSet", victim)
+		olds = append(olds, p)
+	}
 	var vols []podVolume
 	for _, p := range olds {
 		v := volumeOf(t, h, p)
@@ -132,7 +142,9 @@ func TestUncoveredVolumeBlocksEviction(t *testing.T) {
 	victim := h.NodesOf(ClusterName)[0]
 	// PowerMax volumes on an array fenced is not configured for: the
 	// handle names symmetrix 000197900123, the fixture's array is another.
-	// No emulated driver publishes them; the attacher marks them attached.
+	// No emulated driver publishes them (the harness' csi-powermax serves
+	// the fixture's array only); the attacher marks them attached.
+	h.CP.CSIControllers().Unregister(testbed.DriverPowerMax)
 	h.CP.AttachWithoutController(true)
 	handle, err := testbed.VolumeHandle(testbed.DriverPowerMax, 0)
 	require.NoError(t, err)

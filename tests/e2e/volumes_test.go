@@ -85,7 +85,8 @@ func csiNodeID(t *testing.T, h *Harness, node, driver string) string {
 	return ""
 }
 
-// givenTo returns the identities (SDC IDs, host IDs) the array's state
+// givenTo returns the identities (SDC IDs, host IDs, CSI node IDs of the
+// NFS clients) the array's state
 // gives the volume to, and the identity the driver's node ID names on it.
 func givenTo(t *testing.T, h *Harness, v podVolume, node string) (holders []string, nodeIdentity string) {
 	t.Helper()
@@ -146,6 +147,92 @@ func givenTo(t *testing.T, h *Harness, v podVolume, node string) (holders []stri
 				}
 			}
 			if found || len(holders) > 0 {
+				return holders, nodeIdentity
+			}
+		case v.Family == arrayclients.Unity && a.Family == "unity":
+			// Hosts are named by the node's long name, with an IP port
+			// for it (fixture and csi-unity service/node.go).
+			var st struct {
+				Hosts []struct {
+					ID   string `json:"id"`
+					Name string `json:"name"`
+				} `json:"hosts"`
+				LUNs []struct {
+					ID         string `json:"id"`
+					HostAccess []struct {
+						Host string `json:"host"`
+					} `json:"hostAccess"`
+				} `json:"luns"`
+			}
+			require.NoError(t, json.Unmarshal(raw, &st))
+			short, long, _ := strings.Cut(nodeID, ",")
+			for _, hs := range st.Hosts {
+				if hs.Name == long || hs.Name == short {
+					nodeIdentity = hs.ID
+				}
+			}
+			for _, l := range st.LUNs {
+				if l.ID == v.Object {
+					for _, acc := range l.HostAccess {
+						holders = append(holders, acc.Host)
+					}
+					return holders, nodeIdentity
+				}
+			}
+		case v.Family == arrayclients.PowerMax && a.Family == "powermax":
+			// The hosts of the masking views of the volume's storage
+			// groups; the node's is csi-node-<prefix>-<node ID>.
+			var st struct {
+				Views []struct {
+					Host         string `json:"hostId"`
+					StorageGroup string `json:"storageGroupId"`
+				} `json:"maskingViews"`
+				Volumes []struct {
+					ID     string   `json:"volumeId"`
+					Groups []string `json:"storageGroupId"`
+				} `json:"volumes"`
+			}
+			require.NoError(t, json.Unmarshal(raw, &st))
+			prefix, _ := a.Spec["generate"].(map[string]any)["clusterPrefix"].(string)
+			node, _, _ := strings.Cut(nodeID, ".")
+			nodeIdentity = "csi-node-" + prefix + "-" + node
+			for _, vol := range st.Volumes {
+				if vol.ID == v.Object {
+					for _, mv := range st.Views {
+						if slices.Contains(vol.Groups, mv.StorageGroup) {
+							holders = append(holders, mv.Host)
+						}
+					}
+					return holders, nodeIdentity
+				}
+			}
+		case v.Family == arrayclients.PowerScale && a.Family == "powerscale":
+			// Clients are nodes by IP, name or FQDN: each node the export
+			// lists in any form is named by its CSI node ID (localhost,
+			// which csi-isilon adds to every export, is nobody).
+			var st struct {
+				Exports []struct {
+					ID               int      `json:"id"`
+					Clients          []string `json:"clients"`
+					RootClients      []string `json:"root_clients"`
+					ReadWriteClients []string `json:"read_write_clients"`
+					ReadOnlyClients  []string `json:"read_only_clients"`
+				} `json:"exports"`
+			}
+			require.NoError(t, json.Unmarshal(raw, &st))
+			nodeIdentity = nodeID
+			for _, ex := range st.Exports {
+				if strconv.Itoa(ex.ID) != v.Object {
+					continue
+				}
+				all := slices.Concat(ex.Clients, ex.RootClients, ex.ReadWriteClients, ex.ReadOnlyClients)
+				for _, n := range h.NodesOf(ClusterName) {
+					id := csiNodeID(t, h, n, v.Driver)
+					forms := strings.Split(id, "=#=#=")
+					if slices.ContainsFunc(forms, func(f string) bool { return slices.Contains(all, f) }) {
+						holders = append(holders, id)
+					}
+				}
 				return holders, nodeIdentity
 			}
 		}

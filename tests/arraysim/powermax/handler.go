@@ -128,10 +128,22 @@ func (s *Sim) serveProvisioning(w http.ResponseWriter, r *http.Request, kind str
 			s.deleteMaskingView(w, id)
 			return
 		}
+		if id == "" && r.Method == http.MethodPost {
+			s.createMaskingView(w, r)
+			return
+		}
 		s.only(w, r, http.MethodGet, func() { s.getMaskingView(w, id) })
 	case "storagegroup":
 		if id != "" && r.Method == http.MethodPut {
 			s.putStorageGroup(w, r, id)
+			return
+		}
+		if id == "" && r.Method == http.MethodPost {
+			s.createStorageGroup(w, r)
+			return
+		}
+		if id != "" && r.Method == http.MethodDelete {
+			s.deleteStorageGroup(w, id)
 			return
 		}
 		s.only(w, r, http.MethodGet, func() { s.getStorageGroup(w, id) })
@@ -214,11 +226,15 @@ func (s *Sim) getStorageGroup(w http.ResponseWriter, id string) {
 // writeStorageGroupLocked answers a storage group as GET storagegroup/<id>
 // returns it.
 func (s *Sim) writeStorageGroupLocked(w http.ResponseWriter, sg *storageGroup) {
-	simcore.WriteJSON(w, http.StatusOK, map[string]any{
-		"storageGroupId": sg.ID, "slo": "Diamond", "service_level": "Diamond", "srp": "SRP_1", "workload": "None",
+	out := map[string]any{
+		"storageGroupId": sg.ID, "workload": "None",
 		"num_of_vols": len(sg.Volumes), "num_of_masking_views": len(sg.Views), "maskingview": slices.Sorted(slices.Values(sg.Views)),
 		"type": "Standalone", "cap_gb": float64(len(sg.Volumes)) * 8, "device_emulation": "FBA",
-	})
+	}
+	if sg.SRP != "" {
+		out["srp"], out["slo"], out["service_level"] = sg.SRP, sg.SLO, sg.SLO
+	}
+	simcore.WriteJSON(w, http.StatusOK, out)
 }
 
 // getVolume serves one volume, or the volume iterator (one page; filter
@@ -233,8 +249,13 @@ func (s *Sim) getVolume(w http.ResponseWriter, r *http.Request, id string) {
 			s.fail(w, http.StatusNotFound, "Cannot find Storage Group %s", sg)
 			return
 		}
+		ident, byIdent := r.URL.Query()["volume_identifier"]
+		if byIdent && strings.HasPrefix(ident[0], "<like>") {
+			s.fail(w, http.StatusBadRequest, "volume_identifier <like> matching is not modelled by the simulator")
+			return
+		}
 		for _, v := range sortedKeys(s.volumes) {
-			if sg == "" || slices.Contains(s.volumes[v].Groups, sg) {
+			if (sg == "" || slices.Contains(s.volumes[v].Groups, sg)) && (!byIdent || s.volumes[v].Identifier == ident[0]) {
 				ids = append(ids, v)
 			}
 		}
@@ -253,11 +274,18 @@ func (s *Sim) getVolume(w http.ResponseWriter, r *http.Request, id string) {
 		s.fail(w, http.StatusNotFound, "Cannot find Volume %s", id)
 		return
 	}
+	cyl, ident := v.Cylinders, v.Identifier
+	if cyl == 0 {
+		cyl = defaultCylinders
+	}
+	if ident == "" {
+		ident = "csi-sim-" + v.ID
+	}
 	simcore.WriteJSON(w, http.StatusOK, map[string]any{
-		"volumeId": v.ID, "type": "TDEV", "emulation": "FBA", "cap_gb": 8.0, "cap_cyl": 4370, "status": "Ready",
+		"volumeId": v.ID, "type": "TDEV", "emulation": "FBA", "cap_gb": cylindersToGB(cyl), "cap_cyl": cyl, "status": "Ready",
 		"wwn": "60000970000" + s.spec.SymmetrixID + "5330" + v.ID, "effective_wwn": "60000970000" + s.spec.SymmetrixID + "5330" + v.ID,
 		"storageGroupId": slices.Sorted(slices.Values(v.Groups)), "num_of_storage_groups": len(v.Groups),
-		"volume_identifier": "csi-sim-" + v.ID,
+		"volume_identifier": ident, "num_of_front_end_paths": s.frontEndPathsLocked(v),
 	})
 }
 

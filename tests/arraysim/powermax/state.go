@@ -69,11 +69,20 @@ type storageGroup struct {
 	ID      string   `json:"storageGroupId"`
 	Volumes []string `json:"volumes"`
 	Views   []string `json:"maskingview"`
+	// SRP and SLO are set for a storage group made with a storage
+	// resource pool (csi-powermax's provisioning groups); masking groups
+	// (csi-no-srp-sg-...) have none.
+	SRP string `json:"srp,omitempty"`
+	SLO string `json:"slo,omitempty"`
 }
 
 type volume struct {
 	ID     string   `json:"volumeId"`
 	Groups []string `json:"storageGroupId"`
+	// Identifier is the volume identifier (csi-powermax's
+	// csi-<prefix>-<name>); Cylinders the size, 0 for the default 8 GiB.
+	Identifier string `json:"volume_identifier,omitempty"`
+	Cylinders  int    `json:"cap_cyl,omitempty"`
 }
 
 // New builds a simulator from the fixture spec and the fixture's nodes.
@@ -264,4 +273,13 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// ClusterPrefix is the csi-powermax cluster prefix of the generated hosts
+// ("" when the fixture generates none).
+func (s *Sim) ClusterPrefix() string {
+	if s.spec.Generate == nil {
+		return ""
+	}
+	return s.spec.Generate.ClusterPrefix
 }

@@ -25,6 +25,7 @@ type sgEdit struct {
 			AddSpecificVolumeParam *struct {
 				VolumeIDs []string `json:"volumeId"`
 			} `json:"addSpecificVolumeParam"`
+			AddVolumeParam *addVolumeParam `json:"addVolumeParam"`
 		} `json:"expandStorageGroupParam"`
 	} `json:"editStorageGroupActionParam"`
 	ExecutionOption string `json:"executionOption"`
@@ -46,6 +47,23 @@ func (s *Sim) putStorageGroup(w http.ResponseWriter, r *http.Request, id string)
 		return
 	}
 	p := body.EditStorageGroupActionParam
+	if p.ExpandStorageGroupParam != nil && p.ExpandStorageGroupParam.AddVolumeParam != nil {
+		if p.RemoveVolumeParam != nil || p.ExpandStorageGroupParam.AddSpecificVolumeParam != nil {
+			s.fail(w, http.StatusBadRequest, "editStorageGroupActionParam must hold one edit")
+			return
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		sg := s.groups[id]
+		if sg == nil {
+			s.fail(w, http.StatusNotFound, "Cannot find Storage Group %s", id)
+			return
+		}
+		if s.createVolumesLocked(w, sg, p.ExpandStorageGroupParam.AddVolumeParam) {
+			s.writeStorageGroupLocked(w, sg)
+		}
+		return
+	}
 	var add, remove []string
 	if p.RemoveVolumeParam != nil {
 		remove = p.RemoveVolumeParam.VolumeIDs

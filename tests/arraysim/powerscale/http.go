@@ -64,7 +64,7 @@ func (s *Sim) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.serveSession(w, r)
 		return
 	}
-	if !strings.HasPrefix(path, "/platform/") {
+	if !strings.HasPrefix(path, "/platform/") && path != "/namespace" && !strings.HasPrefix(path, "/namespace/") {
 		s.writeError(w, errf(http.StatusNotFound, "path %s not found", r.URL.Path))
 		return
 	}
@@ -89,6 +89,8 @@ func (s *Sim) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		e = s.onlyGet(r, func() { s.writeClusterConfig(w) })
 	case path == "/platform/3/statistics/summary/client":
 		e = s.onlyGet(r, func() { s.writeClientStats(w, r) })
+	case strings.HasPrefix(path, "/namespace"):
+		e = s.serveNamespace(w, r, path)
 	case strings.HasPrefix(path, "/platform/2/protocols/nfs/exports") || strings.HasPrefix(path, "/platform/4/protocols/nfs/exports"):
 		e = s.serveExports(w, r, path, body)
 	default:

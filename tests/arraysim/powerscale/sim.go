@@ -34,6 +34,8 @@ type Sim struct {
 	exports map[int]*export
 	nextID  int
 	clients map[string]*client // by IP
+	// dirs are the directories under /ifs (namespace API).
+	dirs map[string]bool
 
 	// sessions maps an isisessid to its CSRF token.
 	sessions map[string]string
@@ -72,6 +74,8 @@ type Snapshot struct {
 	Zones   []string      `json:"zones"`
 	Exports []ExportState `json:"exports"`
 	Clients []ClientState `json:"clients"`
+	// Directories are the directories under /ifs.
+	Directories []string `json:"directories"`
 }
 
 // ExportState is an export in a Snapshot.
@@ -118,6 +122,7 @@ func (s *Sim) State() Snapshot {
 			Connected: c.Connected, IOActive: c.IOActive})
 	}
 	sort.Slice(snap.Clients, func(i, j int) bool { return snap.Clients[i].IP < snap.Clients[j].IP })
+	snap.Directories = s.sortedDirsLocked()
 	return snap
 }
 

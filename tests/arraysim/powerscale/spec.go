@@ -101,6 +101,10 @@ func NewFromSpec(sp Spec, nodes []fixture.Node) (*Sim, error) {
 		clusterName: orDefault(sp.ClusterName, "PS-scale-sim"), release: orDefault(sp.Release, "9.5.0.0"),
 		pageSize: defaultPageSize, zones: map[string]bool{DefaultZone: true},
 		exports: map[int]*export{}, nextID: 1, clients: map[string]*client{}, sessions: map[string]string{},
+		dirs: map[string]bool{},
+	}
+	for _, d := range baseDirs {
+		s.addDirLocked(d)
 	}
 	if sp.PageSize < 0 {
 		return nil, fmt.Errorf("powerscale spec: pageSize %d: want > 0", sp.PageSize)
@@ -142,6 +146,11 @@ func NewFromSpec(sp Spec, nodes []fixture.Node) (*Sim, error) {
 	if sp.PerNode != nil {
 		if err := s.addPerNode(*sp.PerNode, nodes); err != nil {
 			return nil, fmt.Errorf("powerscale spec: perNode: %w", err)
+		}
+	}
+	for _, e := range s.exports {
+		for _, p := range e.Paths {
+			s.addDirLocked(p)
 		}
 	}
 	return s, nil

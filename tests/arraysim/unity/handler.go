@@ -25,6 +25,9 @@ const (
 	CodeUnauthorized = 0x1000001
 	// CodeBadRequest is a malformed or invalid request.
 	CodeBadRequest = 0x1000002
+	// CodeNameInUse is createLun with a name another LUN has (the
+	// simulator's code).
+	CodeNameInUse = 0x6701033
 )
 
 const (
@@ -96,6 +99,12 @@ func (s *Sim) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.serveType(w, r, parts[1])
 	case len(parts) == 3 && parts[0] == "instances":
 		s.serveInstance(w, r, parts[1], parts[2])
+	case len(parts) == 4 && parts[0] == "types" && parts[1] == "storageResource" && parts[2] == "action" && parts[3] == "createLun":
+		if r.Method != http.MethodPost {
+			s.fail(w, http.StatusMethodNotAllowed, CodeBadRequest, "Method %s not allowed", r.Method)
+			return
+		}
+		s.createLun(w, r)
 	case len(parts) == 5 && parts[0] == "instances" && parts[1] == "storageResource" && parts[3] == "action" && parts[4] == "modifyLun":
 		if r.Method != http.MethodPost {
 			s.fail(w, http.StatusMethodNotAllowed, CodeBadRequest, "Method %s not allowed", r.Method)

@@ -26,6 +26,9 @@ var (
 		Descriptions: []string{"The LUN is operating normally. No action is required."}}
 )
 
+// defaultLUNSize is the size of the LUNs a fixture seeds: 8 GiB.
+const defaultLUNSize = 8 << 30
+
 // serveType serves /api/types/<type>/instances.
 func (s *Sim) serveType(w http.ResponseWriter, r *http.Request, typ string) {
 	switch {
@@ -115,6 +118,19 @@ func (s *Sim) serveInstance(w http.ResponseWriter, r *http.Request, typ, id stri
 			simcore.WriteJSON(w, http.StatusOK, one(map[string]any{"id": p.ID, "address": p.Address, "host": idRef{p.Host}}))
 			return
 		}
+	case "pool":
+		if (byName && name == poolName) || (!byName && id == poolID) {
+			simcore.WriteJSON(w, http.StatusOK, one(poolJSON()))
+			return
+		}
+	case "license":
+		if byName {
+			id = name
+		}
+		if l, ok := licenseJSON(id); ok {
+			simcore.WriteJSON(w, http.StatusOK, one(l))
+			return
+		}
 	case "lun":
 		for _, lid := range sortedIDs(s.luns) {
 			if l := s.luns[lid]; (byName && l.Name == name) || (!byName && l.ID == id) {
@@ -164,9 +180,13 @@ func (s *Sim) initiatorJSONLocked(in *initiator) map[string]any {
 }
 
 func (s *Sim) lunJSONLocked(l *lun) map[string]any {
+	size := l.Size
+	if size == 0 {
+		size = defaultLUNSize
+	}
 	out := map[string]any{
 		"id": l.ID, "name": l.Name, "description": "", "type": 2, "wwn": l.WWN,
-		"sizeTotal": 8589934592, "sizeUsed": 0, "sizeAllocated": 0, "pool": idRef{"pool_1"},
+		"sizeTotal": size, "sizeUsed": 0, "sizeAllocated": 0, "pool": idRef{"pool_1"},
 		"isThinEnabled": true, "isDataReductionEnabled": false, "isThinClone": false, "tieringPolicy": 0, "health": lunHealthOK,
 	}
 	if len(l.HostAccess) > 0 {

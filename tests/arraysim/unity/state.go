@@ -70,6 +70,9 @@ type lun struct {
 	Name       string   `json:"name"`
 	WWN        string   `json:"wwn"`
 	HostAccess []access `json:"hostAccess"`
+	// Size is the LUN's size in bytes; 0 is the default 8 GiB of the
+	// LUNs a fixture seeds.
+	Size uint64 `json:"sizeTotal,omitempty"`
 }
 
 // access is one LUN host-access entry.
@@ -143,7 +146,7 @@ func New(spec *yaml.Node, nodes []fixture.Node) (*Sim, error) {
 		byName[hs.Name] = append(byName[hs.Name], h.ID)
 	}
 	for i, ls := range luns {
-		l := &lun{ID: fmt.Sprintf("sv_%d", i+1), Name: ls.Name, WWN: fmt.Sprintf("60:06:01:60:0B:C0:52:00:5A:5B:C0:6C:00:%02X:%02X:%02X", (i>>16)&0xff, (i>>8)&0xff, i&0xff)}
+		l := &lun{ID: fmt.Sprintf("sv_%d", i+1), Name: ls.Name, WWN: lunWWN(i)}
 		for _, a := range ls.HostAccess {
 			ids := byName[a.Host]
 			if len(ids) != 1 {

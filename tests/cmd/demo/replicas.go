@@ -158,8 +158,9 @@ func (r *replica) writeConfig(env configEnv) error {
 
 // familyOptions returns the family block of an array's configuration from
 // its fixture spec: the PowerFlex system, the PowerStore global ID, the
-// PowerMax array ID and the csi-powermax cluster prefix its hosts are named
-// with.
+// Unity array ID and PowerScale cluster name the emulated drivers write
+// into handles, the PowerMax array ID and the csi-powermax cluster prefix
+// its hosts are named with.
 func familyOptions(a *e2e.Array) map[string]any {
 	switch a.Family {
 	case "powerflex":
@@ -172,6 +173,16 @@ func familyOptions(a *e2e.Array) map[string]any {
 		// csi-powerstore's handles name the array by its global ID.
 		if a.Driver != nil {
 			return map[string]any{"globalID": a.Driver.ArrayID}
+		}
+	case "unity":
+		// csi-unity's handles name the array by the secret's arrayId.
+		if a.Driver != nil {
+			return map[string]any{"arrayID": a.Driver.ArrayID}
+		}
+	case "powerscale":
+		// csi-isilon's handles name the cluster by the secret's clusterName.
+		if a.Driver != nil {
+			return map[string]any{"clusterName": a.Driver.ArrayID}
 		}
 	case "powermax":
 		opts := map[string]any{"symmetrixID": a.Spec["symmetrixID"]}
