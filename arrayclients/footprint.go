@@ -69,7 +69,7 @@ func (l VolumeLocation) String() string {
 }
 
 // ParseVolumeHandle parses a volume handle written by the family's Dell
-// CSI driver (formats in shared/reference/csi-drivers.md, read from each
+// CSI driver (formats in docs/footprint.md, read from each
 // driver's own parser). fsType is the PersistentVolume's spec.csi.fsType;
 // it tells a legacy PowerStore handle's protocol. An error names the
 // handle and what is wrong with it.
