@@ -95,6 +95,7 @@ func wireRaft(d *daemon.Daemon, users *stopOrder) (*cluster.Node, error) {
 		}
 		return nil
 	})
+	d.AddReadinessCheck("raft-storage", func(context.Context) error { return node.StorageFull() })
 	d.AddStatusProvider(func(_ context.Context, st *status.Status) {
 		st.Raft = raftStatus(node)
 	})
