@@ -512,3 +512,67 @@ func FuzzCheckBoltFile(f *testing.F) {
 		_ = s.Close()
 	})
 }
+
+// TestFullTmpfs fills a small tmpfs under a real single replica: BoltDB's
+// ENOSPC reaches the guard, the write is held with no election, and once
+// space is freed the held entry and the ones before it are all there. It
+// needs to mount a tmpfs (root); elsewhere TestFullDiskHoldsWithoutElections
+// covers the same with an injected fault.
+func TestFullTmpfs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("mounts a tmpfs")
+	}
+	dir := t.TempDir()
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=4m"); err != nil {
+		t.Skipf("cannot mount a tmpfs here: %v", err)
+	}
+	t.Cleanup(func() { _ = syscall.Unmount(dir, syscall.MNT_DETACH) })
+
+	cfg := devConfig(dir)
+	cfg.storeRetry = 50 * time.Millisecond
+	n, err := Open(cfg, newTestLogger(t), nil)
+	require.NoError(t, err)
+	defer n.Close()
+	leader, l := waitLeader(t, []*Node{n}, waitLong)
+	applyNotes(t, leader, l, "kept", 3)
+	term := n.Status().Term
+
+	ballast, err := os.Create(filepath.Join(dir, "ballast"))
+	require.NoError(t, err)
+	chunk := make([]byte, 64<<10)
+	for {
+		if _, err := ballast.Write(chunk); err != nil {
+			require.ErrorIs(t, err, syscall.ENOSPC)
+			break
+		}
+	}
+	require.NoError(t, ballast.Close())
+
+	// Notes big enough to need new pages.
+	big := strings.Repeat("x", 4000)
+	ctx, cancel := context.WithTimeout(l.Ctx, 3*time.Second)
+	var held error
+	for i := 0; held == nil && i < 64; i++ {
+		_, held = n.Apply(ctx, note(l, big+"-"+string(rune('a'+i%26))))
+	}
+	cancel()
+	require.Error(t, held, "the tmpfs never filled")
+	t.Logf("apply on a full disk: %v", held)
+	require.ErrorIs(t, n.StorageFull(), ErrStorageFull)
+	assert.Contains(t, n.StorageFull().Error(), "no space left on device")
+	assert.Equal(t, 1.0, testutil.ToFloat64(n.metrics.storageFull))
+	time.Sleep(3 * cfg.Timings.HeartbeatTimeout)
+	assert.Equal(t, term, n.Status().Term, "no election while the disk is full")
+
+	require.NoError(t, os.Remove(filepath.Join(dir, "ballast")))
+	require.Eventually(t, func() bool { return n.StorageFull() == nil }, waitLong, 20*time.Millisecond)
+	leader, l = waitLeader(t, []*Node{n}, waitLong)
+	applyNotes(t, leader, l, "after", 1)
+	st := n.Ledger().Copy()
+	for _, r := range []string{"kept-0", "kept-1", "kept-2", "after-0"} {
+		assert.True(t, hasNote(st, r), r)
+	}
+	assert.Equal(t, term, n.Status().Term)
+	require.NoError(t, n.Close())
+	require.NoError(t, checkBoltFile(storePath(dir)), "the store is sound after the full disk")
+}
