@@ -120,6 +120,7 @@ func raftStatus(node *cluster.Node) *status.Raft {
 		CommitIndex:  s.CommitIndex,
 		AppliedIndex: s.AppliedIndex,
 		LastLogIndex: s.LastLogIndex,
+		StorageFull:  s.StorageFull,
 	}
 	if s.Leader != nil {
 		r.LeaderID, r.LeaderAddress = s.Leader.ID, s.Leader.RaftAddr
