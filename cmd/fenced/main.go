@@ -5,7 +5,7 @@
 //	fenced status [--addr URL] [-o table|json]      show a replica's status
 //	fenced config validate FILE...                  check configuration files
 //	fenced fence NODE --cluster C --reason R        fence a node now
-//	fenced unfence NODE --cluster C [--force]       restore a fenced node
+//	fenced unfence NODE --cluster C [--force --yes] restore a fenced node
 //	fenced pause|resume [--cluster C]               pause or resume fencing
 //	fenced datadir recover --config F --rejoin      recover a refused data directory
 //	fenced version                                  print the version
