@@ -49,6 +49,12 @@ type Config struct {
 	// route peer traffic through a fault proxy with it). It is not
 	// configurable from files.
 	Dial func(ctx context.Context, network, address string) (net.Conn, error)
+
+	// wrapStore, when set, wraps the Raft store (tests inject faults
+	// with it); storeRetry overrides how often a write held on a full disk
+	// is retried.
+	wrapStore  func(raftStore) raftStore
+	storeRetry time.Duration
 }
 
 // Peer is one voter of the group.

@@ -12,6 +12,9 @@ type metrics struct {
 	appliesFailed *prometheus.CounterVec
 	leaderChanges prometheus.Counter
 	tlsRejected   prometheus.Counter
+	storageFull   prometheus.Gauge
+	// storeWriteErrors counts failed Raft store writes, held ones included.
+	storeWriteErrors prometheus.Counter
 
 	state, term, lastContact, commitIndex, appliedIndex, snapshotIndex, peerReachable *prometheus.Desc
 }
@@ -31,6 +34,14 @@ func newMetrics(n *Node) *metrics {
 			Name: "fenced_raft_tls_rejected_total",
 			Help: "Raft connections refused during the mutual-TLS handshake.",
 		}),
+		storageFull: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "fenced_raft_storage_full",
+			Help: "1 while the data directory has no space for Raft's writes (they are held until space is freed), else 0.",
+		}),
+		storeWriteErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "fenced_raft_store_write_errors_total",
+			Help: "Failed writes to the Raft store, including each retry of a write held on a full disk.",
+		}),
 		state: prometheus.NewDesc("fenced_raft_state",
 			"1 for this replica's Raft state (leader, follower, candidate, shutdown), 0 for the others.", []string{"state"}, nil),
 		term:          prometheus.NewDesc("fenced_raft_term", "Current Raft term.", nil, nil),
@@ -42,10 +53,18 @@ func newMetrics(n *Node) *metrics {
 	}
 }
 
+func (m *metrics) setStorageFull(full bool) {
+	v := 0.0
+	if full {
+		v = 1
+	}
+	m.storageFull.Set(v)
+}
+
 func (m *metrics) failed(reason string) { m.appliesFailed.WithLabelValues(reason).Inc() }
 
 func (m *metrics) register(reg *prometheus.Registry) error {
-	for _, c := range []prometheus.Collector{m, m.appliesFailed, m.leaderChanges, m.tlsRejected} {
+	for _, c := range []prometheus.Collector{m, m.appliesFailed, m.leaderChanges, m.tlsRejected, m.storageFull, m.storeWriteErrors} {
 		if err := reg.Register(c); err != nil {
 			m.unregister()
 			return err
@@ -59,7 +78,7 @@ func (m *metrics) unregister() {
 	if m.reg == nil {
 		return
 	}
-	for _, c := range []prometheus.Collector{m, m.appliesFailed, m.leaderChanges, m.tlsRejected} {
+	for _, c := range []prometheus.Collector{m, m.appliesFailed, m.leaderChanges, m.tlsRejected, m.storageFull, m.storeWriteErrors} {
 		m.reg.Unregister(c)
 	}
 	m.reg = nil

@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -22,9 +23,18 @@ import (
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.etcd.io/bbolt"
+	bbolterrors "go.etcd.io/bbolt/errors"
 
 	"github.com/fenced-project/fenced/cluster/ledger"
 	"github.com/fenced-project/fenced/cluster/transport"
+)
+
+// Store timings: how long Open waits for the store's file lock, and how
+// often a write held on a full disk is retried.
+const (
+	storeLockWait  = 2 * time.Second
+	storeFullRetry = time.Second
 )
 
 // Node is one replica of the Raft group.
@@ -34,6 +44,7 @@ type Node struct {
 	fsm     *ledger.FSM
 	raft    *raft.Raft
 	store   *raftboltdb.BoltStore
+	guard   *storeGuard
 	stream  *transport.StreamLayer // nil for a single replica without TLS
 	metrics *metrics
 
@@ -101,34 +112,86 @@ func Open(cfg Config, logger *slog.Logger, reg *prometheus.Registry) (*Node, err
 }
 
 func (n *Node) open(reg *prometheus.Registry) error {
-	dir := filepath.Join(n.cfg.DataDir, "raft")
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("create raft data dir: %w", err)
-	}
-	hl := newHCLog(n.log)
-	store, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(dir, "raft.db")})
+	st, err := prepareDataDir(n.cfg.DataDir)
 	if err != nil {
-		return fmt.Errorf("open raft store in %s: %w", dir, err)
+		return err
 	}
-	n.store = store
+	dir := st.dir
+	hl := newHCLog(n.log)
+	path := filepath.Join(dir, storeFile)
+	// A timeout, so that a second process on the same data directory is
+	// refused instead of waiting for BoltDB's file lock forever.
+	bolt, err := raftboltdb.New(raftboltdb.Options{Path: path, BoltOptions: &bbolt.Options{Timeout: storeLockWait}})
+	if err != nil {
+		problem := "cannot be opened"
+		if errors.Is(err, bbolterrors.ErrTimeout) {
+			problem = "is locked by another process (is another fenced running on this data directory?)"
+		}
+		return &DataDirError{Path: path, Problem: problem, Err: err}
+	}
+	n.store = bolt
+	if err := checkStoredLog(bolt); err != nil {
+		return &DataDirError{Path: path, Problem: "holds a damaged log", Err: err}
+	}
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(filepath.Join(dir, "snapshots"), n.cfg.Timings.SnapshotRetain, hl.Named("snapshots"))
 	if err != nil {
 		return fmt.Errorf("open snapshot store in %s: %w", dir, err)
 	}
 
 	n.metrics = newMetrics(n)
+	var inner raftStore = bolt
+	if n.cfg.wrapStore != nil {
+		inner = n.cfg.wrapStore(inner)
+	}
+	retry := n.cfg.storeRetry
+	if retry <= 0 {
+		retry = storeFullRetry
+	}
+	join := n.cfg.JoinExisting || st.rejoin
+	n.guard = &storeGuard{
+		raftStore: inner, ctx: n.ctx, log: n.log, dir: dir, retry: retry,
+		onFull:  func(full bool) { n.metrics.setStorageFull(full) },
+		failure: n.metrics.storeWriteErrors.Inc,
+		onHeld: func() {
+			if st.rejoin {
+				if err := os.Remove(filepath.Join(dir, markerRejoin)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+					n.log.Warn("cannot remove the rejoin marker", "err", err)
+				}
+			}
+		},
+	}
+	n.guard.held.Store(st.held)
+
+	existing, err := raft.HasExistingState(n.guard, n.guard, snaps)
+	if err != nil {
+		return &DataDirError{Path: path, Problem: "cannot be read", Err: err}
+	}
+	if existing && !st.held && !join {
+		half, err := interruptedBootstrap(n.guard, snaps)
+		if err != nil {
+			return &DataDirError{Path: path, Problem: "cannot be read", Err: err}
+		}
+		if half {
+			n.log.Warn("an earlier first start was stopped half-way through bootstrapping the group (term written, configuration not); bootstrapping again")
+			if err := n.guard.SetUint64(keyCurrentTerm, 0); err != nil {
+				return fmt.Errorf("reset the half-written bootstrap in %s: %w", path, err)
+			}
+			existing = false
+		}
+	}
+	switch {
+	case existing:
+		n.guard.markHeld()
+	case st.held:
+		return &DataDirError{Path: path, Problem: "holds no Raft state but this data directory held the group's log"}
+	}
+
 	trans, err := n.newTransport(hl)
 	if err != nil {
 		return err
 	}
-
 	rc := n.raftConfig(hl)
-	existing, err := raft.HasExistingState(store, store, snaps)
-	if err != nil {
-		closeTransport(trans)
-		return fmt.Errorf("check for existing raft state: %w", err)
-	}
-	r, err := raft.NewRaft(rc, n.fsm, store, store, snaps, trans)
+	r, err := raft.NewRaft(rc, n.fsm, n.guard, n.guard, snaps, trans)
 	if err != nil {
 		closeTransport(trans)
 		return fmt.Errorf("start raft: %w", err)
@@ -137,8 +200,8 @@ func (n *Node) open(reg *prometheus.Registry) error {
 	switch {
 	case existing:
 		n.log.Info("raft state found; rejoining the group")
-	case n.cfg.JoinExisting:
-		n.log.Info("no raft state; waiting to be added by the group's leader")
+	case join:
+		n.log.Info("no raft state; waiting to be added by the group's leader", "recovered", st.rejoin)
 	default:
 		servers := make([]raft.Server, 0, len(n.peers))
 		for _, p := range n.peers {
@@ -249,6 +312,15 @@ func (n *Node) peer(id string) (Peer, bool) {
 		}
 	}
 	return Peer{}, false
+}
+
+// StorageFull returns nil, or an error wrapping ErrStorageFull while the
+// data directory has no space for Raft's writes (they are held meanwhile).
+func (n *Node) StorageFull() error {
+	if n.guard == nil {
+		return nil
+	}
+	return n.guard.Full()
 }
 
 // ID is this replica's ID.

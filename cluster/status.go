@@ -29,7 +29,10 @@ type Status struct {
 	AppliedIndex       uint64  `json:"appliedIndex"`
 	LastLogIndex       uint64  `json:"lastLogIndex"`
 	// LedgerIndex is the index of the last command the ledger applied.
-	LedgerIndex       uint64 `json:"ledgerIndex"`
+	LedgerIndex uint64 `json:"ledgerIndex"`
+	// StorageFull, when not empty, says that the data directory is full
+	// and Raft's writes are held (see Node.StorageFull).
+	StorageFull       string `json:"storageFull,omitempty"`
 	LastSnapshotIndex uint64 `json:"lastSnapshotIndex"`
 	LastSnapshotTerm  uint64 `json:"lastSnapshotTerm"`
 	// Peers are the members of the Raft configuration plus configured
@@ -95,9 +98,17 @@ func (n *Node) Status() Status {
 		LastLogIndex: n.raft.LastIndex(),
 		LedgerIndex:  n.fsm.AppliedIndex(),
 	}
-	stats := n.raft.Stats()
-	st.LastSnapshotIndex = parseUint(stats["last_snapshot_index"])
-	st.LastSnapshotTerm = parseUint(stats["last_snapshot_term"])
+	// While the store holds a write for a full disk, Raft's main loop
+	// waits in it: ask nothing that goes through it (Stats reads the
+	// configuration that way).
+	full := n.StorageFull()
+	if full != nil {
+		st.StorageFull = full.Error()
+	} else {
+		stats := n.raft.Stats()
+		st.LastSnapshotIndex = parseUint(stats["last_snapshot_index"])
+		st.LastSnapshotTerm = parseUint(stats["last_snapshot_term"])
+	}
 	leader, hasLeader := n.Leader()
 	if hasLeader {
 		st.Leader = &leader
@@ -127,8 +138,10 @@ func (n *Node) Status() Status {
 
 	seen := map[string]bool{}
 	var servers []raft.Server
-	if f := n.raft.GetConfiguration(); f.Error() == nil {
-		servers = f.Configuration().Servers
+	if full == nil {
+		if f := n.raft.GetConfiguration(); f.Error() == nil {
+			servers = f.Configuration().Servers
+		}
 	}
 	for _, s := range servers {
 		ps := PeerStatus{ID: string(s.ID), RaftAddr: string(s.Address), Suffrage: suffrage(s.Suffrage),

@@ -116,6 +116,8 @@ func TestOperatorActionsAreRecorded(t *testing.T) {
 	}
 	assert.Equal(t, "token/alice", unfence.Operator)
 	assert.Equal(t, "forced: verified by hand", unfence.Note)
+	assert.True(t, unfence.Forced, "the ledger marks the forced unfence in its own field")
+	assert.False(t, unfence.Unverified)
 	for _, a := range w.arrays {
 		assert.True(t, a.hasAccess("n1"))
 	}
@@ -309,4 +311,49 @@ func TestAPIRefusesBadNamesAndLargeBodies(t *testing.T) {
 	require.NoError(t, err)
 	resp.Body.Close()
 	assert.Equal(t, http.StatusRequestEntityTooLarge, resp.StatusCode)
+}
+
+// TestForcedUnfenceNeedsTheAPIServer: a forced unfence is refused while the
+// API server cannot be read, unless it is also unverified; the ledger marks
+// both in their own fields.
+func TestForcedUnfenceNeedsTheAPIServer(t *testing.T) {
+	w := newWorld(t)
+	_, stop := w.lead()
+	defer stop()
+	srv := newAPIServer(t, w)
+	c := &Client{BaseURL: srv.URL, Token: testToken, Operator: "alice"}
+	w.verdict("n1", detector.Failed)
+	w.waitState(ledger.StateEvicted)
+	setAPIErr := func(err error) {
+		w.kube.mu.Lock()
+		w.kube.apiErr = err
+		w.kube.mu.Unlock()
+	}
+	setAPIErr(errors.New("connection refused"))
+
+	_, err := c.Unfence(t.Context(), UnfenceRequest{Cluster: "c1", Node: "n1", Reason: "by hand", Force: true})
+	var apiErr *APIError
+	require.ErrorAs(t, err, &apiErr)
+	assert.Equal(t, http.StatusConflict, apiErr.StatusCode)
+	assert.Contains(t, apiErr.Message, "cannot read n1 and its pods from the API server: connection refused")
+	assert.Contains(t, apiErr.Message, "--unverified")
+	assert.Equal(t, ledger.StateEvicted, w.state())
+
+	_, err = c.Unfence(t.Context(), UnfenceRequest{Cluster: "c1", Node: "n1", Reason: "by hand", Unverified: true})
+	require.ErrorAs(t, err, &apiErr)
+	assert.Equal(t, http.StatusBadRequest, apiErr.StatusCode)
+
+	_, err = c.Unfence(t.Context(), UnfenceRequest{Cluster: "c1", Node: "n1", Reason: "checked by phone", Force: true, Unverified: true})
+	require.NoError(t, err)
+	setAPIErr(nil)
+	w.waitClosed()
+	h := w.group.history("c1", "n1")
+	var unfence ledger.Step
+	for _, s := range h[len(h)-1].Steps {
+		if s.To == ledger.StateUnfenceIntent {
+			unfence = s
+		}
+	}
+	assert.True(t, unfence.Forced)
+	assert.True(t, unfence.Unverified)
 }

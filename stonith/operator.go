@@ -21,12 +21,16 @@ type FenceRequest struct {
 // --cluster C [--force]`). Without Force the node must have rebooted since
 // the fence (its boot ID changed), none of its pre-fence pods may still
 // run there and no volume of the node may still wait for a detach; Force
-// skips these checks.
+// skips these checks. A forced unfence still reads the node and its pods
+// from the API server, and is refused when it cannot, unless Unverified
+// says to go ahead anyway. The ledger records both (FenceStep.Forced,
+// FenceStep.Unverified).
 type UnfenceRequest struct {
-	Cluster string `json:"cluster"`
-	Node    string `json:"node"`
-	Reason  string `json:"reason"`
-	Force   bool   `json:"force,omitempty"`
+	Cluster    string `json:"cluster"`
+	Node       string `json:"node"`
+	Reason     string `json:"reason"`
+	Force      bool   `json:"force,omitempty"`
+	Unverified bool   `json:"unverified,omitempty"`
 }
 
 // PauseRequest pauses or resumes fencing for one cluster, or for all when
@@ -152,6 +156,9 @@ func (c *Controller) Unfence(ctx context.Context, operator string, req UnfenceRe
 		[2]string{"reason", req.Reason}, [2]string{"operator", operator}); err != nil {
 		return ActionResult{}, err
 	}
+	if req.Unverified && !req.Force {
+		return ActionResult{}, fmt.Errorf("%w: unverified is given only with force", ErrBadRequest)
+	}
 	cl, err := c.cluster(req.Cluster)
 	if err != nil {
 		return ActionResult{}, err
@@ -205,7 +212,12 @@ func (c *Controller) Unfence(ctx context.Context, operator string, req UnfenceRe
 					ErrRefused, req.Node, strings.Join(detaching, ", "))
 			}
 		} else {
+			if err := errors.Join(nerr, perr); err != nil && !req.Unverified {
+				return ActionResult{}, fmt.Errorf("%w: cannot read %s and its pods from the API server: %w; a forced unfence reads them first (use --unverified as well to unfence without)",
+					ErrRefused, req.Node, err)
+			}
 			step.Note = "forced: " + req.Reason
+			step.Forced, step.Unverified = true, req.Unverified
 		}
 		if scope, err := c.restoreScope(cl, f); err == nil {
 			step.Restore = scope
@@ -217,7 +229,7 @@ func (c *Controller) Unfence(ctx context.Context, operator string, req UnfenceRe
 		return ActionResult{}, fmt.Errorf("unfence %s/%s: %w", cl.Name, req.Node, err)
 	}
 	c.log.Warn("operator unfence", "cluster", cl.Name, "node", req.Node, "fence", f.ID, "operator", operator,
-		"force", req.Force, "reason", req.Reason)
+		"force", req.Force, "unverified", req.Unverified, "reason", req.Reason)
 	c.Enqueue(cl.Name, req.Node)
 	return ActionResult{FenceID: f.ID, State: string(step.To), Message: "recovery started"}, nil
 }

@@ -86,7 +86,7 @@ func TestUnitSettings(t *testing.T) {
 		lines[strings.TrimSpace(l)] = true
 	}
 	for _, want := range []string{
-		"Type=notify", "NotifyAccess=main", "WatchdogSec=30s", "Restart=on-failure", "RestartPreventExitStatus=78",
+		"Type=notify", "NotifyAccess=main", "WatchdogSec=30s", "Restart=on-failure", "RestartPreventExitStatus=78 65",
 		"User=fenced", "Group=fenced", "StateDirectory=fenced", "ConfigurationDirectory=fenced",
 		"LoadCredential=fenced:/etc/fenced/credentials", "UMask=0077",
 		"ProtectSystem=strict", "ProtectHome=yes", "PrivateTmp=yes", "PrivateDevices=yes", "NoNewPrivileges=yes",

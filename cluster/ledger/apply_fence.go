@@ -272,10 +272,10 @@ func applyFenceStep(s *State, index uint64, c *FenceStep) error {
 	f.State = c.To
 	f.UpdatedAt = c.At
 	f.Steps = appendBounded(f.Steps, Step{From: c.From, To: c.To, Term: c.Term, Index: index, At: c.At,
-		By: c.By, Operator: c.Operator, Note: c.Note}, MaxSteps)
+		By: c.By, Operator: c.Operator, Note: c.Note, Forced: c.Forced, Unverified: c.Unverified}, MaxSteps)
 	if c.Operator != "" {
 		s.recordAction(index, Action{At: c.At, Operator: c.Operator, Action: string(c.To), Reason: c.Note,
-			Cluster: c.Cluster, Node: c.Node, FenceID: f.ID})
+			Cluster: c.Cluster, Node: c.Node, FenceID: f.ID, Forced: c.Forced, Unverified: c.Unverified})
 	}
 	if Terminal(c.To) {
 		n.History = appendBounded(n.History, f, MaxHistory)

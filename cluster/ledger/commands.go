@@ -179,6 +179,12 @@ type FenceStep struct {
 	// host-level identity (version 2, with unfence-intent): the footprint
 	// volumes Kubernetes still wants on the node.
 	Restore map[string]arrayclients.RestoreScope `json:"restore,omitempty"`
+	// Forced marks an operator's forced unfence (a step to unfence-intent
+	// that skipped the reboot, stale-pod and detach checks); Unverified
+	// one that went ahead although the API server could not be read.
+	// Entries written before these fields decode with both false.
+	Forced     bool `json:"forced,omitempty"`
+	Unverified bool `json:"unverified,omitempty"`
 }
 
 // RecordArrayResult records the outcome of one operation on one array of a

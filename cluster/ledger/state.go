@@ -186,6 +186,9 @@ type Step struct {
 	Operator string `json:"operator,omitempty"`
 	// Note is the reason or result given with the step.
 	Note string `json:"note,omitempty"`
+	// Forced and Unverified mark a forced unfence (see FenceStep).
+	Forced     bool `json:"forced,omitempty"`
+	Unverified bool `json:"unverified,omitempty"`
 }
 
 // ArrayOp names an operation on one array whose outcome is recorded.
@@ -237,6 +240,10 @@ type Action struct {
 	Cluster string `json:"cluster,omitempty"`
 	Node    string `json:"node,omitempty"`
 	FenceID string `json:"fenceID,omitempty"`
+	// Forced marks a forced unfence (Unverified: without reading the API
+	// server).
+	Forced     bool `json:"forced,omitempty"`
+	Unverified bool `json:"unverified,omitempty"`
 }
 
 // ReplicaView is what one replica observed, one entry per observed subject

@@ -152,3 +152,44 @@ func TestV1FenceResumesUnderVersion2(t *testing.T) {
 	}
 	require.NoError(t, step(1))
 }
+
+// TestForcedUnfenceField: steps written before FenceStep.Forced decode as
+// not forced (the v1 ledger has forced unfences only in their note), and
+// the field is refused on anything but an operator's step to
+// unfence-intent.
+func TestForcedUnfenceField(t *testing.T) {
+	replayed := New()
+	for _, l := range v1Log(t) {
+		replayed.Apply(l)
+	}
+	st := replayed.Copy()
+	for _, cl := range st.Clusters {
+		for _, n := range cl.Nodes {
+			for _, f := range append(n.History, n.Fence) {
+				if f == nil {
+					continue
+				}
+				for _, s := range f.Steps {
+					assert.False(t, s.Forced || s.Unverified, "fence %s step to %s", f.ID, s.To)
+				}
+			}
+		}
+	}
+	for _, a := range st.Actions {
+		assert.False(t, a.Forced || a.Unverified)
+	}
+
+	step := FenceStep{Cluster: "c1", Node: "n1", FenceID: "f-1", From: StateEvicted, To: StateUnfenceIntent,
+		Operator: "alice", Note: "forced: by hand", Forced: true}
+	step.Meta = Meta{V: 2, Term: 1, By: "r1", At: time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)}
+	require.NoError(t, step.Validate())
+	bad := step
+	bad.Operator = ""
+	require.ErrorContains(t, bad.Validate(), "forced is given only with an operator's step")
+	bad = step
+	bad.To = StateAborted
+	require.ErrorContains(t, bad.Validate(), "forced is given only")
+	bad = step
+	bad.Forced, bad.Unverified = false, true
+	require.ErrorContains(t, bad.Validate(), "unverified is given only with forced")
+}

@@ -272,6 +272,12 @@ func (c *FenceStep) Validate() error {
 	if (c.To == StateFailed || c.To == StateAborted || c.Operator != "") && c.Note == "" {
 		return invalid(t, "note is required for a step to %s or by an operator", c.To)
 	}
+	if c.Forced && (c.To != StateUnfenceIntent || c.Operator == "") {
+		return invalid(t, "forced is given only with an operator's step to %s", StateUnfenceIntent)
+	}
+	if c.Unverified && !c.Forced {
+		return invalid(t, "unverified is given only with forced")
+	}
 	if len(c.Restore) > 0 {
 		if c.V < 2 || c.To != StateUnfenceIntent {
 			return invalid(t, "restore is given only with a v 2 step to %s", StateUnfenceIntent)

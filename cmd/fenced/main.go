@@ -5,8 +5,9 @@
 //	fenced status [--addr URL] [-o table|json]      show a replica's status
 //	fenced config validate FILE...                  check configuration files
 //	fenced fence NODE --cluster C --reason R        fence a node now
-//	fenced unfence NODE --cluster C [--force]       restore a fenced node
+//	fenced unfence NODE --cluster C [--force --yes] restore a fenced node
 //	fenced pause|resume [--cluster C]               pause or resume fencing
+//	fenced datadir recover --config F --rejoin      recover a refused data directory
 //	fenced version                                  print the version
 package main
 
@@ -25,6 +26,10 @@ const (
 	exitOK      = 0
 	exitFailure = 1
 	exitUsage   = 2
+	// exitDataDir is sysexits' EX_DATAERR: the Raft store is missing,
+	// empty, unreadable or damaged after it held the ledger. The unit
+	// does not restart on it; `fenced datadir recover` is the way out.
+	exitDataDir = 65
 	// exitConfig is sysexits' EX_CONFIG; the unit does not restart on it.
 	exitConfig = 78
 )
@@ -72,6 +77,6 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.AddCommand(newRunCmd(), newStatusCmd(), newPlanCmd(), newConfigCmd(), newVersionCmd(),
-		newFenceCmd(), newUnfenceCmd(), newPauseCmd(), newResumeCmd())
+		newFenceCmd(), newUnfenceCmd(), newPauseCmd(), newResumeCmd(), newDataDirCmd())
 	return root
 }

@@ -253,20 +253,44 @@ the leader.`,
 
 func newUnfenceCmd() *cobra.Command {
 	var cluster, reason string
-	var force bool
-	return opCommand("unfence NODE --cluster C [--force] [--reason R]", "Restore a fenced node",
+	var force, unverified, yes bool
+	cmd := opCommand("unfence NODE --cluster C [--force [--unverified]] [--yes] [--reason R]", "Restore a fenced node",
 		`Restore a fenced node's array access and remove its taints. Without
 --force the node must have rebooted since the fence (new boot ID) and no pod
-from before the fence may still run there.`,
+from before the fence may still run there.
+
+--force skips these checks; it asks for confirmation unless --yes is given,
+and is still refused when the API server cannot be read (the node and its
+pods are read first) unless --unverified is given too. The ledger records a
+forced unfence as such.`,
 		cobra.ExactArgs(1), func(cmd *cobra.Command) {
 			cmd.Flags().StringVar(&cluster, "cluster", "", "the node's cluster (required)")
 			cmd.Flags().StringVar(&reason, "reason", "operator unfence", "why, recorded in the ledger")
 			cmd.Flags().BoolVar(&force, "force", false, "skip the reboot and stale-pod checks")
+			cmd.Flags().BoolVar(&unverified, "unverified", false, "with --force: go ahead even when the API server cannot be read")
+			cmd.Flags().BoolVar(&yes, "yes", false, "with --force: do not ask for confirmation")
 			_ = cmd.MarkFlagRequired("cluster")
 		},
 		func(ctx context.Context, c *stonith.Client, args []string) (stonith.ActionResult, error) {
-			return c.Unfence(ctx, stonith.UnfenceRequest{Cluster: cluster, Node: args[0], Reason: reason, Force: force})
+			return c.Unfence(ctx, stonith.UnfenceRequest{Cluster: cluster, Node: args[0], Reason: reason, Force: force, Unverified: unverified})
 		})
+	call := cmd.RunE
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if unverified && !force {
+			return &exitError{code: exitUsage, err: errors.New("--unverified goes with --force")}
+		}
+		if force {
+			prompt := fmt.Sprintf("Force-unfence %s in cluster %s: its array access comes back WITHOUT checking that it rebooted and runs none of its old pods.", args[0], cluster)
+			if unverified {
+				prompt += " The API server need not be readable (--unverified)."
+			}
+			if err := confirm(cmd.InOrStdin(), cmd.ErrOrStderr(), prompt, yes); err != nil {
+				return err
+			}
+		}
+		return call(cmd, args)
+	}
+	return cmd
 }
 
 func newPauseCmd() *cobra.Command {

@@ -393,6 +393,10 @@ func TestProductOneReplica(t *testing.T) {
 		assert.Contains(t, out, "has not rebooted")
 		code, out = cli(t, bin, "unfence", other, "--addr", base, "--token-file", token, "--cluster", productCluster,
 			"--force", "--reason", "operator test done")
+		assert.Equal(t, exitUsage, code, "--force without --yes and nothing typed: %s", out)
+		assert.Contains(t, out, "not confirmed: nothing done")
+		code, out = cli(t, bin, "unfence", other, "--addr", base, "--token-file", token, "--cluster", productCluster,
+			"--force", "--yes", "--reason", "operator test done")
 		require.Equal(t, 0, code, out)
 		require.Eventually(t, func() bool {
 			st, ok := getStatus(t, base)

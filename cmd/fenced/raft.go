@@ -95,6 +95,7 @@ func wireRaft(d *daemon.Daemon, users *stopOrder) (*cluster.Node, error) {
 		}
 		return nil
 	})
+	d.AddReadinessCheck("raft-storage", func(context.Context) error { return node.StorageFull() })
 	d.AddStatusProvider(func(_ context.Context, st *status.Status) {
 		st.Raft = raftStatus(node)
 	})
@@ -119,6 +120,7 @@ func raftStatus(node *cluster.Node) *status.Raft {
 		CommitIndex:  s.CommitIndex,
 		AppliedIndex: s.AppliedIndex,
 		LastLogIndex: s.LastLogIndex,
+		StorageFull:  s.StorageFull,
 	}
 	if s.Leader != nil {
 		r.LeaderID, r.LeaderAddress = s.Leader.ID, s.Leader.RaftAddr

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/fenced-project/fenced/cluster"
 	"github.com/fenced-project/fenced/cmd/fenced/internal/apiprobe"
 	"github.com/fenced-project/fenced/cmd/fenced/internal/buildinfo"
 	"github.com/fenced-project/fenced/cmd/fenced/internal/daemon"
@@ -31,7 +32,9 @@ func newRunCmd() *cobra.Command {
 		Short: "Run a fenced replica until SIGTERM or SIGINT",
 		Long: `Run a fenced replica. Under systemd it logs to the journal with structured
 fields, reports READY, STATUS, WATCHDOG and STOPPING, and stops within five
-seconds of SIGTERM. An invalid configuration exits with status 78.`,
+seconds of SIGTERM. An invalid configuration exits with status 78; a Raft
+store that is missing, empty, unreadable or damaged after it held the
+group's log exits with status 65 (see fenced datadir recover).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runDaemon(cmd, f)
@@ -94,6 +97,9 @@ func runDaemon(cmd *cobra.Command, f runFlags) error {
 	}
 	if err := wire(d); err != nil {
 		log.Error("cannot start", "err", err)
+		if errors.Is(err, cluster.ErrDataDir) {
+			return &exitError{code: exitDataDir, err: err}
+		}
 		return &exitError{code: exitFailure, err: err}
 	}
 

@@ -299,7 +299,7 @@ func TestOperatorCLI(t *testing.T) {
 	assert.Equal(t, "operator", f.Origin)
 	waitReplaced(t, h, pods[manual])
 
-	out, err = h.CLI(at, "unfence", manual, "--cluster", ClusterName, "--force", "--reason", "e2e: checked by hand", "--operator", "e2e")
+	out, err = h.CLI(at, "unfence", manual, "--cluster", ClusterName, "--force", "--yes", "--reason", "e2e: checked by hand", "--operator", "e2e")
 	require.NoError(t, err, out)
 	h.WaitFence(manual, waitRecovery, phasesClosed...)
 

@@ -53,6 +53,9 @@ type Raft struct {
 	// LastContact is when a follower last heard from the leader.
 	LastContact *time.Time `json:"lastContact,omitempty"`
 	// CommitIndex, AppliedIndex and LastLogIndex are log positions.
+	// StorageFull, when not empty, says that the data directory is full
+	// and Raft's writes are held until space is freed.
+	StorageFull  string `json:"storageFull,omitempty"`
 	CommitIndex  uint64 `json:"commitIndex"`
 	AppliedIndex uint64 `json:"appliedIndex"`
 	LastLogIndex uint64 `json:"lastLogIndex"`
