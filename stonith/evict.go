@@ -32,6 +32,35 @@ func fenceTaints(fenceID string) []corev1.Taint {
 	}
 }
 
+// ownTaints are the taints fence f puts on its node and lifts again: both
+// of fenceTaints, but not the out-of-service taint when the node carried
+// one of its own before the fence (an administrator's, which stays as it
+// was).
+func ownTaints(f *ledger.Fence) []corev1.Taint {
+	ts := fenceTaints(f.ID)
+	if f.OutOfServiceBefore != nil && *f.OutOfServiceBefore {
+		return ts[:1]
+	}
+	return ts
+}
+
+// foreignOutOfService reports whether the node has an out-of-service taint
+// that fence f did not put there: one while the node does not carry f's
+// own fenced taint (which fenced puts on together with its out-of-service
+// taint).
+func foreignOutOfService(n *corev1.Node, fenceID string) bool {
+	has, ours := false, false
+	for _, t := range n.Spec.Taints {
+		switch {
+		case t.Key == TaintOutOfService:
+			has = true
+		case t.Key == TaintFenced && t.Value == fenceID:
+			ours = true
+		}
+	}
+	return has && !ours
+}
+
 // nodeEvent records an Event on the node; failures are logged only.
 func (c *Controller) nodeEvent(ctx context.Context, cl *clusterRuntime, node, eventType, reason, key, msg string) {
 	kctx, cancel := context.WithTimeout(ctx, c.cfg.KubeTimeout)
@@ -60,7 +89,7 @@ func (c *Controller) stepTaint(ctx context.Context, l Leadership, cl *clusterRun
 	kctx, cancel := context.WithTimeout(ctx, c.cfg.KubeTimeout)
 	defer cancel()
 	start := c.clk.Now()
-	changed, err := cl.Kube.AddTaints(kctx, f.Node, fenceTaints(f.ID)...)
+	changed, err := cl.Kube.AddTaints(kctx, f.Node, ownTaints(f)...)
 	if err != nil {
 		return done, fmt.Errorf("fence %s: taint node: %w", f.ID, err)
 	}
@@ -161,7 +190,7 @@ func (c *Controller) stepUntaint(ctx context.Context, l Leadership, cl *clusterR
 	kctx, cancel := context.WithTimeout(ctx, c.cfg.KubeTimeout)
 	defer cancel()
 	start := c.clk.Now()
-	if _, err := cl.Kube.RemoveTaints(kctx, f.Node, fenceTaints(f.ID)...); err != nil {
+	if _, err := cl.Kube.RemoveTaints(kctx, f.Node, ownTaints(f)...); err != nil {
 		return done, fmt.Errorf("fence %s: remove taints: %w", f.ID, err)
 	}
 	c.metrics.stepDuration("untaint", c.clk.Since(start))

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"strings"
 	"time"
 
 	"github.com/fenced-project/fenced/arrayclients"
@@ -86,6 +87,34 @@ func (c *Controller) step(ctx context.Context, l Leadership, f *ledger.Fence, to
 	c.log.Info("fence step", "cluster", f.Cluster, "node", f.Node, "fence", f.ID, "from", string(f.State),
 		"to", string(to), "note", note)
 	c.metrics.stepDuration(string(to), c.clk.Since(start))
+	return nil
+}
+
+// stepFenced commits the step to fenced with what the node's taints were
+// before the fence (read once per record, before fenced taints the node):
+// an out-of-service taint an administrator put there stays on unfence.
+func (c *Controller) stepFenced(ctx context.Context, l Leadership, cl *clusterRuntime, f *ledger.Fence) error {
+	before := f.OutOfServiceBefore
+	if before == nil {
+		kctx, cancel := context.WithTimeout(ctx, c.cfg.KubeTimeout)
+		n, err := cl.Kube.GetNode(kctx, f.Node)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("fence %s of %s/%s: read the node's taints before tainting it: %w", f.ID, f.Cluster, f.Node, err)
+		}
+		had := foreignOutOfService(n, f.ID)
+		before = &had
+	}
+	start := c.clk.Now()
+	note := "verified fenced on " + strings.Join(planArrays(f), ", ")
+	err := c.commit(ctx, l, &ledger.FenceStep{Meta: c.meta(l), Cluster: f.Cluster, Node: f.Node, FenceID: f.ID,
+		From: f.State, To: ledger.StateFenced, Note: note, OutOfServiceBefore: before})
+	if err != nil {
+		return fmt.Errorf("fence %s of %s/%s: %s -> %s: %w", f.ID, f.Cluster, f.Node, f.State, ledger.StateFenced, err)
+	}
+	c.log.Info("fence step", "cluster", f.Cluster, "node", f.Node, "fence", f.ID, "from", string(f.State),
+		"to", string(ledger.StateFenced), "note", note, "outOfServiceBefore", *before)
+	c.metrics.stepDuration(string(ledger.StateFenced), c.clk.Since(start))
 	return nil
 }
 

@@ -525,3 +525,40 @@ func TestRecoveryDecision(t *testing.T) {
 		})
 	}
 }
+
+// An out-of-service taint an administrator put on the node before the
+// fence stays on it after the unfence; fenced lifts only its own.
+func TestUnfenceKeepsAnAdministratorsOutOfServiceTaint(t *testing.T) {
+	w := newWorld(t)
+	admin := corev1.Taint{Key: TaintOutOfService, Value: "maintenance", Effect: corev1.TaintEffectNoExecute}
+	w.kube.setNode("n1", func(n *corev1.Node) { n.Spec.Taints = append(n.Spec.Taints, admin) })
+	_, stop := w.lead()
+	defer stop()
+	w.verdict("n1", detector.Failed)
+	w.waitState(ledger.StateEvicted)
+	f := w.group.fence("c1", "n1")
+	require.NotNil(t, f.OutOfServiceBefore)
+	assert.True(t, *f.OutOfServiceBefore)
+	assert.ElementsMatch(t, []string{"node.kubernetes.io/out-of-service=maintenance:NoExecute",
+		"fenced.io/fenced=" + f.ID + ":NoSchedule"}, w.kube.taints("n1"), "the administrator's taint is left as it was")
+
+	w.reboot("boot-2")
+	w.waitClosed()
+	assert.Equal(t, []string{"node.kubernetes.io/out-of-service=maintenance:NoExecute"}, w.kube.taints("n1"))
+}
+
+// Without one, the record says so and unfence lifts both taints (the
+// pipeline test above); a re-fence after fenced tainted the node does not
+// mistake fenced's own taint for an administrator's.
+func TestForeignOutOfService(t *testing.T) {
+	node := func(taints ...corev1.Taint) *corev1.Node {
+		return &corev1.Node{Spec: corev1.NodeSpec{Taints: taints}}
+	}
+	oos := corev1.Taint{Key: TaintOutOfService, Value: OutOfServiceValue, Effect: corev1.TaintEffectNoExecute}
+	ours := corev1.Taint{Key: TaintFenced, Value: "fence-7", Effect: corev1.TaintEffectNoSchedule}
+	other := corev1.Taint{Key: TaintFenced, Value: "fence-3", Effect: corev1.TaintEffectNoSchedule}
+	assert.False(t, foreignOutOfService(node(), "fence-7"))
+	assert.True(t, foreignOutOfService(node(oos), "fence-7"))
+	assert.False(t, foreignOutOfService(node(oos, ours), "fence-7"))
+	assert.True(t, foreignOutOfService(node(oos, other), "fence-7"), "another fence's taint left behind is not this fence's")
+}

@@ -350,7 +350,7 @@ func (c *Controller) stepFencing(ctx context.Context, l Leadership, cl *clusterR
 	if err := c.at(PointVerified); err != nil {
 		return done, err
 	}
-	if err := c.step(ctx, l, f, ledger.StateFenced, "verified fenced on "+strings.Join(planArrays(f), ", ")); err != nil {
+	if err := c.stepFenced(ctx, l, cl, f); err != nil {
 		return done, err
 	}
 	c.unblock(cl.Name, f.Node)

@@ -260,6 +260,11 @@ func applyFenceStep(s *State, index uint64, c *FenceStep) error {
 				r.Verified = false
 			}
 		}
+	case StateFenced:
+		if f.OutOfServiceBefore == nil && c.OutOfServiceBefore != nil {
+			v := *c.OutOfServiceBefore
+			f.OutOfServiceBefore = &v
+		}
 	case StateUnfenceIntent:
 		f.Kind = KindUnfence
 		if c.BootID != "" {

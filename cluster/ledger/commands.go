@@ -185,6 +185,12 @@ type FenceStep struct {
 	// Entries written before these fields decode with both false.
 	Forced     bool `json:"forced,omitempty"`
 	Unverified bool `json:"unverified,omitempty"`
+	// OutOfServiceBefore, given with a step to fenced, says whether the
+	// node carried an out-of-service taint fenced did not put there (an
+	// administrator's): unfence then leaves it. Only the first fenced step
+	// of a record sets it; absent (older entries) means unknown, and unfence
+	// removes the taint as before.
+	OutOfServiceBefore *bool `json:"outOfServiceBefore,omitempty"`
 }
 
 // RecordArrayResult records the outcome of one operation on one array of a

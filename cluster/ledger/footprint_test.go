@@ -172,3 +172,33 @@ func TestNotFoundRecordedWithIdentities(t *testing.T) {
 		Identities: map[string]arrayclients.Identity{"a1": identity("a1", "n1"), "a2": identity("a2", "n1")}})
 	h.fsm.Read(func(s *State) { assert.Empty(t, s.Node("c1", "n1").NotFound) })
 }
+
+func TestOutOfServiceBeforeIsRecordedOnce(t *testing.T) {
+	h := newHarness(t)
+	id := openWithFootprint(t, h, footVolume("a1", "n1"), footVolume("a2", "n1"))
+	for _, a := range []string{"a1", "a2"} {
+		require.NoError(t, h.result(id, StateFencing, a, OpApply, nil))
+		require.NoError(t, h.result(id, StateFencing, a, OpVerify, fencedRead(a, "n1", t0)))
+	}
+	yes, no := true, false
+	// Only a step to fenced may carry it.
+	err := h.apply(&FenceStep{Meta: h.meta(), Cluster: "c1", Node: "n1", FenceID: id, From: StateFencing, To: StateFailed,
+		Note: "x", OutOfServiceBefore: &yes})
+	require.ErrorIs(t, err, ErrInvalid)
+	assert.Contains(t, err.Error(), "outOfServiceBefore")
+
+	h.must(&FenceStep{Meta: h.meta(), Cluster: "c1", Node: "n1", FenceID: id, From: StateFencing, To: StateFenced,
+		Note: "fenced", OutOfServiceBefore: &yes})
+	require.NotNil(t, h.fence().OutOfServiceBefore)
+	assert.True(t, *h.fence().OutOfServiceBefore)
+
+	// A later fenced step (after a replan) does not change what was
+	// recorded before fenced tainted the node.
+	require.NoError(t, h.step(id, StateFenced, StateFencing))
+	for _, a := range []string{"a1", "a2"} {
+		require.NoError(t, h.result(id, StateFencing, a, OpVerify, fencedRead(a, "n1", t0)))
+	}
+	h.must(&FenceStep{Meta: h.meta(), Cluster: "c1", Node: "n1", FenceID: id, From: StateFencing, To: StateFenced,
+		Note: "fenced again", OutOfServiceBefore: &no})
+	assert.True(t, *h.fence().OutOfServiceBefore)
+}

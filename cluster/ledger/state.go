@@ -159,6 +159,10 @@ type Fence struct {
 	Restore map[string]arrayclients.RestoreScope `json:"restore,omitempty"`
 	// Results are the outcomes per array.
 	Results map[string]*ArrayResult `json:"results,omitempty"`
+	// OutOfServiceBefore says whether the node had an out-of-service taint
+	// of its own before the fence tainted it (from the first fenced step);
+	// nil when unknown.
+	OutOfServiceBefore *bool `json:"outOfServiceBefore,omitempty"`
 	// PodUIDs are the UIDs of the pods on the node before the fence.
 	PodUIDs []string `json:"podUIDs,omitempty"`
 	// BootID is the node's boot ID at fence time; UnfenceBootID the boot ID

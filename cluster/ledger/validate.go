@@ -275,6 +275,9 @@ func (c *FenceStep) Validate() error {
 	if c.Forced && (c.To != StateUnfenceIntent || c.Operator == "") {
 		return invalid(t, "forced is given only with an operator's step to %s", StateUnfenceIntent)
 	}
+	if c.OutOfServiceBefore != nil && c.To != StateFenced {
+		return invalid(t, "outOfServiceBefore is given only with a step to %s", StateFenced)
+	}
 	if c.Unverified && !c.Forced {
 		return invalid(t, "unverified is given only with forced")
 	}
