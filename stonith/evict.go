@@ -83,6 +83,13 @@ func (c *Controller) stepTaint(ctx context.Context, l Leadership, cl *clusterRun
 	if again, err := c.refence(ctx, l, cl, f); err != nil || again {
 		return next, err
 	}
+	// A guard that arose while the arrays were cut holds the taints and
+	// the evictions (the node stays fenced) until it clears.
+	if reason := c.fencingGuard(cl, f); reason != "" {
+		c.block(cl.Name, f.Node, f.ID, reason+": fence "+f.ID+" is fenced on every array but holds its taints and evictions", nil)
+		return waitFor(c.cfg.Resync), nil
+	}
+	c.unblock(cl.Name, f.Node)
 	if err := c.verifyLeader(ctx, l); err != nil {
 		return done, err
 	}

@@ -562,3 +562,66 @@ func TestForeignOutOfService(t *testing.T) {
 	assert.False(t, foreignOutOfService(node(oos, ours), "fence-7"))
 	assert.True(t, foreignOutOfService(node(oos, other), "fence-7"), "another fence's taint left behind is not this fence's")
 }
+
+// The guards during fencing (the documented rule, docs/operations.md): a
+// fence that changed no array yet holds when this replica starts to doubt
+// its view; one that changed an array finishes cutting the node, then
+// holds its taints and evictions until the doubt clears.
+func TestGuardsDuringFencing(t *testing.T) {
+	doubt := func(w *world, on bool) {
+		w.det.set(func(st *detector.Status) {
+			st.Doubt = detector.ReasonNone
+			if on {
+				st.Doubt = detector.ReasonAPIServerUnreachable
+			}
+		})
+	}
+	t.Run("nothing changed yet: hold", func(t *testing.T) {
+		var w *world
+		w = newWorld(t, func(cfg *Config) {
+			cfg.Hook = func(p Point) bool {
+				if p == PointFencing {
+					doubt(w, true)
+				}
+				return true
+			}
+		})
+		_, stop := w.lead()
+		defer stop()
+		w.verdict("n1", detector.Failed)
+		w.waitState(ledger.StateFencing)
+		require.Never(t, func() bool {
+			for _, a := range w.arrays {
+				if !a.hasAccess("n1") {
+					return true
+				}
+			}
+			return w.state() != ledger.StateFencing
+		}, 300*time.Millisecond, 5*time.Millisecond, "an array was changed while the replica doubted")
+		assert.Contains(t, w.ctrl.Status().Fences[0].Blocked, "holds before changing any array")
+		doubt(w, false)
+		w.waitState(ledger.StateEvicted)
+	})
+	t.Run("half applied: finish the cut, hold the taints", func(t *testing.T) {
+		w := newWorld(t)
+		w.arrays["a2"].set(func(a *fakeArray) { a.applyErr = errors.New("injected: busy") })
+		_, stop := w.lead()
+		defer stop()
+		w.verdict("n1", detector.Failed)
+		require.Eventually(t, func() bool { return !w.arrays["a1"].hasAccess("n1") }, 5*time.Second, 2*time.Millisecond)
+		doubt(w, true)
+		w.arrays["a2"].set(func(a *fakeArray) { a.applyErr = nil })
+		w.waitState(ledger.StateFenced)
+		for name, a := range w.arrays {
+			assert.False(t, a.hasAccess("n1"), "n1 still has access on %s", name)
+		}
+		require.Never(t, func() bool { return w.state() != ledger.StateFenced || len(w.kube.taints("n1")) > 0 },
+			300*time.Millisecond, 5*time.Millisecond, "tainted while the replica doubted")
+		require.Eventually(t, func() bool {
+			st := w.ctrl.Status()
+			return len(st.Fences) == 1 && strings.Contains(st.Fences[0].Blocked, "holds its taints and evictions")
+		}, 5*time.Second, 2*time.Millisecond)
+		doubt(w, false)
+		w.waitState(ledger.StateEvicted)
+	})
+}

@@ -111,6 +111,17 @@ func (c *Controller) fencingGuard(cl *clusterRuntime, f *ledger.Fence) string {
 	return ""
 }
 
+// anyApplied reports whether the fence has changed an array (an apply
+// succeeded on one, by the ledger).
+func anyApplied(f *ledger.Fence) bool {
+	for _, r := range f.Results {
+		if r != nil && r.Applied {
+			return true
+		}
+	}
+	return false
+}
+
 // decision is what opening a fence would commit.
 type decision struct {
 	Plans   []planSummary
@@ -289,6 +300,16 @@ func (c *Controller) stepFencing(ctx context.Context, l Leadership, cl *clusterR
 	}
 	if w := c.conflictWait(l, f, dirFence); w > 0 {
 		return waitFor(w), nil
+	}
+	// The guards (doubt about this replica's view, the storm guard) can
+	// arise after the fence entered fencing. Rule: a fence that has changed
+	// no array yet holds until they clear; one that has changed an array
+	// finishes cutting the node (a half-cut node helps nobody, and cutting
+	// writes nothing to Kubernetes), and then holds before its taints
+	// (stepTaint).
+	if reason := c.fencingGuard(cl, f); reason != "" && !anyApplied(f) {
+		c.block(cl.Name, f.Node, f.ID, reason+": fence "+f.ID+" holds before changing any array", nil)
+		return waitFor(c.cfg.Resync), nil
 	}
 	if amended, err := c.amendFootprint(ctx, l, cl, f, v); err != nil || amended {
 		return next, err
