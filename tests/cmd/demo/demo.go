@@ -51,6 +51,9 @@ type demo struct {
 	sp       *spawner
 	cp       *testbed.ControlPlane
 	nodes    []*testbed.Node
+	// planNode is a node running a pod of the StatefulSet (`fenced plan`
+	// shows its volume).
+	planNode string
 	arrays   map[string]*e2e.Array
 	replicas []*replica
 }
@@ -118,6 +121,9 @@ func (d *demo) setUp(ctx context.Context) error {
 	}
 	if err := d.waitIdentities(ctx); err != nil {
 		return err
+	}
+	if len(pods) > 0 {
+		d.planNode = pods[0].Spec.NodeName // a node with a volume, for the hints
 	}
 	if !d.o.keep {
 		victimPod := pods[len(pods)/2]

@@ -212,8 +212,8 @@ func (d *demo) printHints() {
 	fmt.Fprintf(d.out, "  kubeconfig  %s\n", d.cp.KubeconfigPath)
 	fmt.Fprintln(d.out, "Try:")
 	fmt.Fprintf(d.out, "  %s status --addr %s\n", d.fenced, d.replicas[0].httpURL)
-	if len(d.nodes) > 0 {
-		fmt.Fprintf(d.out, "  %s plan %s --cluster %s --addr %s --token-file %s\n", d.fenced, d.nodes[0].Name(), clusterName,
+	if d.planNode != "" {
+		fmt.Fprintf(d.out, "  %s plan %s --cluster %s --addr %s --token-file %s\n", d.fenced, d.planNode, clusterName,
 			d.replicas[0].httpURL, d.tokenFile)
 	}
 	fmt.Fprintf(d.out, "  %s pause --addr %s --token-file %s --reason 'array upgrade'\n", d.fenced, d.replicas[1].httpURL, d.tokenFile)
