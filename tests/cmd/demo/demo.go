@@ -48,9 +48,9 @@ type demo struct {
 	fenced    string // the fenced binary
 	tokenFile string // the API token for mutating commands
 
-	sp       *spawner
-	cp       *testbed.ControlPlane
-	nodes    []*testbed.Node
+	sp    *spawner
+	cp    *testbed.ControlPlane
+	nodes []*testbed.Node
 	// planNode is a node running a pod of the StatefulSet (`fenced plan`
 	// shows its volume).
 	planNode string
