@@ -39,7 +39,10 @@ func TestOperatorsAndReplicasOverHTTPS(t *testing.T) {
 	seen := make(chan string, 1)
 	record := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c, ok := CallerOf(r)
-		require.True(t, ok)
+		if !ok {
+			seen <- "(no caller)"
+			return
+		}
 		seen <- c.Name
 		w.WriteHeader(http.StatusNoContent)
 	})

@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -249,5 +248,5 @@ func TestIdentitiesAcrossTheGroup(t *testing.T) {
 	assert.Equal(t, http.StatusForbidden, code, "a forged report forwarded by a follower: %s", body)
 	code, body = g.post(t, "alice", follower, VantagePath, report(sender.id))
 	assert.Equal(t, http.StatusForbidden, code, "an operator sends no vantage report: %s", body)
-	assert.True(t, strings.Contains(leader.proc.stderr.String(), "vantage report refused"), "the leader logs the refusal")
+	assert.Contains(t, leader.proc.stderr.String(), "vantage report refused", "the leader logs the refusal")
 }

@@ -92,7 +92,7 @@ func (c *checker) regrantWrites(f *ledger.Fence, v arrayclients.FootprintVolume,
 		}
 		for _, change := range strings.Split(e.Change, " ") {
 			if !strings.HasPrefix(change, "+") || !mentions(change, pl.Object) ||
-				!(mentionsAny(change, tokens) || mentionsAny(e.Body, tokens)) {
+				(!mentionsAny(change, tokens) && !mentionsAny(e.Body, tokens)) {
 				continue
 			}
 			if m := c.holderAt(f.Cluster, v, f.Node, e.Time); m != "" {
