@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -51,12 +52,13 @@ func guard(conn *tls.Conn, peers PeerSet, refuse func(error)) net.Conn {
 	pr, pw := io.Pipe()
 	gc := &guardedConn{Conn: conn, pr: pr}
 	go func() {
-		err := relay(conn, pw, peers)
-		if err != nil && err != io.EOF {
-			if _, bad := err.(claimError); bad {
+		err := relay(conn, pw, peers) // it returns only when conn ends or a request is refused
+		if !errors.Is(err, io.EOF) {
+			var ce claimError
+			if errors.As(err, &ce) {
 				refuse(err)
 			}
-			gc.Close()
+			_ = gc.Close()
 		}
 		pw.CloseWithError(err)
 	}()
