@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"path"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -55,6 +56,58 @@ type PowerScaleAdapter struct {
 	// PUT of whole lists): two fences racing on a shared export would
 	// otherwise put back what the other removed.
 	exportLocks [64]sync.Mutex
+	// peerMu guards peerEntries: per export ID, the client entries this
+	// adapter removed for fences not yet undone (lower-cased value → how
+	// many fences removed it). A plan made while another node's fence has
+	// an export's entries out counts them among the export's other
+	// clients, so the later unfence does not take the peer's return for a
+	// new client (a moved export). The record lives in this process only:
+	// after a failover the check errs on the safe side (left as it is).
+	peerMu      sync.Mutex
+	peerEntries map[int]map[string]int
+}
+
+// notePeerEntries records (add) or forgets (remove) entries removed from
+// export id by a fence.
+func (a *PowerScaleAdapter) notePeerEntries(id int, entries []scPlanEntry, add bool) {
+	a.peerMu.Lock()
+	defer a.peerMu.Unlock()
+	if a.peerEntries == nil {
+		a.peerEntries = map[int]map[string]int{}
+	}
+	m := a.peerEntries[id]
+	if m == nil {
+		m = map[string]int{}
+		a.peerEntries[id] = m
+	}
+	for _, en := range entries {
+		k := strings.ToLower(en.Value)
+		if add {
+			m[k]++
+			continue
+		}
+		if m[k]--; m[k] <= 0 {
+			delete(m, k)
+		}
+	}
+	if len(m) == 0 {
+		delete(a.peerEntries, id)
+	}
+}
+
+// peerEntriesOf returns the entries other fences have out of export id
+// that are not one of keys' strings.
+func (a *PowerScaleAdapter) peerEntriesOf(id int, keys scKeys) []string {
+	a.peerMu.Lock()
+	defer a.peerMu.Unlock()
+	var out []string
+	for v := range a.peerEntries[id] {
+		if !keys.matches(v) {
+			out = append(out, v)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // lockExport locks the read-modify-write of export id.

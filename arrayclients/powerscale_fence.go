@@ -84,6 +84,7 @@ func (a *PowerScaleAdapter) Plan(ctx context.Context, id Identity, vols []Volume
 			if len(hz) > 0 || len(pe.Entries) == 0 {
 				continue
 			}
+			a.addPeerOthers(&pe, keys)
 			e.Exports = append(e.Exports, pe)
 		}
 		for _, v := range vols {
@@ -155,6 +156,7 @@ func (a *PowerScaleAdapter) planVolume(ctx context.Context, c *goisilon.Client, 
 		vc.Gap = &Gap{Reason: GapNotFenceable, Detail: fmt.Sprintf("%s: %s", v.Volume, strings.Join(hazards, "; "))}
 	case len(pe.Entries) > 0:
 		vc.Cut = CutExportClients
+		a.addPeerOthers(&pe, keys)
 		return vc, &pe, nil
 	case len(vc.Holders) == 0 || !v.Attached:
 		vc.Cut = CutNotMapped
@@ -193,6 +195,17 @@ func scPlanExportOf(x scExport, keys scKeys) (pe scPlanExport, hazards []string)
 		hazards = append(hazards, x.label()+" lists only this node: removing it would open the export to every host")
 	}
 	return pe, hazards
+}
+
+// addPeerOthers counts among an export's other clients the entries that
+// other nodes' fences have out of it: they were there before those fences
+// and come back with their unfences, so they are not new clients.
+func (a *PowerScaleAdapter) addPeerOthers(pe *scPlanExport, keys scKeys) {
+	for _, v := range a.peerEntriesOf(pe.ID, keys) {
+		if !slices.ContainsFunc(pe.Others, func(o string) bool { return strings.EqualFold(o, v) }) {
+			pe.Others = append(pe.Others, v)
+		}
+	}
 }
 
 // scHolders are the export's client entries that give it to someone other
@@ -311,7 +324,14 @@ func (a *PowerScaleAdapter) applyExport(ctx context.Context, c *goisilon.Client,
 	if x.open() {
 		return fmt.Errorf("%s: removing the node would open it to every host; not changed", x.label())
 	}
-	return a.updateExport(ctx, c, pe.ID, changed)
+	// Noted before the write, so that a plan read while it lands already
+	// counts them; forgotten again if the write fails.
+	a.notePeerEntries(pe.ID, pe.Entries, true)
+	if err := a.updateExport(ctx, c, pe.ID, changed); err != nil {
+		a.notePeerEntries(pe.ID, pe.Entries, false)
+		return err
+	}
+	return nil
 }
 
 // Verify lists every export of the zone: the node is fenced when no list
@@ -495,6 +515,7 @@ func (a *PowerScaleAdapter) undoExport(ctx context.Context, c *goisilon.Client, 
 	d := decideSCRestore(pe, vc, x, ok, keys, scope)
 	if !d.give {
 		a.logger.Info("export left as it is", "export", pe.ID, "node", node, "why", d.note)
+		a.forgetPeerEntries(pe)
 		return nil
 	}
 	entries := append([]scPlanEntry(nil), pe.Entries...)
@@ -511,9 +532,29 @@ func (a *PowerScaleAdapter) undoExport(ctx context.Context, c *goisilon.Client, 
 		changed[en.List] = l
 	}
 	if len(changed) == 0 {
+		a.forgetPeerEntries(pe)
 		return nil
 	}
-	return a.updateExport(ctx, c, pe.ID, changed)
+	if err := a.updateExport(ctx, c, pe.ID, changed); err != nil {
+		return err
+	}
+	a.forgetPeerEntries(pe)
+	return nil
+}
+
+// forgetPeerEntries drops an unfenced plan's entries from the record of
+// what fences have out, once per export and plan: Undo may be retried.
+func (a *PowerScaleAdapter) forgetPeerEntries(pe *scPlanExport) {
+	a.peerMu.Lock()
+	m := a.peerEntries[pe.ID]
+	var out []scPlanEntry
+	for _, en := range pe.Entries {
+		if m[strings.ToLower(en.Value)] > 0 {
+			out = append(out, en)
+		}
+	}
+	a.peerMu.Unlock()
+	a.notePeerEntries(pe.ID, out, false)
 }
 
 // VerifyRestore reads every export of the plan and of its footprint by
