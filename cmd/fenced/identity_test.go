@@ -36,10 +36,15 @@ type httpsGroup struct {
 
 // writeHTTPSGroupConfigs writes one configuration per replica: Raft and
 // HTTPS with the replica's certificate, client certificates from both CAs,
-// and alice as the one operator allowed by certificate.
-func writeHTTPSGroupConfigs(t *testing.T, n int) *httpsGroup {
+// and alice as the one operator allowed by certificate. clusters is the
+// clusters and arrays sections, given the group's directory; nil gives a
+// cluster whose API server is not there.
+func writeHTTPSGroupConfigs(t *testing.T, n int, clusters func(dir string) string) *httpsGroup {
 	t.Helper()
 	g := &httpsGroup{dir: t.TempDir(), files: map[string]clustertest.Files{}}
+	if clusters == nil {
+		clusters = func(dir string) string { return absentCluster(t, dir) }
+	}
 	var err error
 	g.replicaCA, err = clustertest.NewCA("fenced replica CA")
 	require.NoError(t, err)
@@ -55,28 +60,7 @@ func writeHTTPSGroupConfigs(t *testing.T, n int) *httpsGroup {
 	for i := 0; i < n; i++ {
 		g.reps = append(g.reps, &e2eReplica{id: fmt.Sprintf("mgmt%d", i+1), raftAddr: freeAddr(t), httpAddr: freeAddr(t)})
 	}
-	// A cluster whose API server is not there: the API is served, and pause
-	// and resume need only the ledger.
-	kc, pw := filepath.Join(g.dir, "kubeconfig"), filepath.Join(g.dir, "pw")
-	require.NoError(t, os.WriteFile(pw, []byte("unity-password\n"), 0o600))
-	require.NoError(t, os.WriteFile(kc, []byte(fmt.Sprintf(`apiVersion: v1
-kind: Config
-clusters: [{name: c, cluster: {server: "https://%s", insecure-skip-tls-verify: true}}]
-users: [{name: u, user: {token: kube-token}}]
-contexts: [{name: c, context: {cluster: c, user: u}}]
-current-context: c
-`, freeAddr(t))), 0o600))
-	clusters := fmt.Sprintf(`clusters:
-  - name: lab
-    kubeconfig: %s
-    arrays: [unity-1]
-arrays:
-  - name: unity-1
-    family: unity
-    endpoint: https://%s
-    username: admin
-    passwordFile: %s
-`, kc, freeAddr(t), pw)
+	section := clusters(g.dir)
 	for _, r := range g.reps {
 		f, err := g.replicaCA.WriteFiles(g.dir, r.id)
 		require.NoError(t, err)
@@ -107,11 +91,37 @@ peers:
     operators: [alice]
 log:
   level: info
-`, r.httpAddr, r.httpAddr, f.CertFile, f.KeyFile, f.CAFile, g.files["alice"].CAFile) + clusters
+`, r.httpAddr, r.httpAddr, f.CertFile, f.KeyFile, f.CAFile, g.files["alice"].CAFile) + section
 		r.config = filepath.Join(g.dir, r.id+".yaml")
 		require.NoError(t, os.WriteFile(r.config, []byte(doc), 0o600))
 	}
 	return g
+}
+
+// absentCluster is a cluster whose API server is not there: the API is
+// served, and pause and resume need only the ledger.
+func absentCluster(t *testing.T, dir string) string {
+	t.Helper()
+	kc, pw := filepath.Join(dir, "kubeconfig"), filepath.Join(dir, "pw")
+	require.NoError(t, os.WriteFile(pw, []byte("unity-password\n"), 0o600))
+	require.NoError(t, os.WriteFile(kc, []byte(fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://%s", insecure-skip-tls-verify: true}}]
+users: [{name: u, user: {token: kube-token}}]
+contexts: [{name: c, context: {cluster: c, user: u}}]
+current-context: c
+`, freeAddr(t))), 0o600))
+	return fmt.Sprintf(`clusters:
+  - name: lab
+    kubeconfig: %s
+    arrays: [unity-1]
+arrays:
+  - name: unity-1
+    family: unity
+    endpoint: https://%s
+    username: admin
+    passwordFile: %s
+`, kc, freeAddr(t), pw)
 }
 
 // client is an HTTPS client presenting the certificate of name (none when
@@ -184,7 +194,7 @@ func TestIdentitiesAcrossTheGroup(t *testing.T) {
 		t.Skip("starts three fenced processes")
 	}
 	bin := buildFenced(t)
-	g := writeHTTPSGroupConfigs(t, 3)
+	g := writeHTTPSGroupConfigs(t, 3, nil)
 	for _, r := range g.reps {
 		r.proc = start(t, bin, "run", "--config", r.config)
 	}

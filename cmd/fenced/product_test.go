@@ -139,6 +139,26 @@ func productConfig(t *testing.T, dir, httpAddr, kubeconfig string, sims map[stri
 	t.Helper()
 	tokenFile := filepath.Join(dir, "api-token")
 	require.NoError(t, os.WriteFile(tokenFile, []byte(productAPIToken+"\n"), 0o600))
+	doc := fmt.Sprintf(`replica:
+  id: r1
+  dataDir: %s
+  raftBindAddress: %s
+http:
+  listen: %s
+  tokenFile: %s
+log:
+  format: text
+  level: info
+`, filepath.Join(dir, "data"), freeAddr(t), httpAddr, tokenFile) + productClusters(t, dir, kubeconfig, sims)
+	p := filepath.Join(dir, "fenced.yaml")
+	require.NoError(t, os.WriteFile(p, []byte(doc), 0o600))
+	return p
+}
+
+// productClusters is the clusters and arrays sections of fenced's
+// configuration for the test bed and the simulators.
+func productClusters(t *testing.T, dir, kubeconfig string, sims map[string]*productSim) string {
+	t.Helper()
 	var arrays strings.Builder
 	for _, name := range []string{"pflex-1", "unity-1", "pmax-1"} {
 		c := sims[name].cfg
@@ -153,17 +173,7 @@ func productConfig(t *testing.T, dir, httpAddr, kubeconfig string, sims map[stri
 		}
 		arrays.WriteString(familyConfig(c))
 	}
-	doc := fmt.Sprintf(`replica:
-  id: r1
-  dataDir: %s
-  raftBindAddress: %s
-http:
-  listen: %s
-  tokenFile: %s
-log:
-  format: text
-  level: info
-clusters:
+	return fmt.Sprintf(`clusters:
   - name: %s
     kubeconfig: %s
     heartbeatGrace: 10s
@@ -175,10 +185,7 @@ clusters:
     protectionSelector: fenced.io/protect=true
     arrays: [pflex-1, unity-1, pmax-1]
 arrays:
-%s`, filepath.Join(dir, "data"), freeAddr(t), httpAddr, tokenFile, productCluster, kubeconfig, arrays.String())
-	p := filepath.Join(dir, "fenced.yaml")
-	require.NoError(t, os.WriteFile(p, []byte(doc), 0o600))
-	return p
+%s`, productCluster, kubeconfig, arrays.String())
 }
 
 // getStatus reads /status.

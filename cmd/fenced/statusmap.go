@@ -34,7 +34,8 @@ func (f *fencing) statusProviders() {
 						if h.UpdatedAt.After(cutoff) {
 							hist = append(hist, &ledger.Fence{ID: h.ID, Cluster: h.Cluster, Node: h.Node, Kind: h.Kind,
 								Origin: h.Origin, Operator: h.Operator, Reason: h.Reason, State: h.State,
-								FailReason: h.FailReason, OpenedAt: h.OpenedAt, UpdatedAt: h.UpdatedAt})
+								FailReason: h.FailReason, OpenedAt: h.OpenedAt, UpdatedAt: h.UpdatedAt,
+								Steps: slices.Clone(h.Steps)})
 						}
 					}
 				}
@@ -178,6 +179,7 @@ func fenceStatuses(ps stonith.Status, hist []*ledger.Fence) []status.Fence {
 			Operator: fs.Operator, Reason: fs.Reason, Phase: fs.State, StartedAt: fs.OpenedAt, UpdatedAt: fs.UpdatedAt,
 			Error: fs.FailReason, Blocked: fs.Blocked, NeedsReboot: fs.NeedsReboot,
 			Recovery: fs.Recovery}
+		e.UnfenceOperator, e.ForcedUnfence = unfenceAskedBy(fs.Steps)
 		for _, a := range fs.Arrays {
 			e.Arrays = append(e.Arrays, status.FenceArray{Array: a.Array, Step: a.Step, Summary: a.Summary, Error: a.LastError})
 			if e.Error == "" && a.LastError != "" && a.Step != "verified" && a.Step != "restored" {
@@ -188,9 +190,22 @@ func fenceStatuses(ps stonith.Status, hist []*ledger.Fence) []status.Fence {
 	}
 	slices.SortFunc(hist, func(a, b *ledger.Fence) int { return b.UpdatedAt.Compare(a.UpdatedAt) })
 	for _, h := range hist {
-		out = append(out, status.Fence{ID: h.ID, Cluster: h.Cluster, Node: h.Node, Kind: string(h.Kind),
+		e := status.Fence{ID: h.ID, Cluster: h.Cluster, Node: h.Node, Kind: string(h.Kind),
 			Origin: string(h.Origin), Operator: h.Operator, Reason: h.Reason, Phase: string(h.State),
-			StartedAt: h.OpenedAt, UpdatedAt: h.UpdatedAt, Error: h.FailReason})
+			StartedAt: h.OpenedAt, UpdatedAt: h.UpdatedAt, Error: h.FailReason}
+		e.UnfenceOperator, e.ForcedUnfence = unfenceAskedBy(h.Steps)
+		out = append(out, e)
 	}
 	return out
+}
+
+// unfenceAskedBy returns who asked for the record's unfence and whether
+// it was forced, from its unfence-intent step.
+func unfenceAskedBy(steps []ledger.Step) (string, bool) {
+	for _, st := range slices.Backward(steps) {
+		if st.To == ledger.StateUnfenceIntent {
+			return st.Operator, st.Forced
+		}
+	}
+	return "", false
 }

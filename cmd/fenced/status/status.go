@@ -216,6 +216,11 @@ type Fence struct {
 	// node to come back, the settle period, the detach of its old volumes
 	// (leader's view).
 	Recovery string `json:"recovery,omitempty"`
+	// UnfenceOperator is who asked for the unfence, as the ledger records
+	// it (empty when fenced unfenced a rebooted node by itself);
+	// ForcedUnfence is set when the operator forced it.
+	UnfenceOperator string `json:"unfenceOperator,omitempty"`
+	ForcedUnfence   bool   `json:"forcedUnfence,omitempty"`
 }
 
 // FenceArray is a fence's progress on one array.
