@@ -226,17 +226,18 @@ func cli(t *testing.T, bin string, args ...string) (int, string) {
 	return 0, string(out)
 }
 
-// planVictim reads, through the real Dell clients, what a fence of the node
-// removes on each array.
-// wantedVolumes returns the volume handles Kubernetes wants on the node:
-// those of its VolumeAttachments that are not being deleted.
+// wantedVolumes returns the volume IDs Kubernetes has on the node: those
+// of its VolumeAttachments that are attached and not being deleted. A
+// volume being attached (its pod came back to the node after the unfence)
+// is left out: the driver's publish, not the unfence, gives it back, and
+// it may not have happened yet.
 func wantedVolumes(t *testing.T, ctx context.Context, cp *testbed.ControlPlane, node string) []string {
 	t.Helper()
 	vas, err := cp.Client.StorageV1().VolumeAttachments().List(ctx, metav1.ListOptions{})
 	require.NoError(t, err)
 	var out []string
 	for _, va := range vas.Items {
-		if va.Spec.NodeName != node || va.DeletionTimestamp != nil || va.Spec.Source.PersistentVolumeName == nil {
+		if va.Spec.NodeName != node || va.DeletionTimestamp != nil || !va.Status.Attached || va.Spec.Source.PersistentVolumeName == nil {
 			continue
 		}
 		pv, err := cp.Client.CoreV1().PersistentVolumes().Get(ctx, *va.Spec.Source.PersistentVolumeName, metav1.GetOptions{})
@@ -249,6 +250,8 @@ func wantedVolumes(t *testing.T, ctx context.Context, cp *testbed.ControlPlane, 
 	return out
 }
 
+// planVictim reads, through the real Dell clients, what a fence of the node
+// removes on each array.
 func planVictim(t *testing.T, ctx context.Context, reg *arrayclients.Registry, in arrayclients.Node) map[string]arrayclients.Plan {
 	t.Helper()
 	plans := map[string]arrayclients.Plan{}
