@@ -208,6 +208,26 @@ func TestBrokenConfigs(t *testing.T) {
 			want: []string{`clusters[0].nodes[0].arrays.pflex-9: array "pflex-9" is not one of this cluster's arrays (line 16)`},
 		},
 		{
+			name: "caFile on powerscale",
+			yaml: sub("family: powerstore\n", "family: powerscale\n") + "    caFile: " + dir + "/pw\n",
+			want: []string{"arrays[0].caFile: not supported for powerscale arrays: the Dell client library trusts only the system certificate pool; add the CA there (update-ca-certificates) and remove caFile (line 19)"},
+		},
+		{
+			name: "caFile on unity",
+			yaml: sub("family: powerstore\n", "family: unity\n") + "    caFile: " + dir + "/pw\n",
+			want: []string{"arrays[0].caFile: not supported for unity arrays"},
+		},
+		{
+			name: "unity endpoint with a path",
+			yaml: sub("family: powerstore\n    endpoint: https://127.0.0.1:9443\n", "family: unity\n    endpoint: https://127.0.0.1:9443/api\n"),
+			want: []string{`arrays[0].endpoint: "https://127.0.0.1:9443/api": give scheme, host and port only for unity (line 16)`},
+		},
+		{
+			name: "powermax endpoint host starting with api",
+			yaml: sub("family: powerstore\n    endpoint: https://127.0.0.1:9443\n", "family: powermax\n    endpoint: https://api.example.net:8443\n"),
+			want: []string{`arrays[0].endpoint: "https://api.example.net:8443": the powermax client strips the first "/api"`},
+		},
+		{
 			name: "raft lease longer than heartbeat",
 			yaml: valid + "raft:\n  leaderLeaseTimeout: 2s\n",
 			want: []string{"raft.leaderLeaseTimeout: 2s is longer than raft.heartbeatTimeout 1s (line 20)"},

@@ -367,6 +367,29 @@ func (c *checker) familyOptions(base string, a Array, root *yaml.Node) {
 		}
 	}
 	switch a.Family {
+	case arrayclients.PowerScale, arrayclients.Unity:
+		// The adapters refuse a custom CA: goisilon and gounity trust only
+		// the system certificate pool (arrayclients/powerscale.go,
+		// arrayclients/unity_client.go).
+		if a.CAFile != "" {
+			c.add(base+".caFile", "not supported for %s arrays: the Dell client library trusts only the system certificate pool; add the CA there (update-ca-certificates) and remove caFile", a.Family)
+		}
+	}
+	switch a.Family {
+	case arrayclients.PowerMax, arrayclients.Unity:
+		// gopowermax and gounity strip the first "/api" from the URL and
+		// append their own paths (arrayclients/powermax_client.go,
+		// arrayclients/unity_client.go).
+		if u, err := url.Parse(a.Endpoint); err == nil && u.Host != "" {
+			switch {
+			case strings.HasPrefix(u.Host, "api"):
+				c.add(base+".endpoint", "%q: the %s client strips the first \"/api\" from the URL, which breaks a host name starting with \"api\"; use the IP address or another name", a.Endpoint, a.Family)
+			case u.Path != "" && u.Path != "/":
+				c.add(base+".endpoint", "%q: give scheme, host and port only for %s", a.Endpoint, a.Family)
+			}
+		}
+	}
+	switch a.Family {
 	case arrayclients.PowerFlex:
 		if a.PowerFlex.SystemID == "" && a.PowerFlex.SystemName == "" {
 			c.add(base+".powerflex.systemID", "required: the PowerFlex system ID (or powerflex.systemName)")
