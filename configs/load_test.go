@@ -18,7 +18,7 @@ import (
 // kubeconfig and pw (a password file).
 const validYAML = `replica:
   id: r1
-  dataDir: /var/lib/fenced
+  tls: {certFile: %[1]s/raft.pem, keyFile: %[1]s/raft.pem, caFile: %[1]s/raft.pem}
   raftBindAddress: 127.0.0.1:7441
 peers:
   - id: r2
@@ -42,6 +42,7 @@ func fixtureDir(t *testing.T) string {
 	dir := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "kubeconfig"), []byte("apiVersion: v1\n"), 0o600))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "pw"), []byte("pa55word\n"), 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "raft.pem"), []byte("not checked without CheckContents\n"), 0o600))
 	return dir
 }
 

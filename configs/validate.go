@@ -24,6 +24,7 @@ import (
 // checker collects problems.
 type checker struct {
 	probs []Problem
+	warns []Problem
 }
 
 func (c *checker) add(path, format string, args ...any) {
@@ -33,7 +34,7 @@ func (c *checker) add(path, format string, args ...any) {
 // validate checks everything decoding cannot: required fields, names,
 // addresses, references between sections, limits and referenced files. It
 // is the one place where the configuration's rules live.
-func validate(cfg *Config, root *yaml.Node, opts Options) []Problem {
+func validate(cfg *Config, root *yaml.Node, opts Options) (probs, warns []Problem) {
 	c := &checker{}
 	c.replica(cfg)
 	c.peers(cfg)
@@ -44,8 +45,11 @@ func validate(cfg *Config, root *yaml.Node, opts Options) []Problem {
 	c.clusters(cfg, root, arrays)
 	if !opts.SkipFileChecks {
 		cfg.unchecked = c.files(cfg, opts.CredentialsDir)
+		if opts.CheckContents {
+			c.contents(cfg, opts.CredentialsDir, opts.Now)
+		}
 	}
-	return c.probs
+	return c.probs, c.warns
 }
 
 // name checks a DNS-label name (replica ids, cluster and array names).
@@ -155,6 +159,10 @@ func (c *checker) replica(cfg *Config) {
 		if c.hostPort("replica.raftAdvertiseAddress", r.RaftAdvertiseAddress, true) && unspecifiedHost(r.RaftAdvertiseAddress) {
 			c.add("replica.raftAdvertiseAddress", "%q is not an address peers can reach", r.RaftAdvertiseAddress)
 		}
+	}
+	if len(cfg.Peers) > 0 && !r.TLS.Enabled() {
+		// cluster.Config.Validate refuses it when the group starts.
+		c.add("replica.tls", "required with peers: replicas talk only over mutual TLS (certFile, keyFile and caFile)")
 	}
 	if t := r.TLS; t.Enabled() {
 		for _, f := range []struct{ path, v string }{
