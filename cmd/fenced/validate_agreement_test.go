@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/x509"
 	"fmt"
+	"net"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/fenced-project/fenced/configs"
 	"github.com/fenced-project/fenced/configs/configstest"
 )
 
@@ -158,4 +160,39 @@ func runStarts(t *testing.T, f, credDir string) {
 		t.Fatal("fenced run did not stop")
 	}
 	assert.NotContains(t, errb.String(), "invalid configuration")
+}
+
+// TestShippedConfigsValidateAndStart validates every configuration shipped
+// in configs/ with usable credentials and starts it. The listen addresses
+// and the data directory are moved by FENCED_* variables to free ports and
+// a temporary directory; everything else is as shipped.
+func TestShippedConfigsValidateAndStart(t *testing.T) {
+	files, err := filepath.Glob("../../configs/*.yaml")
+	require.NoError(t, err)
+	require.NotEmpty(t, files)
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			t.Setenv("FENCED_HTTP_LISTEN", freeAddr(t))
+			t.Setenv("FENCED_REPLICA_RAFTBINDADDRESS", freeAddr(t))
+			t.Setenv("FENCED_REPLICA_DATADIR", t.TempDir())
+			cfg, err := configs.Load(f, configs.Options{})
+			require.NoError(t, err)
+			credDir := t.TempDir()
+			var names []string
+			for _, ref := range cfg.UncheckedCredentials() {
+				names = append(names, strings.TrimPrefix(ref, configs.CredentialPrefix))
+			}
+			site := configstest.NewSite(t)
+			site.ReplicaID = cfg.Replica.ID
+			site.Host, _, _ = net.SplitHostPort(cfg.Replica.RaftAdvertiseAddress)
+			site.Credentials(t, credDir, names)
+
+			var out, errb bytes.Buffer
+			code := run(context.Background(), []string{"config", "validate", "--credentials-dir", credDir, f}, &out, &errb)
+			require.Equal(t, exitOK, code, errb.String())
+			assert.Contains(t, out.String(), "valid: replica "+cfg.Replica.ID)
+			assert.NotContains(t, out.String(), "not checked")
+			runStarts(t, f, credDir)
+		})
+	}
 }
