@@ -40,6 +40,8 @@ type Config struct {
 	// unchecked lists credential references that could not be checked
 	// because no credentials directory was known.
 	unchecked []string
+	// warnings are what CheckContents found that works but needs attention.
+	warnings []Problem
 }
 
 // Replica is this replica's identity.
@@ -202,6 +204,10 @@ func DefaultConfig() Config {
 // UncheckedCredentials lists credential:NAME references Load could not
 // check because no credentials directory was given.
 func (c *Config) UncheckedCredentials() []string { return c.unchecked }
+
+// Warnings lists what Options.CheckContents found that works today but
+// needs attention (a certificate expiring soon), with field and line.
+func (c *Config) Warnings() []Problem { return c.warnings }
 
 // Summary describes the configuration in one line.
 func (c *Config) Summary() string {

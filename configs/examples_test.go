@@ -1,13 +1,15 @@
 package configs
 
 import (
-	"os"
+	"net"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/fenced-project/fenced/configs/configstest"
 )
 
 // exampleFiles lists every YAML file shipped in this directory.
@@ -34,14 +36,21 @@ func TestExamplesValidate(t *testing.T) {
 			assert.NotEmpty(t, cfg.Replica.ID)
 			assert.NotEmpty(t, cfg.Summary())
 
+			// With every credential it names, usable, the contents check
+			// as `fenced config validate` makes it passes too.
 			dir := t.TempDir()
+			var names []string
 			for _, ref := range cfg.UncheckedCredentials() {
-				name := strings.TrimPrefix(ref, CredentialPrefix)
-				require.NoError(t, os.WriteFile(filepath.Join(dir, CredentialUnitPrefix+name), []byte("x\n"), 0o600))
+				names = append(names, strings.TrimPrefix(ref, CredentialPrefix))
 			}
-			cfg, err = Load(f, Options{CredentialsDir: dir})
+			site := configstest.NewSite(t)
+			site.ReplicaID = cfg.Replica.ID
+			site.Host, _, _ = net.SplitHostPort(cfg.Replica.RaftAdvertiseAddress)
+			site.Credentials(t, dir, names)
+			cfg, err = Load(f, Options{CredentialsDir: dir, CheckContents: true})
 			require.NoError(t, err)
 			assert.Empty(t, cfg.UncheckedCredentials())
+			assert.Empty(t, cfg.Warnings())
 		})
 	}
 }

@@ -28,6 +28,15 @@ type Options struct {
 	CredentialsDir string
 	// SkipFileChecks skips checking that referenced files exist.
 	SkipFileChecks bool
+	// CheckContents also reads every referenced file and checks what is in
+	// it, as `fenced config validate` does: certificates and keys match,
+	// are valid, and carry the names and extended key usages peers and
+	// clients check; CA bundles, secrets, the API token and CHAP secrets
+	// parse; kubeconfigs load and name a server. Certificates that expire
+	// within ExpiryWarning are reported by Config.Warnings.
+	CheckContents bool
+	// Now is the time certificates are checked at; zero means now.
+	Now time.Time
 }
 
 // Load reads, decodes and validates the configuration file at path.
@@ -71,9 +80,13 @@ func Parse(data []byte, baseDir string, opts Options) (*Config, error) {
 	if cfg.Replica.RaftAdvertiseAddress == "" && !unspecifiedHost(cfg.Replica.RaftBindAddress) {
 		cfg.Replica.RaftAdvertiseAddress = cfg.Replica.RaftBindAddress
 	}
-	probs = append(probs, dropCovered(validate(cfg, root, opts), probs)...)
+	vprobs, warns := validate(cfg, root, opts)
+	probs = append(probs, dropCovered(vprobs, probs)...)
 	if len(probs) > 0 {
 		return nil, newProblemsError(root, probs, secrets)
+	}
+	if len(warns) > 0 {
+		cfg.warnings = newProblemsError(root, warns, secrets).Problems
 	}
 	return cfg, nil
 }

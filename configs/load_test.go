@@ -18,7 +18,7 @@ import (
 // kubeconfig and pw (a password file).
 const validYAML = `replica:
   id: r1
-  dataDir: /var/lib/fenced
+  tls: {certFile: %[1]s/raft.pem, keyFile: %[1]s/raft.pem, caFile: %[1]s/raft.pem}
   raftBindAddress: 127.0.0.1:7441
 peers:
   - id: r2
@@ -42,6 +42,7 @@ func fixtureDir(t *testing.T) string {
 	dir := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "kubeconfig"), []byte("apiVersion: v1\n"), 0o600))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "pw"), []byte("pa55word\n"), 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "raft.pem"), []byte("not checked without CheckContents\n"), 0o600))
 	return dir
 }
 
@@ -206,6 +207,26 @@ func TestBrokenConfigs(t *testing.T) {
 			name: "override names an array outside the cluster",
 			yaml: sub("    arrays: [pstore-1]\n", "    arrays: [pstore-1]\n    nodes:\n      - name: w1\n        arrays:\n          pflex-9: abc\n"),
 			want: []string{`clusters[0].nodes[0].arrays.pflex-9: array "pflex-9" is not one of this cluster's arrays (line 16)`},
+		},
+		{
+			name: "caFile on powerscale",
+			yaml: sub("family: powerstore\n", "family: powerscale\n") + "    caFile: " + dir + "/pw\n",
+			want: []string{"arrays[0].caFile: not supported for powerscale arrays: the Dell client library trusts only the system certificate pool; add the CA there (update-ca-certificates) and remove caFile (line 19)"},
+		},
+		{
+			name: "caFile on unity",
+			yaml: sub("family: powerstore\n", "family: unity\n") + "    caFile: " + dir + "/pw\n",
+			want: []string{"arrays[0].caFile: not supported for unity arrays"},
+		},
+		{
+			name: "unity endpoint with a path",
+			yaml: sub("family: powerstore\n    endpoint: https://127.0.0.1:9443\n", "family: unity\n    endpoint: https://127.0.0.1:9443/api\n"),
+			want: []string{`arrays[0].endpoint: "https://127.0.0.1:9443/api": give scheme, host and port only for unity (line 16)`},
+		},
+		{
+			name: "powermax endpoint host starting with api",
+			yaml: sub("family: powerstore\n    endpoint: https://127.0.0.1:9443\n", "family: powermax\n    endpoint: https://api.example.net:8443\n"),
+			want: []string{`arrays[0].endpoint: "https://api.example.net:8443": the powermax client strips the first "/api"`},
 		},
 		{
 			name: "raft lease longer than heartbeat",

@@ -24,6 +24,7 @@ import (
 // checker collects problems.
 type checker struct {
 	probs []Problem
+	warns []Problem
 }
 
 func (c *checker) add(path, format string, args ...any) {
@@ -33,7 +34,7 @@ func (c *checker) add(path, format string, args ...any) {
 // validate checks everything decoding cannot: required fields, names,
 // addresses, references between sections, limits and referenced files. It
 // is the one place where the configuration's rules live.
-func validate(cfg *Config, root *yaml.Node, opts Options) []Problem {
+func validate(cfg *Config, root *yaml.Node, opts Options) (probs, warns []Problem) {
 	c := &checker{}
 	c.replica(cfg)
 	c.peers(cfg)
@@ -44,8 +45,11 @@ func validate(cfg *Config, root *yaml.Node, opts Options) []Problem {
 	c.clusters(cfg, root, arrays)
 	if !opts.SkipFileChecks {
 		cfg.unchecked = c.files(cfg, opts.CredentialsDir)
+		if opts.CheckContents {
+			c.contents(cfg, opts.CredentialsDir, opts.Now)
+		}
 	}
-	return c.probs
+	return c.probs, c.warns
 }
 
 // name checks a DNS-label name (replica ids, cluster and array names).
@@ -155,6 +159,10 @@ func (c *checker) replica(cfg *Config) {
 		if c.hostPort("replica.raftAdvertiseAddress", r.RaftAdvertiseAddress, true) && unspecifiedHost(r.RaftAdvertiseAddress) {
 			c.add("replica.raftAdvertiseAddress", "%q is not an address peers can reach", r.RaftAdvertiseAddress)
 		}
+	}
+	if len(cfg.Peers) > 0 && !r.TLS.Enabled() {
+		// cluster.Config.Validate refuses it when the group starts.
+		c.add("replica.tls", "required with peers: replicas talk only over mutual TLS (certFile, keyFile and caFile)")
 	}
 	if t := r.TLS; t.Enabled() {
 		for _, f := range []struct{ path, v string }{
@@ -364,6 +372,29 @@ func (c *checker) familyOptions(base string, a Array, root *yaml.Node) {
 	for _, f := range arrayclients.Families {
 		if f != a.Family && a.Family != "" && lookup(root, base+"."+string(f)) != nil {
 			c.add(base+"."+string(f), "only for family %s; this array is %s", f, a.Family)
+		}
+	}
+	switch a.Family {
+	case arrayclients.PowerScale, arrayclients.Unity:
+		// The adapters refuse a custom CA: goisilon and gounity trust only
+		// the system certificate pool (arrayclients/powerscale.go,
+		// arrayclients/unity_client.go).
+		if a.CAFile != "" {
+			c.add(base+".caFile", "not supported for %s arrays: the Dell client library trusts only the system certificate pool; add the CA there (update-ca-certificates) and remove caFile", a.Family)
+		}
+	}
+	switch a.Family {
+	case arrayclients.PowerMax, arrayclients.Unity:
+		// gopowermax and gounity strip the first "/api" from the URL and
+		// append their own paths (arrayclients/powermax_client.go,
+		// arrayclients/unity_client.go).
+		if u, err := url.Parse(a.Endpoint); err == nil && u.Host != "" {
+			switch {
+			case strings.HasPrefix(u.Host, "api"):
+				c.add(base+".endpoint", "%q: the %s client strips the first \"/api\" from the URL, which breaks a host name starting with \"api\"; use the IP address or another name", a.Endpoint, a.Family)
+			case u.Path != "" && u.Path != "/":
+				c.add(base+".endpoint", "%q: give scheme, host and port only for %s", a.Endpoint, a.Family)
+			}
 		}
 	}
 	switch a.Family {

@@ -100,8 +100,8 @@ func NewAuthenticator(tokenFile string) (*Authenticator, error) {
 	if err != nil {
 		return nil, fmt.Errorf("api token file: %w", err)
 	}
-	if len(tok) < 16 {
-		return nil, errors.New("api token file: the token must be at least 16 characters")
+	if len(tok) < configs.MinTokenLength {
+		return nil, fmt.Errorf("api token file: the token must be at least %d characters", configs.MinTokenLength)
 	}
 	a.token = []byte(tok)
 	return a, nil

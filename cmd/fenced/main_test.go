@@ -359,7 +359,10 @@ func TestVersionCommand(t *testing.T) {
 func TestCommandsInProcess(t *testing.T) {
 	var out, errb bytes.Buffer
 	assert.Equal(t, exitUsage, run(context.Background(), []string{"frobnicate"}, &out, &errb))
-	assert.Equal(t, exitUsage, run(context.Background(), []string{"run"}, &out, &errb), "--config is required")
+	assert.Equal(t, exitConfig, run(context.Background(), []string{"run"}, &out, &errb), "--config is required")
+	assert.Equal(t, exitConfig, run(context.Background(), []string{"run", "--config", "x.yaml", "--no-such-flag"}, &out, &errb), "a bad flag in ExecStart= is configuration")
+	assert.Equal(t, exitConfig, run(context.Background(), []string{"run", "--config", "x.yaml", "extra"}, &out, &errb))
+	assert.Equal(t, exitConfig, run(context.Background(), []string{"run", "--config", "x.yaml", "--log-format", "xml"}, &out, &errb))
 	assert.Equal(t, exitUsage, run(context.Background(), []string{"status", "-o", "yaml"}, &out, &errb))
 	assert.Equal(t, exitFailure, run(context.Background(), []string{"status", "--addr", "http://" + freeAddr(t), "--timeout", "2s"}, &out, &errb))
 	assert.Equal(t, exitConfig, run(context.Background(), []string{"run", "--config", filepath.Join(t.TempDir(), "missing.yaml")}, &out, &errb))

@@ -32,21 +32,41 @@ func newRunCmd() *cobra.Command {
 		Short: "Run a fenced replica until SIGTERM or SIGINT",
 		Long: `Run a fenced replica. Under systemd it logs to the journal with structured
 fields, reports READY, STATUS, WATCHDOG and STOPPING, and stops within five
-seconds of SIGTERM. An invalid configuration exits with status 78; a Raft
-store that is missing, empty, unreadable or damaged after it held the
-group's log exits with status 65 (see fenced datadir recover).`,
-		Args: cobra.NoArgs,
+seconds of SIGTERM.
+
+Exit status 78 (EX_CONFIG, which the unit does not restart on) means the
+replica cannot start as configured and restarting will not help: a bad
+flag, an invalid configuration file, or a file it names that the runtime
+refuses (a certificate and key that do not match, a short API token, an
+array setting the family's client cannot use; see fenced config
+validate). A Raft store that is missing, empty, unreadable or damaged
+after it held the group's log exits with status 65 (see fenced datadir
+recover). Other failures exit with status 1, and systemd restarts the
+replica.`,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return &exitError{code: exitConfig, err: fmt.Errorf("run takes no arguments, got %q", args)}
+			}
+			return nil
+		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if f.config == "" {
+				return &exitError{code: exitConfig, err: errors.New("--config is required")}
+			}
 			return runDaemon(cmd, f)
 		},
 	}
+	// Under systemd the command line is configuration too: a bad flag in
+	// ExecStart= must not be restarted forever.
+	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
+		return &exitError{code: exitConfig, err: err}
+	})
 	fl := cmd.Flags()
 	fl.StringVarP(&f.config, "config", "c", "", "configuration file (required)")
 	fl.StringVar(&f.credDir, "credentials-dir", os.Getenv("CREDENTIALS_DIRECTORY"), "directory credential:NAME references resolve in")
 	fl.StringVar(&f.logFormat, "log-format", "", "text or json (overrides log.format)")
 	fl.StringVar(&f.logLevel, "log-level", "", "debug, info, warn or error (overrides log.level)")
 	fl.StringVar(&f.logOutput, "log-output", string(logging.Auto), "auto (journal when stderr is the journal), journal or stream")
-	_ = cmd.MarkFlagRequired("config")
 	return cmd
 }
 
@@ -56,7 +76,7 @@ func runDaemon(cmd *cobra.Command, f runFlags) error {
 	logOpts := logging.Options{Format: f.logFormat, Level: f.logLevel, Output: logging.Output(f.logOutput), Writer: stderr, Redactor: red}
 	boot, err := logging.New(logOpts)
 	if err != nil {
-		return &exitError{code: exitUsage, err: err}
+		return &exitError{code: exitConfig, err: err}
 	}
 
 	cfg, err := configs.Load(f.config, configs.Options{CredentialsDir: f.credDir})
@@ -78,7 +98,7 @@ func runDaemon(cmd *cobra.Command, f runFlags) error {
 	}
 	log, err := logging.New(logOpts)
 	if err != nil {
-		return &exitError{code: exitUsage, err: err}
+		return &exitError{code: exitConfig, err: err}
 	}
 	for _, ref := range cfg.UncheckedCredentials() {
 		log.Warn("credential reference not checked: no credentials directory", "ref", ref)
@@ -91,10 +111,15 @@ func runDaemon(cmd *cobra.Command, f runFlags) error {
 	d, err := daemon.New(cfg, daemon.Options{
 		Logger: log, Redactor: red, CredentialsDir: f.credDir, Build: buildinfo.Get(),
 	})
+	if err == nil {
+		err = preflight(d)
+	}
 	if err != nil {
-		log.Error("cannot start", "err", err)
+		log.Error("cannot start: invalid configuration", "err", err)
 		return &exitError{code: exitConfig, err: err}
 	}
+	// Past preflight, what fails is not the configuration: the Raft
+	// store (65), or something restarting may cure (1).
 	if err := wire(d); err != nil {
 		log.Error("cannot start", "err", err)
 		if errors.Is(err, cluster.ErrDataDir) {

@@ -14,6 +14,7 @@ package daemon
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -77,6 +78,8 @@ type Daemon struct {
 	srv    *server.Server
 	auth   *stonith.Authenticator
 	arrays []arrayclients.Config
+	// tls is the HTTP endpoint's TLS configuration, nil for plain HTTP.
+	tls *tls.Config
 
 	mu         sync.Mutex
 	components []Component
@@ -84,7 +87,10 @@ type Daemon struct {
 }
 
 // New prepares a daemon for cfg: it reads the secrets the configuration
-// names (registering them with the redactor) and builds the HTTP server.
+// names (registering them with the redactor), loads the HTTP endpoint's
+// certificate and CAs and builds the HTTP server. It changes nothing on
+// disk, so every error it returns is a problem with the configuration or
+// the files it names.
 func New(cfg *configs.Config, opts Options) (*Daemon, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -134,6 +140,9 @@ func New(cfg *configs.Config, opts Options) (*Daemon, error) {
 		return nil, err
 	}
 	d.auth = auth
+	if d.tls, err = serverTLS(cfg.HTTP.TLS, opts.CredentialsDir); err != nil {
+		return nil, err
+	}
 	d.srv = server.New(server.Options{ReplicaID: cfg.Replica.ID, Build: opts.Build, Logger: opts.Logger, Authorize: auth.RequireOperator, Redact: opts.Redactor.Redact})
 	return d, nil
 }
@@ -207,13 +216,11 @@ func (d *Daemon) Run(ctx context.Context) error {
 	if err := prepareDataDir(d.cfg.Replica.DataDir); err != nil {
 		return err
 	}
-	tlsConfig, err := serverTLS(d.cfg.HTTP.TLS, d.opts.CredentialsDir)
-	if err != nil {
-		return err
-	}
+	tlsConfig := d.tls
 	ln := d.opts.Listener
 	if ln == nil {
 		var lc net.ListenConfig
+		var err error
 		if ln, err = lc.Listen(ctx, "tcp", d.cfg.HTTP.Listen); err != nil {
 			return fmt.Errorf("listen on http.listen: %w", err)
 		}
