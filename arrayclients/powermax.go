@@ -3,8 +3,10 @@ package arrayclients
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"slices"
 	"strings"
 	"time"
@@ -15,7 +17,9 @@ import (
 // PowerMaxAdapter fences a node by removing its initiators from its host (the
 // initiator group csi-powermax created for it) and unfences by adding them
 // back. The host's masking view, storage group and volumes are untouched:
-// without initiators the view grants the node no path.
+// without initiators the view grants the node no path. An array that
+// refuses to empty an initiator group in a masking view gets the fallback
+// cut instead: the host's masking views are deleted (see Apply).
 type PowerMaxAdapter struct {
 	cfg      Config
 	prefixes PowerMaxPrefixes
@@ -236,10 +240,74 @@ func (a *PowerMaxAdapter) entries(p Plan) (PowerMaxEntries, error) {
 
 // Apply removes the plan's initiators that the host still has, reading the
 // host right before the write. Nothing left to remove means no write.
+//
+// That cut empties an initiator group that is still in masking views, and
+// no Dell document says a PowerMax accepts it. When the array refuses the
+// edit (an answered 400, 409 or 422), Apply falls back to deleting the
+// host's masking views: a host in no masking view reaches no volume, and
+// deleting the view is what csi-powermax's own unpublish does when a
+// storage group's last volumes leave it (dell/csi-powermax
+// service/storage_group_svc.go removeVolumesFromSGMV). The initiators stay.
+// The fallback is refused for a host that is in a host group, whose views
+// would keep giving it volumes.
 func (a *PowerMaxAdapter) Apply(ctx context.Context, p Plan) error {
-	return a.edit(ctx, p, "apply", func(current, planned []string) []string {
+	err := a.edit(ctx, p, "apply", func(current, planned []string) []string {
 		return slices.DeleteFunc(slices.Clone(current), func(in string) bool { return slices.Contains(planned, in) })
 	})
+	if err == nil || !pmaxRefused(err) {
+		return err
+	}
+	a.log.WarnContext(ctx, "the array refused to remove the host's initiators; deleting its masking views instead",
+		"node", p.Identity.Node, "host", p.Identity.ObjectID, "refusal", err.Error())
+	if ferr := a.deleteViews(ctx, p); ferr != nil {
+		return errors.Join(err, ferr)
+	}
+	return nil
+}
+
+// pmaxRefused reports an edit the array answered and refused (not an
+// authentication, a missing object or a transport failure).
+func pmaxRefused(err error) bool {
+	var pe *pmaxtypes.Error
+	if errors.Is(err, ErrUnreachable) || !errors.As(err, &pe) {
+		return false
+	}
+	switch pe.HTTPStatusCode {
+	case http.StatusBadRequest, http.StatusConflict, http.StatusUnprocessableEntity:
+		return true
+	}
+	return false
+}
+
+// deleteViews deletes every masking view of the plan's host (the fallback
+// cut), after checking the host is in no host group.
+func (a *PowerMaxAdapter) deleteViews(ctx context.Context, p Plan) error {
+	e, err := a.entries(p)
+	if err != nil {
+		return a.errf("apply", p.Identity.Node, err)
+	}
+	h, err := a.conn.getHost(ctx, e.HostID)
+	if err != nil {
+		return a.errf("apply", p.Identity.Node, fmt.Errorf("read host %s: %w", e.HostID, err))
+	}
+	if h.NumberHostGroups > 0 {
+		return a.errf("apply", p.Identity.Node, fmt.Errorf("host %s is in %d host group(s): deleting its own masking views would leave the groups' views; not fenced",
+			e.HostID, h.NumberHostGroups))
+	}
+	c, err := a.conn.get(ctx)
+	if err != nil {
+		return a.errf("apply", p.Identity.Node, err)
+	}
+	for _, mvID := range slices.Sorted(slices.Values(h.MaskingviewIDs)) {
+		rctx, cancel := pmaxTimeout(ctx, a.cfg.RequestTimeout)
+		err := c.DeleteMaskingView(rctx, a.cfg.SymmetrixID, mvID)
+		cancel()
+		if err != nil && !pmaxtypes.IsNotFoundError(err) {
+			return a.errf("apply", p.Identity.Node, fmt.Errorf("delete masking view %s of host %s: %w", mvID, e.HostID, classifyPmax(err)))
+		}
+		a.log.InfoContext(ctx, "masking view deleted", "node", p.Identity.Node, "host", e.HostID, "maskingView", mvID)
+	}
+	return nil
 }
 
 // edit sets the host's initiators to want(current, planned) with

@@ -201,8 +201,12 @@ func (a *PowerMaxAdapter) verifyHost(ctx context.Context, p Plan) (Verification,
 		return Verification{}, nil, a.errf("verify", p.Identity.Node, fmt.Errorf("read host %s: %w", e.HostID, err))
 	}
 	v := Verification{CheckedAt: a.now().UTC()}
-	for _, in := range slices.Sorted(slices.Values(h.Initiators)) {
-		v.Remaining = append(v.Remaining, fmt.Sprintf("initiator %s in host %s", in, e.HostID))
+	// A host in no masking view and no host group reaches no volume,
+	// whatever its initiators (the fallback cut, see Apply).
+	if len(h.MaskingviewIDs) > 0 || h.NumberHostGroups > 0 {
+		for _, in := range slices.Sorted(slices.Values(h.Initiators)) {
+			v.Remaining = append(v.Remaining, fmt.Sprintf("initiator %s in host %s", in, e.HostID))
+		}
 	}
 	for _, in := range e.Initiators {
 		if !slices.Contains(h.Initiators, in) {
@@ -280,6 +284,9 @@ func (a *PowerMaxAdapter) Undo(ctx context.Context, p Plan, scope RestoreScope) 
 			return a.errf("undo", p.Identity.Node, err)
 		}
 	}
+	if err := a.restoreViews(ctx, e); err != nil {
+		return a.errf("undo", p.Identity.Node, err)
+	}
 	return a.edit(ctx, p, "undo", func(current, planned []string) []string {
 		out := slices.Clone(current)
 		for _, in := range planned {
@@ -289,6 +296,63 @@ func (a *PowerMaxAdapter) Undo(ctx context.Context, p Plan, scope RestoreScope) 
 		}
 		return out
 	})
+}
+
+// viewsToRestore returns the plan's masking views that are gone while
+// their storage group still holds volumes: the views the fallback cut
+// deleted and Undo makes again. A view whose group emptied (every volume
+// moved, the driver unpublished them) is not made again; csi-powermax
+// makes it when it next publishes a volume to the node.
+func (a *PowerMaxAdapter) viewsToRestore(ctx context.Context, c pmax.Pmax, e PowerMaxEntries, h *pmaxtypes.Host) ([]PowerMaxView, error) {
+	var out []PowerMaxView
+	for _, mv := range e.MaskingViews {
+		if h != nil && slices.Contains(h.MaskingviewIDs, mv.ID) {
+			continue
+		}
+		rctx, cancel := pmaxTimeout(ctx, a.cfg.RequestTimeout)
+		sg, err := c.GetStorageGroup(rctx, a.cfg.SymmetrixID, mv.StorageGroup)
+		cancel()
+		if pmaxtypes.IsNotFoundError(err) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read storage group %s of masking view %s: %w", mv.StorageGroup, mv.ID, classifyPmax(err))
+		}
+		if sg.NumOfVolumes > 0 {
+			out = append(out, mv)
+		}
+	}
+	return out, nil
+}
+
+// restoreViews makes again the masking views the fallback cut deleted.
+func (a *PowerMaxAdapter) restoreViews(ctx context.Context, e PowerMaxEntries) error {
+	if len(e.MaskingViews) == 0 {
+		return nil
+	}
+	c, err := a.conn.get(ctx)
+	if err != nil {
+		return err
+	}
+	h, err := a.conn.getHost(ctx, e.HostID)
+	if err != nil {
+		return fmt.Errorf("read host %s: %w", e.HostID, err)
+	}
+	views, err := a.viewsToRestore(ctx, c, e, h)
+	if err != nil {
+		return err
+	}
+	for _, mv := range views {
+		rctx, cancel := pmaxTimeout(ctx, a.cfg.RequestTimeout)
+		_, err := c.CreateMaskingView(rctx, a.cfg.SymmetrixID, mv.ID, mv.StorageGroup, e.HostID, true, mv.PortGroup)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("make masking view %s (storage group %s, port group %s) of host %s again: %w",
+				mv.ID, mv.StorageGroup, mv.PortGroup, e.HostID, classifyPmax(err))
+		}
+		a.log.InfoContext(ctx, "masking view made again", "host", e.HostID, "maskingView", mv.ID, "storageGroup", mv.StorageGroup)
+	}
+	return nil
 }
 
 // unmaskUnkept removes from the host's storage groups each footprint
@@ -305,6 +369,14 @@ func (a *PowerMaxAdapter) unmaskUnkept(ctx context.Context, p Plan, e PowerMaxEn
 	groups, err := a.hostGroups(ctx, c, h)
 	if err != nil {
 		return err
+	}
+	// The storage groups of views the fallback cut deleted are still the
+	// node's: a volume that may not come back leaves them before the
+	// views are made again.
+	for _, mv := range e.MaskingViews {
+		if _, ok := groups[mv.StorageGroup]; !ok && mv.StorageGroup != "" {
+			groups[mv.StorageGroup] = mv.ID
+		}
 	}
 	remove := map[string][]string{} // storage group -> volumes
 	for _, vc := range cuts {
@@ -356,6 +428,20 @@ func (a *PowerMaxAdapter) VerifyRestore(ctx context.Context, p Plan, scope Resto
 	v, h, err := a.verifyHost(ctx, p)
 	if err != nil {
 		return v, err
+	}
+	if e, err := a.entries(p); err == nil && len(e.MaskingViews) > 0 {
+		c, err := a.conn.get(ctx)
+		if err != nil {
+			return Verification{}, a.errf("verify restore", p.Identity.Node, err)
+		}
+		gone, err := a.viewsToRestore(ctx, c, e, h)
+		if err != nil {
+			return Verification{}, a.errf("verify restore", p.Identity.Node, err)
+		}
+		for _, mv := range gone {
+			v.Missing = append(v.Missing, "masking view "+mv.ID)
+		}
+		v.Restored = len(v.Missing) == 0
 	}
 	checks, violations, err := a.checkVolumes(ctx, p, h, scope, true)
 	if err != nil {

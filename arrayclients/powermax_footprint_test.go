@@ -253,3 +253,75 @@ func TestPowerMaxUndoV1Plan(t *testing.T) {
 	after, _ := pmaxState(t, e.sim)
 	assert.Equal(t, before, after)
 }
+
+// TestPowerMaxEmptyInitiatorGroupRefused: an array that refuses to empty
+// an initiator group still in a masking view (no Dell document says a
+// PowerMax accepts it) gets the fallback cut. The host's masking view is
+// deleted, the read-back shows the node reaching none of its volumes, and
+// the unfence removes the moved and the unwanted volume from the node's
+// storage group before it makes the view again.
+func TestPowerMaxEmptyInitiatorGroupRefused(t *testing.T) {
+	doc := strings.Replace(pmaxFootprintFixture, "      generate:", "      refuseEmptyInitiatorGroupInView: true\n      generate:", 1)
+	e := startPowerMax(t, doc, 5*time.Second)
+	ctx := context.Background()
+	drv := e.driver(t)
+	const hostID = "csi-node-TST-worker-1-FC"
+	h, err := drv.c.GetHostByID(ctx, pmaxSym, hostID)
+	require.NoError(t, err)
+	views := h.MaskingviewIDs
+	require.NotEmpty(t, views)
+	_, err = drv.c.UpdateHostInitiators(ctx, pmaxSym, h, nil)
+	require.ErrorContains(t, err, "masking view", "the simulator refuses an empty initiator group in a view")
+
+	id, err := e.adapter.Resolve(ctx, pmaxNode("worker-1"))
+	require.NoError(t, err)
+	plan, err := e.adapter.Plan(ctx, id, []arrayclients.VolumeRef{
+		pmaxRef("pv-moved", "00100", true), pmaxRef("pv-unwanted", "00101", true), pmaxRef("pv-kept", "00102", true)})
+	require.NoError(t, err)
+	plan = roundTrip(t, plan)
+	require.NoError(t, e.adapter.Apply(ctx, plan), "the fence completes by the fallback")
+
+	h, err = drv.c.GetHostByID(ctx, pmaxSym, hostID)
+	require.NoError(t, err)
+	assert.Empty(t, h.MaskingviewIDs, "the host's masking view is deleted")
+	assert.Len(t, h.Initiators, 2, "the initiators stay")
+	v, err := e.adapter.Verify(ctx, plan)
+	require.NoError(t, err)
+	assert.True(t, v.Fenced, "remaining: %v", v.Remaining)
+	require.Len(t, v.Volumes, 3)
+	for _, c := range v.Volumes {
+		assert.False(t, c.NodeAccess, c.Volume)
+	}
+	seq := e.srv.LastSeq()
+	require.NoError(t, e.adapter.Apply(ctx, plan), "Apply again")
+	for _, w := range writesSince(e.srv, seq) {
+		assert.NotContains(t, w.Path, "maskingview", "a second Apply deletes nothing more: %v", w)
+	}
+
+	// pv-moved is force-detached and published to worker-2; Kubernetes no
+	// longer wants pv-unwanted on worker-1.
+	drv.unpublish(pmaxSG1, "00100")
+	drv.publish(pmaxSG2, "00100")
+	scope := arrayclients.RestoreScope{Wanted: []string{"pv-moved", "pv-kept"}}
+	v, err = e.adapter.VerifyRestore(ctx, plan, scope)
+	require.NoError(t, err)
+	assert.False(t, v.Restored, "the view is not back yet")
+	assert.Contains(t, v.Missing, "masking view "+views[0])
+
+	require.NoError(t, e.adapter.Undo(ctx, plan, scope))
+	h, err = drv.c.GetHostByID(ctx, pmaxSym, hostID)
+	require.NoError(t, err)
+	assert.Equal(t, views, h.MaskingviewIDs, "the masking view is made again")
+	assert.Equal(t, []string{pmaxSG2}, drv.groupsOf("00100"), "a moved volume is never given back")
+	assert.Empty(t, drv.groupsOf("00101"), "an unwanted volume left the storage group before the view came back")
+	assert.Equal(t, []string{pmaxSG1}, drv.groupsOf("00102"), "a wanted volume stays")
+	v, err = e.adapter.VerifyRestore(ctx, plan, scope)
+	require.NoError(t, err)
+	assert.True(t, v.Restored, "missing: %v, remaining: %v", v.Missing, v.Remaining)
+	assert.True(t, checkOf(t, v, "pv-kept").NodeAccess)
+	assert.False(t, checkOf(t, v, "pv-moved").NodeAccess)
+
+	seq = e.srv.LastSeq()
+	require.NoError(t, e.adapter.Undo(ctx, plan, scope), "Undo twice")
+	assert.Empty(t, writesSince(e.srv, seq), "the second Undo writes nothing")
+}

@@ -162,7 +162,13 @@ func (s *Sim) putHost(w http.ResponseWriter, r *http.Request, id string) {
 				return
 			}
 		}
-		h.Initiators = slices.DeleteFunc(h.Initiators, func(in string) bool { return slices.Contains(list, in) })
+		left := slices.DeleteFunc(slices.Clone(h.Initiators), func(in string) bool { return slices.Contains(list, in) })
+		if s.spec.RefuseEmptyInitiatorGroupInView && len(left) == 0 && len(h.Views) > 0 {
+			s.fail(w, http.StatusBadRequest, "Cannot remove the last initiators of host %s while it is in masking view(s) %s",
+				h.ID, strings.Join(h.Views, ", "))
+			return
+		}
+		h.Initiators = left
 		s.setPathHostLocked(list, "")
 	}
 	simcore.WriteJSON(w, http.StatusOK, s.hostJSONLocked(h))

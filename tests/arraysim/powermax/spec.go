@@ -46,6 +46,11 @@ type Spec struct {
 	// Volumes are volumes in no storage group (created, not yet
 	// published).
 	Volumes []string `yaml:"volumes"`
+	// RefuseEmptyInitiatorGroupInView makes the array refuse to remove a
+	// host's last initiators while the host is in a masking view. Whether
+	// a real PowerMax accepts that edit is not documented; this mode
+	// tests fenced's fallback for an array that refuses it.
+	RefuseEmptyInitiatorGroupInView bool `yaml:"refuseEmptyInitiatorGroupInView"`
 }
 
 // GenerateSpec describes the per-node hosts.
