@@ -2,7 +2,7 @@
 // whose stateful workloads keep their data on Dell storage arrays.
 //
 //	fenced run --config /etc/fenced/fenced.yaml   run a replica (under systemd)
-//	fenced status [--addr URL] [-o table|json]      show a replica's status
+//	fenced status [--config F] [-o table|json]      show a replica's status
 //	fenced config validate FILE...                  check configuration files
 //	fenced fence NODE --cluster C --reason R        fence a node now
 //	fenced unfence NODE --cluster C [--force --yes] restore a fenced node

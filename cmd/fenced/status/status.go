@@ -61,9 +61,25 @@ type Raft struct {
 	LastLogIndex uint64 `json:"lastLogIndex"`
 	// Members is the group's configuration.
 	Members []RaftMember `json:"members,omitempty"`
-	// FencingPaused is the replicated pause flag (`fenced pause`).
-	FencingPaused bool `json:"fencingPaused"`
+	// FencingPaused is the replicated pause flag (`fenced pause`); Pause
+	// says who set it, when and why.
+	FencingPaused bool   `json:"fencingPaused"`
+	Pause         *Pause `json:"pause,omitempty"`
 }
+
+// Pause is a pause of fencing in effect, as the ledger records it.
+type Pause struct {
+	// Scope is "all" for the pause of every cluster, else the cluster's
+	// name.
+	Scope string `json:"scope"`
+	// Operator is who paused, Reason why and At when.
+	Operator string    `json:"operator,omitempty"`
+	Reason   string    `json:"reason,omitempty"`
+	At       time.Time `json:"at"`
+}
+
+// PauseScopeAll is the Scope of the pause of every cluster.
+const PauseScopeAll = "all"
 
 // RaftMember is one server of the Raft group.
 type RaftMember struct {
@@ -93,8 +109,10 @@ type Cluster struct {
 	ServerVersion string `json:"serverVersion,omitempty"`
 	// DryRun mirrors the cluster's dryRun setting.
 	DryRun bool `json:"dryRun"`
-	// Paused is set while fencing is paused for this cluster (or for all).
-	Paused bool `json:"paused"`
+	// Paused is set while fencing is paused for this cluster (or for all);
+	// Pause is that pause (the cluster's own, else the global one).
+	Paused bool   `json:"paused"`
+	Pause  *Pause `json:"pause,omitempty"`
 	// Doubt is set while this replica doubts its own view of the cluster
 	// (apiserver-unreachable, watch-stale): every node is then blocked.
 	Doubt string `json:"doubt,omitempty"`
