@@ -277,6 +277,13 @@ arrays:
 	assert.False(t, st.Clusters[0].Ready)
 	assert.NotEmpty(t, st.Clusters[0].Error)
 
+	// Once the replica leads its group of one, `fenced status` tells not
+	// ready (3) from no leader (4).
+	require.Eventually(t, func() bool {
+		_, body := httpGet(t, base+"/status")
+		var st status.Status
+		return json.Unmarshal([]byte(body), &st) == nil && st.Raft != nil && st.Raft.LeaderID != ""
+	}, 30*time.Second, 100*time.Millisecond, p.stderr.String())
 	out, err := exec.Command(bin, "status", "--addr", base).CombinedOutput()
 	var ee *exec.ExitError
 	require.ErrorAs(t, err, &ee, string(out))

@@ -198,13 +198,19 @@ func fenceStatuses(ps stonith.Status, hist []*ledger.Fence) []status.Fence {
 	}
 	slices.SortFunc(hist, func(a, b *ledger.Fence) int { return b.UpdatedAt.Compare(a.UpdatedAt) })
 	for _, h := range hist {
-		e := status.Fence{ID: h.ID, Cluster: h.Cluster, Node: h.Node, Kind: string(h.Kind),
-			Origin: string(h.Origin), Operator: h.Operator, Reason: h.Reason, Phase: string(h.State),
-			StartedAt: h.OpenedAt, UpdatedAt: h.UpdatedAt, Error: h.FailReason}
-		e.UnfenceOperator, e.ForcedUnfence = unfenceAskedBy(h.Steps)
-		out = append(out, e)
+		out = append(out, finishedFence(h))
 	}
 	return out
+}
+
+// finishedFence is a closed or aborted ledger record for /status and the
+// history.
+func finishedFence(h *ledger.Fence) status.Fence {
+	e := status.Fence{ID: h.ID, Cluster: h.Cluster, Node: h.Node, Kind: string(h.Kind),
+		Origin: string(h.Origin), Operator: h.Operator, Reason: h.Reason, Phase: string(h.State),
+		StartedAt: h.OpenedAt, UpdatedAt: h.UpdatedAt, Error: h.FailReason}
+	e.UnfenceOperator, e.ForcedUnfence = unfenceAskedBy(h.Steps)
+	return e
 }
 
 // unfenceAskedBy returns who asked for the record's unfence and whether

@@ -239,6 +239,36 @@ type Fence struct {
 	// ForcedUnfence is set when the operator forced it.
 	UnfenceOperator string `json:"unfenceOperator,omitempty"`
 	ForcedUnfence   bool   `json:"forcedUnfence,omitempty"`
+	// Steps are the record's state changes, oldest first (history only).
+	Steps []FenceStep `json:"steps,omitempty"`
+}
+
+// FenceStep is one state change of a fence record, as the ledger
+// records it.
+type FenceStep struct {
+	To string    `json:"to"`
+	At time.Time `json:"at"`
+	// By is the replica that led when the step was written; Operator who
+	// asked for it, when an operator did.
+	By       string `json:"by,omitempty"`
+	Operator string `json:"operator,omitempty"`
+	Note     string `json:"note,omitempty"`
+	Forced   bool   `json:"forced,omitempty"`
+}
+
+// HistoryPath is where a replica serves History (GET), read-only from its
+// ledger; query parameters cluster, node and limit narrow it.
+const HistoryPath = "/v1/history"
+
+// History is the document served at HistoryPath: the ledger's finished
+// (closed or aborted) fence records, newest first. The ledger keeps the
+// last ones of each node.
+type History struct {
+	// ReplicaID is the replica that answered, AppliedIndex the ledger
+	// index its answer reflects.
+	ReplicaID    string  `json:"replicaID"`
+	AppliedIndex uint64  `json:"appliedIndex"`
+	Fences       []Fence `json:"fences"`
 }
 
 // FenceArray is a fence's progress on one array.
