@@ -133,6 +133,9 @@ func wireFencing(d *daemon.Daemon, node *cluster.Node, order *stopOrder) (*fenci
 	f.readiness()
 	f.statusProviders()
 	d.Handle(http.MethodGet+" "+status.HistoryPath, historyHandler(cfg.Replica.ID, node.Ledger()))
+	if err := d.Registry().Register(newOpsCollector(cfg, node.Ledger(), d.CredentialsDir(), f.log)); err != nil {
+		return nil, fmt.Errorf("register metrics: %w", err)
+	}
 	return f, nil
 }
 
