@@ -76,6 +76,15 @@ func TestOneLineKeepsTheTable(t *testing.T) {
 	assert.NotContains(t, oneLine("x\x1b[31my\tz"), "\x1b")
 }
 
+func TestVersionJSON(t *testing.T) {
+	var out, errb bytes.Buffer
+	require.Equal(t, exitOK, run(context.Background(), []string{"version", "-o", "json"}, &out, &errb), errb.String())
+	var v versionInfo
+	require.NoError(t, json.Unmarshal(out.Bytes(), &v), out.String())
+	assert.NotEmpty(t, v.GoVersion)
+	assert.Equal(t, exitUsage, run(context.Background(), []string{"version", "-o", "yaml"}, &out, &errb))
+}
+
 func TestStatusExitCodes(t *testing.T) {
 	leader := &status.Raft{State: "Follower", LeaderID: "r1"}
 	code := func(st status.Status) int {
