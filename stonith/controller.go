@@ -95,12 +95,18 @@ func New(cfg Config) (*Controller, error) {
 		return nil, err
 	}
 	c.metrics = m
+	for name := range c.clusters {
+		m.initCluster(name)
+	}
 	limits := map[string]int{}
 	for name := range cfg.Arrays {
 		limits[name] = DefaultArrayCallLimit
 		if n := cfg.ArrayCallLimits[name]; n > 0 {
 			limits[name] = n
 		}
+	}
+	for name := range limits {
+		m.callsQueued.WithLabelValues(name)
 	}
 	c.slots = newArraySlots(limits, m.callQueued)
 	return c, nil

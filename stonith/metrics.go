@@ -12,15 +12,19 @@ const (
 	ResultEvicted  = "evicted"  // a fence completed: fenced, tainted, pods deleted
 	ResultRestored = "restored" // a recovery completed: record closed
 	ResultAborted  = "aborted"  // abandoned before any array was changed
-	ResultDryRun   = "dry-run"  // a dry-run decided to fence (nothing written)
+	ResultDryRun   = "dry_run"  // a dry-run decided to fence (nothing written)
 	ResultBlocked  = "blocked"  // a fence was found blocked (counted once per episode)
 )
+
+// results are every value of fenced_fences_total's result label.
+var results = []string{ResultEvicted, ResultRestored, ResultAborted, ResultDryRun, ResultBlocked}
 
 // metrics holds the pipeline's collectors. Labels are bounded: clusters,
 // results and step names, never node names.
 type metrics struct {
 	fences      *prometheus.CounterVec
 	stepSeconds *prometheus.HistogramVec
+	commitSecs  *prometheus.HistogramVec
 	podsDeleted *prometheus.CounterVec
 	toEviction  prometheus.Histogram
 	blocked     *prometheus.GaugeVec
@@ -33,13 +37,18 @@ func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 	m := &metrics{
 		fences: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fenced_fences_total",
-			Help: "Fences by cluster and result (evicted, restored, aborted, dry-run, blocked).",
+			Help: "Fences by cluster and result (evicted, restored, aborted, dry_run, blocked).",
 		}, []string{"cluster", "result"}),
 		stepSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "fenced_fence_step_duration_seconds",
-			Help:    "Duration of one pipeline step (plan, apply, verify, taint, evict, undo, verify-restore, untaint, and ledger commits by target state).",
+			Help:    "Duration of one pipeline step on an array or the API server (plan, apply, verify, taint, evict, undo, verify-restore, untaint).",
 			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
 		}, []string{"step"}),
+		commitSecs: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "fenced_fence_commit_duration_seconds",
+			Help:    "Duration of the Raft commit of a fence record's move to a state (intent, fencing, fenced, tainted, evicted, unfence-intent, restored, untainted, closed, failed, aborted).",
+			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+		}, []string{"state"}),
 		podsDeleted: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fenced_pods_deleted_total",
 			Help: "Pods force-deleted from fenced nodes.",
@@ -67,7 +76,7 @@ func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 		}, []string{"array"}),
 	}
 	if reg != nil {
-		for _, col := range []prometheus.Collector{m.fences, m.stepSeconds, m.podsDeleted, m.toEviction, m.blocked, m.needsReboot, m.callsQueued, m.unprotected} {
+		for _, col := range []prometheus.Collector{m.fences, m.stepSeconds, m.commitSecs, m.podsDeleted, m.toEviction, m.blocked, m.needsReboot, m.callsQueued, m.unprotected} {
 			if err := reg.Register(col); err != nil {
 				return nil, fmt.Errorf("stonith: register metrics: %w", err)
 			}
@@ -76,10 +85,25 @@ func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 	return m, nil
 }
 
+// initCluster makes the cluster's series exist at 0 before their first
+// event, so that rate() and alerts see them from the start.
+func (m *metrics) initCluster(cluster string) {
+	for _, r := range results {
+		m.fences.WithLabelValues(cluster, r)
+	}
+	m.podsDeleted.WithLabelValues(cluster)
+	m.blocked.WithLabelValues(cluster).Set(0)
+	m.needsReboot.WithLabelValues(cluster).Set(0)
+}
+
 func (m *metrics) fence(cluster, result string) { m.fences.WithLabelValues(cluster, result).Inc() }
 
 func (m *metrics) stepDuration(step string, d time.Duration) {
 	m.stepSeconds.WithLabelValues(step).Observe(d.Seconds())
+}
+
+func (m *metrics) commitDuration(state string, d time.Duration) {
+	m.commitSecs.WithLabelValues(state).Observe(d.Seconds())
 }
 
 func (m *metrics) podDeleted(cluster string) { m.podsDeleted.WithLabelValues(cluster).Inc() }

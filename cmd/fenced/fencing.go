@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"time"
 
 	"github.com/fenced-project/fenced/arrayclients"
 	"github.com/fenced-project/fenced/cluster"
 	"github.com/fenced-project/fenced/cmd/fenced/internal/apiprobe"
 	"github.com/fenced-project/fenced/cmd/fenced/internal/daemon"
+	"github.com/fenced-project/fenced/cmd/fenced/status"
 	"github.com/fenced-project/fenced/configs"
 	"github.com/fenced-project/fenced/detector"
 	"github.com/fenced-project/fenced/kube"
@@ -130,6 +132,10 @@ func wireFencing(d *daemon.Daemon, node *cluster.Node, order *stopOrder) (*fenci
 	}
 	f.readiness()
 	f.statusProviders()
+	d.Handle(http.MethodGet+" "+status.HistoryPath, historyHandler(cfg.Replica.ID, node.Ledger()))
+	if err := d.Registry().Register(newOpsCollector(cfg, node.Ledger(), d.CredentialsDir(), f.log)); err != nil {
+		return nil, fmt.Errorf("register metrics: %w", err)
+	}
 	return f, nil
 }
 

@@ -26,6 +26,36 @@ import (
 // certificate names a configured replica, so the ledger and the logs name
 // the person, not the forwarding replica.
 func forwardClient(cfg *configs.Config, credDir string) (*http.Client, error) {
+	pool, err := groupCAPool(cfg, credDir)
+	if err != nil {
+		return nil, err
+	}
+	plain := &http.Transport{TLSClientConfig: &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool},
+		ForceAttemptHTTP2: true, IdleConnTimeout: 90 * time.Second}
+	rt := &certForwarding{token: plain, cert: plain}
+	if cfg.Replica.TLS.CertFile != "" && cfg.Replica.TLS.KeyFile != "" {
+		cert, err := configs.ResolveFile(cfg.Replica.TLS.CertFile, credDir)
+		if err != nil {
+			return nil, fmt.Errorf("replica.tls.certFile: %w", err)
+		}
+		key, err := configs.ResolveFile(cfg.Replica.TLS.KeyFile, credDir)
+		if err != nil {
+			return nil, fmt.Errorf("replica.tls.keyFile: %w", err)
+		}
+		pair, err := tls.LoadX509KeyPair(cert, key)
+		if err != nil {
+			return nil, fmt.Errorf("load replica.tls certificate and key: %w", err)
+		}
+		withCert := plain.Clone()
+		withCert.TLSClientConfig.Certificates = []tls.Certificate{pair}
+		rt.cert = withCert
+	}
+	return &http.Client{Transport: rt, Timeout: 30 * time.Second}, nil
+}
+
+// groupCAPool is the system roots plus the group's CA (replica.tls.caFile)
+// and http.tls.clientCAFile: what a replica's HTTPS endpoint verifies with.
+func groupCAPool(cfg *configs.Config, credDir string) (*x509.CertPool, error) {
 	pool, err := x509.SystemCertPool()
 	if err != nil || pool == nil {
 		pool = x509.NewCertPool()
@@ -49,27 +79,7 @@ func forwardClient(cfg *configs.Config, credDir string) (*http.Client, error) {
 			return nil, fmt.Errorf("%s %s holds no PEM certificate", f.field, p)
 		}
 	}
-	plain := &http.Transport{TLSClientConfig: &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool},
-		ForceAttemptHTTP2: true, IdleConnTimeout: 90 * time.Second}
-	rt := &certForwarding{token: plain, cert: plain}
-	if cfg.Replica.TLS.CertFile != "" && cfg.Replica.TLS.KeyFile != "" {
-		cert, err := configs.ResolveFile(cfg.Replica.TLS.CertFile, credDir)
-		if err != nil {
-			return nil, fmt.Errorf("replica.tls.certFile: %w", err)
-		}
-		key, err := configs.ResolveFile(cfg.Replica.TLS.KeyFile, credDir)
-		if err != nil {
-			return nil, fmt.Errorf("replica.tls.keyFile: %w", err)
-		}
-		pair, err := tls.LoadX509KeyPair(cert, key)
-		if err != nil {
-			return nil, fmt.Errorf("load replica.tls certificate and key: %w", err)
-		}
-		withCert := plain.Clone()
-		withCert.TLSClientConfig.Certificates = []tls.Certificate{pair}
-		rt.cert = withCert
-	}
-	return &http.Client{Transport: rt, Timeout: 30 * time.Second}, nil
+	return pool, nil
 }
 
 // certForwarding sends a request that carries a bearer token without a

@@ -2,7 +2,8 @@
 // whose stateful workloads keep their data on Dell storage arrays.
 //
 //	fenced run --config /etc/fenced/fenced.yaml   run a replica (under systemd)
-//	fenced status [--addr URL] [-o table|json]      show a replica's status
+//	fenced status [--config F] [-o table|json]      show a replica's status
+//	fenced history [--cluster C] [--node N]         list finished fences
 //	fenced config validate FILE...                  check configuration files
 //	fenced fence NODE --cluster C --reason R        fence a node now
 //	fenced unfence NODE --cluster C [--force --yes] restore a fenced node
@@ -77,6 +78,6 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.AddCommand(newRunCmd(), newStatusCmd(), newPlanCmd(), newConfigCmd(), newVersionCmd(),
-		newFenceCmd(), newUnfenceCmd(), newPauseCmd(), newResumeCmd(), newDataDirCmd())
+		newHistoryCmd(), newFenceCmd(), newUnfenceCmd(), newPauseCmd(), newResumeCmd(), newDataDirCmd())
 	return root
 }

@@ -219,6 +219,9 @@ func TestRunSingleReplica(t *testing.T) {
 	out, err = exec.Command(bin, "status", "--addr", base, "-o", "json").CombinedOutput()
 	require.NoError(t, err, string(out))
 	require.NoError(t, json.Unmarshal(out, &st))
+	// A scheme-less address of a loopback endpoint is plain HTTP.
+	out, err = exec.Command(bin, "status", "--addr", addr).CombinedOutput()
+	require.NoError(t, err, string(out))
 
 	exit, took := p.stop(t)
 	t.Logf("exit status %d, %v after SIGTERM", exit, took)
@@ -274,8 +277,17 @@ arrays:
 	assert.False(t, st.Clusters[0].Ready)
 	assert.NotEmpty(t, st.Clusters[0].Error)
 
+	// Once the replica leads its group of one, `fenced status` tells not
+	// ready (3) from no leader (4).
+	require.Eventually(t, func() bool {
+		_, body := httpGet(t, base+"/status")
+		var st status.Status
+		return json.Unmarshal([]byte(body), &st) == nil && st.Raft != nil && st.Raft.LeaderID != ""
+	}, 30*time.Second, 100*time.Millisecond, p.stderr.String())
 	out, err := exec.Command(bin, "status", "--addr", base).CombinedOutput()
-	require.NoError(t, err, string(out))
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee, string(out))
+	assert.Equal(t, exitNotReady, ee.ExitCode(), "a replica that is not ready but has a leader: %s", out)
 	assert.Regexp(t, `Ready:\s+no\n`, string(out))
 	assert.Contains(t, string(out), "[-] cluster/lab: GET https://")
 

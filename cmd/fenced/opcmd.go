@@ -22,40 +22,100 @@ import (
 	"github.com/fenced-project/fenced/stonith"
 )
 
+// defaultCredentialsDir is where the shipped unit loads its credentials
+// from (LoadCredential=fenced:/etc/fenced/credentials): on the daemon's
+// host, credential:NAME references of its configuration resolve there.
+const defaultCredentialsDir = "/etc/fenced/credentials"
+
+// endpointFlags are the flags of every command that calls a replica's
+// HTTP endpoint: where it is, how to trust it, how to authenticate.
+type endpointFlags struct {
+	addr           string
+	config         string
+	credentialsDir string
+	caFile         string
+	certFile       string
+	keyFile        string
+	timeout        time.Duration
+}
+
+func (f *endpointFlags) register(cmd *cobra.Command, timeout time.Duration) {
+	fl := cmd.Flags()
+	fl.StringVar(&f.addr, "addr", os.Getenv("FENCED_ADDR"),
+		"a replica's HTTP endpoint, URL or host:port ($FENCED_ADDR; default from --config, else "+defaultAddr+")")
+	fl.StringVarP(&f.config, "config", "c", os.Getenv("FENCED_CONFIG"),
+		"the replica's configuration file ($FENCED_CONFIG): its endpoint, CA and API token")
+	fl.StringVar(&f.credentialsDir, "credentials-dir", credentialsDirDefault(),
+		"directory resolving credential:NAME references ($CREDENTIALS_DIRECTORY, else "+defaultCredentialsDir+")")
+	fl.StringVar(&f.caFile, "ca-file", os.Getenv("FENCED_CA_FILE"), "PEM bundle that signs the endpoint's certificate ($FENCED_CA_FILE; default: the CAs of --config)")
+	fl.StringVar(&f.certFile, "cert-file", os.Getenv("FENCED_CERT_FILE"), "operator's client certificate (PEM) authorizing the call instead of a token ($FENCED_CERT_FILE)")
+	fl.StringVar(&f.keyFile, "key-file", os.Getenv("FENCED_KEY_FILE"), "private key of --cert-file (PEM, $FENCED_KEY_FILE)")
+	fl.DurationVar(&f.timeout, "timeout", timeout, "how long to wait for the answer")
+}
+
+func credentialsDirDefault() string {
+	if d := os.Getenv("CREDENTIALS_DIRECTORY"); d != "" {
+		return d
+	}
+	return defaultCredentialsDir
+}
+
 // opFlags are the flags every operator command shares.
 type opFlags struct {
-	addr      string
-	config    string
+	endpointFlags
 	tokenFile string
-	caFile    string
-	certFile  string
-	keyFile   string
 	operator  string
-	timeout   time.Duration
+	output    string
 }
 
 func (f *opFlags) register(cmd *cobra.Command) {
+	f.endpointFlags.register(cmd, 30*time.Second)
 	fl := cmd.Flags()
-	fl.StringVar(&f.addr, "addr", os.Getenv("FENCED_ADDR"),
-		"URL of any replica's HTTP endpoint ($FENCED_ADDR; default from --config, else "+defaultAddr+")")
-	fl.StringVarP(&f.config, "config", "c", "", "configuration file to take the endpoint (and token file) from")
-	fl.StringVar(&f.tokenFile, "token-file", os.Getenv("FENCED_TOKEN_FILE"), "file holding the API token ($FENCED_TOKEN_FILE; default http.tokenFile of --config)")
-	fl.StringVar(&f.caFile, "ca-file", "", "PEM bundle that signs the endpoint's certificate (https)")
-	fl.StringVar(&f.certFile, "cert-file", "", "client certificate (PEM) authorizing the call instead of a token")
-	fl.StringVar(&f.keyFile, "key-file", "", "private key of --cert-file (PEM)")
-	fl.StringVar(&f.operator, "operator", defaultOperator(), "who is acting, recorded in the ledger with the token")
-	fl.DurationVar(&f.timeout, "timeout", 30*time.Second, "how long to wait for the answer")
+	fl.StringVar(&f.tokenFile, "token-file", os.Getenv("FENCED_TOKEN_FILE"),
+		"file holding the API token, path or credential:NAME ($FENCED_TOKEN_FILE; default http.tokenFile of --config)")
+	fl.StringVar(&f.operator, "operator", defaultOperator(), "who is acting, recorded in the ledger with the token ($SUDO_USER or $USER, @host)")
 }
 
-// defaultOperator is $USER@hostname.
-func defaultOperator() string {
-	name := os.Getenv("USER")
-	if name == "" {
-		if u, err := user.Current(); err == nil {
-			name = u.Username
-		}
+// registerOutput adds -o table|json.
+func registerOutput(cmd *cobra.Command, out *string) {
+	cmd.Flags().StringVarP(out, "output", "o", "table", "table or json")
+}
+
+// checkOutput refuses an -o other than table or json.
+func checkOutput(out string) error {
+	if out != "table" && out != "json" {
+		return &exitError{code: exitUsage, err: fmt.Errorf("-o %q: want table or json", out)}
 	}
-	host, _ := os.Hostname()
+	return nil
+}
+
+// writeJSON writes v indented, with a final newline.
+func writeJSON(out io.Writer, v any) error {
+	enc := json.NewEncoder(out)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// defaultOperator names who runs the command: the user who ran sudo
+// ($SUDO_USER) rather than root, else $USER, with @hostname.
+func defaultOperator() string {
+	return operatorName(os.Getenv("SUDO_USER"), os.Getenv("USER"), func() string {
+		if u, err := user.Current(); err == nil {
+			return u.Username
+		}
+		return ""
+	}, os.Hostname)
+}
+
+func operatorName(sudoUser, envUser string, current func() string, hostname func() (string, error)) string {
+	name := sudoUser
+	if name == "" || name == "root" {
+		name = envUser
+	}
+	if name == "" {
+		name = current()
+	}
+	host, _ := hostname()
 	switch {
 	case name == "":
 		return host
@@ -65,40 +125,50 @@ func defaultOperator() string {
 	return name + "@" + host
 }
 
-// client builds the API client from the flags.
-func (f *opFlags) client() (*stonith.Client, error) {
-	addr, tokenRef := f.addr, f.tokenFile
+// endpoint is what a command needs to call a replica.
+type endpoint struct {
+	base string
+	http *http.Client
+	// cfg is the --config file, or nil.
+	cfg *configs.Config
+}
+
+// resolve builds the endpoint from the flags: --addr (a URL, or host:port
+// given the scheme the configuration or the host implies), else the
+// configured endpoint, else the default; the CAs of --ca-file, else of the
+// configuration (replica.tls.caFile, http.tls.clientCAFile) with the
+// system roots; the operator's client certificate.
+func (f *endpointFlags) resolve() (*endpoint, error) {
+	e := &endpoint{}
+	defaultScheme := ""
 	if f.config != "" {
-		cfg, err := configs.Load(f.config, configs.Options{CredentialsDir: os.Getenv("CREDENTIALS_DIRECTORY")})
+		// Only the HTTP section is used: the files the daemon reads
+		// (kubeconfigs, array secrets) need not be readable here.
+		cfg, err := configs.Load(f.config, configs.Options{CredentialsDir: f.credentialsDir, SkipFileChecks: true})
 		if err != nil {
 			return nil, fmt.Errorf("--config: %w", err)
 		}
-		if addr == "" {
-			addr = localURL(cfg.HTTP)
+		e.cfg = cfg
+		defaultScheme = "http"
+		if cfg.HTTP.TLS.Enabled() {
+			defaultScheme = "https"
 		}
-		if tokenRef == "" && cfg.HTTP.TokenFile != "" {
-			tokenRef, err = configs.ResolveFile(cfg.HTTP.TokenFile, os.Getenv("CREDENTIALS_DIRECTORY"))
-			if err != nil {
-				return nil, fmt.Errorf("http.tokenFile of --config: %w", err)
-			}
-		}
+	}
+	addr := f.addr
+	if addr == "" && e.cfg != nil {
+		addr = localURL(e.cfg.HTTP)
 	}
 	if addr == "" {
 		addr = defaultAddr
 	}
-	c := &stonith.Client{BaseURL: strings.TrimSuffix(addr, "/"), Operator: f.operator}
-	if tokenRef != "" {
-		tok, err := configs.ReadSecretFile(tokenRef)
-		if err != nil {
-			return nil, fmt.Errorf("token file: %w", err)
-		}
-		if err := tokenTransportAllowed(c.BaseURL); err != nil {
-			return nil, err
-		}
-		c.Token = tok
+	base, err := normalizeAddr(addr, defaultScheme)
+	if err != nil {
+		return nil, err
 	}
+	e.base = base
 	tc := &tls.Config{MinVersion: tls.VersionTLS12}
-	if f.caFile != "" {
+	switch {
+	case f.caFile != "":
 		pem, err := configs.ReadFileLimited(f.caFile, configs.MaxPEMBytes)
 		if err != nil {
 			return nil, fmt.Errorf("--ca-file: %w", err)
@@ -106,6 +176,12 @@ func (f *opFlags) client() (*stonith.Client, error) {
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(pem) {
 			return nil, fmt.Errorf("--ca-file %s holds no PEM certificate", f.caFile)
+		}
+		tc.RootCAs = pool
+	case e.cfg != nil && strings.HasPrefix(base, "https://"):
+		pool, err := groupCAPool(e.cfg, f.credentialsDir)
+		if err != nil {
+			return nil, fmt.Errorf("CA of --config: %w%s", err, credentialsHint(err))
 		}
 		tc.RootCAs = pool
 	}
@@ -119,7 +195,71 @@ func (f *opFlags) client() (*stonith.Client, error) {
 		}
 		tc.Certificates = []tls.Certificate{pair}
 	}
-	c.HTTP = &http.Client{Timeout: f.timeout, Transport: &http.Transport{TLSClientConfig: tc, Proxy: http.ProxyFromEnvironment}}
+	e.http = &http.Client{Timeout: f.timeout, Transport: &http.Transport{TLSClientConfig: tc, Proxy: http.ProxyFromEnvironment}}
+	return e, nil
+}
+
+// credentialsHint tells how to resolve a credential: reference when err
+// is that no directory was given.
+func credentialsHint(err error) string {
+	if errors.Is(err, configs.ErrNoCredentialsDir) {
+		return " (pass --credentials-dir: the directory of the unit's credentials, " + defaultCredentialsDir + " on a replica's host)"
+	}
+	return ""
+}
+
+// normalizeAddr makes a base URL of an endpoint address. A URL keeps its
+// scheme; host[:port] gets defaultScheme, or, when that is empty, http for
+// a loopback host (the only place a plain-HTTP endpoint listens) and https
+// for any other.
+func normalizeAddr(addr, defaultScheme string) (string, error) {
+	addr = strings.TrimSpace(addr)
+	if !strings.Contains(addr, "://") {
+		scheme := defaultScheme
+		if scheme == "" {
+			scheme = "https"
+			host := addr
+			if h, _, err := net.SplitHostPort(addr); err == nil {
+				host = h
+			}
+			if ip := net.ParseIP(strings.Trim(host, "[]")); (ip != nil && ip.IsLoopback()) || host == "localhost" {
+				scheme = "http"
+			}
+		}
+		addr = scheme + "://" + addr
+	}
+	u, err := url.Parse(addr)
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.User != nil {
+		return "", fmt.Errorf("--addr %q: want https://host:port, http://127.0.0.1:port or host:port", addr)
+	}
+	return u.Scheme + "://" + u.Host, nil
+}
+
+// client builds the API client from the flags.
+func (f *opFlags) client() (*stonith.Client, error) {
+	e, err := f.resolve()
+	if err != nil {
+		return nil, err
+	}
+	c := &stonith.Client{BaseURL: e.base, Operator: f.operator, HTTP: e.http}
+	tokenRef, field := f.tokenFile, "--token-file"
+	if tokenRef == "" && f.certFile == "" && e.cfg != nil && e.cfg.HTTP.TokenFile != "" {
+		tokenRef, field = e.cfg.HTTP.TokenFile, "http.tokenFile of --config"
+	}
+	if tokenRef != "" {
+		path, err := configs.ResolveFile(tokenRef, f.credentialsDir)
+		if err != nil {
+			return nil, fmt.Errorf("%s %s: %w%s", field, tokenRef, err, credentialsHint(err))
+		}
+		tok, err := configs.ReadSecretFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", field, err)
+		}
+		if err := tokenTransportAllowed(c.BaseURL); err != nil {
+			return nil, err
+		}
+		c.Token = tok
+	}
 	return c, nil
 }
 
@@ -147,7 +287,9 @@ func localURL(h configs.HTTP) string {
 		return h.AdvertiseURL
 	}
 	host := h.Listen
-	if strings.HasPrefix(host, "0.0.0.0:") {
+	if strings.HasPrefix(host, ":") {
+		host = "127.0.0.1" + host
+	} else if strings.HasPrefix(host, "0.0.0.0:") {
 		host = "127.0.0.1:" + strings.TrimPrefix(host, "0.0.0.0:")
 	} else if strings.HasPrefix(host, "[::]:") {
 		host = "[::1]:" + strings.TrimPrefix(host, "[::]:")
@@ -213,6 +355,9 @@ func opCommand(use, short, long string, args cobra.PositionalArgs, setup func(*c
 	cmd := &cobra.Command{
 		Use: use, Short: short, Long: long, Args: args,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkOutput(f.output); err != nil {
+				return err
+			}
 			c, err := f.client()
 			if err != nil {
 				return &exitError{code: exitUsage, err: err}
@@ -223,10 +368,14 @@ func opCommand(use, short, long string, args cobra.PositionalArgs, setup func(*c
 			if err != nil {
 				return &exitError{code: exitFailure, err: apiError(c.BaseURL, err)}
 			}
+			if f.output == "json" {
+				return writeJSON(cmd.OutOrStdout(), res)
+			}
 			return printResult(cmd.OutOrStdout(), res)
 		},
 	}
 	f.register(cmd)
+	registerOutput(cmd, &f.output)
 	if setup != nil {
 		setup(cmd)
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -19,7 +18,6 @@ func newPlanCmd() *cobra.Command {
 	var (
 		f       opFlags
 		cluster string
-		output  string
 	)
 	cmd := &cobra.Command{
 		Use:   "plan NODE --cluster C [-o json]",
@@ -33,8 +31,8 @@ from its own view; the arrays are only read. Exit status 0 when the node is
 protected, 1 when it is not (or on error).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if output != "table" && output != "json" {
-				return &exitError{code: exitUsage, err: fmt.Errorf("-o %q: want table or json", output)}
+			if err := checkOutput(f.output); err != nil {
+				return err
 			}
 			c, err := f.client()
 			if err != nil {
@@ -47,10 +45,8 @@ protected, 1 when it is not (or on error).`,
 				return &exitError{code: exitFailure, err: apiError(c.BaseURL, err)}
 			}
 			out := cmd.OutOrStdout()
-			if output == "json" {
-				enc := json.NewEncoder(out)
-				enc.SetIndent("", "  ")
-				if err := enc.Encode(p); err != nil {
+			if f.output == "json" {
+				if err := writeJSON(out, p); err != nil {
 					return err
 				}
 			} else if err := writePlan(out, p); err != nil {
@@ -64,7 +60,7 @@ protected, 1 when it is not (or on error).`,
 	}
 	f.register(cmd)
 	cmd.Flags().StringVar(&cluster, "cluster", "", "the node's cluster (required)")
-	cmd.Flags().StringVarP(&output, "output", "o", "table", "table or json")
+	registerOutput(cmd, &f.output)
 	_ = cmd.MarkFlagRequired("cluster")
 	return cmd
 }

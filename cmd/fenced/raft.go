@@ -129,8 +129,19 @@ func raftStatus(node *cluster.Node) *status.Raft {
 		r.Members = append(r.Members, status.RaftMember{ID: p.ID, Address: p.RaftAddr, Suffrage: title(p.Suffrage),
 			Self: p.Self, Reachable: p.Reachable, LastContact: p.LastContact})
 	}
-	node.Ledger().Read(func(l *ledger.State) { r.FencingPaused = l.Pause.Paused })
+	node.Ledger().Read(func(l *ledger.State) {
+		r.FencingPaused = l.Pause.Paused
+		r.Pause = statusPause(status.PauseScopeAll, l.Pause)
+	})
 	return r
+}
+
+// statusPause is a ledger pause flag for /status, nil when not set.
+func statusPause(scope string, p ledger.Pause) *status.Pause {
+	if !p.Paused {
+		return nil
+	}
+	return &status.Pause{Scope: scope, Operator: p.Operator, Reason: p.Reason, At: p.At.UTC()}
 }
 
 func title(s string) string {

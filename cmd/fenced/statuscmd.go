@@ -3,48 +3,64 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/fenced-project/fenced/cmd/fenced/status"
-	"github.com/fenced-project/fenced/configs"
 )
 
-// defaultAddr is the HTTP endpoint `fenced status` asks by default: the
-// default http.listen.
+// defaultAddr is the HTTP endpoint the operator commands call by default:
+// the default http.listen.
 const defaultAddr = "http://127.0.0.1:7440"
 
+// Exit codes of `fenced status` besides exitOK, exitFailure (no answer)
+// and exitUsage, for monitoring (like `crm_mon -s`).
+const (
+	// exitNotReady: the replica answers and its group has a leader, but
+	// the replica is not ready (a readiness check fails).
+	exitNotReady = 3
+	// exitNoLeader: the replica answers but knows no Raft leader: nothing
+	// is fenced until a quorum of replicas is up and reach each other.
+	exitNoLeader = 4
+)
+
 type statusFlags struct {
-	addr    string
-	output  string
-	timeout time.Duration
-	caFile  string
+	endpointFlags
+	output string
 }
 
 func newStatusCmd() *cobra.Command {
 	var f statusFlags
-	addr := os.Getenv("FENCED_ADDR")
-	if addr == "" {
-		addr = defaultAddr
-	}
 	cmd := &cobra.Command{
-		Use:   "status",
+		Use:   "status [--config F | --addr URL] [-o table|json]",
 		Short: "Show a replica's status (its /status endpoint)",
-		Args:  cobra.NoArgs,
+		Long: `Show a replica's status: readiness, the Raft group with each peer's
+reachability and last contact, the pause (who, when, why), the clusters
+with their unhealthy and unprotected nodes, fences and arrays.
+
+On a replica's host, --config with the replica's configuration is enough:
+it gives the endpoint (https when the configuration serves TLS) and the CAs
+to verify it with.
+
+Exit status: 0 ready, with a leader; 1 no answer (or an error); 2 usage;
+3 not ready (the group has a leader); 4 no Raft leader known to the replica.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if f.output != "table" && f.output != "json" {
-				return &exitError{code: exitUsage, err: fmt.Errorf("unknown output %q: want table or json", f.output)}
+			if err := checkOutput(f.output); err != nil {
+				return err
 			}
-			raw, st, err := fetchStatus(cmd.Context(), f)
+			e, err := f.resolve()
+			if err != nil {
+				return &exitError{code: exitUsage, err: err}
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), f.timeout)
+			defer cancel()
+			raw, st, err := fetchStatus(ctx, e)
 			if err != nil {
 				return &exitError{code: exitFailure, err: err}
 			}
@@ -54,43 +70,42 @@ func newStatusCmd() *cobra.Command {
 					return &exitError{code: exitFailure, err: fmt.Errorf("format status: %w", err)}
 				}
 				b.WriteByte('\n')
-				_, err := cmd.OutOrStdout().Write(b.Bytes())
+				if _, err := cmd.OutOrStdout().Write(b.Bytes()); err != nil {
+					return err
+				}
+			} else if err := writeTable(cmd.OutOrStdout(), st, time.Now()); err != nil {
 				return err
 			}
-			return writeTable(cmd.OutOrStdout(), st)
+			return statusExit(st)
 		},
 	}
-	fl := cmd.Flags()
-	fl.StringVar(&f.addr, "addr", addr, "URL of a replica's HTTP endpoint ($FENCED_ADDR)")
-	fl.StringVarP(&f.output, "output", "o", "table", "table or json")
-	fl.DurationVar(&f.timeout, "timeout", 10*time.Second, "how long to wait for the answer")
-	fl.StringVar(&f.caFile, "ca-file", "", "PEM bundle that signs the endpoint's certificate (https)")
+	f.register(cmd, 10*time.Second)
+	registerOutput(cmd, &f.output)
 	return cmd
 }
 
-// fetchStatus GETs /status and decodes it.
-func fetchStatus(ctx context.Context, f statusFlags) ([]byte, status.Status, error) {
-	var st status.Status
-	client := &http.Client{Timeout: f.timeout}
-	if f.caFile != "" {
-		pem, err := configs.ReadFileLimited(f.caFile, configs.MaxPEMBytes)
-		if err != nil {
-			return nil, st, fmt.Errorf("read --ca-file: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, st, fmt.Errorf("--ca-file %s holds no PEM certificate", f.caFile)
-		}
-		client.Transport = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}
+// statusExit maps a status document to the command's exit status.
+func statusExit(st status.Status) error {
+	if st.Raft != nil && st.Raft.LeaderID == "" {
+		return &exitError{code: exitNoLeader, err: fmt.Errorf("replica %s knows no Raft leader", st.ReplicaID)}
 	}
-	url := strings.TrimSuffix(f.addr, "/") + "/status"
+	if !st.Ready {
+		return &exitError{code: exitNotReady, err: fmt.Errorf("replica %s is not ready", st.ReplicaID)}
+	}
+	return nil
+}
+
+// fetchStatus GETs /status and decodes it.
+func fetchStatus(ctx context.Context, e *endpoint) ([]byte, status.Status, error) {
+	var st status.Status
+	url := e.base + "/status"
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, st, fmt.Errorf("status from %s: %w", url, err)
 	}
-	resp, err := client.Do(req)
+	resp, err := e.http.Do(req)
 	if err != nil {
-		return nil, st, fmt.Errorf("status from %s: %w", f.addr, err)
+		return nil, st, fmt.Errorf("status from %s: %w", e.base, err)
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
@@ -98,7 +113,11 @@ func fetchStatus(ctx context.Context, f statusFlags) ([]byte, status.Status, err
 		return nil, st, fmt.Errorf("read status from %s: %w", url, err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return nil, st, fmt.Errorf("status from %s: %s", url, resp.Status)
+		hint := ""
+		if resp.StatusCode == http.StatusBadRequest && e.base[:5] == "http:" {
+			hint = " (an HTTPS endpoint? use https://, or --config)"
+		}
+		return nil, st, fmt.Errorf("status from %s: %s%s", url, resp.Status, hint)
 	}
 	if err := json.Unmarshal(raw, &st); err != nil {
 		return nil, st, fmt.Errorf("decode status from %s: %w", url, err)

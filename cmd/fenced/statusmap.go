@@ -24,11 +24,11 @@ func (f *fencing) statusProviders() {
 			ps = f.ctrl.Status()
 		}
 		var hist []*ledger.Fence
-		paused := map[string]bool{}
+		paused := map[string]*status.Pause{}
 		known := map[string]map[string]bool{}
 		f.node.Ledger().Read(func(s *ledger.State) {
 			cutoff := time.Now().Add(-recentFences)
-			for name, c := range s.Clusters {
+			for _, c := range s.Clusters {
 				for _, n := range c.Nodes {
 					for _, h := range n.History {
 						if h.UpdatedAt.After(cutoff) {
@@ -39,10 +39,9 @@ func (f *fencing) statusProviders() {
 						}
 					}
 				}
-				paused[name] = s.Paused(name)
 			}
 			for _, cr := range f.clusters {
-				paused[cr.cfg.Name] = s.Paused(cr.cfg.Name)
+				paused[cr.cfg.Name] = pauseOf(s, cr.cfg.Name)
 				known[cr.cfg.Name] = identitiesKnown(cr, s.Clusters[cr.cfg.Name])
 			}
 		})
@@ -56,6 +55,15 @@ func (f *fencing) statusProviders() {
 		st.Fences = fenceStatuses(ps, hist)
 		st.Arrays = f.checker.Status()
 	})
+}
+
+// pauseOf is the pause in effect for the cluster: its own, else the
+// global one; nil when fencing is not paused for it.
+func pauseOf(s *ledger.State, cluster string) *status.Pause {
+	if c := s.Clusters[cluster]; c != nil && c.Pause.Paused {
+		return statusPause(cluster, c.Pause)
+	}
+	return statusPause(status.PauseScopeAll, s.Pause)
 }
 
 // identitiesKnown names the cluster's current nodes whose array
@@ -92,9 +100,9 @@ func unprotectedCount(cr *clusterRuntime, known map[string]bool, gaps []status.U
 
 // clusterStatus merges the API server probe, the detector and the
 // pipeline's view of one cluster.
-func (f *fencing) clusterStatus(cr *clusterRuntime, ps stonith.Status, paused bool) status.Cluster {
+func (f *fencing) clusterStatus(cr *clusterRuntime, ps stonith.Status, pause *status.Pause) status.Cluster {
 	out := cr.probe.Status()
-	out.Paused = paused
+	out.Paused, out.Pause = pause != nil, pause
 	if cr.err != nil {
 		out.Ready, out.Error = false, cr.err.Error()
 		return out
@@ -190,13 +198,19 @@ func fenceStatuses(ps stonith.Status, hist []*ledger.Fence) []status.Fence {
 	}
 	slices.SortFunc(hist, func(a, b *ledger.Fence) int { return b.UpdatedAt.Compare(a.UpdatedAt) })
 	for _, h := range hist {
-		e := status.Fence{ID: h.ID, Cluster: h.Cluster, Node: h.Node, Kind: string(h.Kind),
-			Origin: string(h.Origin), Operator: h.Operator, Reason: h.Reason, Phase: string(h.State),
-			StartedAt: h.OpenedAt, UpdatedAt: h.UpdatedAt, Error: h.FailReason}
-		e.UnfenceOperator, e.ForcedUnfence = unfenceAskedBy(h.Steps)
-		out = append(out, e)
+		out = append(out, finishedFence(h))
 	}
 	return out
+}
+
+// finishedFence is a closed or aborted ledger record for /status and the
+// history.
+func finishedFence(h *ledger.Fence) status.Fence {
+	e := status.Fence{ID: h.ID, Cluster: h.Cluster, Node: h.Node, Kind: string(h.Kind),
+		Origin: string(h.Origin), Operator: h.Operator, Reason: h.Reason, Phase: string(h.State),
+		StartedAt: h.OpenedAt, UpdatedAt: h.UpdatedAt, Error: h.FailReason}
+	e.UnfenceOperator, e.ForcedUnfence = unfenceAskedBy(h.Steps)
+	return e
 }
 
 // unfenceAskedBy returns who asked for the record's unfence and whether

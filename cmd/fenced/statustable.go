@@ -3,52 +3,86 @@ package main
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
 
 	"github.com/fenced-project/fenced/cmd/fenced/status"
 )
 
-// writeTable renders the status document for people.
-func writeTable(out io.Writer, st status.Status) error {
-	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(w, "Replica:\t%s\n", st.ReplicaID)
-	fmt.Fprintf(w, "Version:\t%s\n", st.Version)
-	fmt.Fprintf(w, "Up:\t%s (since %s)\n", st.Uptime, st.StartedAt.Local().Format(time.RFC3339))
-	fmt.Fprintf(w, "Ready:\t%s\n", yesNo(st.Ready))
+// writeTable renders the status document for people; now dates the
+// "ago" of last contacts and pauses.
+func writeTable(out io.Writer, st status.Status, now time.Time) error {
+	rows := [][]string{
+		{"Replica:", st.ReplicaID},
+		{"Version:", st.Version},
+		{"Up:", fmt.Sprintf("%s (since %s)", st.Uptime, st.StartedAt.Local().Format(time.RFC3339))},
+		{"Ready:", yesNo(st.Ready)},
+	}
 	if r := st.Raft; r != nil {
 		leader := r.LeaderID
 		if leader == "" {
 			leader = "none"
 		}
-		fmt.Fprintf(w, "Raft:\t%s, term %d, leader %s, commit %d, applied %d\n", r.State, r.Term, leader, r.CommitIndex, r.AppliedIndex)
-		fmt.Fprintf(w, "Fencing paused:\t%s\n", yesNo(r.FencingPaused))
+		line := fmt.Sprintf("%s, term %d, leader %s, commit %d, applied %d", r.State, r.Term, leader, r.CommitIndex, r.AppliedIndex)
+		if r.LastContact != nil && r.State != "Leader" {
+			line += ", last contact with the leader " + ago(*r.LastContact, now)
+		}
+		rows = append(rows, []string{"Raft:", line})
+		if r.StorageFull != "" {
+			rows = append(rows, []string{"Storage full:", r.StorageFull})
+		}
+		paused := yesNo(r.FencingPaused)
+		for _, c := range st.Clusters {
+			if c.Pause != nil && !r.FencingPaused {
+				paused = "some clusters (see Clusters paused)"
+			}
+		}
+		if r.Pause != nil {
+			paused = "yes, every cluster: " + pauseText(*r.Pause, now)
+		}
+		rows = append(rows, []string{"Fencing paused:", paused})
 	}
-	if err := w.Flush(); err != nil {
-		return err
-	}
+	table(out, rows)
 	for _, c := range st.Checks {
 		if c.OK {
-			fmt.Fprintf(out, "  [+] %s\n", c.Name)
+			fmt.Fprintf(out, "  [+] %s\n", oneLine(c.Name))
 		} else {
-			fmt.Fprintf(out, "  [-] %s: %s\n", c.Name, c.Error)
+			fmt.Fprintf(out, "  [-] %s: %s\n", oneLine(c.Name), oneLine(c.Error))
 		}
 	}
 	if r := st.Raft; r != nil && len(r.Members) > 0 {
-		rows := [][]string{{"MEMBER", "ADDRESS", "SUFFRAGE", ""}}
+		rows := [][]string{{"MEMBER", "ADDRESS", "SUFFRAGE", "REACHABLE", "LAST CONTACT", ""}}
 		for _, m := range r.Members {
-			self := ""
-			if m.Self {
-				self = "(this replica)"
+			note := ""
+			switch {
+			case m.Self:
+				note = "(this replica)"
+			case m.ID == r.LeaderID:
+				note = "(leader)"
 			}
-			rows = append(rows, []string{m.ID, m.Address, m.Suffrage, self})
+			reachable, contact := "-", "-"
+			switch {
+			case m.Self:
+				reachable = "yes"
+			case m.Reachable != nil:
+				reachable = yesNo(*m.Reachable)
+			}
+			if m.LastContact != nil {
+				contact = ago(*m.LastContact, now)
+			}
+			rows = append(rows, []string{m.ID, m.Address, m.Suffrage, reachable, contact, note})
 		}
 		section(out, "", rows)
+		if r.State != "Leader" {
+			fmt.Fprintln(out, "(peer reachability is known on the leader: run status there to see it)")
+		}
 	}
 	if len(st.Clusters) > 0 {
 		rows := [][]string{{"CLUSTER", "READY", "NODES", "HEALTHY", "SUSPECT", "FAILED", "BLOCKED", "FENCED", "UNPROTECTED", "PAUSED", "DRY RUN", "API SERVER", "ERROR"}}
-		var nodes, gaps [][]string
+		var nodes, gaps, pauses [][]string
 		for _, c := range st.Clusters {
 			counts := []string{"-", "-", "-", "-", "-", "-", "-"}
 			if n := c.Nodes; n != nil {
@@ -57,6 +91,9 @@ func writeTable(out io.Writer, st status.Status) error {
 			}
 			row := append([]string{c.Name, yesNo(c.Ready)}, counts...)
 			rows = append(rows, append(row, yesNo(c.Paused), yesNo(c.DryRun), dash(c.APIServer), dash(c.Error)))
+			if p := c.Pause; p != nil && p.Scope != status.PauseScopeAll {
+				pauses = append(pauses, []string{c.Name, dash(p.Operator), p.At.Local().Format(time.RFC3339), dash(p.Reason)})
+			}
 			if s := c.Storm; s != nil {
 				nodes = append(nodes, []string{c.Name, "(storm guard)", "active", fmt.Sprintf("%d unhealthy, %d allowed (limit %s)", s.Unhealthy, s.Allowed, s.Limit), ""})
 			}
@@ -74,6 +111,9 @@ func writeTable(out io.Writer, st status.Status) error {
 			}
 		}
 		section(out, "Clusters", rows)
+		if len(pauses) > 0 {
+			section(out, "Clusters paused", append([][]string{{"CLUSTER", "BY", "SINCE", "REASON"}}, pauses...))
+		}
 		if len(nodes) > 0 {
 			section(out, "Nodes not healthy", append([][]string{{"CLUSTER", "NODE", "VERDICT", "REASON", "SINCE"}}, nodes...))
 		}
@@ -114,16 +154,67 @@ func writeTable(out io.Writer, st status.Status) error {
 	return nil
 }
 
+// section writes a titled table after an empty line.
 func section(out io.Writer, title string, rows [][]string) {
 	fmt.Fprintln(out)
 	if title != "" {
 		fmt.Fprintln(out, title+":")
 	}
+	table(out, rows)
+}
+
+// table writes rows in aligned columns, each cell on one line.
+func table(out io.Writer, rows [][]string) {
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	for _, r := range rows {
-		fmt.Fprintln(w, strings.Join(r, "\t"))
+		cells := make([]string, len(r))
+		for i, c := range r {
+			cells[i] = oneLine(c)
+		}
+		fmt.Fprintln(w, strings.Join(cells, "\t"))
 	}
 	_ = w.Flush()
+}
+
+// oneLine keeps a value (an error from an array or an API server, say) on
+// one line of one column: line breaks become " | ", tabs and other
+// control characters spaces.
+func oneLine(s string) string {
+	if !strings.ContainsFunc(s, unicode.IsControl) {
+		return s
+	}
+	lines := strings.FieldsFunc(s, func(r rune) bool { return r == '\n' || r == '\r' })
+	for i, l := range lines {
+		lines[i] = strings.TrimSpace(strings.Map(func(r rune) rune {
+			if unicode.IsControl(r) {
+				return ' '
+			}
+			return r
+		}, l))
+	}
+	lines = slices.DeleteFunc(lines, func(l string) bool { return l == "" })
+	return strings.Join(lines, " | ")
+}
+
+// pauseText says who paused, when and why.
+func pauseText(p status.Pause, now time.Time) string {
+	s := "by " + dash(p.Operator)
+	if !p.At.IsZero() {
+		s += " at " + p.At.Local().Format(time.RFC3339) + " (" + ago(p.At, now) + ")"
+	}
+	if p.Reason != "" {
+		s += ": " + p.Reason
+	}
+	return s
+}
+
+// ago is how long before now t was, in whole seconds.
+func ago(t, now time.Time) string {
+	d := now.Sub(t).Round(time.Second)
+	if d < 0 {
+		d = 0
+	}
+	return d.String() + " ago"
 }
 
 func yesNo(b bool) string {

@@ -8,13 +8,27 @@ import (
 	"github.com/fenced-project/fenced/cmd/fenced/internal/buildinfo"
 )
 
+// versionInfo is `fenced version -o json`.
+type versionInfo struct {
+	Version   string `json:"version"`
+	Revision  string `json:"revision,omitempty"`
+	GoVersion string `json:"goVersion"`
+}
+
 func newVersionCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "version",
+	var output string
+	cmd := &cobra.Command{
+		Use:   "version [-o table|json]",
 		Short: "Print the version",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkOutput(output); err != nil {
+				return err
+			}
 			b := buildinfo.Get()
+			if output == "json" {
+				return writeJSON(cmd.OutOrStdout(), versionInfo{Version: b.Version, Revision: b.Revision, GoVersion: b.GoVersion})
+			}
 			rev := b.Revision
 			if rev == "" {
 				rev = "unknown"
@@ -23,4 +37,6 @@ func newVersionCmd() *cobra.Command {
 			return err
 		},
 	}
+	registerOutput(cmd, &output)
+	return cmd
 }

@@ -61,9 +61,25 @@ type Raft struct {
 	LastLogIndex uint64 `json:"lastLogIndex"`
 	// Members is the group's configuration.
 	Members []RaftMember `json:"members,omitempty"`
-	// FencingPaused is the replicated pause flag (`fenced pause`).
-	FencingPaused bool `json:"fencingPaused"`
+	// FencingPaused is the replicated pause flag (`fenced pause`); Pause
+	// says who set it, when and why.
+	FencingPaused bool   `json:"fencingPaused"`
+	Pause         *Pause `json:"pause,omitempty"`
 }
+
+// Pause is a pause of fencing in effect, as the ledger records it.
+type Pause struct {
+	// Scope is "all" for the pause of every cluster, else the cluster's
+	// name.
+	Scope string `json:"scope"`
+	// Operator is who paused, Reason why and At when.
+	Operator string    `json:"operator,omitempty"`
+	Reason   string    `json:"reason,omitempty"`
+	At       time.Time `json:"at"`
+}
+
+// PauseScopeAll is the Scope of the pause of every cluster.
+const PauseScopeAll = "all"
 
 // RaftMember is one server of the Raft group.
 type RaftMember struct {
@@ -93,8 +109,10 @@ type Cluster struct {
 	ServerVersion string `json:"serverVersion,omitempty"`
 	// DryRun mirrors the cluster's dryRun setting.
 	DryRun bool `json:"dryRun"`
-	// Paused is set while fencing is paused for this cluster (or for all).
-	Paused bool `json:"paused"`
+	// Paused is set while fencing is paused for this cluster (or for all);
+	// Pause is that pause (the cluster's own, else the global one).
+	Paused bool   `json:"paused"`
+	Pause  *Pause `json:"pause,omitempty"`
 	// Doubt is set while this replica doubts its own view of the cluster
 	// (apiserver-unreachable, watch-stale): every node is then blocked.
 	Doubt string `json:"doubt,omitempty"`
@@ -221,6 +239,36 @@ type Fence struct {
 	// ForcedUnfence is set when the operator forced it.
 	UnfenceOperator string `json:"unfenceOperator,omitempty"`
 	ForcedUnfence   bool   `json:"forcedUnfence,omitempty"`
+	// Steps are the record's state changes, oldest first (history only).
+	Steps []FenceStep `json:"steps,omitempty"`
+}
+
+// FenceStep is one state change of a fence record, as the ledger
+// records it.
+type FenceStep struct {
+	To string    `json:"to"`
+	At time.Time `json:"at"`
+	// By is the replica that led when the step was written; Operator who
+	// asked for it, when an operator did.
+	By       string `json:"by,omitempty"`
+	Operator string `json:"operator,omitempty"`
+	Note     string `json:"note,omitempty"`
+	Forced   bool   `json:"forced,omitempty"`
+}
+
+// HistoryPath is where a replica serves History (GET), read-only from its
+// ledger; query parameters cluster, node and limit narrow it.
+const HistoryPath = "/v1/history"
+
+// History is the document served at HistoryPath: the ledger's finished
+// (closed or aborted) fence records, newest first. The ledger keeps the
+// last ones of each node.
+type History struct {
+	// ReplicaID is the replica that answered, AppliedIndex the ledger
+	// index its answer reflects.
+	ReplicaID    string  `json:"replicaID"`
+	AppliedIndex uint64  `json:"appliedIndex"`
+	Fences       []Fence `json:"fences"`
 }
 
 // FenceArray is a fence's progress on one array.

@@ -1,0 +1,278 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"io"
+	"log"
+	"math/big"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/fenced-project/fenced/cmd/fenced/status"
+	"github.com/fenced-project/fenced/stonith"
+)
+
+func TestNormalizeAddr(t *testing.T) {
+	for _, c := range []struct{ addr, scheme, want, err string }{
+		{addr: "https://mgmt1:7440/", want: "https://mgmt1:7440"},
+		{addr: "http://127.0.0.1:7440", scheme: "https", want: "http://127.0.0.1:7440"},
+		{addr: "mgmt1:7440", scheme: "https", want: "https://mgmt1:7440"},
+		{addr: "mgmt1:7440", scheme: "http", want: "http://mgmt1:7440"},
+		{addr: "mgmt1.example.com:7440", want: "https://mgmt1.example.com:7440"},
+		{addr: "127.0.0.1:7440", want: "http://127.0.0.1:7440"},
+		{addr: "[::1]:7440", want: "http://[::1]:7440"},
+		{addr: "localhost:7440", want: "http://localhost:7440"},
+		{addr: " 10.0.0.5:7440 ", want: "https://10.0.0.5:7440"},
+		{addr: "ftp://mgmt1:7440", err: `--addr "ftp://mgmt1:7440"`},
+		{addr: "https://", err: "want https://host:port"},
+		{addr: "https://mgmt1:7440/status", err: "want https://host:port"},
+		{addr: "https://u:p@mgmt1:7440", err: "want https://host:port"},
+		{addr: "mgmt1:7440\n", want: "https://mgmt1:7440"},
+	} {
+		got, err := normalizeAddr(c.addr, c.scheme)
+		if c.err != "" {
+			assert.ErrorContains(t, err, c.err, c.addr)
+			continue
+		}
+		require.NoError(t, err, c.addr)
+		assert.Equal(t, c.want, got, c.addr)
+	}
+}
+
+func TestOperatorNameFromSudo(t *testing.T) {
+	host := func() (string, error) { return "mgmt1", nil }
+	none := func() string { return "nobody" }
+	assert.Equal(t, "alice@mgmt1", operatorName("alice", "root", none, host), "sudo names the person, not root")
+	assert.Equal(t, "root@mgmt1", operatorName("root", "root", none, host))
+	assert.Equal(t, "bob@mgmt1", operatorName("", "bob", none, host))
+	assert.Equal(t, "nobody@mgmt1", operatorName("", "", none, host))
+	assert.Equal(t, "bob", operatorName("", "bob", none, func() (string, error) { return "", errors.New("no name") }))
+}
+
+func TestOneLineKeepsTheTable(t *testing.T) {
+	assert.Equal(t, "plain", oneLine("plain"))
+	assert.Equal(t, "Post \"https://a\": dial | retry\tbody", strings.ReplaceAll(oneLine("Post \"https://a\": dial\r\n  retry\tbody\n"), " body", "\tbody"))
+	assert.Equal(t, "a | b", oneLine("a\n\n\nb"))
+	assert.NotContains(t, oneLine("x\x1b[31my\tz"), "\x1b")
+}
+
+func TestVersionJSON(t *testing.T) {
+	var out, errb bytes.Buffer
+	require.Equal(t, exitOK, run(context.Background(), []string{"version", "-o", "json"}, &out, &errb), errb.String())
+	var v versionInfo
+	require.NoError(t, json.Unmarshal(out.Bytes(), &v), out.String())
+	assert.NotEmpty(t, v.GoVersion)
+	assert.Equal(t, exitUsage, run(context.Background(), []string{"version", "-o", "yaml"}, &out, &errb))
+}
+
+func TestStatusExitCodes(t *testing.T) {
+	leader := &status.Raft{State: "Follower", LeaderID: "r1"}
+	code := func(st status.Status) int {
+		err := statusExit(st)
+		if err == nil {
+			return exitOK
+		}
+		var ee *exitError
+		require.ErrorAs(t, err, &ee)
+		return ee.code
+	}
+	assert.Equal(t, exitOK, code(status.Status{Ready: true, Raft: leader}))
+	assert.Equal(t, exitNotReady, code(status.Status{Ready: false, Raft: leader}))
+	assert.Equal(t, exitNoLeader, code(status.Status{Ready: false, Raft: &status.Raft{State: "Candidate"}}))
+	assert.Equal(t, exitNoLeader, code(status.Status{Ready: true, Raft: &status.Raft{State: "Follower"}}))
+}
+
+// TestStatusTableShowsWhatOperatorsActOn: peers with reachability and last
+// contact, the pause with who, when and why, unprotected nodes with their
+// gaps, and multi-line errors kept on their row.
+func TestStatusTableShowsWhatOperatorsActOn(t *testing.T) {
+	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	yes, no := true, false
+	seen := now.Add(-42 * time.Second)
+	st := status.Status{ReplicaID: "mgmt1", Version: "v1", Uptime: "1h0m0s", StartedAt: now.Add(-time.Hour), Ready: false,
+		Checks: []status.Check{{Name: "cluster/prod", Error: "Get \"https://api:6443/version\":\n  dial tcp: i/o timeout"}},
+		Raft: &status.Raft{State: "Leader", Term: 7, LeaderID: "mgmt1", FencingPaused: true,
+			Pause: &status.Pause{Scope: status.PauseScopeAll, Operator: "alice@mgmt2", Reason: "array upgrade", At: now.Add(-2 * time.Hour)},
+			Members: []status.RaftMember{
+				{ID: "mgmt1", Address: "10.0.0.1:7441", Suffrage: "Voter", Self: true},
+				{ID: "mgmt2", Address: "10.0.0.2:7441", Suffrage: "Voter", Reachable: &yes},
+				{ID: "mgmt3", Address: "10.0.0.3:7441", Suffrage: "Voter", Reachable: &no, LastContact: &seen},
+			}},
+		Clusters: []status.Cluster{
+			{Name: "prod", Paused: true, Pause: &status.Pause{Scope: status.PauseScopeAll, Operator: "alice@mgmt2"},
+				Error: "first line\nsecond line", Nodes: &status.NodeCounts{Total: 3, Healthy: 3, Unprotected: 1},
+				Unprotected: []status.UnprotectedNode{{Name: "w-2", Gaps: []status.Gap{{Volume: "pvc-9", Array: "unity-1", Reason: "cut-unsupported", Detail: "NFS share\nwithout host access"}}}}},
+			{Name: "lab", Paused: true, Pause: &status.Pause{Scope: "lab", Operator: "bob@mgmt1", Reason: "rebuild", At: now.Add(-time.Minute)}},
+		},
+		Arrays: []status.Array{{Name: "unity-1", Family: "unity", Error: "line one\nline two"}},
+	}
+	var b bytes.Buffer
+	require.NoError(t, writeTable(&b, st, now))
+	out := b.String()
+	t.Log("\n" + out)
+	assert.Regexp(t, `Fencing paused:\s+yes, every cluster: by alice@mgmt2 at \S+ \(2h0m0s ago\): array upgrade\n`, out)
+	assert.Regexp(t, `mgmt2\s+10\.0\.0\.2:7441\s+Voter\s+yes\s+-\s*\n`, out)
+	assert.Regexp(t, `mgmt3\s+10\.0\.0\.3:7441\s+Voter\s+no\s+42s ago\s*\n`, out)
+	assert.Regexp(t, `mgmt1\s+10\.0\.0\.1:7441\s+Voter\s+yes\s+-\s+\(this replica\)\n`, out)
+	assert.Regexp(t, `lab\s+bob@mgmt1\s+\S+\s+rebuild\n`, out)
+	assert.Regexp(t, `w-2\s+pvc-9\s+unity-1\s+cut-unsupported\s+NFS share \| without host access\n`, out)
+	assert.Contains(t, out, "[-] cluster/prod: Get \"https://api:6443/version\": | dial tcp: i/o timeout\n")
+	assert.Regexp(t, `unity-1\s+unity\s+no\s+-\s+line one \| line two\n`, out)
+	for _, l := range strings.Split(out, "\n") {
+		assert.False(t, strings.HasPrefix(l, "second line") || strings.HasPrefix(l, "without") || strings.HasPrefix(l, "line two"), "a value broke its row: %q", l)
+	}
+}
+
+type testCert struct {
+	cert *x509.Certificate
+	key  *ecdsa.PrivateKey
+	der  []byte
+}
+
+func newTestCert(t *testing.T, cn string, parent *testCert, usage x509.ExtKeyUsage) *testCert {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: cn},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
+	signer, signerKey := tmpl, key
+	if parent == nil {
+		tmpl.IsCA, tmpl.BasicConstraintsValid, tmpl.KeyUsage = true, true, x509.KeyUsageCertSign
+	} else {
+		signer, signerKey = parent.cert, parent.key
+		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{usage}
+		tmpl.IPAddresses = []net.IP{net.ParseIP("127.0.0.1")}
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, signer, &key.PublicKey, signerKey)
+	require.NoError(t, err)
+	cert, err := x509.ParseCertificate(der)
+	require.NoError(t, err)
+	return &testCert{cert: cert, key: key, der: der}
+}
+
+func (c *testCert) write(t *testing.T, certFile, keyFile string) {
+	t.Helper()
+	require.NoError(t, os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.der}), 0o600))
+	if keyFile != "" {
+		kb, err := x509.MarshalECPrivateKey(c.key)
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600))
+	}
+}
+
+// TestCommandsWithOnlyConfig runs status and pause against an HTTPS
+// endpoint given nothing but the replica's configuration: the URL (https,
+// since the configuration serves TLS), the CA and the API token (a
+// credential: reference, found in the credentials directory under the
+// shipped unit's name), with the operator taken from sudo.
+func TestCommandsWithOnlyConfig(t *testing.T) {
+	dir, creds := t.TempDir(), t.TempDir()
+	ca := newTestCert(t, "fenced-ca", nil, 0)
+	ca.write(t, filepath.Join(creds, "fenced_ca.crt"), "")
+	srvCert := newTestCert(t, "mgmt1", ca, x509.ExtKeyUsageServerAuth)
+	pair, err := tls.X509KeyPair(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srvCert.der}), func() []byte {
+		kb, err := x509.MarshalECPrivateKey(srvCert.key)
+		require.NoError(t, err)
+		return pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb})
+	}())
+	require.NoError(t, err)
+	const token = "0123456789abcdef0123456789abcdef-token"
+	require.NoError(t, os.WriteFile(filepath.Join(creds, "fenced_api-token"), []byte(token+"\n"), 0o600))
+
+	var mu sync.Mutex
+	var auth, operator string
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /status", func(w http.ResponseWriter, _ *http.Request) {
+		_ = json.NewEncoder(w).Encode(status.Status{ReplicaID: "mgmt1", Ready: true, Raft: &status.Raft{State: "Leader", LeaderID: "mgmt1"}})
+	})
+	mux.HandleFunc("POST /v1/pause", func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		auth, operator = r.Header.Get("Authorization"), r.Header.Get(stonith.OperatorHeader)
+		mu.Unlock()
+		_ = json.NewEncoder(w).Encode(stonith.ActionResult{Message: "fencing paused"})
+	})
+	srv := httptest.NewUnstartedServer(mux)
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0)
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+
+	cfg := filepath.Join(dir, "fenced.yaml")
+	require.NoError(t, os.WriteFile(cfg, []byte(`replica:
+  id: mgmt1
+  dataDir: `+filepath.Join(dir, "data")+`
+  raftBindAddress: 127.0.0.1:7441
+  tls:
+    certFile: credential:raft.crt
+    keyFile: credential:raft.key
+    caFile: credential:ca.crt
+http:
+  listen: `+srv.Listener.Addr().String()+`
+  tokenFile: credential:api-token
+  tls:
+    certFile: credential:http.crt
+    keyFile: credential:http.key
+clusters: []
+arrays: []
+`), 0o600))
+
+	t.Setenv("SUDO_USER", "alice")
+	t.Setenv("USER", "root")
+	t.Setenv("CREDENTIALS_DIRECTORY", "")
+	t.Setenv("FENCED_ADDR", "")
+	t.Setenv("FENCED_TOKEN_FILE", "")
+	var out, errb bytes.Buffer
+	code := run(context.Background(), []string{"status", "--config", cfg, "--credentials-dir", creds}, &out, &errb)
+	require.Equal(t, exitOK, code, errb.String())
+	assert.Regexp(t, `Replica:\s+mgmt1\n`, out.String())
+
+	out.Reset()
+	code = run(context.Background(), []string{"pause", "--config", cfg, "--credentials-dir", creds, "--reason", "array upgrade", "-o", "json"}, &out, &errb)
+	require.Equal(t, exitOK, code, errb.String())
+	var res stonith.ActionResult
+	require.NoError(t, json.Unmarshal(out.Bytes(), &res), out.String())
+	assert.Equal(t, "fencing paused", res.Message)
+	mu.Lock()
+	assert.Equal(t, "Bearer "+token, auth)
+	assert.True(t, strings.HasPrefix(operator, "alice@"), operator)
+	mu.Unlock()
+
+	// Scheme-less --addr takes https from the configuration.
+	out.Reset()
+	code = run(context.Background(), []string{"status", "-c", cfg, "--credentials-dir", creds, "--addr", srv.Listener.Addr().String(), "-o", "json"}, &out, &errb)
+	require.Equal(t, exitOK, code, errb.String())
+
+	// Without the credentials directory the token reference cannot resolve:
+	// the error names the field and the way out.
+	errb.Reset()
+	code = run(context.Background(), []string{"pause", "--config", cfg, "--credentials-dir", "", "--reason", "x"}, &out, &errb)
+	assert.Equal(t, exitUsage, code)
+	assert.Contains(t, errb.String(), "replica.tls.caFile")
+	assert.Contains(t, errb.String(), "--credentials-dir")
+
+	// Without --config the system roots do not trust the group's CA.
+	errb.Reset()
+	code = run(context.Background(), []string{"status", "--addr", srv.URL, "--timeout", "5s"}, &out, &errb)
+	assert.Equal(t, exitFailure, code)
+	assert.Contains(t, errb.String(), "certificate")
+}

@@ -1,0 +1,115 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/fenced-project/fenced/cluster/ledger"
+)
+
+// historyLedger is a ledger holding two finished fences of w-1 and one of
+// w-2 in cluster prod, and one of w-1 in cluster lab.
+func historyLedger(t *testing.T) *ledger.FSM {
+	t.Helper()
+	t0 := time.Date(2026, 11, 20, 8, 0, 0, 0, time.UTC)
+	rec := func(id, cluster, node string, opened time.Duration, state ledger.FenceState, steps ...ledger.Step) *ledger.Fence {
+		at := t0.Add(opened)
+		all := append([]ledger.Step{{To: ledger.StateIntent, At: at, By: "mgmt1", Index: 1, Term: 1}}, steps...)
+		return &ledger.Fence{ID: id, Cluster: cluster, Node: node, Kind: ledger.KindFence, Origin: ledger.OriginVerdict,
+			Reason: "node failed", State: state, Steps: all, OpenedAt: at, UpdatedAt: all[len(all)-1].At}
+	}
+	closed := func(at time.Duration, by string, forced bool) []ledger.Step {
+		return []ledger.Step{
+			{To: ledger.StateUnfenceIntent, At: t0.Add(at), By: "mgmt1", Operator: by, Forced: forced, Index: 2, Term: 1},
+			{To: ledger.StateClosed, At: t0.Add(at + time.Minute), By: "mgmt1", Index: 3, Term: 1},
+		}
+	}
+	st := ledger.NewState()
+	st.Index, st.Term = 40, 1
+	st.Clusters["prod"] = &ledger.ClusterState{Nodes: map[string]*ledger.NodeState{
+		"w-1": {History: []*ledger.Fence{
+			rec("fence-10", "prod", "w-1", 0, ledger.StateClosed, closed(time.Hour, "alice@mgmt2", true)...),
+			rec("fence-20", "prod", "w-1", 24*time.Hour, ledger.StateAborted,
+				ledger.Step{To: ledger.StateAborted, At: t0.Add(24*time.Hour + time.Second), By: "mgmt1", Note: "no array changed\nnode back", Index: 21, Term: 1}),
+		}},
+		"w-2": {History: []*ledger.Fence{rec("fence-15", "prod", "w-2", 2*time.Hour, ledger.StateClosed, closed(3*time.Hour, "", false)...)}},
+	}}
+	st.Clusters["lab"] = &ledger.ClusterState{Nodes: map[string]*ledger.NodeState{
+		"w-1": {History: []*ledger.Fence{rec("fence-30", "lab", "w-1", 48*time.Hour, ledger.StateClosed, closed(49*time.Hour, "bob@mgmt1", false)...)}},
+	}}
+	hdr, err := json.Marshal(ledger.SnapshotHeader{Format: ledger.SnapshotFormat, Version: ledger.SnapshotVersion, Index: st.Index, Term: st.Term})
+	require.NoError(t, err)
+	body, err := json.Marshal(st)
+	require.NoError(t, err)
+	l := ledger.New()
+	require.NoError(t, l.Restore(io.NopCloser(bytes.NewReader(append(append(hdr, '\n'), body...)))))
+	return l
+}
+
+func TestHistoryFromTheLedger(t *testing.T) {
+	l := historyLedger(t)
+	ids := func(cluster, node string, limit int) []string {
+		var out []string
+		for _, f := range readHistory(l, cluster, node, limit).Fences {
+			out = append(out, f.ID)
+		}
+		return out
+	}
+	assert.Equal(t, []string{"fence-30", "fence-20", "fence-15", "fence-10"}, ids("", "", 0), "newest first")
+	assert.Equal(t, []string{"fence-20", "fence-15", "fence-10"}, ids("prod", "", 0))
+	assert.Equal(t, []string{"fence-20", "fence-10"}, ids("prod", "w-1", 0))
+	assert.Equal(t, []string{"fence-30", "fence-20", "fence-10"}, ids("", "w-1", 0))
+	assert.Equal(t, []string{"fence-30"}, ids("", "", 1))
+	assert.Empty(t, ids("nope", "", 0))
+
+	h := readHistory(l, "prod", "w-1", 0)
+	assert.Equal(t, uint64(40), h.AppliedIndex)
+	require.Len(t, h.Fences, 2)
+	assert.Equal(t, "alice@mgmt2", h.Fences[1].UnfenceOperator)
+	assert.True(t, h.Fences[1].ForcedUnfence)
+	assert.Equal(t, []string{"intent", "unfence-intent", "closed"}, func() []string {
+		var s []string
+		for _, st := range h.Fences[1].Steps {
+			s = append(s, st.To)
+		}
+		return s
+	}())
+
+	// Served over HTTP and rendered by `fenced history`.
+	srv := httptest.NewServer(historyHandler("mgmt1", l))
+	t.Cleanup(srv.Close)
+	e := &endpoint{base: srv.URL, http: srv.Client()}
+	got, err := fetchHistory(context.Background(), e, "prod", "", 0)
+	require.NoError(t, err)
+	assert.Equal(t, "mgmt1", got.ReplicaID)
+	require.Len(t, got.Fences, 3)
+	var b bytes.Buffer
+	require.NoError(t, writeHistory(&b, got))
+	out := b.String()
+	t.Log("\n" + out)
+	assert.Regexp(t, `fence-10\s+prod\s+w-1\s+fence\s+verdict\s+closed\s+\S+\s+\S+\s+alice@mgmt2 \(forced\)\s+node failed\n`, out)
+	assert.Regexp(t, `fence-15\s+prod\s+w-2\s+fence\s+verdict\s+closed\s+\S+\s+\S+\s+-\s+node failed\n`, out)
+	assert.Regexp(t, `fence-20\s+prod\s+w-1\s+fence\s+verdict\s+aborted\s+`, out)
+	assert.Equal(t, 4, strings.Count(out, "\n"), "one line per record and the header")
+
+	_, err = fetchHistory(context.Background(), e, "", "", -1)
+	require.NoError(t, err, "a non-positive limit is not sent")
+	resp, err := http.Get(srv.URL + "/?limit=x")
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusBadRequest, resp.StatusCode)
+
+	b.Reset()
+	require.NoError(t, writeHistory(&b, readHistory(l, "nope", "", 0)))
+	assert.Contains(t, b.String(), "No finished fence")
+}
