@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fenced-project/fenced/arrayclients"
+	"github.com/fenced-project/fenced/redact"
 )
 
 // slogTo logs everything (debug and up) as text into w.
@@ -136,7 +137,7 @@ func TestDecoratorMasksSecrets(t *testing.T) {
 	require.Error(t, err)
 	assert.NotContains(t, err.Error(), "hunter2-secret")
 	assert.NotContains(t, err.Error(), "chap-secret-9")
-	assert.Contains(t, err.Error(), "admin:***")
+	assert.Contains(t, err.Error(), "admin:"+redact.Redacted)
 	assert.NotContains(t, logs.String(), "hunter2-secret")
 	r := a.Check(context.Background())
 	assert.NotContains(t, r.Error, "hunter2-secret")

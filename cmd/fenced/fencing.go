@@ -57,7 +57,7 @@ type fencing struct {
 func wireFencing(d *daemon.Daemon, node *cluster.Node, order *stopOrder) (*fencing, error) {
 	cfg := d.Config()
 	f := &fencing{d: d, node: node, log: d.Logger()}
-	reg, err := arrayclients.New(d.ArrayConfigs(), arrayclients.Options{Registry: d.Registry(), Logger: f.log.With("component", "arrays")})
+	reg, err := arrayclients.New(d.ArrayConfigs(), arrayclients.Options{Registry: d.Registry(), Logger: f.log.With("component", "arrays"), Redactor: d.Redactor()})
 	if err != nil {
 		return nil, fmt.Errorf("arrays: %w", err)
 	}

@@ -147,6 +147,10 @@ func (d *Daemon) Logger() *slog.Logger { return d.log }
 // CredentialsDir returns the directory credential:NAME references resolve in.
 func (d *Daemon) CredentialsDir() string { return d.opts.CredentialsDir }
 
+// Redactor is the one redactor behind the log handler; components that
+// show errors pass their text through it.
+func (d *Daemon) Redactor() *logging.Redactor { return d.opts.Redactor }
+
 // ArrayConfigs returns one adapter configuration per configured array, with
 // secrets read, in configuration order.
 func (d *Daemon) ArrayConfigs() []arrayclients.Config { return d.arrays }
