@@ -3,11 +3,13 @@ package logging
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/coreos/go-systemd/v22/journal"
 	"github.com/stretchr/testify/assert"
@@ -116,4 +118,37 @@ func TestNewRejectsBadOptions(t *testing.T) {
 	l, err := New(Options{Format: "json", Level: "warn", Output: Stream, Writer: &bytes.Buffer{}})
 	require.NoError(t, err)
 	assert.False(t, l.Enabled(context.Background(), slog.LevelInfo))
+}
+
+func TestKey(t *testing.T) {
+	for in, want := range map[string]string{
+		"node": "node", "fenceID": "fenceID", "err": "error", "error": "error", "retry_in": "retryIn",
+		"was_member": "wasMember", "FENCE_ID": "fenceID", "fence_id": "fenceID", "node-name": "nodeName",
+		"Array": "array", "URI": "uri", "reflector.name": "reflectorName", "apiVersion": "apiVersion", "_": "_",
+	} {
+		assert.Equal(t, want, Key(in), in)
+	}
+}
+
+// TestOneShape: whatever key style or duration a caller (or a library)
+// logs with, every output shows lowerCamelCase keys and seconds.
+func TestOneShape(t *testing.T) {
+	var buf bytes.Buffer
+	l, err := New(Options{Format: "json", Level: "debug", Output: Stream, Writer: &buf})
+	require.NoError(t, err)
+	l.With("retry_in", 1500*time.Millisecond).Info("x", "err", errors.New("boom"), "fence_id", "f-1",
+		slog.Group("raft_peer", "last_contact", 250*time.Millisecond))
+	var rec map[string]any
+	require.NoError(t, json.Unmarshal(buf.Bytes(), &rec), buf.String())
+	assert.InDelta(t, 1.5, rec["retryIn"], 1e-9)
+	assert.Equal(t, "boom", rec["error"])
+	assert.Equal(t, "f-1", rec["fenceID"])
+	assert.InDelta(t, 0.25, rec["raftPeer"].(map[string]any)["lastContact"], 1e-9)
+
+	fj := &fakeJournal{}
+	slog.New(NewRedactingHandler(NewJournalHandler(slog.LevelDebug, fj.send), NewRedactor())).
+		Info("x", "fence", "not-this", "fence_id", "f-2", "duration", 2*time.Second)
+	require.Len(t, fj.entries, 1)
+	assert.Equal(t, "f-2", fj.entries[0].vars["FENCE_ID"])
+	assert.Equal(t, "2", fj.entries[0].vars["DURATION"])
 }

@@ -36,7 +36,10 @@ func sensitiveKey(key string) bool {
 
 // RedactingHandler removes secrets from records before the next handler
 // sees them: registered secret values anywhere in the message or attribute
-// values, and the whole value of attributes named like a secret.
+// values, and the whole value of attributes named like a secret. It also
+// puts every record, fenced's and the libraries', in fenced's one shape:
+// keys in lowerCamelCase ("err" is "error", "retry_in" is "retryIn") and
+// durations as seconds (a float), so text, JSON and journal agree.
 type RedactingHandler struct {
 	next slog.Handler
 	r    *Redactor
@@ -75,10 +78,69 @@ func (h *RedactingHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
 
 // WithGroup implements slog.Handler.
 func (h *RedactingHandler) WithGroup(name string) slog.Handler {
-	return &RedactingHandler{next: h.next.WithGroup(name), r: h.r}
+	return &RedactingHandler{next: h.next.WithGroup(Key(name)), r: h.r}
+}
+
+// Key puts an attribute key in fenced's style, lowerCamelCase: words
+// joined by "_", "-", "." or spaces are run together with each later
+// word capitalised ("retry_in" -> "retryIn", "FENCE_ID" -> "fenceID"), a
+// leading capital is lowered ("Array" -> "array"), and "err" is "error".
+// A key already in the style is returned as is.
+func Key(k string) string {
+	if k == "err" {
+		return "error"
+	}
+	if !strings.ContainsAny(k, "_-. ") {
+		if k != "" && k[0] >= 'A' && k[0] <= 'Z' && !allUpper(k) {
+			return strings.ToLower(k[:1]) + k[1:]
+		}
+		if allUpper(k) {
+			return strings.ToLower(k)
+		}
+		return k
+	}
+	var b strings.Builder
+	first := true
+	for _, w := range strings.FieldsFunc(k, func(r rune) bool { return r == '_' || r == '-' || r == '.' || r == ' ' }) {
+		switch {
+		case first:
+			if allUpper(w) {
+				w = strings.ToLower(w)
+			} else if w[0] >= 'A' && w[0] <= 'Z' {
+				w = strings.ToLower(w[:1]) + w[1:]
+			}
+			first = false
+		case w == "ID" || strings.ToLower(w) == "id":
+			w = "ID"
+		case allUpper(w):
+			w = w[:1] + strings.ToLower(w[1:])
+		default:
+			w = strings.ToUpper(w[:1]) + w[1:]
+		}
+		b.WriteString(w)
+	}
+	if b.Len() == 0 {
+		return k
+	}
+	return b.String()
+}
+
+// allUpper reports whether s has letters and none of them is lower case.
+func allUpper(s string) bool {
+	letter := false
+	for _, r := range s {
+		switch {
+		case r >= 'a' && r <= 'z':
+			return false
+		case r >= 'A' && r <= 'Z':
+			letter = true
+		}
+	}
+	return letter
 }
 
 func (h *RedactingHandler) attr(a slog.Attr) slog.Attr {
+	a.Key = Key(a.Key)
 	a.Value = a.Value.Resolve()
 	if sensitiveKey(a.Key) && a.Value.Kind() != slog.KindGroup {
 		if a.Value.String() == "" {
@@ -87,6 +149,8 @@ func (h *RedactingHandler) attr(a slog.Attr) slog.Attr {
 		return slog.String(a.Key, Redacted)
 	}
 	switch a.Value.Kind() {
+	case slog.KindDuration:
+		return slog.Float64(a.Key, a.Value.Duration().Seconds())
 	case slog.KindString:
 		return slog.String(a.Key, h.r.Redact(a.Value.String()))
 	case slog.KindGroup:
