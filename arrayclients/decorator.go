@@ -138,7 +138,7 @@ func (d *decorated) finish(op, node string, start time.Time, err error, forced s
 		return nil
 	}
 	err = d.redact(err)
-	attrs = append(attrs, "retry", Classify(err).String(), "err", err.Error())
+	attrs = append(attrs, "retry", Classify(err).String(), "error", err.Error())
 	level := slog.LevelWarn
 	if errors.Is(err, ErrNoIdentity) {
 		level = slog.LevelDebug

@@ -147,7 +147,7 @@ func (f *fencing) newCluster(c configs.Cluster) *clusterRuntime {
 	}
 	if err != nil {
 		cr.err = fmt.Errorf("cluster %s: kubeconfig: %w", c.Name, err)
-		f.log.Error("cluster not protected: cannot build its API clients", "cluster", c.Name, "err", err)
+		f.log.Error("cluster not protected: cannot build its API clients", "cluster", c.Name, "error", err)
 		return cr
 	}
 	var adapters []arrayclients.Adapter

@@ -92,11 +92,11 @@ func runDaemon(cmd *cobra.Command, f runFlags) error {
 		Logger: log, Redactor: red, CredentialsDir: f.credDir, Build: buildinfo.Get(),
 	})
 	if err != nil {
-		log.Error("cannot start", "err", err)
+		log.Error("cannot start", "error", err)
 		return &exitError{code: exitConfig, err: err}
 	}
 	if err := wire(d); err != nil {
-		log.Error("cannot start", "err", err)
+		log.Error("cannot start", "error", err)
 		if errors.Is(err, cluster.ErrDataDir) {
 			return &exitError{code: exitDataDir, err: err}
 		}
@@ -106,7 +106,7 @@ func runDaemon(cmd *cobra.Command, f runFlags) error {
 	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	if err := d.Run(ctx); err != nil {
-		log.Error("fenced failed", "err", err)
+		log.Error("fenced failed", "error", err)
 		return &exitError{code: exitFailure, err: err}
 	}
 	return nil
