@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/fenced-project/fenced/arrayclients"
 	"github.com/fenced-project/fenced/cluster"
 	"github.com/fenced-project/fenced/cmd/fenced/internal/apiprobe"
 	"github.com/fenced-project/fenced/cmd/fenced/internal/buildinfo"
@@ -80,6 +81,10 @@ func runDaemon(cmd *cobra.Command, f runFlags) error {
 	if err != nil {
 		return &exitError{code: exitUsage, err: err}
 	}
+	// One stream: client-go, the standard log package, stdout prints and
+	// the Dell libraries' loggers all go through log's handler.
+	defer logging.Route(log)()
+	defer arrayclients.RouteLibraryLogs(log)()
 	for _, ref := range cfg.UncheckedCredentials() {
 		log.Warn("credential reference not checked: no credentials directory", "ref", ref)
 	}
