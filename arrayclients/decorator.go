@@ -139,8 +139,13 @@ func (d *decorated) finish(op, node string, start time.Time, err error, forced s
 	}
 	err = d.redact(err)
 	attrs = append(attrs, "retry", Classify(err).String(), "error", err.Error())
+	// Each failure is logged once: here, at warn, with the array, op,
+	// node and retry class. Callers that get the *OpError back do not log
+	// it again at warn. A failed check is the exception: the checker logs
+	// when an array becomes unreachable (and reachable again), not every
+	// interval, so it is debug here.
 	level := slog.LevelWarn
-	if errors.Is(err, ErrNoIdentity) {
+	if errors.Is(err, ErrNoIdentity) || op == OpCheck {
 		level = slog.LevelDebug
 	}
 	d.logger.Log(context.Background(), level, "array call failed", attrs...)

@@ -246,3 +246,20 @@ func TestNewValidatesConfig(t *testing.T) {
 	_, found := reg.Get("nope")
 	assert.False(t, found)
 }
+
+// TestDecoratorLogsEachFailureOnce: a failed call is one warn record with
+// the array, op and node; a failed check is debug (the checker logs when
+// reachability changes, not every interval).
+func TestDecoratorLogsEachFailureOnce(t *testing.T) {
+	var logs strings.Builder
+	stub := &stubAdapter{err: errors.New("connection refused")}
+	a, err := arrayclients.Decorate(stub, stubConfig(), arrayclients.Options{Logger: slogTo(&logs)})
+	require.NoError(t, err)
+	_, err = a.Resolve(context.Background(), arrayclients.Node{Name: "worker-1"})
+	require.Error(t, err)
+	r := a.Check(context.Background())
+	require.False(t, r.Reachable)
+	assert.Equal(t, 1, strings.Count(logs.String(), "level=WARN"), logs.String())
+	assert.Contains(t, logs.String(), "level=WARN msg=\"array call failed\" array=stub-1")
+	assert.Contains(t, logs.String(), "level=DEBUG msg=\"array call failed\" array=stub-1 family=unity op=check")
+}
