@@ -7,6 +7,7 @@ import (
 	"log"
 	"log/slog"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 )
@@ -91,6 +92,13 @@ func hclogValue(v any) any {
 		return fmt.Sprintf("0b%b", int(x))
 	case hclog.Quote:
 		return string(x)
+	case time.Duration, time.Time, error:
+		return v
+	case fmt.Stringer:
+		// raft logs itself ("follower", r) and other values with only
+		// unexported fields: their String is what hclog would print, where
+		// JSON would show {}.
+		return x.String()
 	}
 	return v
 }

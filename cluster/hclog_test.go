@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/stretchr/testify/assert"
@@ -30,6 +31,10 @@ func topLevelKeys(t *testing.T, line string) []string {
 	return keys
 }
 
+type stringer struct{} // JSON would show {}
+
+func (stringer) String() string { return "Node at 10.0.0.1:7000 [Follower]" }
+
 // TestHCLogRecords: Raft's lines carry the component once and the hclog
 // name once (as module), however often the logger was named, and values
 // hclog would format (hclog.Fmt("%+v", ...)) arrive formatted, without
@@ -40,7 +45,8 @@ func TestHCLogRecords(t *testing.T) {
 	hl := newHCLog(base).Named("raft")
 	type server struct{ ID, Address string }
 	hl.With("term", 3).Named("snapshots").Info("updating configuration",
-		"servers", hclog.Fmt("%+v", []server{{"r1", "10.0.0.1:7000"}}), "mask", hclog.Hex(255))
+		"servers", hclog.Fmt("%+v", []server{{"r1", "10.0.0.1:7000"}}), "mask", hclog.Hex(255),
+		"follower", stringer{}, "lastContact", 1500*time.Millisecond)
 	hl.Trace("hidden at debug")
 
 	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
@@ -60,6 +66,8 @@ func TestHCLogRecords(t *testing.T) {
 	assert.Equal(t, "[{r1 10.0.0.1:7000}]", rec["servers"])
 	assert.Equal(t, "0xff", rec["mask"])
 	assert.InDelta(t, 3, rec["term"], 0)
+	assert.Equal(t, "Node at 10.0.0.1:7000 [Follower]", rec["follower"])
+	assert.InDelta(t, float64(1500*time.Millisecond), rec["lastContact"], 0, "a duration stays a duration (the handler makes it seconds)")
 	assert.NotContains(t, lines[0], "%+v")
 	assert.NotContains(t, lines[0], "ID:")
 }
