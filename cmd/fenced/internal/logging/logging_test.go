@@ -152,3 +152,12 @@ func TestOneShape(t *testing.T) {
 	assert.Equal(t, "f-2", fj.entries[0].vars["FENCE_ID"])
 	assert.Equal(t, "2", fj.entries[0].vars["DURATION"])
 }
+
+func TestNamedLevel(t *testing.T) {
+	for in, want := range map[slog.Level]slog.Level{
+		slog.LevelDebug - 4: slog.LevelDebug - 4, slog.LevelDebug: slog.LevelDebug, -3: slog.LevelDebug, -1: slog.LevelDebug,
+		slog.LevelInfo: slog.LevelInfo, 2: slog.LevelInfo, slog.LevelWarn: slog.LevelWarn, 7: slog.LevelWarn, 12: slog.LevelError,
+	} {
+		assert.Equal(t, want, NamedLevel(in), "%d", in)
+	}
+}

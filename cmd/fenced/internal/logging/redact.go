@@ -38,8 +38,9 @@ func sensitiveKey(key string) bool {
 // sees them: registered secret values anywhere in the message or attribute
 // values, and the whole value of attributes named like a secret. It also
 // puts every record, fenced's and the libraries', in fenced's one shape:
-// keys in lowerCamelCase ("err" is "error", "retry_in" is "retryIn") and
-// durations as seconds (a float), so text, JSON and journal agree.
+// keys in lowerCamelCase ("err" is "error", "retry_in" is "retryIn"),
+// durations as seconds (a float) and levels rounded to the four named
+// ones (NamedLevel), so text, JSON and journal agree.
 type RedactingHandler struct {
 	next slog.Handler
 	r    *Redactor
@@ -59,7 +60,7 @@ func (h *RedactingHandler) Enabled(ctx context.Context, l slog.Level) bool {
 
 // Handle implements slog.Handler.
 func (h *RedactingHandler) Handle(ctx context.Context, rec slog.Record) error {
-	out := slog.NewRecord(rec.Time, rec.Level, h.r.Redact(rec.Message), rec.PC)
+	out := slog.NewRecord(rec.Time, NamedLevel(rec.Level), h.r.Redact(rec.Message), rec.PC)
 	rec.Attrs(func(a slog.Attr) bool {
 		out.AddAttrs(h.attr(a))
 		return true
@@ -79,6 +80,23 @@ func (h *RedactingHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
 // WithGroup implements slog.Handler.
 func (h *RedactingHandler) WithGroup(name string) slog.Handler {
 	return &RedactingHandler{next: h.next.WithGroup(Key(name)), r: h.r}
+}
+
+// NamedLevel rounds a level down to debug, info, warn or error, so that
+// klog's verbosity levels (V(3) is slog level -3) print as DEBUG rather
+// than DEBUG+1.
+func NamedLevel(l slog.Level) slog.Level {
+	switch {
+	case l >= slog.LevelError:
+		return slog.LevelError
+	case l >= slog.LevelWarn:
+		return slog.LevelWarn
+	case l >= slog.LevelInfo:
+		return slog.LevelInfo
+	case l >= slog.LevelDebug:
+		return slog.LevelDebug
+	}
+	return l
 }
 
 // Key puts an attribute key in fenced's style, lowerCamelCase: words
