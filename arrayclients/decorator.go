@@ -5,8 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"time"
+
+	"github.com/fenced-project/fenced/redact"
 )
 
 // Operation names, used in logs, errors and the op metric label.
@@ -53,7 +54,7 @@ type decorated struct {
 	family  Family
 	timeout time.Duration
 	dryRun  bool
-	secrets []string
+	red     *redact.Redactor
 	logger  *slog.Logger
 	m       *metrics
 }
@@ -61,7 +62,8 @@ type decorated struct {
 var _ Adapter = (*decorated)(nil)
 
 // Decorate wraps an adapter with the shared concerns (see New). cfg is the
-// adapter's configuration; its secrets are masked in every error and log.
+// adapter's configuration; its secrets are added to opts.Redactor (a new
+// one when nil) and hidden in every error and log.
 func Decorate(inner Adapter, cfg Config, opts Options) (Adapter, error) {
 	m, err := newMetrics(opts.Registry)
 	if err != nil {
@@ -82,18 +84,17 @@ func decorate(inner Adapter, cfg Config, opts Options, m *metrics) *decorated {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	var secrets []string
-	if cfg.Password != "" {
-		secrets = append(secrets, cfg.Password)
+	red := opts.Redactor
+	if red == nil {
+		red = redact.New()
 	}
+	red.AddCredential(cfg.Username, cfg.Password)
 	for _, s := range cfg.ChapSecrets {
-		if s != "" {
-			secrets = append(secrets, s)
-		}
+		red.Add(s)
 	}
 	return &decorated{
 		inner: inner, cfg: cfg, name: inner.Name(), family: inner.Family(), timeout: timeout, dryRun: opts.DryRun,
-		secrets: secrets, logger: logger.With("array", inner.Name(), "family", string(inner.Family())), m: m,
+		red: red, logger: logger.With("array", inner.Name(), "family", string(inner.Family())), m: m,
 	}
 }
 
@@ -137,9 +138,14 @@ func (d *decorated) finish(op, node string, start time.Time, err error, forced s
 		return nil
 	}
 	err = d.redact(err)
-	attrs = append(attrs, "retry", Classify(err).String(), "err", err.Error())
+	attrs = append(attrs, "retry", Classify(err).String(), "error", err.Error())
+	// Each failure is logged once: here, at warn, with the array, op,
+	// node and retry class. Callers that get the *OpError back do not log
+	// it again at warn. A failed check is the exception: the checker logs
+	// when an array becomes unreachable (and reachable again), not every
+	// interval, so it is debug here.
 	level := slog.LevelWarn
-	if errors.Is(err, ErrNoIdentity) {
+	if errors.Is(err, ErrNoIdentity) || op == OpCheck {
 		level = slog.LevelDebug
 	}
 	d.logger.Log(context.Background(), level, "array call failed", attrs...)
@@ -164,7 +170,7 @@ func resultOf(err error) string {
 	}
 }
 
-// redactedError masks secrets in an error's text but keeps its chain.
+// redactedError hides secrets in an error's text but keeps its chain.
 type redactedError struct {
 	msg string
 	err error
@@ -175,10 +181,7 @@ func (e *redactedError) Unwrap() error { return e.err }
 
 func (d *decorated) redact(err error) error {
 	msg := err.Error()
-	masked := msg
-	for _, s := range d.secrets {
-		masked = strings.ReplaceAll(masked, s, "***")
-	}
+	masked := d.red.Redact(msg)
 	if masked == msg {
 		return err
 	}

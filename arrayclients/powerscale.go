@@ -169,7 +169,7 @@ func (a *PowerScaleAdapter) with(ctx context.Context, f func(c *goisilon.Client)
 			authType = 1
 		}
 		// Verbose level 2 (low) logs only method and path, never bodies.
-		api, err := isiapi.New(ctx, a.cfg.Endpoint, a.cfg.Username, a.cfg.Password, "", 2, authType,
+		api, err := isiapi.New(withIsilonLogger(ctx, a.logger), a.cfg.Endpoint, a.cfg.Username, a.cfg.Password, "", 2, authType,
 			&isiapi.ClientOptions{Insecure: a.cfg.Insecure, Timeout: a.timeout})
 		if err != nil {
 			return fmt.Errorf("connect: %w", scSafe(err))

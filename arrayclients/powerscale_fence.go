@@ -63,6 +63,7 @@ func (a *PowerScaleAdapter) checkIdentity(id Identity) (scKeys, error) {
 // netgroup or wildcard covering it — or when removing them would leave an
 // export with no client restriction (which opens it to every host).
 func (a *PowerScaleAdapter) Plan(ctx context.Context, id Identity, vols []VolumeRef) (Plan, error) {
+	ctx = withIsilonLogger(ctx, a.logger)
 	fail := func(err error) (Plan, error) {
 		return Plan{}, fmt.Errorf("powerscale array %s: plan fence of node %s: %w", a.cfg.Name, id.Node, err)
 	}
@@ -270,6 +271,7 @@ func (a *PowerScaleAdapter) updateExport(ctx context.Context, c *goisilon.Client
 // localhost entries) from each export that still has them, one PUT per
 // export; an export with nothing left to remove gets no write.
 func (a *PowerScaleAdapter) Apply(ctx context.Context, plan Plan) error {
+	ctx = withIsilonLogger(ctx, a.logger)
 	e, _, err := a.decodePlan(plan)
 	if err != nil {
 		return fmt.Errorf("powerscale array %s: apply fence of node %s: %w", a.cfg.Name, plan.Identity.Node, err)
@@ -340,6 +342,7 @@ func (a *PowerScaleAdapter) applyExport(ctx context.Context, c *goisilon.Client,
 // Its Restored only compares the plan with the listing; VerifyRestore is
 // the restore read-back.
 func (a *PowerScaleAdapter) Verify(ctx context.Context, plan Plan) (Verification, error) {
+	ctx = withIsilonLogger(ctx, a.logger)
 	e, keys, err := a.decodePlan(plan)
 	if err != nil {
 		return Verification{}, fmt.Errorf("powerscale array %s: verify fence of node %s: %w", a.cfg.Name, plan.Identity.Node, err)
@@ -481,6 +484,7 @@ func scFootprint(p Plan) map[int]VolumeCut {
 // other client holds it (unless it is multi-node), for any other export
 // unless a new client is listed. One PUT per export that needs it.
 func (a *PowerScaleAdapter) Undo(ctx context.Context, plan Plan, scope RestoreScope) error {
+	ctx = withIsilonLogger(ctx, a.logger)
 	e, keys, err := a.decodePlan(plan)
 	if err != nil {
 		return fmt.Errorf("powerscale array %s: undo fence of node %s: %w", a.cfg.Name, plan.Identity.Node, err)
@@ -562,6 +566,7 @@ func (a *PowerScaleAdapter) forgetPeerEntries(pe *scPlanExport) {
 // volume outside the scope (or moved, unless multi-node) lets the node
 // mount it. Fenced is not evaluated.
 func (a *PowerScaleAdapter) VerifyRestore(ctx context.Context, plan Plan, scope RestoreScope) (Verification, error) {
+	ctx = withIsilonLogger(ctx, a.logger)
 	e, keys, err := a.decodePlan(plan)
 	if err != nil {
 		return Verification{}, fmt.Errorf("powerscale array %s: verify restore of node %s: %w", a.cfg.Name, plan.Identity.Node, err)

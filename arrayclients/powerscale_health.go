@@ -16,6 +16,7 @@ import (
 // array cannot be read, both are unknown and the error wraps
 // ErrUnreachable.
 func (a *PowerScaleAdapter) Health(ctx context.Context, id Identity) (Health, error) {
+	ctx = withIsilonLogger(ctx, a.logger)
 	hl := Health{Array: a.cfg.Name, Node: id.Node, Connectivity: ConnectivityUnknown, IO: IOUnknown}
 	keys, err := a.checkIdentity(id)
 	if err != nil {
@@ -61,6 +62,7 @@ func (a *PowerScaleAdapter) Health(ctx context.Context, id Identity) (Health, er
 // Check reads the cluster configuration: reachable, authenticated, the
 // platform API version and the OneFS release.
 func (a *PowerScaleAdapter) Check(ctx context.Context) CheckResult {
+	ctx = withIsilonLogger(ctx, a.logger)
 	res := CheckResult{Array: a.cfg.Name, Family: PowerScale}
 	err := a.with(ctx, func(c *goisilon.Client) error {
 		cfg, err := c.GetClusterConfig(ctx)

@@ -89,6 +89,7 @@ func NewPowerStore(ctx context.Context, cfg Config, logger *slog.Logger) (Adapte
 		if err != nil {
 			return nil, fmt.Errorf("powerstore array %s: build client: %w", cfg.Name, err)
 		}
+		c.SetLogger(powerStoreLogger{l: logger})
 		a.pool <- c
 	}
 	return a, nil

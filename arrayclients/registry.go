@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/fenced-project/fenced/redact"
 )
 
 // Options configure New.
@@ -27,6 +29,9 @@ type Options struct {
 	// CallTimeout bounds one adapter call with all its requests; 0 uses the
 	// array's RequestTimeout.
 	CallTimeout time.Duration
+	// Redactor hides secrets in errors and logs; every array's password
+	// and CHAP secrets are added to it. nil uses a new one.
+	Redactor *redact.Redactor
 }
 
 // Registry holds one decorated adapter per configured array.
@@ -43,6 +48,9 @@ func New(cfgs []Config, opts Options) (*Registry, error) {
 	logger := opts.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Redactor == nil {
+		opts.Redactor = redact.New()
 	}
 	m, err := newMetrics(opts.Registry)
 	if err != nil {
@@ -62,7 +70,7 @@ func New(cfgs []Config, opts Options) (*Registry, error) {
 		if err != nil {
 			return nil, fmt.Errorf("arrays[%s]: %w", cfg.Name, err)
 		}
-		a := decorate(inner, cfg, Options{Logger: logger, DryRun: opts.DryRun, CallTimeout: opts.CallTimeout}, m)
+		a := decorate(inner, cfg, Options{Logger: logger, DryRun: opts.DryRun, CallTimeout: opts.CallTimeout, Redactor: opts.Redactor}, m)
 		r.adapters = append(r.adapters, a)
 		r.byName[cfg.Name] = a
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fenced-project/fenced/arrayclients"
+	"github.com/fenced-project/fenced/redact"
 )
 
 // slogTo logs everything (debug and up) as text into w.
@@ -136,7 +137,7 @@ func TestDecoratorMasksSecrets(t *testing.T) {
 	require.Error(t, err)
 	assert.NotContains(t, err.Error(), "hunter2-secret")
 	assert.NotContains(t, err.Error(), "chap-secret-9")
-	assert.Contains(t, err.Error(), "admin:***")
+	assert.Contains(t, err.Error(), "admin:"+redact.Redacted)
 	assert.NotContains(t, logs.String(), "hunter2-secret")
 	r := a.Check(context.Background())
 	assert.NotContains(t, r.Error, "hunter2-secret")
@@ -244,4 +245,21 @@ func TestNewValidatesConfig(t *testing.T) {
 	require.Len(t, reg.Adapters(), 1)
 	_, found := reg.Get("nope")
 	assert.False(t, found)
+}
+
+// TestDecoratorLogsEachFailureOnce: a failed call is one warn record with
+// the array, op and node; a failed check is debug (the checker logs when
+// reachability changes, not every interval).
+func TestDecoratorLogsEachFailureOnce(t *testing.T) {
+	var logs strings.Builder
+	stub := &stubAdapter{err: errors.New("connection refused")}
+	a, err := arrayclients.Decorate(stub, stubConfig(), arrayclients.Options{Logger: slogTo(&logs)})
+	require.NoError(t, err)
+	_, err = a.Resolve(context.Background(), arrayclients.Node{Name: "worker-1"})
+	require.Error(t, err)
+	r := a.Check(context.Background())
+	require.False(t, r.Reachable)
+	assert.Equal(t, 1, strings.Count(logs.String(), "level=WARN"), logs.String())
+	assert.Contains(t, logs.String(), "level=WARN msg=\"array call failed\" array=stub-1")
+	assert.Contains(t, logs.String(), "level=DEBUG msg=\"array call failed\" array=stub-1 family=unity op=check")
 }

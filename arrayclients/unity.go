@@ -77,7 +77,7 @@ func NewUnity(_ context.Context, cfg Config, logger *slog.Logger) (*UnityAdapter
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	pool, err := newUnityPool(cfg)
+	pool, err := newUnityPool(cfg, logger)
 	if err != nil {
 		return nil, fmt.Errorf("unity %s: %w", cfg.Name, err)
 	}

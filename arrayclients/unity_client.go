@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -13,6 +14,7 @@ import (
 	"github.com/dell/gounity"
 	"github.com/dell/gounity/api"
 	unitytypes "github.com/dell/gounity/apitypes"
+	"github.com/sirupsen/logrus"
 )
 
 // unityPoolSize is how many gounity clients (login sessions) an adapter
@@ -41,11 +43,13 @@ type unityConn struct {
 type unityPool struct {
 	cfg   Config
 	conns chan *unityConn
+	// log is the array's logger as gounity takes it (in the context).
+	log *logrus.Entry
 }
 
 // newUnityPool builds every client up front: gounity writes a package
 // variable when a client is built, so none may be built while others run.
-func newUnityPool(cfg Config) (*unityPool, error) {
+func newUnityPool(cfg Config, logger *slog.Logger) (*unityPool, error) {
 	u, err := url.Parse(cfg.Endpoint)
 	if err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http") {
 		return nil, fmt.Errorf("endpoint %q: want https://host[:port]", cfg.Endpoint)
@@ -59,13 +63,16 @@ func newUnityPool(cfg Config) (*unityPool, error) {
 	if u.Scheme == "https" && cfg.CAFile != "" && !cfg.Insecure {
 		return nil, fmt.Errorf("caFile %q: gounity v1.24.0 only trusts the system certificate pool; add the CA there (or set insecure for a test array)", cfg.CAFile)
 	}
-	p := &unityPool{cfg: cfg, conns: make(chan *unityConn, unityPoolSize)}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	p := &unityPool{cfg: cfg, conns: make(chan *unityConn, unityPoolSize), log: unityLogger(logger)}
 	for range unityPoolSize {
-		c, err := gounity.NewClientWithArgs(context.Background(), cfg.Endpoint, cfg.Insecure)
+		c, err := gounity.NewClientWithArgs(withUnityLogger(context.Background(), p.log), cfg.Endpoint, cfg.Insecure)
 		if err != nil {
 			return nil, fmt.Errorf("build gounity client for %s: %w", cfg.Endpoint, err)
 		}
-		raw, err := api.New(context.Background(), cfg.Endpoint, api.ClientOptions{Insecure: cfg.Insecure}, false)
+		raw, err := api.New(withUnityLogger(context.Background(), p.log), cfg.Endpoint, api.ClientOptions{Insecure: cfg.Insecure}, false)
 		if err != nil {
 			return nil, fmt.Errorf("build gounity REST client for %s: %w", cfg.Endpoint, err)
 		}
@@ -93,7 +100,7 @@ func (p *unityPool) with(ctx context.Context, fn func(c gounity.UnityClient) err
 
 func (p *unityPool) withConn(ctx context.Context, conn *unityConn, fn func(c gounity.UnityClient) error) error {
 	if !conn.authed {
-		rctx, cancel := pmaxTimeout(ctx, p.cfg.RequestTimeout)
+		rctx, cancel := pmaxTimeout(withUnityLogger(ctx, p.log), p.cfg.RequestTimeout)
 		err := conn.c.Authenticate(rctx, p.connect())
 		cancel()
 		if err != nil {
@@ -197,7 +204,7 @@ func unityCode(err error, code string) bool {
 // its error.
 func (p *unityPool) call(ctx context.Context, fn func(ctx context.Context, c gounity.UnityClient) error) error {
 	return p.with(ctx, func(c gounity.UnityClient) error {
-		rctx, cancel := pmaxTimeout(ctx, p.cfg.RequestTimeout)
+		rctx, cancel := pmaxTimeout(withUnityLogger(ctx, p.log), p.cfg.RequestTimeout)
 		defer cancel()
 		return classifyUnity(rctx, fn(rctx, c))
 	})

@@ -172,7 +172,7 @@ func (n *Node) establish(ctx context.Context, since time.Time) {
 			n.log.Info("raft leadership ended while establishing", "term", term, "error", err)
 			return
 		}
-		n.log.Warn("establishing raft leadership failed; retrying", "term", term, "error", err, "retry_in", delay)
+		n.log.Warn("establishing raft leadership failed; retrying", "term", term, "error", err, "retryIn", delay)
 		select {
 		case <-ctx.Done():
 			return
@@ -189,8 +189,8 @@ func (n *Node) establish(ctx context.Context, since time.Time) {
 		n.publishLocked(l)
 	}
 	n.mu.Unlock()
-	n.log.Info("raft leadership established", "term", term, "epoch_index", index,
-		"establish_ms", time.Since(since).Milliseconds())
+	n.log.Info("raft leadership established", "term", term, "epochIndex", index,
+		"duration", time.Since(since))
 
 	ticker := time.NewTicker(n.cfg.Timings.ReconcileInterval)
 	defer ticker.Stop()

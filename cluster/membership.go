@@ -53,7 +53,7 @@ func (n *Node) reconcileMembers(ctx context.Context) error {
 		if ok && s.Suffrage == raft.Voter && string(s.Address) == p.RaftAddr {
 			continue
 		}
-		n.log.Info("adding raft voter", "peer", p.ID, "address", p.RaftAddr, "was_member", ok)
+		n.log.Info("adding raft voter", "peer", p.ID, "address", p.RaftAddr, "wasMember", ok)
 		if err := wait(ctx, n.raft.AddVoter(raft.ServerID(p.ID), raft.ServerAddress(p.RaftAddr), 0, n.timeout(ctx))); err != nil {
 			return fmt.Errorf("add voter %s: %w", p.ID, err)
 		}

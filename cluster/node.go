@@ -155,7 +155,7 @@ func (n *Node) open(reg *prometheus.Registry) error {
 		onHeld: func() {
 			if st.rejoin {
 				if err := os.Remove(filepath.Join(dir, markerRejoin)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-					n.log.Warn("cannot remove the rejoin marker", "err", err)
+					n.log.Warn("cannot remove the rejoin marker", "error", err)
 				}
 			}
 		},

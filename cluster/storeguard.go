@@ -110,7 +110,7 @@ func (g *storeGuard) setFull(err error, what string) {
 	g.mu.Unlock()
 	if err != nil {
 		g.log.Error("raft data directory is full: Raft writes are held until space is freed; this replica neither commits nor stands for election meanwhile",
-			"dir", g.dir, "write", what, "err", err)
+			"dir", g.dir, "write", what, "error", err)
 	} else {
 		g.log.Info("raft data directory has space again: Raft writes resumed", "dir", g.dir, "held", time.Since(since).Round(time.Millisecond))
 	}
@@ -125,7 +125,7 @@ func (g *storeGuard) markHeld() {
 		return
 	}
 	if err := writeMarker(g.dir, markerHeld, "this store has held the group's Raft log: a missing or empty raft.db is data loss, not a first start\n"); err != nil {
-		g.log.Warn("cannot record that the store holds the log", "err", err)
+		g.log.Warn("cannot record that the store holds the log", "error", err)
 		return
 	}
 	g.held.Store(true)

@@ -259,7 +259,13 @@ func (c *Controller) worker(ctx context.Context, l Leadership, q workqueue.Typed
 			case errors.Is(err, errBlocked):
 				q.AddRateLimited(key)
 			case err != nil:
-				c.log.Warn("reconcile", "cluster", cluster, "node", node, "error", err)
+				level := slog.LevelWarn
+				if op := (*arrayclients.OpError)(nil); errors.As(err, &op) {
+					// The array call's failure is logged where it
+					// happened, once (arrayclients' decorator).
+					level = slog.LevelDebug
+				}
+				c.log.Log(ctx, level, "reconcile", "cluster", cluster, "node", node, "error", err)
 				q.AddRateLimited(key)
 			case res.again:
 				q.Forget(key)

@@ -154,7 +154,7 @@ func (c *Controller) stepEvict(ctx context.Context, l Leadership, cl *clusterRun
 		if gone {
 			c.metrics.podDeleted(cl.Name)
 			deleted = append(deleted, p.Namespace+"/"+p.Name)
-			c.log.Info("force-deleted pod", "cluster", cl.Name, "node", f.Node, "fence", f.ID, "pod", p.Namespace+"/"+p.Name,
+			c.log.Info("force-deleted pod", "cluster", cl.Name, "node", f.Node, "fenceID", f.ID, "pod", p.Namespace+"/"+p.Name,
 				"uid", string(p.UID))
 		}
 	}
@@ -178,7 +178,7 @@ func (c *Controller) stepEvict(ctx context.Context, l Leadership, cl *clusterRun
 		c.metrics.evicted(c.clk.Since(from))
 	}
 	c.log.Warn("fence complete: node fenced, tainted and its pods force-deleted", "cluster", cl.Name, "node", f.Node,
-		"fence", f.ID, "pods", len(deleted))
+		"fenceID", f.ID, "pods", len(deleted))
 	if err := c.at(PointEvicted); err != nil {
 		return done, err
 	}

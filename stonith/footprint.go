@@ -54,10 +54,10 @@ func (c *Controller) amendFootprint(ctx context.Context, l Leadership, cl *clust
 	}
 	if f.FootprintRecorded {
 		c.log.Warn("footprint of a fenced node grew: planning its new volumes before the fence completes",
-			"cluster", f.Cluster, "node", f.Node, "fence", f.ID, "volumes", pvNames(add))
+			"cluster", f.Cluster, "node", f.Node, "fenceID", f.ID, "volumes", pvNames(add))
 	} else {
 		c.log.Info("recorded the footprint of a fence written before footprints", "cluster", f.Cluster,
-			"node", f.Node, "fence", f.ID, "volumes", len(add))
+			"node", f.Node, "fenceID", f.ID, "volumes", len(add))
 	}
 	return true, nil
 }

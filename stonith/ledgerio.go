@@ -84,7 +84,7 @@ func (c *Controller) step(ctx context.Context, l Leadership, f *ledger.Fence, to
 	if err != nil {
 		return fmt.Errorf("fence %s of %s/%s: %s -> %s: %w", f.ID, f.Cluster, f.Node, f.State, to, err)
 	}
-	c.log.Info("fence step", "cluster", f.Cluster, "node", f.Node, "fence", f.ID, "from", string(f.State),
+	c.log.Info("fence step", "cluster", f.Cluster, "node", f.Node, "fenceID", f.ID, "from", string(f.State),
 		"to", string(to), "note", note)
 	c.metrics.commitDuration(string(to), c.clk.Since(start))
 	return nil
@@ -112,7 +112,7 @@ func (c *Controller) stepFenced(ctx context.Context, l Leadership, cl *clusterRu
 	if err != nil {
 		return fmt.Errorf("fence %s of %s/%s: %s -> %s: %w", f.ID, f.Cluster, f.Node, f.State, ledger.StateFenced, err)
 	}
-	c.log.Info("fence step", "cluster", f.Cluster, "node", f.Node, "fence", f.ID, "from", string(f.State),
+	c.log.Info("fence step", "cluster", f.Cluster, "node", f.Node, "fenceID", f.ID, "from", string(f.State),
 		"to", string(ledger.StateFenced), "note", note, "outOfServiceBefore", *before)
 	c.metrics.commitDuration(string(ledger.StateFenced), c.clk.Since(start))
 	return nil

@@ -228,7 +228,7 @@ func (c *Controller) Unfence(ctx context.Context, operator string, req UnfenceRe
 	if err := c.commit(ctx, l, step); err != nil {
 		return ActionResult{}, fmt.Errorf("unfence %s/%s: %w", cl.Name, req.Node, err)
 	}
-	c.log.Warn("operator unfence", "cluster", cl.Name, "node", req.Node, "fence", f.ID, "operator", operator,
+	c.log.Warn("operator unfence", "cluster", cl.Name, "node", req.Node, "fenceID", f.ID, "operator", operator,
 		"force", req.Force, "unverified", req.Unverified, "reason", req.Reason)
 	c.Enqueue(cl.Name, req.Node)
 	return ActionResult{FenceID: f.ID, State: string(step.To), Message: "recovery started"}, nil

@@ -390,7 +390,7 @@ func (c *Controller) blocked(ctx context.Context, cl *clusterRuntime, f *ledger.
 		msg = fmt.Sprintf("recovery of fence %s of node %s is blocked: %s; the node stays fenced, retrying with backoff", f.ID, f.Node, what)
 	}
 	if c.block(cl.Name, f.Node, f.ID, msg, arrays) {
-		c.log.Error("fence blocked", "cluster", cl.Name, "node", f.Node, "fence", f.ID, "arrays", arrays, "error", what)
+		c.log.Error("fence blocked", "cluster", cl.Name, "node", f.Node, "fenceID", f.ID, "arrays", arrays, "error", what)
 		if f.Kind == ledger.KindFence {
 			c.metrics.fence(cl.Name, ResultBlocked)
 		}

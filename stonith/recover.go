@@ -166,7 +166,7 @@ func (c *Controller) stepRecover(ctx context.Context, l Leadership, cl *clusterR
 			r.FenceID, r.NeedsReboot, r.Recovery = f.ID, needs, d.Why
 		})
 		if first {
-			c.log.Warn("fenced node needs a reboot", "cluster", cl.Name, "node", f.Node, "fence", f.ID, "why", d.Why)
+			c.log.Warn("fenced node needs a reboot", "cluster", cl.Name, "node", f.Node, "fenceID", f.ID, "why", d.Why)
 			c.nodeEvent(ctx, cl, f.Node, corev1.EventTypeWarning, "FencedNodeNeedsReboot", f.ID+"/"+d.BootID,
 				fmt.Sprintf("fence %s: %s", f.ID, d.Why))
 		}
@@ -185,7 +185,7 @@ func (c *Controller) stepRecover(ctx context.Context, l Leadership, cl *clusterR
 		return done, fmt.Errorf("fence %s: unfence intent: %w", f.ID, err)
 	}
 	c.report(cl.Name, f.Node, func(r *nodeReport) { r.NeedsReboot, r.Recovery = "", "" })
-	c.log.Info("unfencing node", "cluster", cl.Name, "node", f.Node, "fence", f.ID, "why", d.Why)
+	c.log.Info("unfencing node", "cluster", cl.Name, "node", f.Node, "fenceID", f.ID, "why", d.Why)
 	if err := c.at(PointUnfenceIntent); err != nil {
 		return done, err
 	}

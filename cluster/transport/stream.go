@@ -136,7 +136,7 @@ func (s *StreamLayer) acceptLoop() {
 				return
 			}
 			delay = min(max(2*delay, 5*time.Millisecond), time.Second)
-			s.opts.Logger.Warn("raft accept failed", "error", err, "retry_in", delay)
+			s.opts.Logger.Warn("raft accept failed", "error", err, "retryIn", delay)
 			select {
 			case <-time.After(delay):
 			case <-s.closed:
@@ -160,7 +160,7 @@ func (s *StreamLayer) acceptLoop() {
 // reject counts a refused connection and logs it, rate-limited.
 func (s *StreamLayer) reject(remote string, err error) {
 	if ok, left := s.rejectLog.allow(time.Now()); ok {
-		s.opts.Logger.Warn("raft peer refused", "remote", remote, "error", err, "refusals_not_logged", left)
+		s.opts.Logger.Warn("raft peer refused", "remote", remote, "error", err, "refusalsNotLogged", left)
 	}
 	if s.opts.OnReject != nil {
 		s.opts.OnReject(remote, err)

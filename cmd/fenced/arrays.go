@@ -55,7 +55,7 @@ func (a *arrayChecker) Run(ctx context.Context) error {
 				if r.Reachable {
 					a.log.Info("array reachable", "array", r.Array, "family", string(r.Family), "apiVersion", r.APIVersion)
 				} else {
-					a.log.Warn("array unreachable", "array", r.Array, "family", string(r.Family), "err", truncate(r.Error, maxArrayError))
+					a.log.Warn("array unreachable", "array", r.Array, "family", string(r.Family), "error", truncate(r.Error, maxArrayError))
 				}
 			}
 		}

@@ -59,7 +59,7 @@ type fencing struct {
 func wireFencing(d *daemon.Daemon, node *cluster.Node, order *stopOrder) (*fencing, error) {
 	cfg := d.Config()
 	f := &fencing{d: d, node: node, log: d.Logger()}
-	reg, err := arrayclients.New(d.ArrayConfigs(), arrayclients.Options{Registry: d.Registry(), Logger: f.log.With("component", "arrays")})
+	reg, err := arrayclients.New(d.ArrayConfigs(), arrayclients.Options{Registry: d.Registry(), Logger: f.log.With("component", "arrays"), Redactor: d.Redactor()})
 	if err != nil {
 		return nil, fmt.Errorf("arrays: %w", err)
 	}
@@ -153,7 +153,7 @@ func (f *fencing) newCluster(c configs.Cluster) *clusterRuntime {
 	}
 	if err != nil {
 		cr.err = fmt.Errorf("cluster %s: kubeconfig: %w", c.Name, err)
-		f.log.Error("cluster not protected: cannot build its API clients", "cluster", c.Name, "err", err)
+		f.log.Error("cluster not protected: cannot build its API clients", "cluster", c.Name, "error", err)
 		return cr
 	}
 	var adapters []arrayclients.Adapter

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/fenced-project/fenced/arrayclients"
 	"github.com/fenced-project/fenced/cluster"
 	"github.com/fenced-project/fenced/cmd/fenced/internal/apiprobe"
 	"github.com/fenced-project/fenced/cmd/fenced/internal/buildinfo"
@@ -100,6 +101,10 @@ func runDaemon(cmd *cobra.Command, f runFlags) error {
 	if err != nil {
 		return &exitError{code: exitConfig, err: err}
 	}
+	// One stream: client-go, the standard log package, stdout prints and
+	// the Dell libraries' loggers all go through log's handler.
+	defer logging.Route(log)()
+	defer arrayclients.RouteLibraryLogs(log)()
 	for _, ref := range cfg.UncheckedCredentials() {
 		log.Warn("credential reference not checked: no credentials directory", "ref", ref)
 	}
@@ -115,13 +120,13 @@ func runDaemon(cmd *cobra.Command, f runFlags) error {
 		err = preflight(d)
 	}
 	if err != nil {
-		log.Error("cannot start: invalid configuration", "err", err)
+		log.Error("cannot start: invalid configuration", "error", err)
 		return &exitError{code: exitConfig, err: err}
 	}
 	// Past preflight, what fails is not the configuration: the Raft
 	// store (65), or something restarting may cure (1).
 	if err := wire(d); err != nil {
-		log.Error("cannot start", "err", err)
+		log.Error("cannot start", "error", err)
 		if errors.Is(err, cluster.ErrDataDir) {
 			return &exitError{code: exitDataDir, err: err}
 		}
@@ -131,7 +136,7 @@ func runDaemon(cmd *cobra.Command, f runFlags) error {
 	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	if err := d.Run(ctx); err != nil {
-		log.Error("fenced failed", "err", err)
+		log.Error("fenced failed", "error", err)
 		return &exitError{code: exitFailure, err: err}
 	}
 	return nil

@@ -229,7 +229,7 @@ func (v *vantage) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if c, ok := stonith.CallerOf(r); ok && c.Role == stonith.RoleReplica && c.Replica != rep.Replica {
 		v.log.Warn("vantage report refused: it names another replica than the sender's certificate",
-			"report_replica", rep.Replica, "certificate_replica", c.Replica, "forwarded_by", c.Via)
+			"reportReplica", rep.Replica, "certificateReplica", c.Replica, "forwardedBy", c.Via)
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusForbidden)
 		_ = json.NewEncoder(w).Encode(cluster.ErrorBody{Code: "forbidden",

@@ -117,7 +117,7 @@ func (s *Server) ClearAudit() {
 func (s *Server) AddFault(f Fault) (id string) {
 	id, err := s.AddFaultChecked(f)
 	if err != nil {
-		s.logger.Error("invalid fault not added", "err", err)
+		s.logger.Error("invalid fault not added", "error", err)
 	}
 	return id
 }

@@ -102,7 +102,7 @@ func (p *Prober) probe(ctx context.Context) {
 	switch {
 	case !changed:
 	case err != nil:
-		p.log.Warn("cluster API server unreachable; cluster not ready", "err", err)
+		p.log.Warn("cluster API server unreachable; cluster not ready", "error", err)
 	default:
 		p.log.Info("cluster API server reachable", "apiServer", host, "serverVersion", version)
 	}

@@ -156,6 +156,10 @@ func (d *Daemon) Logger() *slog.Logger { return d.log }
 // CredentialsDir returns the directory credential:NAME references resolve in.
 func (d *Daemon) CredentialsDir() string { return d.opts.CredentialsDir }
 
+// Redactor is the one redactor behind the log handler; components that
+// show errors pass their text through it.
+func (d *Daemon) Redactor() *logging.Redactor { return d.opts.Redactor }
+
 // ArrayConfigs returns one adapter configuration per configured array, with
 // secrets read, in configuration order.
 func (d *Daemon) ArrayConfigs() []arrayclients.Config { return d.arrays }
@@ -259,7 +263,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 
 	var watchdog <-chan time.Time
 	if wd, err := d.opts.Watchdog(); err != nil {
-		d.log.Warn("read systemd watchdog settings", "err", err)
+		d.log.Warn("read systemd watchdog settings", "error", err)
 	} else if wd > 0 {
 		t := time.NewTicker(wd / 2)
 		defer t.Stop()
@@ -279,7 +283,7 @@ loop:
 			switch {
 			case r.err != nil:
 				runErr = fmt.Errorf("%s: %w", r.name, r.err)
-				d.log.Error("component failed; stopping", "component", r.name, "err", r.err)
+				d.log.Error("component failed; stopping", "component", r.name, "error", r.err)
 				break loop
 			case r.name == "http":
 				runErr = ErrHTTPStopped
@@ -314,7 +318,7 @@ drain:
 		select {
 		case r := <-results:
 			if r.err != nil && runErr == nil && !errors.Is(r.err, context.Canceled) {
-				d.log.Warn("component stopped with an error", "component", r.name, "err", r.err)
+				d.log.Warn("component stopped with an error", "component", r.name, "error", r.err)
 			}
 		default:
 			break drain
@@ -355,7 +359,7 @@ func (d *Daemon) statusLine(ctx context.Context) string {
 
 func (d *Daemon) notify(state string) {
 	if err := d.opts.Notify(state); err != nil {
-		d.log.Warn("sd_notify", "state", state, "err", err)
+		d.log.Warn("sd_notify", "state", state, "error", err)
 	}
 }
 

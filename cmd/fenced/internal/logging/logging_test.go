@@ -3,13 +3,13 @@ package logging
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/coreos/go-systemd/v22/journal"
 	"github.com/stretchr/testify/assert"
@@ -120,39 +120,44 @@ func TestNewRejectsBadOptions(t *testing.T) {
 	assert.False(t, l.Enabled(context.Background(), slog.LevelInfo))
 }
 
-// TestRedactionOfDerivedForms: a credential is hidden in the forms a client
-// sends it, and any Authorization header's value is hidden even when the
-// secret was never registered.
-func TestRedactionOfDerivedForms(t *testing.T) {
-	red := NewRedactor()
-	red.AddCredential("admin", "Pass:word+/1")
-	basic := base64.StdEncoding.EncodeToString([]byte("admin:Pass:word+/1"))
-	for _, in := range []string{
-		"echo: Authorization: Basic " + basic,
-		`{"headers":{"Authorization":["Basic ` + basic + `"]}}`,
-		"basic%20" + basic,
-		"raw " + basic + " in a body",
-		"urlsafe " + base64.URLEncoding.EncodeToString([]byte("admin:Pass:word+/1")),
-		"password only " + base64.StdEncoding.EncodeToString([]byte("Pass:word+/1")),
-		"Pass:word+/1",
+func TestKey(t *testing.T) {
+	for in, want := range map[string]string{
+		"node": "node", "fenceID": "fenceID", "err": "error", "error": "error", "retry_in": "retryIn",
+		"was_member": "wasMember", "FENCE_ID": "fenceID", "fence_id": "fenceID", "node-name": "nodeName",
+		"Array": "array", "URI": "uri", "reflector.name": "reflectorName", "apiVersion": "apiVersion", "_": "_",
 	} {
-		out := red.Redact(in)
-		assert.NotContains(t, out, basic, in)
-		assert.NotContains(t, out, "Pass:word+/1", in)
-		assert.Contains(t, out, Redacted, in)
+		assert.Equal(t, want, Key(in), in)
 	}
-	for _, in := range []string{
-		"Authorization: Bearer some-unregistered-token",
-		"DELL-EMC-TOKEN: abcdef0123456789",
-		"authorization=Negotiate YIIabcdefg",
+}
+
+// TestOneShape: whatever key style or duration a caller (or a library)
+// logs with, every output shows lowerCamelCase keys and seconds.
+func TestOneShape(t *testing.T) {
+	var buf bytes.Buffer
+	l, err := New(Options{Format: "json", Level: "debug", Output: Stream, Writer: &buf})
+	require.NoError(t, err)
+	l.With("retry_in", 1500*time.Millisecond).Info("x", "err", errors.New("boom"), "fence_id", "f-1",
+		slog.Group("raft_peer", "last_contact", 250*time.Millisecond))
+	var rec map[string]any
+	require.NoError(t, json.Unmarshal(buf.Bytes(), &rec), buf.String())
+	assert.InDelta(t, 1.5, rec["retryIn"], 1e-9)
+	assert.Equal(t, "boom", rec["error"])
+	assert.Equal(t, "f-1", rec["fenceID"])
+	assert.InDelta(t, 0.25, rec["raftPeer"].(map[string]any)["lastContact"], 1e-9)
+
+	fj := &fakeJournal{}
+	slog.New(NewRedactingHandler(NewJournalHandler(slog.LevelDebug, fj.send), NewRedactor())).
+		Info("x", "fence", "not-this", "fence_id", "f-2", "duration", 2*time.Second)
+	require.Len(t, fj.entries, 1)
+	assert.Equal(t, "f-2", fj.entries[0].vars["FENCE_ID"])
+	assert.Equal(t, "2", fj.entries[0].vars["DURATION"])
+}
+
+func TestNamedLevel(t *testing.T) {
+	for in, want := range map[slog.Level]slog.Level{
+		slog.LevelDebug - 4: slog.LevelDebug - 4, slog.LevelDebug: slog.LevelDebug, -3: slog.LevelDebug, -1: slog.LevelDebug,
+		slog.LevelInfo: slog.LevelInfo, 2: slog.LevelInfo, slog.LevelWarn: slog.LevelWarn, 7: slog.LevelWarn, 12: slog.LevelError,
 	} {
-		out := red.Redact(in)
-		assert.Contains(t, out, Redacted, in)
-		assert.NotContains(t, out, "unregistered-token")
-		assert.NotContains(t, out, "abcdef0123456789")
-		assert.NotContains(t, out, "YIIabcdefg")
+		assert.Equal(t, want, NamedLevel(in), "%d", in)
 	}
-	assert.Equal(t, "basic health check", red.Redact("basic health check"), "ordinary words stay")
-	long := strings.Repeat("x", 1000)
-	assert.Len(t, red.Trim(long, 100), 100+len("…"))
 }

@@ -2,101 +2,22 @@ package logging
 
 import (
 	"context"
-	"encoding/base64"
 	"fmt"
 	"log/slog"
-	"regexp"
 	"strings"
-	"sync"
+
+	"github.com/fenced-project/fenced/redact"
 )
 
-// Redacted replaces a secret in log output.
-const Redacted = "[REDACTED]"
+// Redactor is fenced's one redactor (package redact); the handler here
+// applies it to every record.
+type Redactor = redact.Redactor
 
-// Redactor holds the secrets that must never be logged. It is safe for
-// concurrent use; the daemon adds every secret it reads.
-type Redactor struct {
-	mu      sync.RWMutex
-	secrets []string
-}
+// Redacted replaces a secret in log output.
+const Redacted = redact.Redacted
 
 // NewRedactor returns an empty Redactor.
-func NewRedactor() *Redactor { return &Redactor{} }
-
-// minSecretLen keeps one- and two-character "secrets" from shredding every
-// message; no real credential is that short.
-const minSecretLen = 3
-
-// Add registers secrets. Empty and very short strings are ignored.
-func (r *Redactor) Add(secrets ...string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, s := range secrets {
-		if len(s) >= minSecretLen {
-			r.secrets = append(r.secrets, s)
-		}
-	}
-}
-
-// AddCredential registers a user name and password pair in every form a
-// client sends it: the raw password, and base64 of "user:password" (as in
-// "Authorization: Basic") and of the password alone, in standard and URL
-// alphabets, padded and not.
-func (r *Redactor) AddCredential(user, password string) {
-	if password == "" {
-		return
-	}
-	forms := []string{password}
-	for _, raw := range []string{user + ":" + password, password} {
-		for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.URLEncoding, base64.RawStdEncoding, base64.RawURLEncoding} {
-			forms = append(forms, enc.EncodeToString([]byte(raw)))
-		}
-	}
-	r.Add(forms...)
-}
-
-// authValue matches the credentials of an Authorization header (or of a
-// scheme written out the same way) wherever they appear: "Basic xxx",
-// "Bearer xxx", and the value after "Authorization:" or "authorization=".
-var authValue = regexp.MustCompile(`(?i)\b(basic|bearer|negotiate|digest)(\s+|%20)[A-Za-z0-9+/=._~\-]{4,}|(authorization|dell-emc-token|x-auth-token|cookie)("?\s*[:=]\s*\[?"?)(?:(?:basic|bearer|negotiate|digest)\s+)?[^\s",;\[\]]{4,}`)
-
-// Redact replaces every registered secret in s, and the credentials of any
-// Authorization header, known or not.
-func (r *Redactor) Redact(s string) string {
-	r.mu.RLock()
-	for _, sec := range r.secrets {
-		if strings.Contains(s, sec) {
-			s = strings.ReplaceAll(s, sec, Redacted)
-		}
-	}
-	r.mu.RUnlock()
-	return authValue.ReplaceAllStringFunc(s, func(m string) string {
-		sub := authValue.FindStringSubmatch(m)
-		if sub[1] != "" {
-			if cred := m[len(sub[1])+len(sub[2]):]; strings.ToLower(cred) == cred && strings.Trim(cred, "abcdefghijklmnopqrstuvwxyz") == "" {
-				return m // "basic health": a word, not a credential
-			}
-			return sub[1] + sub[2] + Redacted
-		}
-		return sub[3] + sub[4] + Redacted
-	})
-}
-
-// Trim shortens s to at most n bytes (marking the cut) after redacting it:
-// for error bodies of arrays shown in /status and /readyz.
-func (r *Redactor) Trim(s string, n int) string {
-	s = r.Redact(s)
-	if len(s) <= n {
-		return s
-	}
-	cut := n
-	for cut > 0 && !utf8RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
-}
-
-func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }
+func NewRedactor() *Redactor { return redact.New() }
 
 // sensitiveKey reports whether an attribute key names a secret by itself
 // (password, token, secret, credential), not a file holding one.
@@ -115,7 +36,11 @@ func sensitiveKey(key string) bool {
 
 // RedactingHandler removes secrets from records before the next handler
 // sees them: registered secret values anywhere in the message or attribute
-// values, and the whole value of attributes named like a secret.
+// values, and the whole value of attributes named like a secret. It also
+// puts every record, fenced's and the libraries', in fenced's one shape:
+// keys in lowerCamelCase ("err" is "error", "retry_in" is "retryIn"),
+// durations as seconds (a float) and levels rounded to the four named
+// ones (NamedLevel), so text, JSON and journal agree.
 type RedactingHandler struct {
 	next slog.Handler
 	r    *Redactor
@@ -135,7 +60,7 @@ func (h *RedactingHandler) Enabled(ctx context.Context, l slog.Level) bool {
 
 // Handle implements slog.Handler.
 func (h *RedactingHandler) Handle(ctx context.Context, rec slog.Record) error {
-	out := slog.NewRecord(rec.Time, rec.Level, h.r.Redact(rec.Message), rec.PC)
+	out := slog.NewRecord(rec.Time, NamedLevel(rec.Level), h.r.Redact(rec.Message), rec.PC)
 	rec.Attrs(func(a slog.Attr) bool {
 		out.AddAttrs(h.attr(a))
 		return true
@@ -154,10 +79,86 @@ func (h *RedactingHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
 
 // WithGroup implements slog.Handler.
 func (h *RedactingHandler) WithGroup(name string) slog.Handler {
-	return &RedactingHandler{next: h.next.WithGroup(name), r: h.r}
+	return &RedactingHandler{next: h.next.WithGroup(Key(name)), r: h.r}
+}
+
+// NamedLevel rounds a level down to debug, info, warn or error, so that
+// klog's verbosity levels (V(3) is slog level -3) print as DEBUG rather
+// than DEBUG+1.
+func NamedLevel(l slog.Level) slog.Level {
+	switch {
+	case l >= slog.LevelError:
+		return slog.LevelError
+	case l >= slog.LevelWarn:
+		return slog.LevelWarn
+	case l >= slog.LevelInfo:
+		return slog.LevelInfo
+	case l >= slog.LevelDebug:
+		return slog.LevelDebug
+	}
+	return l
+}
+
+// Key puts an attribute key in fenced's style, lowerCamelCase: words
+// joined by "_", "-", "." or spaces are run together with each later
+// word capitalised ("retry_in" -> "retryIn", "FENCE_ID" -> "fenceID"), a
+// leading capital is lowered ("Array" -> "array"), and "err" is "error".
+// A key already in the style is returned as is.
+func Key(k string) string {
+	if k == "err" {
+		return "error"
+	}
+	if !strings.ContainsAny(k, "_-. ") {
+		if k != "" && k[0] >= 'A' && k[0] <= 'Z' && !allUpper(k) {
+			return strings.ToLower(k[:1]) + k[1:]
+		}
+		if allUpper(k) {
+			return strings.ToLower(k)
+		}
+		return k
+	}
+	var b strings.Builder
+	first := true
+	for _, w := range strings.FieldsFunc(k, func(r rune) bool { return r == '_' || r == '-' || r == '.' || r == ' ' }) {
+		switch {
+		case first:
+			if allUpper(w) {
+				w = strings.ToLower(w)
+			} else if w[0] >= 'A' && w[0] <= 'Z' {
+				w = strings.ToLower(w[:1]) + w[1:]
+			}
+			first = false
+		case w == "ID" || strings.ToLower(w) == "id":
+			w = "ID"
+		case allUpper(w):
+			w = w[:1] + strings.ToLower(w[1:])
+		default:
+			w = strings.ToUpper(w[:1]) + w[1:]
+		}
+		b.WriteString(w)
+	}
+	if b.Len() == 0 {
+		return k
+	}
+	return b.String()
+}
+
+// allUpper reports whether s has letters and none of them is lower case.
+func allUpper(s string) bool {
+	letter := false
+	for _, r := range s {
+		switch {
+		case r >= 'a' && r <= 'z':
+			return false
+		case r >= 'A' && r <= 'Z':
+			letter = true
+		}
+	}
+	return letter
 }
 
 func (h *RedactingHandler) attr(a slog.Attr) slog.Attr {
+	a.Key = Key(a.Key)
 	a.Value = a.Value.Resolve()
 	if sensitiveKey(a.Key) && a.Value.Kind() != slog.KindGroup {
 		if a.Value.String() == "" {
@@ -166,6 +167,8 @@ func (h *RedactingHandler) attr(a slog.Attr) slog.Attr {
 		return slog.String(a.Key, Redacted)
 	}
 	switch a.Value.Kind() {
+	case slog.KindDuration:
+		return slog.Float64(a.Key, a.Value.Duration().Seconds())
 	case slog.KindString:
 		return slog.String(a.Key, h.r.Redact(a.Value.String()))
 	case slog.KindGroup:

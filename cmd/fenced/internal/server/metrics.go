@@ -41,4 +41,4 @@ func (s *Server) metricsHandler() http.Handler {
 // slogPromLogger adapts the server's logger to promhttp's Logger.
 type slogPromLogger struct{ s *Server }
 
-func (l slogPromLogger) Println(v ...any) { l.s.opts.Logger.Warn("metrics", "err", v) }
+func (l slogPromLogger) Println(v ...any) { l.s.opts.Logger.Warn("metrics", "error", v) }

@@ -51,7 +51,7 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 	st := s.Status(r.Context())
 	b, err := json.MarshalIndent(st, "", "  ")
 	if err != nil {
-		s.opts.Logger.Warn("encode /status", "err", err)
+		s.opts.Logger.Warn("encode /status", "error", err)
 		http.Error(w, "encode status", http.StatusInternalServerError)
 		return
 	}

@@ -1,0 +1,72 @@
+package arrayclients
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/akutz/gournal"
+	sclog "github.com/dell/goscaleio/log"
+	"github.com/dell/gounity/gounityutil"
+	"github.com/sirupsen/logrus"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestRouteLibraryLogs: each Dell library's logger, as the library itself
+// calls it, ends up as a JSON record of fenced's logger naming the library.
+func TestRouteLibraryLogs(t *testing.T) {
+	var buf syncBuf
+	l := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	restore := RouteLibraryLogs(l)
+	defer restore()
+
+	ctx := context.Background()
+	logrus.WithError(assert.AnError).Error("Unable to read certificate file") // gopowermax, gounity/api
+	gounityutil.GetRunIDLogger(ctx).Debugf("Executing BasicSystemInfo REST client")
+	gounityutil.GetRunIDLogger(withUnityLogger(ctx, unityLogger(l.With("array", "unity-1")))).Infof("Delete NFS Share: %s Successful", "nfs_1")
+	sclog.Log.Info("Basic Authentication")
+	gournal.Error(ctx, "Error is not a type of \"*JSONError or *HTMLError\". Error:", assert.AnError)
+	gournal.Debug(withIsilonLogger(ctx, l.With("array", "isilon-1")), "Authentication response code: %d", 200)
+	powerStoreLogger{l: l.With("array", "pstore-1")}.Error(ctx, "request failed: %s\n", "boom")
+
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	require.Len(t, lines, 7, buf.String())
+	var got []string
+	for _, line := range lines {
+		var rec map[string]any
+		require.NoError(t, json.Unmarshal([]byte(line), &rec), "not JSON: %s", line)
+		lib, _ := rec["library"].(string)
+		arr, _ := rec["array"].(string)
+		got = append(got, lib+"/"+arr)
+		assert.NotContains(t, rec["msg"], "\n")
+	}
+	assert.Equal(t, []string{"logrus/", "gounity/", "gounity/unity-1", "goscaleio/", "goisilon/", "goisilon/isilon-1", "gopowerstore/pstore-1"}, got)
+
+	restore()
+	before := buf.String()
+	sclog.Log.Info("after")
+	gournal.Error(ctx, "after")
+	assert.Equal(t, before, buf.String(), "restored")
+}
