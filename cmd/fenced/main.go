@@ -8,6 +8,7 @@
 //	fenced unfence NODE --cluster C [--force --yes] restore a fenced node
 //	fenced pause|resume [--cluster C]               pause or resume fencing
 //	fenced datadir recover --config F --rejoin      recover a refused data directory
+//	fenced pki ca|replica|operator|show             make and check certificates
 //	fenced version                                  print the version
 package main
 
@@ -77,6 +78,6 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.AddCommand(newRunCmd(), newStatusCmd(), newPlanCmd(), newConfigCmd(), newVersionCmd(),
-		newFenceCmd(), newUnfenceCmd(), newPauseCmd(), newResumeCmd(), newDataDirCmd())
+		newFenceCmd(), newUnfenceCmd(), newPauseCmd(), newResumeCmd(), newDataDirCmd(), newPKICmd())
 	return root
 }
