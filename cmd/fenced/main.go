@@ -78,6 +78,6 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.AddCommand(newRunCmd(), newStatusCmd(), newPlanCmd(), newConfigCmd(), newVersionCmd(),
-		newFenceCmd(), newUnfenceCmd(), newPauseCmd(), newResumeCmd(), newDataDirCmd(), newPKICmd())
+		newFenceCmd(), newUnfenceCmd(), newPauseCmd(), newResumeCmd(), newDataDirCmd(), newPKICmd(), newGenerateDocsCmd())
 	return root
 }
