@@ -28,6 +28,9 @@ type statusFlags struct {
 	output  string
 	timeout time.Duration
 	caFile  string
+	config  string
+	credDir string
+	addrSet bool
 }
 
 func newStatusCmd() *cobra.Command {
@@ -44,6 +47,7 @@ func newStatusCmd() *cobra.Command {
 			if f.output != "table" && f.output != "json" {
 				return &exitError{code: exitUsage, err: fmt.Errorf("unknown output %q: want table or json", f.output)}
 			}
+			f.addrSet = cmd.Flags().Changed("addr") || os.Getenv("FENCED_ADDR") != ""
 			raw, st, err := fetchStatus(cmd.Context(), f)
 			if err != nil {
 				return &exitError{code: exitFailure, err: err}
@@ -65,12 +69,48 @@ func newStatusCmd() *cobra.Command {
 	fl.StringVarP(&f.output, "output", "o", "table", "table or json")
 	fl.DurationVar(&f.timeout, "timeout", 10*time.Second, "how long to wait for the answer")
 	fl.StringVar(&f.caFile, "ca-file", "", "PEM bundle that signs the endpoint's certificate (https)")
+	fl.StringVarP(&f.config, "config", "c", "", "configuration file: the endpoint (http.advertiseURL or http.listen) and, for https, the CA (replica.tls.caFile)")
+	fl.StringVar(&f.credDir, "credentials-dir", defaultCredentialsDir(), "directory credential:NAME references of --config resolve in")
 	return cmd
+}
+
+// defaultCredentialsDir is $CREDENTIALS_DIRECTORY under systemd, else
+// where the package keeps the credentials.
+func defaultCredentialsDir() string {
+	if d := os.Getenv("CREDENTIALS_DIRECTORY"); d != "" {
+		return d
+	}
+	return "/etc/fenced/credentials"
+}
+
+// fromConfig fills the endpoint and its CA from --config, where the flags
+// do not set them.
+func (f *statusFlags) fromConfig() error {
+	cfg, err := configs.Load(f.config, configs.Options{CredentialsDir: f.credDir})
+	if err != nil {
+		return fmt.Errorf("--config: %w", err)
+	}
+	if !f.addrSet {
+		f.addr = localURL(cfg.HTTP)
+	}
+	if f.caFile == "" && cfg.HTTP.TLS.Enabled() && cfg.Replica.TLS.CAFile != "" {
+		ca, err := configs.ResolveFile(cfg.Replica.TLS.CAFile, f.credDir)
+		if err != nil {
+			return fmt.Errorf("replica.tls.caFile of --config: %w", err)
+		}
+		f.caFile = ca
+	}
+	return nil
 }
 
 // fetchStatus GETs /status and decodes it.
 func fetchStatus(ctx context.Context, f statusFlags) ([]byte, status.Status, error) {
 	var st status.Status
+	if f.config != "" {
+		if err := f.fromConfig(); err != nil {
+			return nil, st, err
+		}
+	}
 	client := &http.Client{Timeout: f.timeout}
 	if f.caFile != "" {
 		pem, err := configs.ReadFileLimited(f.caFile, configs.MaxPEMBytes)
