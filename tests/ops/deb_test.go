@@ -186,7 +186,7 @@ func TestDebianPackageLintian(t *testing.T) {
 	}
 	deb := buildDeb(t, "v1.0.0", t.TempDir())
 	out, err := exec.Command(lintian, "--fail-on", "error,warning", "--tag-display-limit", "0", deb).CombinedOutput()
-	assert.NoError(t, err, "lintian %s:\n%s", deb, out)
+	require.NoError(t, err, "lintian %s:\n%s", deb, out)
 	assert.NotRegexp(t, `(?m)^[EW]: `, string(out))
 }
 

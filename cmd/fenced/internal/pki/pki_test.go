@@ -50,10 +50,10 @@ func TestReplicaCertificate(t *testing.T) {
 	roots.AppendCertsFromPEM(caPair.CertPEM)
 	for _, u := range []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth} {
 		_, err := cert.Verify(x509.VerifyOptions{Roots: roots, CurrentTime: now, KeyUsages: []x509.ExtKeyUsage{u}})
-		assert.NoError(t, err, "usage %v", u)
+		require.NoError(t, err, "usage %v", u)
 	}
 	_, err = cert.Verify(x509.VerifyOptions{Roots: roots, CurrentTime: now, DNSName: "mgmt1.example.net"})
-	assert.NoError(t, err, "serves HTTPS as its host name")
+	require.NoError(t, err, "serves HTTPS as its host name")
 
 	// The Raft transport recognises it as mgmt1, by ID and by host.
 	peers := []transport.Peer{{ID: "mgmt1", Addr: "mgmt1.example.net:7441"}, {ID: "mgmt2", Addr: "mgmt2.example.net:7441"}}
@@ -78,7 +78,7 @@ func TestOperatorCertificate(t *testing.T) {
 	_, err = cert.Verify(x509.VerifyOptions{Roots: roots, CurrentTime: now, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
 	require.NoError(t, err)
 	_, err = cert.Verify(x509.VerifyOptions{Roots: roots, CurrentTime: now, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}})
-	assert.Error(t, err, "an operator's certificate cannot serve")
+	require.Error(t, err, "an operator's certificate cannot serve")
 
 	// It names no replica, even one called like the operator's host.
 	peers := []transport.Peer{{ID: "mgmt1", Addr: "mgmt1.example.net:7441"}}
