@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"compress/gzip"
+	"context"
 	"debug/elf"
 	"fmt"
 	"os"
@@ -98,7 +99,9 @@ func lessVersion(a, b []int) bool {
 // contents.
 func generate(binary, dir string, mtime time.Time) ([]*files.Content, error) {
 	raw := filepath.Join(dir, "raw")
-	cmd := exec.Command(binary, "generate-docs", "--out", raw, "--date", mtime.UTC().Format(time.RFC3339))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, "generate-docs", "--out", raw, "--date", mtime.UTC().Format(time.RFC3339))
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Run(); err != nil {

@@ -31,7 +31,7 @@ func TestDebianVersion(t *testing.T) {
 	}
 	for _, bad := range []string{"", "  ", "v1.2 3", "1.2.3_4"} {
 		_, err := DebianVersion(bad, commit)
-		assert.Error(t, err, "%q", bad)
+		require.Error(t, err, "%q", bad)
 	}
 	_, err := DebianVersion("abc1234", time.Time{})
 	assert.ErrorContains(t, err, "untagged: give -commit-time")
