@@ -9,6 +9,7 @@
 //	fenced unfence NODE --cluster C [--force --yes] restore a fenced node
 //	fenced pause|resume [--cluster C]               pause or resume fencing
 //	fenced datadir recover --config F --rejoin      recover a refused data directory
+//	fenced pki ca|replica|operator|show             make and check certificates
 //	fenced version                                  print the version
 package main
 
@@ -78,6 +79,6 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.AddCommand(newRunCmd(), newStatusCmd(), newPlanCmd(), newConfigCmd(), newVersionCmd(),
-		newHistoryCmd(), newFenceCmd(), newUnfenceCmd(), newPauseCmd(), newResumeCmd(), newDataDirCmd())
+		newHistoryCmd(), newFenceCmd(), newUnfenceCmd(), newPauseCmd(), newResumeCmd(), newDataDirCmd(), newPKICmd(), newGenerateDocsCmd())
 	return root
 }

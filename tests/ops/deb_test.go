@@ -83,7 +83,7 @@ func TestDebianPackage(t *testing.T) {
 
 	// Install.
 	mustInRoot(t, root, "dpkg", "-i", "/tmp/"+filepath.Base(deb1))
-	assert.Equal(t, []string{"daemon-reload"}, systemctlCalls(t, root), "a fresh install reloads systemd and starts nothing")
+	assert.Equal(t, []string{"--system daemon-reload"}, systemctlCalls(t, root), "a fresh install reloads systemd and starts nothing")
 
 	pw := strings.Split(strings.TrimSpace(mustInRoot(t, root, "getent", "passwd", "fenced")), ":")
 	require.Len(t, pw, 7)
@@ -107,6 +107,20 @@ func TestDebianPackage(t *testing.T) {
 	statIs("/usr/lib/tmpfiles.d/fenced.conf", "root:root 644 regular file")
 	statIs("/usr/share/fenced/kubernetes/rbac.yaml", "root:root 644 regular file")
 	statIs("/usr/share/fenced/prometheus/fenced-alerts.yaml", "root:root 644 regular file")
+	statIs("/usr/share/doc/fenced/copyright", "root:root 644 regular file")
+	statIs("/usr/share/doc/fenced/changelog.gz", "root:root 644 regular file")
+	statIs("/usr/share/doc/fenced/docs/operations.md", "root:root 644 regular file")
+	statIs("/usr/share/man/man1/fenced.1.gz", "root:root 644 regular file")
+	statIs("/usr/share/man/man1/fenced-pki-replica.1.gz", "root:root 644 regular file")
+	statIs("/usr/share/bash-completion/completions/fenced", "root:root 644 regular file")
+	statIs("/usr/share/zsh/vendor-completions/_fenced", "root:root 644 regular file")
+	// The guide's links to the examples and the alert rules resolve.
+	for _, p := range []string{"/usr/share/doc/fenced/configs/dev-single.yaml", "/usr/share/doc/fenced/deploy/prometheus/fenced-alerts.yaml", "/usr/share/doc/fenced/deploy/kubernetes/rbac.yaml"} {
+		mustInRoot(t, root, "test", "-f", p)
+	}
+	assert.Contains(t, mustInRoot(t, root, "sh", "-c", "zcat /usr/share/doc/fenced/changelog.gz"), "fenced (1.0.0) unstable; urgency=medium")
+	// Static and stripped: nothing to declare but systemd.
+	assert.Equal(t, "systemd", strings.TrimSpace(mustInRoot(t, root, "dpkg-query", "-W", "-f=${Depends}", "fenced")))
 	assert.Contains(t, mustInRoot(t, root, "/usr/bin/fenced", "version"), "fenced ")
 	assert.Contains(t, mustInRoot(t, root, "/usr/bin/fenced", "config", "validate", "/usr/share/doc/fenced/examples/dev-single.yaml"), ": valid: replica ")
 
@@ -133,7 +147,7 @@ func TestDebianPackage(t *testing.T) {
 	// Upgrade: the running service is restarted; the operator's
 	// configuration and the state are kept.
 	mustInRoot(t, root, "dpkg", "-i", "/tmp/"+filepath.Base(deb2))
-	assert.Equal(t, []string{"daemon-reload", "try-restart fenced.service"}, systemctlCalls(t, root))
+	assert.Equal(t, []string{"--system daemon-reload", "try-restart fenced.service"}, systemctlCalls(t, root))
 	assert.Equal(t, "1.0.1+3.gabc1234", strings.TrimSpace(mustInRoot(t, root, "dpkg-query", "-W", "-f=${Version}", "fenced")))
 	assert.Equal(t, edited, mustRead(t, cfg))
 	assert.FileExists(t, ledger)
@@ -156,6 +170,24 @@ func TestDebianPackage(t *testing.T) {
 	assert.FileExists(t, ledger, "purge keeps the fencing ledger")
 	assert.Contains(t, out3, "kept /var/lib/fenced")
 	mustInRoot(t, root, "getent", "passwd", "fenced")
+	_, err = os.Lstat(filepath.Join(root, "etc/systemd/system/fenced.service"))
+	assert.True(t, os.IsNotExist(err), "purge leaves no mask of the unit behind")
+}
+
+// TestDebianPackageLintian runs lintian on the package where lintian is
+// installed: no error and no warning.
+func TestDebianPackageLintian(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the package: skipped under -short")
+	}
+	lintian, err := exec.LookPath("lintian")
+	if err != nil {
+		t.Skip("lintian is not installed")
+	}
+	deb := buildDeb(t, "v1.0.0", t.TempDir())
+	out, err := exec.Command(lintian, "--fail-on", "error,warning", "--tag-display-limit", "0", deb).CombinedOutput()
+	require.NoError(t, err, "lintian %s:\n%s", deb, out)
+	assert.NotRegexp(t, `(?m)^[EW]: `, string(out))
 }
 
 func mustRead(t *testing.T, path string) string {

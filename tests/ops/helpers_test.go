@@ -60,7 +60,8 @@ var (
 	buildOut  []byte
 )
 
-// fencedBinary builds cmd/fenced once per test binary.
+// fencedBinary builds cmd/fenced once per test binary, as make build does:
+// static and stripped, as the package requires.
 func fencedBinary(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
@@ -70,8 +71,9 @@ func fencedBinary(t testing.TB) string {
 			return
 		}
 		buildBin = filepath.Join(dir, "fenced")
-		cmd := exec.Command("go", "build", "-trimpath", "-o", buildBin, "./cmd/fenced")
+		cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", buildBin, "./cmd/fenced")
 		cmd.Dir = repoRoot(t)
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		buildOut, buildErr = cmd.CombinedOutput()
 	})
 	require.NoError(t, buildErr, "go build ./cmd/fenced: %s", buildOut)

@@ -1,0 +1,111 @@
+package pki
+
+import (
+	"crypto/x509"
+	"fmt"
+	"time"
+)
+
+// ExpiryWarning is how close to its end a certificate's validity must be
+// for Describe to warn: the same 30 days `fenced config validate` uses.
+const ExpiryWarning = 30 * 24 * time.Hour
+
+// Description is what an operator checks of a certificate before
+// installing it.
+type Description struct {
+	Subject   string    `json:"subject"`
+	Issuer    string    `json:"issuer"`
+	Serial    string    `json:"serial"`
+	IsCA      bool      `json:"isCA"`
+	DNSNames  []string  `json:"dnsNames,omitempty"`
+	IPs       []string  `json:"ipAddresses,omitempty"`
+	Emails    []string  `json:"emailAddresses,omitempty"`
+	Usages    []string  `json:"extKeyUsages,omitempty"`
+	NotBefore time.Time `json:"notBefore"`
+	NotAfter  time.Time `json:"notAfter"`
+	// Role says what fenced can use the certificate for, by its usages.
+	Role string `json:"role"`
+	// DaysLeft is the whole days until NotAfter (negative once expired).
+	DaysLeft int `json:"daysLeft"`
+	// Warnings say what makes the certificate unusable now or soon.
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// Describe describes cert as of now.
+func Describe(cert *x509.Certificate, now time.Time) Description {
+	d := Description{
+		Subject:   cert.Subject.String(),
+		Issuer:    cert.Issuer.String(),
+		Serial:    fmt.Sprintf("%x", cert.SerialNumber),
+		IsCA:      cert.IsCA,
+		DNSNames:  cert.DNSNames,
+		Emails:    cert.EmailAddresses,
+		NotBefore: cert.NotBefore.UTC(),
+		NotAfter:  cert.NotAfter.UTC(),
+		DaysLeft:  int(cert.NotAfter.Sub(now).Hours() / 24),
+	}
+	for _, ip := range cert.IPAddresses {
+		d.IPs = append(d.IPs, ip.String())
+	}
+	for _, u := range cert.ExtKeyUsage {
+		d.Usages = append(d.Usages, usageName(u))
+	}
+	switch {
+	case now.After(cert.NotAfter):
+		d.Warnings = append(d.Warnings, "expired on "+cert.NotAfter.UTC().Format(time.RFC3339))
+	case now.Before(cert.NotBefore):
+		d.Warnings = append(d.Warnings, "not valid before "+cert.NotBefore.UTC().Format(time.RFC3339))
+	case cert.NotAfter.Sub(now) < ExpiryWarning:
+		d.Warnings = append(d.Warnings, fmt.Sprintf("expires in %d days (%s): renew it", d.DaysLeft, cert.NotAfter.UTC().Format(time.DateOnly)))
+	}
+	d.Role = role(cert)
+	return d
+}
+
+// role says what fenced can use cert for.
+func role(cert *x509.Certificate) string {
+	if cert.IsCA {
+		return "CA"
+	}
+	server, client := hasUsage(cert, x509.ExtKeyUsageServerAuth), hasUsage(cert, x509.ExtKeyUsageClientAuth)
+	switch {
+	case server && client:
+		return "replica (serverAuth and clientAuth: Raft and HTTPS)"
+	case client:
+		return "operator (clientAuth only)"
+	case server:
+		return "HTTPS server only (no clientAuth: not usable for Raft or as an operator)"
+	default:
+		return "none (neither serverAuth nor clientAuth)"
+	}
+}
+
+func hasUsage(cert *x509.Certificate, want x509.ExtKeyUsage) bool {
+	for _, u := range cert.ExtKeyUsage {
+		if u == want || u == x509.ExtKeyUsageAny {
+			return true
+		}
+	}
+	return false
+}
+
+func usageName(u x509.ExtKeyUsage) string {
+	switch u {
+	case x509.ExtKeyUsageServerAuth:
+		return "serverAuth"
+	case x509.ExtKeyUsageClientAuth:
+		return "clientAuth"
+	case x509.ExtKeyUsageAny:
+		return "any"
+	case x509.ExtKeyUsageCodeSigning:
+		return "codeSigning"
+	case x509.ExtKeyUsageEmailProtection:
+		return "emailProtection"
+	case x509.ExtKeyUsageTimeStamping:
+		return "timeStamping"
+	case x509.ExtKeyUsageOCSPSigning:
+		return "ocspSigning"
+	default:
+		return fmt.Sprintf("usage(%d)", int(u))
+	}
+}
