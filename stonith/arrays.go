@@ -38,21 +38,21 @@ func (c *Controller) sleep(ctx context.Context, d time.Duration) error {
 
 // callArray runs one array call under the per-call deadline and times it.
 // The caller holds one of the array's slots (see arraySlots).
-func (c *Controller) callArray(ctx context.Context, step string, fn func(ctx context.Context) error) error {
+func (c *Controller) callArray(ctx context.Context, cluster, step string, fn func(ctx context.Context) error) error {
 	cctx, cancel := context.WithTimeout(ctx, c.cfg.ArrayTimeout)
 	defer cancel()
 	start := c.clk.Now()
 	err := fn(cctx)
-	c.metrics.stepDuration(step, c.clk.Since(start))
+	c.metrics.stepDuration(cluster, step, c.clk.Since(start))
 	return err
 }
 
 // readArray is callArray for a read (plan, read-back) in one of the
 // array's slots; the error is the call's, or why no slot was had.
-func (c *Controller) readArray(ctx context.Context, array, step string, fn func(ctx context.Context) error) error {
+func (c *Controller) readArray(ctx context.Context, cluster, array, step string, fn func(ctx context.Context) error) error {
 	var callErr error
 	if err := c.slots.do(ctx, array, func() error {
-		callErr = c.callArray(ctx, step, fn)
+		callErr = c.callArray(ctx, cluster, step, fn)
 		return nil
 	}); err != nil {
 		return err
@@ -64,12 +64,12 @@ func (c *Controller) readArray(ctx context.Context, array, step string, fn func(
 // of the array's slots, so the write starts at once after the check
 // however long the slot took. notLeader is the leadership check's error
 // (the caller stops); callErr is the write's.
-func (c *Controller) writeArray(ctx context.Context, l Leadership, array, step string, fn func(ctx context.Context) error) (callErr, notLeader error) {
+func (c *Controller) writeArray(ctx context.Context, l Leadership, cluster, array, step string, fn func(ctx context.Context) error) (callErr, notLeader error) {
 	notLeader = c.slots.do(ctx, array, func() error {
 		if err := c.verifyLeader(ctx, l); err != nil {
 			return err
 		}
-		callErr = c.callArray(ctx, step, fn)
+		callErr = c.callArray(ctx, cluster, step, fn)
 		return nil
 	})
 	return callErr, notLeader
@@ -114,7 +114,7 @@ func (c *Controller) adapter(name string) (Array, error) {
 
 // planArray reads what fencing the identity removes (read-only), with the
 // cut of each of the node's footprint volumes on the array, retrying.
-func (c *Controller) planArray(ctx context.Context, id arrayclients.Identity, vols []arrayclients.VolumeRef) (arrayclients.Plan, error) {
+func (c *Controller) planArray(ctx context.Context, cluster string, id arrayclients.Identity, vols []arrayclients.VolumeRef) (arrayclients.Plan, error) {
 	a, err := c.adapter(id.Array)
 	if err != nil {
 		return arrayclients.Plan{}, err
@@ -122,7 +122,7 @@ func (c *Controller) planArray(ctx context.Context, id arrayclients.Identity, vo
 	var p arrayclients.Plan
 	backoff := c.cfg.ArrayBackoff
 	for attempt := 1; ; attempt++ {
-		err = c.readArray(ctx, id.Array, "plan", func(ctx context.Context) error {
+		err = c.readArray(ctx, cluster, id.Array, "plan", func(ctx context.Context) error {
 			var err error
 			p, err = a.Plan(ctx, id, vols)
 			return err
@@ -188,7 +188,7 @@ func (c *Controller) amendPlans(ctx context.Context, l Leadership, f *ledger.Fen
 	var mu sync.Mutex
 	var plans []arrayclients.Plan
 	errs := c.forEachArray(ctx, missing, func(ctx context.Context, array string) error {
-		p, err := c.planArray(ctx, f.Identities[array], footprintVols(f, array))
+		p, err := c.planArray(ctx, f.Cluster, f.Identities[array], footprintVols(f, array))
 		if err != nil {
 			return err
 		}
@@ -356,7 +356,7 @@ func (c *Controller) driveArray(ctx context.Context, l Leadership, f *ledger.Fen
 	}
 	backoff := c.cfg.ArrayBackoff
 	for attempt := 1; ; attempt++ {
-		writeErr, err := c.writeArray(ctx, l, array, d.change, func(ctx context.Context) error {
+		writeErr, err := c.writeArray(ctx, l, f.Cluster, array, d.change, func(ctx context.Context) error {
 			for _, p := range plans {
 				if err := d.write(ctx, a, p, scope); err != nil {
 					return err
@@ -376,7 +376,7 @@ func (c *Controller) driveArray(ctx context.Context, l Leadership, f *ledger.Fen
 		err = writeErr
 		if err == nil {
 			var v arrayclients.Verification
-			verr := c.readArray(ctx, array, d.readBack, func(ctx context.Context) error {
+			verr := c.readArray(ctx, f.Cluster, array, d.readBack, func(ctx context.Context) error {
 				var vs []arrayclients.Verification
 				for _, p := range plans {
 					pv, err := d.read(ctx, a, p, scope)

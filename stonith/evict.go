@@ -100,7 +100,7 @@ func (c *Controller) stepTaint(ctx context.Context, l Leadership, cl *clusterRun
 	if err != nil {
 		return done, fmt.Errorf("fence %s: taint node: %w", f.ID, err)
 	}
-	c.metrics.stepDuration("taint", c.clk.Since(start))
+	c.metrics.stepDuration(cl.Name, "taint", c.clk.Since(start))
 	if err := c.at(PointTaintWritten); err != nil {
 		return done, err
 	}
@@ -158,7 +158,7 @@ func (c *Controller) stepEvict(ctx context.Context, l Leadership, cl *clusterRun
 				"uid", string(p.UID))
 		}
 	}
-	c.metrics.stepDuration("evict", c.clk.Since(start))
+	c.metrics.stepDuration(cl.Name, "evict", c.clk.Since(start))
 	if err := c.at(PointPodsDeleted); err != nil {
 		return done, err
 	}
@@ -175,7 +175,7 @@ func (c *Controller) stepEvict(ctx context.Context, l Leadership, cl *clusterRun
 		if r, ok := c.reportOf(cl.Name, f.Node); ok && !r.FailedAt.IsZero() {
 			from = r.FailedAt
 		}
-		c.metrics.evicted(c.clk.Since(from))
+		c.metrics.evicted(cl.Name, c.clk.Since(from))
 	}
 	c.log.Warn("fence complete: node fenced, tainted and its pods force-deleted", "cluster", cl.Name, "node", f.Node,
 		"fenceID", f.ID, "pods", len(deleted))
@@ -200,7 +200,7 @@ func (c *Controller) stepUntaint(ctx context.Context, l Leadership, cl *clusterR
 	if _, err := cl.Kube.RemoveTaints(kctx, f.Node, ownTaints(f)...); err != nil {
 		return done, fmt.Errorf("fence %s: remove taints: %w", f.ID, err)
 	}
-	c.metrics.stepDuration("untaint", c.clk.Since(start))
+	c.metrics.stepDuration(cl.Name, "untaint", c.clk.Since(start))
 	if err := c.at(PointUntaintWritten); err != nil {
 		return done, err
 	}

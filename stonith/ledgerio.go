@@ -86,7 +86,7 @@ func (c *Controller) step(ctx context.Context, l Leadership, f *ledger.Fence, to
 	}
 	c.log.Info("fence step", "cluster", f.Cluster, "node", f.Node, "fenceID", f.ID, "from", string(f.State),
 		"to", string(to), "note", note)
-	c.metrics.commitDuration(string(to), c.clk.Since(start))
+	c.metrics.commitDuration(f.Cluster, string(to), c.clk.Since(start))
 	return nil
 }
 
@@ -114,7 +114,7 @@ func (c *Controller) stepFenced(ctx context.Context, l Leadership, cl *clusterRu
 	}
 	c.log.Info("fence step", "cluster", f.Cluster, "node", f.Node, "fenceID", f.ID, "from", string(f.State),
 		"to", string(ledger.StateFenced), "note", note, "outOfServiceBefore", *before)
-	c.metrics.commitDuration(string(ledger.StateFenced), c.clk.Since(start))
+	c.metrics.commitDuration(f.Cluster, string(ledger.StateFenced), c.clk.Since(start))
 	return nil
 }
 

@@ -26,7 +26,7 @@ type metrics struct {
 	stepSeconds *prometheus.HistogramVec
 	commitSecs  *prometheus.HistogramVec
 	podsDeleted *prometheus.CounterVec
-	toEviction  prometheus.Histogram
+	toEviction  *prometheus.HistogramVec
 	blocked     *prometheus.GaugeVec
 	needsReboot *prometheus.GaugeVec
 	callsQueued *prometheus.GaugeVec
@@ -43,21 +43,21 @@ func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 			Name:    "fenced_fence_step_duration_seconds",
 			Help:    "Duration of one pipeline step on an array or the API server (plan, apply, verify, taint, evict, undo, verify-restore, untaint).",
 			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
-		}, []string{"step"}),
+		}, []string{"cluster", "step"}),
 		commitSecs: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "fenced_fence_commit_duration_seconds",
 			Help:    "Duration of the Raft commit of a fence record's move to a state (intent, fencing, fenced, tainted, evicted, unfence-intent, restored, untainted, closed, failed, aborted).",
 			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
-		}, []string{"state"}),
+		}, []string{"cluster", "state"}),
 		podsDeleted: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fenced_pods_deleted_total",
 			Help: "Pods force-deleted from fenced nodes.",
 		}, []string{"cluster"}),
-		toEviction: prometheus.NewHistogram(prometheus.HistogramOpts{
+		toEviction: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "fenced_verdict_to_eviction_seconds",
 			Help:    "Time from a node's Failed verdict to the commit of its eviction.",
 			Buckets: []float64{1, 2, 5, 10, 15, 20, 30, 45, 60, 90, 120, 180, 300, 600},
-		}),
+		}, []string{"cluster"}),
 		blocked: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "fenced_fence_blocked",
 			Help: "Open fences that cannot proceed (an array cannot be fenced or restored); their pods are not deleted.",
@@ -92,23 +92,26 @@ func (m *metrics) initCluster(cluster string) {
 		m.fences.WithLabelValues(cluster, r)
 	}
 	m.podsDeleted.WithLabelValues(cluster)
+	m.toEviction.WithLabelValues(cluster)
 	m.blocked.WithLabelValues(cluster).Set(0)
 	m.needsReboot.WithLabelValues(cluster).Set(0)
 }
 
 func (m *metrics) fence(cluster, result string) { m.fences.WithLabelValues(cluster, result).Inc() }
 
-func (m *metrics) stepDuration(step string, d time.Duration) {
-	m.stepSeconds.WithLabelValues(step).Observe(d.Seconds())
+func (m *metrics) stepDuration(cluster, step string, d time.Duration) {
+	m.stepSeconds.WithLabelValues(cluster, step).Observe(d.Seconds())
 }
 
-func (m *metrics) commitDuration(state string, d time.Duration) {
-	m.commitSecs.WithLabelValues(state).Observe(d.Seconds())
+func (m *metrics) commitDuration(cluster, state string, d time.Duration) {
+	m.commitSecs.WithLabelValues(cluster, state).Observe(d.Seconds())
 }
 
 func (m *metrics) podDeleted(cluster string) { m.podsDeleted.WithLabelValues(cluster).Inc() }
 
-func (m *metrics) evicted(d time.Duration) { m.toEviction.Observe(d.Seconds()) }
+func (m *metrics) evicted(cluster string, d time.Duration) {
+	m.toEviction.WithLabelValues(cluster).Observe(d.Seconds())
+}
 
 func (m *metrics) setBlocked(cluster string, n int) {
 	m.blocked.WithLabelValues(cluster).Set(float64(n))

@@ -88,7 +88,7 @@ func TestPipelineFencesVerifiesTaintsEvicts(t *testing.T) {
 	assert.Equal(t, 1, ev["FencedPodsDeleted"])
 	assert.InDelta(t, 1.0, value(w.ctrl.metrics.fences.WithLabelValues("c1", ResultEvicted)), 0)
 	assert.InDelta(t, 3.0, value(w.ctrl.metrics.podsDeleted.WithLabelValues("c1")), 0)
-	assert.Equal(t, uint64(1), histCount(w.ctrl.metrics.toEviction))
+	assert.Equal(t, uint64(1), histCount(w.ctrl.metrics.toEviction.WithLabelValues("c1").(histogram)))
 
 	st := w.ctrl.Status()
 	require.Len(t, st.Fences, 1)

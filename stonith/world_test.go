@@ -149,6 +149,9 @@ func value(m prometheus.Metric) float64 {
 }
 
 // histCount reads a histogram's sample count.
+// histogram is an observed histogram series.
+type histogram = prometheus.Metric
+
 func histCount(m prometheus.Metric) uint64 {
 	var d dto.Metric
 	if err := m.Write(&d); err != nil {
