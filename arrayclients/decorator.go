@@ -92,6 +92,7 @@ func decorate(inner Adapter, cfg Config, opts Options, m *metrics) *decorated {
 	for _, s := range cfg.ChapSecrets {
 		red.Add(s)
 	}
+	m.initArray(inner.Name(), opts.DryRun)
 	return &decorated{
 		inner: inner, cfg: cfg, name: inner.Name(), family: inner.Family(), timeout: timeout, dryRun: opts.DryRun,
 		red: red, logger: logger.With("array", inner.Name(), "family", string(inner.Family())), m: m,

@@ -65,6 +65,25 @@ func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 	return m, nil
 }
 
+// ops are every value of the op label.
+var ops = []string{OpResolve, OpPlan, OpApply, OpVerify, OpUndo, OpVerifyRestore, OpHealth, OpCheck}
+
+// initArray makes the array's request series exist at 0 before the first
+// call, so that rate() and alerts see them from the start: every op with
+// the results any op can have (ok, error, unreachable, timeout; dry_run
+// for the writes of a dry-run array).
+func (m *metrics) initArray(array string, dryRun bool) {
+	for _, op := range ops {
+		for _, r := range []string{ResultOK, ResultError, ResultUnreachable, ResultTimeout} {
+			m.requests.WithLabelValues(array, op, r)
+		}
+	}
+	if dryRun {
+		m.requests.WithLabelValues(array, OpApply, ResultDryRun)
+		m.requests.WithLabelValues(array, OpUndo, ResultDryRun)
+	}
+}
+
 // register registers c, or returns the identical collector already there.
 func register[C prometheus.Collector](reg *prometheus.Registry, c C) (C, error) {
 	if err := reg.Register(c); err != nil {
