@@ -16,6 +16,7 @@ import (
 
 	"github.com/fenced-project/fenced/configs"
 	"github.com/fenced-project/fenced/configs/configstest"
+	"github.com/fenced-project/fenced/tests/testbed"
 )
 
 // agreementYAML is a single replica with mutual TLS for Raft, HTTPS, an
@@ -125,13 +126,16 @@ func TestValidateRefusesWhatRunRefuses(t *testing.T) {
 		var out, errb bytes.Buffer
 		require.Equal(t, exitOK, run(context.Background(), []string{"config", "validate", f}, &out, &errb), errb.String())
 		assert.Contains(t, out.String(), "valid: replica r1")
-		runStarts(t, f, "")
+		runStarts(t, f, "", 0)
 	})
 }
 
 // runStarts runs `fenced run --config f` in process until it logs that it
 // started, then stops it and checks it stopped cleanly.
-func runStarts(t *testing.T, f, credDir string) {
+//
+// clusters is how many clusters' API servers it must reach before it is
+// stopped.
+func runStarts(t *testing.T, f, credDir string, clusters int) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -143,12 +147,13 @@ func runStarts(t *testing.T, f, credDir string) {
 	}
 	go func() { done <- run(ctx, args, &bytes.Buffer{}, errb) }()
 	deadline := time.After(30 * time.Second)
-	for !strings.Contains(errb.String(), "fenced started") {
+	for !strings.Contains(errb.String(), "fenced started") ||
+		strings.Count(errb.String(), "cluster API server reachable") < clusters {
 		select {
 		case code := <-done:
 			t.Fatalf("fenced run exited with %d before it started:\n%s", code, errb.String())
 		case <-deadline:
-			t.Fatalf("fenced run did not start in 30s:\n%s", errb.String())
+			t.Fatalf("fenced run did not start (and reach %d API servers) in 30s:\n%s", clusters, errb.String())
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
@@ -163,13 +168,21 @@ func runStarts(t *testing.T, f, credDir string) {
 }
 
 // TestShippedConfigsValidateAndStart validates every configuration shipped
-// in configs/ with usable credentials and starts it. The listen addresses
-// and the data directory are moved by FENCED_* variables to free ports and
-// a temporary directory; everything else is as shipped.
+// in configs/ with usable credentials and starts it against the test bed:
+// each cluster's kubeconfig credential names the test bed's kube-apiserver,
+// and fenced must reach it. The listen addresses and the data directory are
+// moved by FENCED_* variables to free ports and a temporary directory;
+// everything else is as shipped (the arrays' addresses are not there).
 func TestShippedConfigsValidateAndStart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a control plane")
+	}
 	files, err := filepath.Glob("../../configs/*.yaml")
 	require.NoError(t, err)
 	require.NotEmpty(t, files)
+	const kubeToken = "shipped-configs-kube-token-0123456789"
+	cp := testbed.Start(t, testbed.Options{
+		Tokens: []testbed.Token{{Token: kubeToken, User: "fenced", UID: "fenced", Groups: []string{"system:masters"}}}})
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
 			t.Setenv("FENCED_HTTP_LISTEN", freeAddr(t))
@@ -186,13 +199,18 @@ func TestShippedConfigsValidateAndStart(t *testing.T) {
 			site.ReplicaID = cfg.Replica.ID
 			site.Host, _, _ = net.SplitHostPort(cfg.Replica.RaftAdvertiseAddress)
 			site.Credentials(t, credDir, names)
+			for _, c := range cfg.Clusters {
+				if name, ok := strings.CutPrefix(c.Kubeconfig, configs.CredentialPrefix); ok {
+					require.NoError(t, cp.WriteKubeconfig(filepath.Join(credDir, name), kubeToken))
+				}
+			}
 
 			var out, errb bytes.Buffer
 			code := run(context.Background(), []string{"config", "validate", "--credentials-dir", credDir, f}, &out, &errb)
 			require.Equal(t, exitOK, code, errb.String())
 			assert.Contains(t, out.String(), "valid: replica "+cfg.Replica.ID)
 			assert.NotContains(t, out.String(), "not checked")
-			runStarts(t, f, credDir)
+			runStarts(t, f, credDir, len(cfg.Clusters))
 		})
 	}
 }
