@@ -20,8 +20,36 @@ func newConfigCmd() *cobra.Command {
 	return cmd
 }
 
+// validateResult is one file's result in `config validate -o json`.
+type validateResult struct {
+	File     string            `json:"file"`
+	Valid    bool              `json:"valid"`
+	Summary  string            `json:"summary,omitempty"`
+	Problems []validateProblem `json:"problems,omitempty"`
+	Warnings []validateProblem `json:"warnings,omitempty"`
+	// Error is a failure that is not a list of problems (an unreadable
+	// file, or what fenced run refuses).
+	Error string `json:"error,omitempty"`
+}
+
+// validateProblem is a configs.Problem with JSON names.
+type validateProblem struct {
+	Field   string `json:"field,omitempty"`
+	Line    int    `json:"line,omitempty"`
+	Env     string `json:"env,omitempty"`
+	Message string `json:"message"`
+}
+
+func jsonProblems(ps []configs.Problem) []validateProblem {
+	var out []validateProblem
+	for _, p := range ps {
+		out = append(out, validateProblem{Field: p.Path, Line: p.Line, Env: p.Env, Message: p.Message})
+	}
+	return out
+}
+
 func newValidateCmd() *cobra.Command {
-	var credDir string
+	var credDir, output string
 	cmd := &cobra.Command{
 		Use:   "validate FILE...",
 		Short: "Check configuration files and report every problem with its field and line",
@@ -38,11 +66,32 @@ credential:NAME references are checked in --credentials-dir (default
 $CREDENTIALS_DIRECTORY); without one they are reported as not checked.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, files []string) error {
+			if err := checkOutput(output); err != nil {
+				return err
+			}
 			failed := 0
+			var results []validateResult
 			for _, f := range files {
-				if err := validateFile(cmd, f, credDir); err != nil {
+				r := validateFile(f, credDir)
+				results = append(results, r)
+				if !r.Valid {
 					failed++
-					fmt.Fprintln(cmd.ErrOrStderr(), err)
+				}
+				if output == "json" {
+					continue
+				}
+				for _, w := range r.Warnings {
+					fmt.Fprintf(cmd.ErrOrStderr(), "%s: warning: %s\n", f, configs.Problem{Path: w.Field, Line: w.Line, Env: w.Env, Message: w.Message})
+				}
+				if r.Valid {
+					fmt.Fprintf(cmd.OutOrStdout(), "%s: valid: %s\n", f, r.Summary)
+				} else {
+					fmt.Fprintln(cmd.ErrOrStderr(), r.Error)
+				}
+			}
+			if output == "json" {
+				if err := writeJSON(cmd.OutOrStdout(), results); err != nil {
+					return err
 				}
 			}
 			if failed > 0 {
@@ -52,35 +101,37 @@ $CREDENTIALS_DIRECTORY); without one they are reported as not checked.`,
 		},
 	}
 	cmd.Flags().StringVar(&credDir, "credentials-dir", os.Getenv("CREDENTIALS_DIRECTORY"), "directory credential:NAME references resolve in")
+	registerOutput(cmd, &output)
 	return cmd
 }
 
 // validateFile checks one configuration file: the loader's checks with the
 // contents of every file it names, then, when every credential could be
 // read, what the runtime checks before it starts (daemon.New and
-// preflight, the code fenced run uses). It prints the summary and the
-// warnings and returns what is wrong.
-func validateFile(cmd *cobra.Command, f, credDir string) error {
+// preflight, the code fenced run uses).
+func validateFile(f, credDir string) validateResult {
+	r := validateResult{File: f}
 	cfg, err := configs.Load(f, configs.Options{CredentialsDir: credDir, CheckContents: true})
 	var pe *configs.ProblemsError
 	switch {
 	case errors.As(err, &pe):
-		return pe
+		r.Problems, r.Error = jsonProblems(pe.Problems), pe.Error()
+		return r
 	case err != nil:
-		return fmt.Errorf("%s: %w", f, err)
+		r.Error = fmt.Sprintf("%s: %v", f, err)
+		return r
 	}
-	for _, w := range cfg.Warnings() {
-		fmt.Fprintf(cmd.ErrOrStderr(), "%s: warning: %s\n", f, w)
-	}
+	r.Warnings = jsonProblems(cfg.Warnings())
 	if len(cfg.UncheckedCredentials()) == 0 {
 		d, err := daemon.New(cfg, daemon.Options{CredentialsDir: credDir})
 		if err == nil {
 			err = preflight(d)
 		}
 		if err != nil {
-			return fmt.Errorf("configuration %s: fenced run refuses it: %w", f, err)
+			r.Error = fmt.Sprintf("configuration %s: fenced run refuses it: %v", f, err)
+			return r
 		}
 	}
-	fmt.Fprintf(cmd.OutOrStdout(), "%s: valid: %s\n", f, cfg.Summary())
-	return nil
+	r.Valid, r.Summary = true, cfg.Summary()
+	return r
 }

@@ -349,6 +349,33 @@ func TestConfigValidateBroken(t *testing.T) {
 			assert.Contains(t, stderr.String(), tc.want)
 			assert.NotContains(t, stdout.String()+stderr.String(), planted)
 
+			// -o json: the same problem, as a field, a line and a message.
+			cmd = exec.Command(bin, "config", "validate", "-o", "json", f)
+			js, err := cmd.Output()
+			require.ErrorAs(t, err, &ee)
+			assert.Equal(t, 1, ee.ExitCode())
+			var results []struct {
+				File     string `json:"file"`
+				Valid    bool   `json:"valid"`
+				Problems []struct {
+					Field   string `json:"field"`
+					Line    int    `json:"line"`
+					Message string `json:"message"`
+				} `json:"problems"`
+			}
+			require.NoError(t, json.Unmarshal(js, &results), string(js))
+			require.Len(t, results, 1)
+			assert.Equal(t, f, results[0].File)
+			assert.False(t, results[0].Valid)
+			require.NotEmpty(t, results[0].Problems, string(js))
+			found := false
+			for _, p := range results[0].Problems {
+				line := fmt.Sprintf("%s: %s (line %d)", p.Field, p.Message, p.Line)
+				found = found || strings.Contains(line, tc.want)
+			}
+			assert.True(t, found, "%s not among %s", tc.want, js)
+			assert.NotContains(t, string(js), planted)
+
 			// fenced run refuses it too, with EX_CONFIG and the same message.
 			cmd = exec.Command(bin, "run", "--config", f)
 			out, err := cmd.CombinedOutput()
