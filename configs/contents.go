@@ -10,10 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"k8s.io/client-go/tools/clientcmd"
-
 	"github.com/fenced-project/fenced/cluster/transport"
-	"github.com/fenced-project/fenced/kube"
 )
 
 // MinTokenLength is the shortest API token (http.tokenFile) the API
@@ -28,10 +25,11 @@ const ExpiryWarning = 30 * 24 * time.Hour
 // it the way the runtime uses it: certificates and keys load as pairs, are
 // valid now and carry the names and extended key usages their peers check;
 // CA bundles hold certificates; secrets, the API token and CHAP secrets
-// parse; kubeconfigs load and name a server. Files that are missing, or
+// parse; kubeconfigs load and name a server (with a kubeconfig checker).
+// Files that are missing, or
 // credential references without a credentials directory, were reported by
 // files and are skipped.
-func (c *checker) contents(cfg *Config, credDir string, now time.Time) {
+func (c *checker) contents(cfg *Config, credDir string, now time.Time, checkKubeconfig func(path string) (string, error)) {
 	if now.IsZero() {
 		now = time.Now()
 	}
@@ -42,7 +40,7 @@ func (c *checker) contents(cfg *Config, credDir string, now time.Time) {
 		c.add("http.tokenFile", "the token is %d characters long: the API needs at least %d (e.g. openssl rand -hex 32)", len(tok), MinTokenLength)
 	}
 	for i, cl := range cfg.Clusters {
-		c.kubeconfig(fmt.Sprintf("clusters[%d].kubeconfig", i), cl.Kubeconfig, r)
+		c.kubeconfig(fmt.Sprintf("clusters[%d].kubeconfig", i), cl.Kubeconfig, r, checkKubeconfig)
 	}
 	for i, a := range cfg.Arrays {
 		base := fmt.Sprintf("arrays[%d]", i)
@@ -261,9 +259,9 @@ func (c *checker) httpTLS(cfg *Config, r *reader, now time.Time) {
 	}
 }
 
-// kubeconfig loads a kubeconfig the way the runtime does (kube.NewClients)
-// and checks it names a server.
-func (c *checker) kubeconfig(field, ref string, r *reader) {
+// kubeconfig reads a kubeconfig (size-limited) and, with a checker from
+// Options.CheckKubeconfig, loads it the way the runtime does.
+func (c *checker) kubeconfig(field, ref string, r *reader, check func(path string) (string, error)) {
 	p, ok := r.path(field, ref)
 	if !ok {
 		return
@@ -272,17 +270,10 @@ func (c *checker) kubeconfig(field, ref string, r *reader) {
 		c.add(field, "%v", err)
 		return
 	}
-	loading := &clientcmd.ClientConfigLoadingRules{ExplicitPath: p}
-	rc, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(loading, &clientcmd.ConfigOverrides{}).ClientConfig()
-	if err != nil {
-		c.add(field, "not a usable kubeconfig: %v", err)
+	if check == nil {
 		return
 	}
-	if rc.Host == "" {
-		c.add(field, "the kubeconfig names no API server (clusters[].cluster.server of its current context)")
-		return
-	}
-	if _, err := kube.NewClients(kube.Config{Kubeconfig: p}); err != nil {
+	if _, err := check(p); err != nil {
 		c.add(field, "%v", err)
 	}
 }

@@ -90,8 +90,6 @@ func TestContentsRefused(t *testing.T) {
 		change map[string][]byte
 		want   string
 	}{
-		{"garbage kubeconfig", map[string][]byte{"kc": []byte("this is not a kubeconfig " + plantedKubeToken + "\n")}, "clusters[0].kubeconfig: "},
-		{"kubeconfig without a server", map[string][]byte{"kc": configstest.Kubeconfig(`""`, plantedKubeToken)}, "clusters[0].kubeconfig: "},
 		{"HTTP certificate and key do not match", map[string][]byte{"http.key": strayKey}, "http.tls.certFile: certificate and http.tls.keyFile do not load as a pair: tls: private key does not match public key (line 11)"},
 		{"raft certificate without the host's name", raft(configstest.Cert{CN: "r1", Names: []string{"r1"}}), `replica.tls.certFile: the certificate does not name "127.0.0.1", the host of replica.raftAdvertiseAddress`},
 		{"raft certificate naming another replica", raft(configstest.Cert{CN: "r2", Names: []string{"r2", "127.0.0.2"}}), `replica.tls.certFile: the certificate does not name replica "r1"`},

@@ -32,11 +32,17 @@ type Options struct {
 	// it, as `fenced config validate` does: certificates and keys match,
 	// are valid, and carry the names and extended key usages peers and
 	// clients check; CA bundles, secrets, the API token and CHAP secrets
-	// parse; kubeconfigs load and name a server. Certificates that expire
+	// parse; kubeconfigs load and name a server (CheckKubeconfig). Certificates that expire
 	// within ExpiryWarning are reported by Config.Warnings.
 	CheckContents bool
 	// Now is the time certificates are checked at; zero means now.
 	Now time.Time
+	// CheckKubeconfig loads a kubeconfig the way the runtime does and
+	// returns the API server it names (kube.CheckKubeconfig); CheckContents
+	// uses it for clusters[].kubeconfig. Nil: kubeconfigs are only read.
+	// It is a hook so that this package does not depend on the Kubernetes
+	// client.
+	CheckKubeconfig func(path string) (server string, err error)
 }
 
 // Load reads, decodes and validates the configuration file at path.

@@ -46,7 +46,7 @@ func validate(cfg *Config, root *yaml.Node, opts Options) (probs, warns []Proble
 	if !opts.SkipFileChecks {
 		cfg.unchecked = c.files(cfg, opts.CredentialsDir)
 		if opts.CheckContents {
-			c.contents(cfg, opts.CredentialsDir, opts.Now)
+			c.contents(cfg, opts.CredentialsDir, opts.Now, opts.CheckKubeconfig)
 		}
 	}
 	return c.probs, c.warns

@@ -64,6 +64,23 @@ type Clients struct {
 	Fence    kubernetes.Interface
 }
 
+// CheckKubeconfig loads a kubeconfig the way NewClients does and returns
+// the API server it names, refusing one that names none.
+func CheckKubeconfig(path string) (string, error) {
+	loading := &clientcmd.ClientConfigLoadingRules{ExplicitPath: path}
+	rc, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(loading, &clientcmd.ConfigOverrides{}).ClientConfig()
+	if err != nil {
+		return "", fmt.Errorf("not a usable kubeconfig: %w", err)
+	}
+	if rc.Host == "" {
+		return "", errors.New("the kubeconfig names no API server (clusters[].cluster.server of its current context)")
+	}
+	if _, err := NewClients(Config{Kubeconfig: path}); err != nil {
+		return "", err
+	}
+	return rc.Host, nil
+}
+
 // NewClients builds the clientsets from the kubeconfig.
 func NewClients(cfg Config) (*Clients, error) {
 	if cfg.Kubeconfig == "" {

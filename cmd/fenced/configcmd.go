@@ -9,6 +9,7 @@ import (
 
 	"github.com/fenced-project/fenced/cmd/fenced/internal/daemon"
 	"github.com/fenced-project/fenced/configs"
+	"github.com/fenced-project/fenced/kube"
 )
 
 func newConfigCmd() *cobra.Command {
@@ -111,7 +112,7 @@ $CREDENTIALS_DIRECTORY); without one they are reported as not checked.`,
 // preflight, the code fenced run uses).
 func validateFile(f, credDir string) validateResult {
 	r := validateResult{File: f}
-	cfg, err := configs.Load(f, configs.Options{CredentialsDir: credDir, CheckContents: true})
+	cfg, err := configs.Load(f, configs.Options{CredentialsDir: credDir, CheckContents: true, CheckKubeconfig: kube.CheckKubeconfig})
 	var pe *configs.ProblemsError
 	switch {
 	case errors.As(err, &pe):

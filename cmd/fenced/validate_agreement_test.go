@@ -214,3 +214,25 @@ func TestShippedConfigsValidateAndStart(t *testing.T) {
 		})
 	}
 }
+
+// TestValidateChecksKubeconfigs: validate loads each cluster's kubeconfig
+// the way fenced run does and refuses one that does not load or names no
+// API server, naming the field, and never prints the kubeconfig's token.
+// (fenced run starts with such a cluster and reports it unprotected.)
+func TestValidateChecksKubeconfigs(t *testing.T) {
+	ca := configstest.NewCA(t, "ca")
+	const token = "planted-kube-token-0123456789"
+	for _, tc := range []struct{ name, kc string }{
+		{"garbage kubeconfig", "this is not a kubeconfig " + token + "\n"},
+		{"kubeconfig without a server", string(configstest.Kubeconfig(`""`, token))},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := agreementFixture(t, ca, "", map[string]string{"kc": tc.kc})
+			var out, errb bytes.Buffer
+			code := run(context.Background(), []string{"config", "validate", f}, &out, &errb)
+			assert.Equal(t, exitFailure, code, out.String())
+			assert.Contains(t, errb.String(), "clusters[0].kubeconfig: ")
+			assert.NotContains(t, out.String()+errb.String(), token)
+		})
+	}
+}
