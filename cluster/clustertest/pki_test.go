@@ -11,23 +11,29 @@ import (
 // Concurrent callers never get the same port.
 func TestFreePortNeverRepeats(t *testing.T) {
 	const callers, each = 8, 25
-	var mu sync.Mutex
-	seen := map[int]int{}
+	ports := make([][]int, callers)
+	errs := make([]error, callers)
 	var wg sync.WaitGroup
-	for range callers {
+	for i := range callers {
 		wg.Go(func() {
 			for range each {
 				p, err := FreePort()
-				if !assert.NoError(t, err) {
+				if err != nil {
+					errs[i] = err
 					return
 				}
-				mu.Lock()
-				seen[p]++
-				mu.Unlock()
+				ports[i] = append(ports[i], p)
 			}
 		})
 	}
 	wg.Wait()
+	seen := map[int]int{}
+	for i := range callers {
+		require.NoError(t, errs[i])
+		for _, p := range ports[i] {
+			seen[p]++
+		}
+	}
 	require.Len(t, seen, callers*each)
 	for p, n := range seen {
 		assert.Equal(t, 1, n, "port %d handed out %d times", p, n)

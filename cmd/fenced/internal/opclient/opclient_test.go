@@ -27,7 +27,7 @@ func TestNormalizeAddr(t *testing.T) {
 	} {
 		got, err := normalizeAddr(c.addr, c.scheme)
 		if c.err != "" {
-			assert.ErrorContains(t, err, c.err, c.addr)
+			require.ErrorContains(t, err, c.err, c.addr)
 			continue
 		}
 		require.NoError(t, err, c.addr)
