@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
+
+	kwait "k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/fenced-project/fenced/cluster/ledger"
 )
@@ -148,6 +151,13 @@ func (n *Node) startEstablish() context.CancelFunc {
 	return cancel
 }
 
+// establishBackoff is the wait between attempts to establish a leadership:
+// 50ms, doubled after each failure up to 2s, each wait lengthened by up to a
+// tenth at random. Steps is unbounded: only the leadership's end stops it.
+func establishBackoff() kwait.Backoff {
+	return kwait.Backoff{Duration: 50 * time.Millisecond, Factor: 2, Jitter: 0.1, Steps: math.MaxInt, Cap: 2 * time.Second}
+}
+
 // establish makes a new leadership usable: it waits until every earlier
 // entry is applied, commits a LeaderEpoch that confirms the term, reconciles
 // membership, publishes the leadership, and then keeps membership reconciled
@@ -157,7 +167,8 @@ func (n *Node) establish(ctx context.Context, since time.Time) {
 	term := n.raft.CurrentTerm()
 	n.log.Info("raft leadership gained; establishing", "term", term)
 	var index uint64
-	for delay := 50 * time.Millisecond; ; delay = min(2*delay, 2*time.Second) {
+	backoff := establishBackoff()
+	for {
 		var err error
 		if err = n.raft.Barrier(n.cfg.Timings.ApplyTimeout).Error(); err == nil {
 			epoch := &ledger.LeaderEpoch{
@@ -172,6 +183,7 @@ func (n *Node) establish(ctx context.Context, since time.Time) {
 			n.log.Info("raft leadership ended while establishing", "term", term, "error", err)
 			return
 		}
+		delay := backoff.Step()
 		n.log.Warn("establishing raft leadership failed; retrying", "term", term, "error", err, "retryIn", delay)
 		select {
 		case <-ctx.Done():

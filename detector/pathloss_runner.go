@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/errgroup"
 )
 
 // ProtectedArrays names, for a node, the arrays holding the volumes of its
@@ -153,8 +154,9 @@ func (p *pathRunner) sample(ctx context.Context) {
 	for a := range r.cfg.Arrays {
 		sweeps[a] = &tally{}
 	}
-	sem := make(chan struct{}, r.cfg.ProbeConcurrency)
-	var wg sync.WaitGroup
+	var g errgroup.Group
+	g.SetLimit(r.cfg.ProbeConcurrency)
+sweep:
 	for _, name := range names {
 		ids, _ := r.cfg.Identities.NodeIdentities(r.cfg.Cluster, name)
 		for _, id := range ids {
@@ -162,19 +164,18 @@ func (p *pathRunner) sample(ctx context.Context) {
 			if !ok {
 				continue
 			}
-			select {
-			case sem <- struct{}{}:
-			case <-ctx.Done():
-				wg.Wait()
-				return
+			if ctx.Err() != nil {
+				break sweep
 			}
-			wg.Go(func() {
-				defer func() { <-sem }()
+			g.Go(func() error {
+				if ctx.Err() != nil {
+					return nil // the sweep ended while this sample waited for a slot
+				}
 				cctx, cancel := context.WithTimeout(ctx, r.cfg.Policy.ProbeTimeout)
 				h, err := src.Health(cctx, id)
 				cancel()
 				if ctx.Err() != nil {
-					return
+					return nil
 				}
 				o := ArrayObservation{Node: name, Array: id.Array, Health: h, ObservedAt: r.clk.Now()}
 				mu.Lock()
@@ -189,10 +190,11 @@ func (p *pathRunner) sample(ctx context.Context) {
 				}
 				mu.Unlock()
 				r.enqueue(func(*Machine) { p.pm.ObserveSample(o) }, false)
+				return nil
 			})
 		}
 	}
-	wg.Wait()
+	_ = g.Wait() // every sample returns nil; failures are counted in sweeps
 	if ctx.Err() != nil {
 		return
 	}

@@ -10,6 +10,9 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+	"k8s.io/apimachinery/pkg/util/wait"
+
 	"github.com/fenced-project/fenced/arrayclients"
 	"github.com/fenced-project/fenced/cluster/ledger"
 )
@@ -76,32 +79,37 @@ func (c *Controller) writeArray(ctx context.Context, l Leadership, cluster, arra
 }
 
 // forEachArray runs fn for each array with bounded concurrency and returns
-// the errors by array.
+// the errors by array. An array whose turn comes after ctx ended is not
+// started; its error is ctx's.
 func (c *Controller) forEachArray(ctx context.Context, arrays []string, fn func(ctx context.Context, array string) error) map[string]error {
-	sem := make(chan struct{}, c.cfg.ArrayConcurrency)
 	var mu sync.Mutex
 	errs := map[string]error{}
-	var wg sync.WaitGroup
+	var g errgroup.Group
+	g.SetLimit(c.cfg.ArrayConcurrency)
 	for _, a := range arrays {
-		wg.Go(func() {
-			select {
-			case sem <- struct{}{}:
-			case <-ctx.Done():
-				mu.Lock()
-				errs[a] = ctx.Err()
-				mu.Unlock()
-				return
+		g.Go(func() error {
+			err := ctx.Err()
+			if err == nil {
+				err = fn(ctx, a)
 			}
-			defer func() { <-sem }()
-			if err := fn(ctx, a); err != nil {
+			if err != nil {
 				mu.Lock()
 				errs[a] = err
 				mu.Unlock()
 			}
+			return nil // errors are reported by array, not to the group
 		})
 	}
-	wg.Wait()
+	_ = g.Wait() // every function returns nil
 	return errs
+}
+
+// arrayBackoff is the wait between the attempts of one array call within a
+// reconcile: ArrayBackoff, doubled after each attempt, each wait lengthened
+// by up to a tenth at random so calls that failed together do not retry in
+// step. The attempt count (ArrayAttempts) ends the retries, not the backoff.
+func (c *Controller) arrayBackoff() wait.Backoff {
+	return wait.Backoff{Duration: c.cfg.ArrayBackoff, Factor: 2, Jitter: 0.1, Steps: c.cfg.ArrayAttempts}
 }
 
 func (c *Controller) adapter(name string) (Array, error) {
@@ -120,7 +128,7 @@ func (c *Controller) planArray(ctx context.Context, cluster string, id arrayclie
 		return arrayclients.Plan{}, err
 	}
 	var p arrayclients.Plan
-	backoff := c.cfg.ArrayBackoff
+	backoff := c.arrayBackoff()
 	for attempt := 1; ; attempt++ {
 		err = c.readArray(ctx, cluster, id.Array, "plan", func(ctx context.Context) error {
 			var err error
@@ -130,10 +138,9 @@ func (c *Controller) planArray(ctx context.Context, cluster string, id arrayclie
 		if err == nil || permanent(err) || attempt >= c.cfg.ArrayAttempts || ctx.Err() != nil {
 			break
 		}
-		if c.sleep(ctx, backoff) != nil {
+		if c.sleep(ctx, backoff.Step()) != nil {
 			break
 		}
-		backoff *= 2
 	}
 	if err != nil {
 		return arrayclients.Plan{}, fmt.Errorf("plan fence of %s on array %s: %w", id.Node, id.Array, err)
@@ -354,7 +361,7 @@ func (c *Controller) driveArray(ctx context.Context, l Leadership, f *ledger.Fen
 	if err != nil {
 		return err
 	}
-	backoff := c.cfg.ArrayBackoff
+	backoff := c.arrayBackoff()
 	for attempt := 1; ; attempt++ {
 		writeErr, err := c.writeArray(ctx, l, f.Cluster, array, d.change, func(ctx context.Context) error {
 			for _, p := range plans {
@@ -402,10 +409,9 @@ func (c *Controller) driveArray(ctx context.Context, l Leadership, f *ledger.Fen
 		if permanent(err) || attempt >= c.cfg.ArrayAttempts || ctx.Err() != nil {
 			return fmt.Errorf("%s %s on array %s: %w", d.verb, f.Node, array, err)
 		}
-		if err := c.sleep(ctx, backoff); err != nil {
+		if err := c.sleep(ctx, backoff.Step()); err != nil {
 			return err
 		}
-		backoff *= 2
 	}
 }
 

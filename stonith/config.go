@@ -35,7 +35,8 @@ type Config struct {
 	ArrayTimeout time.Duration
 	// ArrayAttempts is how often one reconcile tries an array call before
 	// it records the failure and requeues (default 3), with ArrayBackoff
-	// (default 500ms, doubled each time) in between.
+	// (default 500ms, doubled each time, plus up to a tenth of jitter) in
+	// between.
 	ArrayAttempts int
 	ArrayBackoff  time.Duration
 	// ArrayConcurrency bounds the arrays worked on at once for one node

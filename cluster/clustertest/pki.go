@@ -16,6 +16,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 )
 
@@ -126,14 +127,41 @@ func (ca *CA) WriteFiles(dir, name string) (Files, error) {
 	return f, nil
 }
 
-// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+// handedOut holds every port FreePort has returned in this process, so it
+// never returns one twice.
+var handedOut = struct {
+	sync.Mutex
+	ports map[int]bool
+}{ports: map[int]bool{}}
+
+// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago and
+// that no earlier call in this process returned, so concurrent tests that
+// each ask for ports never get the same one. (The kernel may hand a port
+// out again once its listener is closed; this helper does not.)
 func FreePort() (int, error) {
-	ln, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("find a free port: %w", err)
+	handedOut.Lock()
+	defer handedOut.Unlock()
+	// Listeners on ports already handed out stay open until a fresh port
+	// is found, so the kernel picks a different port on the next try.
+	var held []net.Listener
+	defer func() {
+		for _, ln := range held {
+			_ = ln.Close()
+		}
+	}()
+	for range 100 {
+		ln, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
+		if err != nil {
+			return 0, fmt.Errorf("find a free port: %w", err)
+		}
+		held = append(held, ln)
+		p := ln.Addr().(*net.TCPAddr).Port
+		if !handedOut.ports[p] {
+			handedOut.ports[p] = true
+			return p, nil
+		}
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
+	return 0, fmt.Errorf("find a free port: 100 ports in a row were already handed out")
 }
 
 // FreeAddr returns "127.0.0.1:port" for a free port.

@@ -11,7 +11,6 @@ import (
 	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
-	"errors"
 	"io"
 	"log"
 	"math/big"
@@ -31,50 +30,6 @@ import (
 	"github.com/fenced-project/fenced/cmd/fenced/status"
 	"github.com/fenced-project/fenced/stonith"
 )
-
-func TestNormalizeAddr(t *testing.T) {
-	for _, c := range []struct{ addr, scheme, want, err string }{
-		{addr: "https://mgmt1:7440/", want: "https://mgmt1:7440"},
-		{addr: "http://127.0.0.1:7440", scheme: "https", want: "http://127.0.0.1:7440"},
-		{addr: "mgmt1:7440", scheme: "https", want: "https://mgmt1:7440"},
-		{addr: "mgmt1:7440", scheme: "http", want: "http://mgmt1:7440"},
-		{addr: "mgmt1.example.com:7440", want: "https://mgmt1.example.com:7440"},
-		{addr: "127.0.0.1:7440", want: "http://127.0.0.1:7440"},
-		{addr: "[::1]:7440", want: "http://[::1]:7440"},
-		{addr: "localhost:7440", want: "http://localhost:7440"},
-		{addr: " 10.0.0.5:7440 ", want: "https://10.0.0.5:7440"},
-		{addr: "ftp://mgmt1:7440", err: `--addr "ftp://mgmt1:7440"`},
-		{addr: "https://", err: "want https://host:port"},
-		{addr: "https://mgmt1:7440/status", err: "want https://host:port"},
-		{addr: "https://u:p@mgmt1:7440", err: "want https://host:port"},
-		{addr: "mgmt1:7440\n", want: "https://mgmt1:7440"},
-	} {
-		got, err := normalizeAddr(c.addr, c.scheme)
-		if c.err != "" {
-			assert.ErrorContains(t, err, c.err, c.addr)
-			continue
-		}
-		require.NoError(t, err, c.addr)
-		assert.Equal(t, c.want, got, c.addr)
-	}
-}
-
-func TestOperatorNameFromSudo(t *testing.T) {
-	host := func() (string, error) { return "mgmt1", nil }
-	none := func() string { return "nobody" }
-	assert.Equal(t, "alice@mgmt1", operatorName("alice", "root", none, host), "sudo names the person, not root")
-	assert.Equal(t, "root@mgmt1", operatorName("root", "root", none, host))
-	assert.Equal(t, "bob@mgmt1", operatorName("", "bob", none, host))
-	assert.Equal(t, "nobody@mgmt1", operatorName("", "", none, host))
-	assert.Equal(t, "bob", operatorName("", "bob", none, func() (string, error) { return "", errors.New("no name") }))
-}
-
-func TestOneLineKeepsTheTable(t *testing.T) {
-	assert.Equal(t, "plain", oneLine("plain"))
-	assert.Equal(t, "Post \"https://a\": dial | retry\tbody", strings.ReplaceAll(oneLine("Post \"https://a\": dial\r\n  retry\tbody\n"), " body", "\tbody"))
-	assert.Equal(t, "a | b", oneLine("a\n\n\nb"))
-	assert.NotContains(t, oneLine("x\x1b[31my\tz"), "\x1b")
-}
 
 func TestVersionJSON(t *testing.T) {
 	var out, errb bytes.Buffer
@@ -105,44 +60,6 @@ func TestStatusExitCodes(t *testing.T) {
 // TestStatusTableShowsWhatOperatorsActOn: peers with reachability and last
 // contact, the pause with who, when and why, unprotected nodes with their
 // gaps, and multi-line errors kept on their row.
-func TestStatusTableShowsWhatOperatorsActOn(t *testing.T) {
-	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
-	yes, no := true, false
-	seen := now.Add(-42 * time.Second)
-	st := status.Status{ReplicaID: "mgmt1", Version: "v1", Uptime: "1h0m0s", StartedAt: now.Add(-time.Hour), Ready: false,
-		Checks: []status.Check{{Name: "cluster/prod", Error: "Get \"https://api:6443/version\":\n  dial tcp: i/o timeout"}},
-		Raft: &status.Raft{State: "Leader", Term: 7, LeaderID: "mgmt1", FencingPaused: true,
-			Pause: &status.Pause{Scope: status.PauseScopeAll, Operator: "alice@mgmt2", Reason: "array upgrade", At: now.Add(-2 * time.Hour)},
-			Members: []status.RaftMember{
-				{ID: "mgmt1", Address: "10.0.0.1:7441", Suffrage: "Voter", Self: true},
-				{ID: "mgmt2", Address: "10.0.0.2:7441", Suffrage: "Voter", Reachable: &yes},
-				{ID: "mgmt3", Address: "10.0.0.3:7441", Suffrage: "Voter", Reachable: &no, LastContact: &seen},
-			}},
-		Clusters: []status.Cluster{
-			{Name: "prod", Paused: true, Pause: &status.Pause{Scope: status.PauseScopeAll, Operator: "alice@mgmt2"},
-				Error: "first line\nsecond line", Nodes: &status.NodeCounts{Total: 3, Healthy: 3, Unprotected: 1},
-				Unprotected: []status.UnprotectedNode{{Name: "w-2", Gaps: []status.Gap{{Volume: "pvc-9", Array: "unity-1", Reason: "cut-unsupported", Detail: "NFS share\nwithout host access"}}}}},
-			{Name: "lab", Paused: true, Pause: &status.Pause{Scope: "lab", Operator: "bob@mgmt1", Reason: "rebuild", At: now.Add(-time.Minute)}},
-		},
-		Arrays: []status.Array{{Name: "unity-1", Family: "unity", Error: "line one\nline two"}},
-	}
-	var b bytes.Buffer
-	require.NoError(t, writeTable(&b, st, now))
-	out := b.String()
-	t.Log("\n" + out)
-	assert.Regexp(t, `Fencing paused:\s+yes, every cluster: by alice@mgmt2 at \S+ \(2h0m0s ago\): array upgrade\n`, out)
-	assert.Regexp(t, `mgmt2\s+10\.0\.0\.2:7441\s+Voter\s+yes\s+-\s*\n`, out)
-	assert.Regexp(t, `mgmt3\s+10\.0\.0\.3:7441\s+Voter\s+no\s+42s ago\s*\n`, out)
-	assert.Regexp(t, `mgmt1\s+10\.0\.0\.1:7441\s+Voter\s+yes\s+-\s+\(this replica\)\n`, out)
-	assert.Regexp(t, `lab\s+bob@mgmt1\s+\S+\s+rebuild\n`, out)
-	assert.Regexp(t, `w-2\s+pvc-9\s+unity-1\s+cut-unsupported\s+NFS share \| without host access\n`, out)
-	assert.Contains(t, out, "[-] cluster/prod: Get \"https://api:6443/version\": | dial tcp: i/o timeout\n")
-	assert.Regexp(t, `unity-1\s+unity\s+no\s+-\s+line one \| line two\n`, out)
-	for _, l := range strings.Split(out, "\n") {
-		assert.False(t, strings.HasPrefix(l, "second line") || strings.HasPrefix(l, "without") || strings.HasPrefix(l, "line two"), "a value broke its row: %q", l)
-	}
-}
-
 type testCert struct {
 	cert *x509.Certificate
 	key  *ecdsa.PrivateKey

@@ -4,9 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
-	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,6 +13,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fenced-project/fenced/cluster/ledger"
+	"github.com/fenced-project/fenced/cmd/fenced/internal/opclient"
+	"github.com/fenced-project/fenced/cmd/fenced/internal/tables"
 	"github.com/fenced-project/fenced/cmd/fenced/status"
 )
 
@@ -83,7 +83,7 @@ func readHistory(l *ledger.FSM, cluster, node string, limit int) status.History 
 
 func newHistoryCmd() *cobra.Command {
 	var (
-		f             endpointFlags
+		f             opclient.EndpointFlags
 		output        string
 		cluster, node string
 		limit         int
@@ -104,92 +104,26 @@ last ` + strconv.Itoa(ledger.MaxHistory) + ` records of each node; fences in pro
 			if limit < 0 || limit > maxHistoryLimit {
 				return &exitError{code: exitUsage, err: fmt.Errorf("--limit %d: want 0 to %d", limit, maxHistoryLimit)}
 			}
-			e, err := f.resolve()
+			e, err := f.Resolve(groupCAPool)
 			if err != nil {
 				return &exitError{code: exitUsage, err: err}
 			}
-			ctx, cancel := context.WithTimeout(cmd.Context(), f.timeout)
+			ctx, cancel := context.WithTimeout(cmd.Context(), f.Timeout)
 			defer cancel()
-			h, err := fetchHistory(ctx, e, cluster, node, limit)
+			h, err := e.History(ctx, cluster, node, limit)
 			if err != nil {
 				return &exitError{code: exitFailure, err: err}
 			}
 			if output == "json" {
 				return writeJSON(cmd.OutOrStdout(), h)
 			}
-			return writeHistory(cmd.OutOrStdout(), h)
+			return tables.History(cmd.OutOrStdout(), h)
 		},
 	}
-	f.register(cmd, 10*time.Second)
+	f.Register(cmd, 10*time.Second)
 	registerOutput(cmd, &output)
 	cmd.Flags().StringVar(&cluster, "cluster", "", "only this cluster's fences")
 	cmd.Flags().StringVar(&node, "node", "", "only this node's fences")
 	cmd.Flags().IntVar(&limit, "limit", 0, "at most this many, the newest (0: all)")
 	return cmd
-}
-
-// fetchHistory GETs the history.
-func fetchHistory(ctx context.Context, e *endpoint, cluster, node string, limit int) (status.History, error) {
-	var h status.History
-	q := url.Values{}
-	for k, v := range map[string]string{"cluster": cluster, "node": node} {
-		if v != "" {
-			q.Set(k, v)
-		}
-	}
-	if limit > 0 {
-		q.Set("limit", strconv.Itoa(limit))
-	}
-	u := e.base + status.HistoryPath
-	if len(q) > 0 {
-		u += "?" + q.Encode()
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return h, fmt.Errorf("history from %s: %w", e.base, err)
-	}
-	resp, err := e.http.Do(req)
-	if err != nil {
-		return h, fmt.Errorf("history from %s: %w", e.base, err)
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	if err != nil {
-		return h, fmt.Errorf("read history from %s: %w", e.base, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return h, fmt.Errorf("history from %s: %s: %s", e.base, resp.Status, strings.TrimSpace(string(raw)))
-	}
-	if err := json.Unmarshal(raw, &h); err != nil {
-		return h, fmt.Errorf("decode history from %s: %w", e.base, err)
-	}
-	return h, nil
-}
-
-// writeHistory renders the history as a table.
-func writeHistory(out io.Writer, h status.History) error {
-	if len(h.Fences) == 0 {
-		_, err := fmt.Fprintf(out, "No finished fence in the ledger of %s.\n", h.ReplicaID)
-		return err
-	}
-	rows := [][]string{{"FENCE", "CLUSTER", "NODE", "KIND", "BY", "OUTCOME", "OPENED", "FINISHED", "UNFENCED BY", "REASON"}}
-	for _, f := range h.Fences {
-		by := f.Origin
-		if f.Operator != "" {
-			by += ":" + f.Operator
-		}
-		unfenced := f.UnfenceOperator
-		if f.ForcedUnfence {
-			unfenced += " (forced)"
-		}
-		reason := f.Reason
-		if f.Error != "" {
-			reason += " (" + f.Error + ")"
-		}
-		rows = append(rows, []string{f.ID, f.Cluster, f.Node, dash(f.Kind), dash(by), f.Phase,
-			f.StartedAt.Local().Format(time.RFC3339), f.UpdatedAt.Local().Format(time.RFC3339),
-			dash(strings.TrimSpace(unfenced)), dash(reason)})
-	}
-	table(out, rows)
-	return nil
 }

@@ -15,6 +15,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fenced-project/fenced/cluster/ledger"
+	"github.com/fenced-project/fenced/cmd/fenced/internal/opclient"
+	"github.com/fenced-project/fenced/cmd/fenced/internal/tables"
 )
 
 // historyLedger is a ledger holding two finished fences of w-1 and one of
@@ -88,13 +90,13 @@ func TestHistoryFromTheLedger(t *testing.T) {
 	// Served over HTTP and rendered by `fenced history`.
 	srv := httptest.NewServer(historyHandler("mgmt1", l))
 	t.Cleanup(srv.Close)
-	e := &endpoint{base: srv.URL, http: srv.Client()}
-	got, err := fetchHistory(context.Background(), e, "prod", "", 0)
+	e := &opclient.Endpoint{Base: srv.URL, HTTP: srv.Client()}
+	got, err := e.History(context.Background(), "prod", "", 0)
 	require.NoError(t, err)
 	assert.Equal(t, "mgmt1", got.ReplicaID)
 	require.Len(t, got.Fences, 3)
 	var b bytes.Buffer
-	require.NoError(t, writeHistory(&b, got))
+	require.NoError(t, tables.History(&b, got))
 	out := b.String()
 	t.Log("\n" + out)
 	assert.Regexp(t, `fence-10\s+prod\s+w-1\s+fence\s+verdict\s+closed\s+\S+\s+\S+\s+alice@mgmt2 \(forced\)\s+node failed\n`, out)
@@ -102,7 +104,7 @@ func TestHistoryFromTheLedger(t *testing.T) {
 	assert.Regexp(t, `fence-20\s+prod\s+w-1\s+fence\s+verdict\s+aborted\s+`, out)
 	assert.Equal(t, 4, strings.Count(out, "\n"), "one line per record and the header")
 
-	_, err = fetchHistory(context.Background(), e, "", "", -1)
+	_, err = e.History(context.Background(), "", "", -1)
 	require.NoError(t, err, "a non-positive limit is not sent")
 	resp, err := http.Get(srv.URL + "/?limit=x")
 	require.NoError(t, err)
@@ -110,6 +112,6 @@ func TestHistoryFromTheLedger(t *testing.T) {
 	assert.Equal(t, http.StatusBadRequest, resp.StatusCode)
 
 	b.Reset()
-	require.NoError(t, writeHistory(&b, readHistory(l, "nope", "", 0)))
+	require.NoError(t, tables.History(&b, readHistory(l, "nope", "", 0)))
 	assert.Contains(t, b.String(), "No finished fence")
 }

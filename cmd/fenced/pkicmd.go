@@ -5,11 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
-	"net/url"
-	"os"
-	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -81,7 +76,7 @@ replica.raftAdvertiseAddress and http.advertiseURL are added.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req := pki.ReplicaRequest{Hosts: hosts}
 			if config != "" {
-				fromCfg, err := replicaFromConfig(config)
+				fromCfg, err := pki.ReplicaFromConfig(config)
 				if err != nil {
 					return &exitError{code: exitConfig, err: err}
 				}
@@ -193,7 +188,7 @@ certificate has a warning.`,
 			} else {
 				for _, s := range all {
 					for _, d := range s.Certificates {
-						printDescription(w, s.File, d)
+						pki.WriteDescription(w, s.File, d)
 					}
 				}
 			}
@@ -205,26 +200,6 @@ certificate has a warning.`,
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: table or json")
 	return cmd
-}
-
-func printDescription(w io.Writer, file string, d pki.Description) {
-	fmt.Fprintf(w, "%s:\n", file)
-	row := func(k, v string) {
-		if v != "" {
-			fmt.Fprintf(w, "  %-12s %s\n", k+":", v)
-		}
-	}
-	row("Subject", d.Subject)
-	row("Issuer", d.Issuer)
-	row("DNS names", strings.Join(d.DNSNames, ", "))
-	row("IPs", strings.Join(d.IPs, ", "))
-	row("E-mail", strings.Join(d.Emails, ", "))
-	row("Usages", strings.Join(d.Usages, ", "))
-	row("Role", d.Role)
-	row("Valid", fmt.Sprintf("%s to %s (%d days left)", d.NotBefore.Format(time.RFC3339), d.NotAfter.Format(time.RFC3339), d.DaysLeft))
-	for _, warn := range d.Warnings {
-		row("Warning", warn)
-	}
 }
 
 // caFlags name the CA that issues a certificate.
@@ -251,81 +226,18 @@ func (f *caFlags) load() (*pki.CA, error) {
 	if certFile == "" || keyFile == "" {
 		return nil, errors.New("name the issuing CA: --ca PREFIX, or --ca-cert and --ca-key")
 	}
-	certPEM, err := configs.ReadFileLimited(certFile, 1<<20)
-	if err != nil {
-		return nil, fmt.Errorf("read CA certificate: %w", err)
-	}
-	keyPEM, err := configs.ReadFileLimited(keyFile, 1<<20)
-	if err != nil {
-		return nil, fmt.Errorf("read CA key: %w", err)
-	}
-	ca, err := pki.LoadCA(certPEM, keyPEM)
-	if err != nil {
-		return nil, fmt.Errorf("%s, %s: %w", certFile, keyFile, err)
-	}
-	return ca, nil
+	return pki.LoadCAFiles(certFile, keyFile)
 }
 
-// replicaFromConfig reads the replica ID and the hosts it is reached at
-// from a configuration file. Referenced files need not exist yet: the
-// certificates are what is being made.
-func replicaFromConfig(path string) (pki.ReplicaRequest, error) {
-	cfg, err := configs.Load(path, configs.Options{SkipFileChecks: true})
-	if err != nil {
-		return pki.ReplicaRequest{}, err
-	}
-	req := pki.ReplicaRequest{ID: cfg.Replica.ID}
-	if h, _, err := net.SplitHostPort(cfg.Replica.RaftAdvertiseAddress); err == nil && !unspecified(h) {
-		req.Hosts = append(req.Hosts, h)
-	}
-	if u, err := url.Parse(cfg.HTTP.AdvertiseURL); err == nil && u.Hostname() != "" && !unspecified(u.Hostname()) {
-		req.Hosts = append(req.Hosts, u.Hostname())
-	}
-	return req, nil
-}
-
-func unspecified(host string) bool {
-	ip := net.ParseIP(host)
-	return host == "" || ip != nil && ip.IsUnspecified()
-}
-
-// writePair writes NAME.crt (0644) and NAME.key (0600) into dir, refusing
-// to overwrite either, and prints their paths.
+// writePair writes the pair with pki.WritePair, a name unusable as a file
+// name being a usage error.
 func writePair(w io.Writer, dir, name string, p pki.Pair) error {
-	if strings.ContainsAny(name, `/\`) || name == "." || name == ".." {
-		return &exitError{code: exitUsage, err: fmt.Errorf("name %q: not usable as a file name", name)}
-	}
-	certPath := filepath.Join(dir, name+".crt")
-	keyPath := filepath.Join(dir, name+".key")
-	for _, path := range []string{certPath, keyPath} {
-		if _, err := os.Lstat(path); err == nil {
-			return &exitError{code: exitFailure, err: fmt.Errorf("%s exists: refusing to overwrite it (move it away first)", path)}
+	if err := pki.WritePair(w, dir, name, p); err != nil {
+		code := exitFailure
+		if errors.Is(err, pki.ErrBadFileName) {
+			code = exitUsage
 		}
-	}
-	if err := writeNew(keyPath, p.KeyPEM, 0o600); err != nil {
-		return &exitError{code: exitFailure, err: err}
-	}
-	if err := writeNew(certPath, p.CertPEM, 0o644); err != nil {
-		_ = os.Remove(keyPath)
-		return &exitError{code: exitFailure, err: err}
-	}
-	_, err := fmt.Fprintf(w, "wrote %s\nwrote %s\n", certPath, keyPath)
-	return err
-}
-
-func writeNew(path string, data []byte, mode os.FileMode) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if _, err := f.Write(data); err != nil {
-		_ = f.Close()
-		_ = os.Remove(path)
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := f.Close(); err != nil {
-		_ = os.Remove(path)
-		return fmt.Errorf("write %s: %w", path, err)
+		return &exitError{code: code, err: err}
 	}
 	return nil
 }

@@ -3,12 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
-	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/fenced-project/fenced/cmd/fenced/internal/opclient"
+	"github.com/fenced-project/fenced/cmd/fenced/internal/tables"
 	"github.com/fenced-project/fenced/stonith"
 )
 
@@ -16,7 +15,7 @@ import (
 // would cut now, and every gap.
 func newPlanCmd() *cobra.Command {
 	var (
-		f       opFlags
+		f       opclient.OpFlags
 		cluster string
 	)
 	cmd := &cobra.Command{
@@ -31,25 +30,25 @@ from its own view; the arrays are only read. Exit status 0 when the node is
 protected, 1 when it is not (or on error).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOutput(f.output); err != nil {
+			if err := checkOutput(f.Output); err != nil {
 				return err
 			}
-			c, err := f.client()
+			c, err := f.Client(groupCAPool)
 			if err != nil {
 				return &exitError{code: exitUsage, err: err}
 			}
-			ctx, cancel := context.WithTimeout(cmd.Context(), f.timeout)
+			ctx, cancel := context.WithTimeout(cmd.Context(), f.Timeout)
 			defer cancel()
 			p, err := c.Plan(ctx, stonith.PlanRequest{Cluster: cluster, Node: args[0]})
 			if err != nil {
-				return &exitError{code: exitFailure, err: apiError(c.BaseURL, err)}
+				return &exitError{code: exitFailure, err: opclient.APIError(c.BaseURL, err)}
 			}
 			out := cmd.OutOrStdout()
-			if f.output == "json" {
+			if f.Output == "json" {
 				if err := writeJSON(out, p); err != nil {
 					return err
 				}
-			} else if err := writePlan(out, p); err != nil {
+			} else if err := tables.Plan(out, p); err != nil {
 				return err
 			}
 			if !p.Protected {
@@ -58,83 +57,9 @@ protected, 1 when it is not (or on error).`,
 			return nil
 		},
 	}
-	f.register(cmd)
+	f.Register(cmd)
 	cmd.Flags().StringVar(&cluster, "cluster", "", "the node's cluster (required)")
-	registerOutput(cmd, &f.output)
+	registerOutput(cmd, &f.Output)
 	_ = cmd.MarkFlagRequired("cluster")
 	return cmd
-}
-
-// writePlan renders a NodePlan as tables.
-func writePlan(out io.Writer, p stonith.NodePlan) error {
-	verdict := "PROTECTED: a fence would cut every volume and prove it by read-back"
-	if !p.Protected {
-		verdict = "UNPROTECTED: fenced would not fence, taint or evict this node"
-	}
-	fmt.Fprintf(out, "Node %s (cluster %s): %s\n", p.Node, p.Cluster, verdict)
-	fmt.Fprintf(out, "Read at %s", p.ReadAt.Local().Format(time.RFC3339))
-	if p.OpenFence != "" {
-		fmt.Fprintf(out, "; open fence %s (its record holds the footprint being fenced)", p.OpenFence)
-	}
-	fmt.Fprintln(out)
-
-	cuts := map[string]map[string]string{} // volume -> array -> cut
-	for _, a := range p.Arrays {
-		for _, v := range a.Volumes {
-			if cuts[v.Volume] == nil {
-				cuts[v.Volume] = map[string]string{}
-			}
-			c := string(v.Cut)
-			if v.Gap != nil {
-				c = "gap: " + string(v.Gap.Reason)
-			}
-			if len(v.Holders) > 0 {
-				c += " (also given to " + strings.Join(v.Holders, ",") + ")"
-			}
-			cuts[v.Volume][a.Array] = c
-		}
-	}
-	rows := [][]string{{"VOLUME", "DRIVER", "HANDLE", "ATTACHED", "ARRAY", "CUT"}}
-	for _, v := range p.Footprint {
-		attached := yesNo(v.Attached)
-		if len(v.Placements) == 0 {
-			cut := "-"
-			if v.Gap != nil {
-				cut = "gap: " + string(v.Gap.Reason)
-			}
-			rows = append(rows, []string{v.PV, dash(v.Driver), dash(v.Handle), attached, "-", cut})
-			continue
-		}
-		for _, pl := range v.Placements {
-			cut := cuts[v.PV][pl.Array]
-			if cut == "" {
-				cut = "-"
-			}
-			rows = append(rows, []string{v.PV, v.Driver, v.Handle, attached, pl.Array, cut})
-		}
-	}
-	if len(p.Footprint) == 0 {
-		fmt.Fprintln(out, "\nNo volume is attached or attaching to the node.")
-	} else {
-		section(out, "Footprint", rows)
-	}
-	if len(p.Arrays) > 0 {
-		rows := [][]string{{"ARRAY", "IDENTITY", "A FENCE WOULD REMOVE"}}
-		for _, a := range p.Arrays {
-			what := a.Summary
-			if a.Error != "" {
-				what = "not read: " + a.Error
-			}
-			rows = append(rows, []string{a.Array, dash(a.Identity), dash(what)})
-		}
-		section(out, "Arrays", rows)
-	}
-	if len(p.Gaps) > 0 {
-		rows := [][]string{{"VOLUME", "ARRAY", "GAP", "DETAIL"}}
-		for _, g := range p.Gaps {
-			rows = append(rows, []string{dash(g.Volume), dash(g.Array), string(g.Reason), dash(g.Detail)})
-		}
-		section(out, "Gaps (see docs/footprint.md for what to do)", rows)
-	}
-	return nil
 }

@@ -5,18 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/fenced-project/fenced/cmd/fenced/internal/opclient"
+	"github.com/fenced-project/fenced/cmd/fenced/internal/tables"
 	"github.com/fenced-project/fenced/cmd/fenced/status"
 )
-
-// defaultAddr is the HTTP endpoint the operator commands call by default:
-// the default http.listen.
-const defaultAddr = "http://127.0.0.1:7440"
 
 // Exit codes of `fenced status` besides exitOK, exitFailure (no answer)
 // and exitUsage, for monitoring (like `crm_mon -s`).
@@ -30,7 +26,7 @@ const (
 )
 
 type statusFlags struct {
-	endpointFlags
+	opclient.EndpointFlags
 	output string
 }
 
@@ -54,13 +50,13 @@ Exit status: 0 ready, with a leader; 1 no answer (or an error); 2 usage;
 			if err := checkOutput(f.output); err != nil {
 				return err
 			}
-			e, err := f.resolve()
+			e, err := f.Resolve(groupCAPool)
 			if err != nil {
 				return &exitError{code: exitUsage, err: err}
 			}
-			ctx, cancel := context.WithTimeout(cmd.Context(), f.timeout)
+			ctx, cancel := context.WithTimeout(cmd.Context(), f.Timeout)
 			defer cancel()
-			raw, st, err := fetchStatus(ctx, e)
+			raw, st, err := e.Status(ctx)
 			if err != nil {
 				return &exitError{code: exitFailure, err: err}
 			}
@@ -73,13 +69,13 @@ Exit status: 0 ready, with a leader; 1 no answer (or an error); 2 usage;
 				if _, err := cmd.OutOrStdout().Write(b.Bytes()); err != nil {
 					return err
 				}
-			} else if err := writeTable(cmd.OutOrStdout(), st, time.Now()); err != nil {
+			} else if err := tables.Status(cmd.OutOrStdout(), st, time.Now()); err != nil {
 				return err
 			}
 			return statusExit(st)
 		},
 	}
-	f.register(cmd, 10*time.Second)
+	f.Register(cmd, 10*time.Second)
 	registerOutput(cmd, &f.output)
 	return cmd
 }
@@ -93,34 +89,4 @@ func statusExit(st status.Status) error {
 		return &exitError{code: exitNotReady, err: fmt.Errorf("replica %s is not ready", st.ReplicaID)}
 	}
 	return nil
-}
-
-// fetchStatus GETs /status and decodes it.
-func fetchStatus(ctx context.Context, e *endpoint) ([]byte, status.Status, error) {
-	var st status.Status
-	url := e.base + "/status"
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return nil, st, fmt.Errorf("status from %s: %w", url, err)
-	}
-	resp, err := e.http.Do(req)
-	if err != nil {
-		return nil, st, fmt.Errorf("status from %s: %w", e.base, err)
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
-	if err != nil {
-		return nil, st, fmt.Errorf("read status from %s: %w", url, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		hint := ""
-		if resp.StatusCode == http.StatusBadRequest && e.base[:5] == "http:" {
-			hint = " (an HTTPS endpoint? use https://, or --config)"
-		}
-		return nil, st, fmt.Errorf("status from %s: %s%s", url, resp.Status, hint)
-	}
-	if err := json.Unmarshal(raw, &st); err != nil {
-		return nil, st, fmt.Errorf("decode status from %s: %w", url, err)
-	}
-	return raw, st, nil
 }

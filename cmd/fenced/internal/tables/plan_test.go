@@ -1,4 +1,4 @@
-package main
+package tables
 
 import (
 	"bytes"
@@ -26,7 +26,7 @@ func TestWritePlanNamesCutsAndGaps(t *testing.T) {
 		Gaps: []stonith.VolumeGap{{Volume: "pvc-2", Reason: arrayclients.GapUnknownDriver, Detail: "driver nfs.example.com"}},
 	}
 	var b bytes.Buffer
-	require.NoError(t, writePlan(&b, p))
+	require.NoError(t, Plan(&b, p))
 	out := b.String()
 	assert.Contains(t, out, "Node w-3 (cluster prod): UNPROTECTED")
 	assert.Regexp(t, `pvc-1\s+csi-powerstore.dellemc.com\s+0a6e2b34/PS1/scsi\s+yes\s+pstore-1\s+host-initiators`, out)
@@ -36,7 +36,7 @@ func TestWritePlanNamesCutsAndGaps(t *testing.T) {
 
 	p.Protected, p.Gaps, p.Footprint = true, nil, p.Footprint[:1]
 	b.Reset()
-	require.NoError(t, writePlan(&b, p))
+	require.NoError(t, Plan(&b, p))
 	assert.Contains(t, b.String(), "PROTECTED: a fence would cut every volume")
 	assert.NotContains(t, b.String(), "Gaps")
 }

@@ -1,4 +1,7 @@
-package main
+// Package tables renders what fenced's operator commands show a person:
+// the status document, the fence history and a node's fence plan, as
+// aligned text tables whose every value stays on one line.
+package tables
 
 import (
 	"fmt"
@@ -12,9 +15,9 @@ import (
 	"github.com/fenced-project/fenced/cmd/fenced/status"
 )
 
-// writeTable renders the status document for people; now dates the
-// "ago" of last contacts and pauses.
-func writeTable(out io.Writer, st status.Status, now time.Time) error {
+// Status renders the status document for people; now dates the "ago"
+// of last contacts and pauses.
+func Status(out io.Writer, st status.Status, now time.Time) error {
 	rows := [][]string{
 		{"Replica:", st.ReplicaID},
 		{"Version:", st.Version},
