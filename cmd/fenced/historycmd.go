@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fenced-project/fenced/cluster/ledger"
+	"github.com/fenced-project/fenced/cmd/fenced/internal/replica"
 	"github.com/fenced-project/fenced/cmd/fenced/status"
 )
 
@@ -61,7 +62,7 @@ func readHistory(l *ledger.FSM, cluster, node string, limit int) status.History 
 			}
 		}
 		for _, f := range recs {
-			e := finishedFence(f)
+			e := replica.FinishedFence(f)
 			for _, st := range f.Steps {
 				e.Steps = append(e.Steps, status.FenceStep{To: string(st.To), At: st.At, By: st.By,
 					Operator: st.Operator, Note: st.Note, Forced: st.Forced})

@@ -18,6 +18,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/fenced-project/fenced/cmd/fenced/internal/replica"
 	"github.com/fenced-project/fenced/configs"
 	"github.com/fenced-project/fenced/stonith"
 )
@@ -179,7 +180,7 @@ func (f *endpointFlags) resolve() (*endpoint, error) {
 		}
 		tc.RootCAs = pool
 	case e.cfg != nil && strings.HasPrefix(base, "https://"):
-		pool, err := groupCAPool(e.cfg, f.credentialsDir)
+		pool, err := replica.GroupCAPool(e.cfg, f.credentialsDir)
 		if err != nil {
 			return nil, fmt.Errorf("CA of --config: %w%s", err, credentialsHint(err))
 		}
