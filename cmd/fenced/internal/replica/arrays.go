@@ -100,3 +100,11 @@ func (a *arrayChecker) Status() []status.Array {
 	}
 	return out
 }
+
+// truncate cuts s to at most n bytes.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
+}

@@ -20,6 +20,7 @@ import (
 	"github.com/fenced-project/fenced/cmd/fenced/internal/daemon"
 	"github.com/fenced-project/fenced/configs"
 	"github.com/fenced-project/fenced/detector"
+	"github.com/fenced-project/fenced/detector/groupview"
 	"github.com/fenced-project/fenced/kube"
 	"github.com/fenced-project/fenced/stonith"
 )
@@ -38,7 +39,7 @@ type clusterRuntime struct {
 	writer     *kube.Writer
 	footprints *kube.Footprints
 	runner     *detector.Runner
-	view       *ledgerView
+	view       *groupview.View
 	err        error
 }
 
@@ -53,7 +54,7 @@ type fencing struct {
 	checker  *arrayChecker
 	clusters []*clusterRuntime
 	ctrl     *stonith.Controller // nil when no cluster could be wired
-	vantage  *vantage
+	vantage  *groupview.Sharing
 	// pathMetrics is registered when a cluster enables storagePathLoss.
 	pathMetrics *detector.PathMetrics
 }
@@ -112,7 +113,7 @@ func wireFencing(d *daemon.Daemon, node *cluster.Node, order *stopOrder) (*fenci
 	if err := order.add(d, "identities", f.learnAsLeader); err != nil {
 		return nil, err
 	}
-	if err := order.add(d, "vantage", f.vantage.run); err != nil {
+	if err := order.add(d, "vantage", f.vantage.Run); err != nil {
 		return nil, err
 	}
 	if err := f.vantageRoute(); err != nil {
@@ -173,7 +174,7 @@ func (f *fencing) newCluster(c configs.Cluster) *clusterRuntime {
 		}
 		return ""
 	}
-	cr.view = newLedgerView(c, f.node, adapters, bootID, f.log.With("component", "identities"))
+	cr.view = groupview.NewView(c, f.node, adapters, bootID, f.log.With("component", "identities"))
 	return cr
 }
 
@@ -253,8 +254,7 @@ func (f *fencing) newRunner(cr *clusterRuntime, metrics *detector.Metrics) error
 		others = append(others, p.ID)
 	}
 	if len(others) > 0 {
-		cr.view.board = f.vantage.addCluster(cr.cfg.Name, others, pol)
-		cr.view.report = f.vantage.queue
+		cr.view.ShareProbes(f.vantage.AddCluster(cr.cfg.Name, others, pol), f.vantage.Queue)
 	}
 	if err := f.pathLoss(cr, pol, &rc); err != nil {
 		return err
@@ -283,7 +283,7 @@ func (f *fencing) learnAsLeader(ctx context.Context) error {
 					continue
 				}
 				n++
-				go func() { cr.view.drain(l, identityRetry); done <- struct{}{} }()
+				go func() { cr.view.Drain(l, identityRetry); done <- struct{}{} }()
 			}
 			for range n {
 				<-done

@@ -2,10 +2,13 @@ package replica
 
 import (
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
 
 	"github.com/fenced-project/fenced/cluster"
+	"github.com/fenced-project/fenced/configs"
+	"github.com/fenced-project/fenced/detector/groupview"
 	"github.com/fenced-project/fenced/stonith"
 )
 
@@ -37,5 +40,72 @@ func (f *fencing) routes() error {
 		}
 		f.d.Handle(pattern, fh)
 	}
+	return nil
+}
+
+// newVantage builds this replica's share of the kubelet probes: in a
+// group of more than one, the client that reports to the leader (this
+// replica's certificate, and the API token where that is needed).
+func newVantage(cfg *configs.Config, credDir string, node groupview.Node, log *slog.Logger) (*groupview.Sharing, error) {
+	sc := groupview.SharingConfig{Self: cfg.Replica.ID, Node: node, Logger: log,
+		Cert: cfg.Replica.TLS.CertFile != "" && cfg.Replica.TLS.KeyFile != "",
+		Caller: func(r *http.Request) (string, string, bool) {
+			c, ok := stonith.CallerOf(r)
+			if !ok || c.Role != stonith.RoleReplica {
+				return "", "", false
+			}
+			return c.Replica, c.Via, true
+		}}
+	if len(cfg.Peers) == 0 {
+		return groupview.NewSharing(sc), nil
+	}
+	client, err := forwardClient(cfg, credDir)
+	if err != nil {
+		return nil, fmt.Errorf("client for vantage reports: %w", err)
+	}
+	client.Timeout = groupview.SendTimeout
+	sc.Client = client
+	if cfg.HTTP.TokenFile != "" {
+		p, err := configs.ResolveFile(cfg.HTTP.TokenFile, credDir)
+		if err != nil {
+			return nil, fmt.Errorf("http.tokenFile: %w", err)
+		}
+		tok, err := configs.ReadSecretFile(p)
+		if err != nil {
+			return nil, fmt.Errorf("http.tokenFile: %w", err)
+		}
+		sc.Token = tok
+	}
+	return groupview.NewSharing(sc), nil
+}
+
+// vantageAuth authorizes a vantage report: a replica's certificate (in
+// person or forwarded by another replica), or, on an endpoint without TLS,
+// the API token from loopback. The report is then taken as the replica the
+// certificate names only (see ServeHTTP); without TLS there is no
+// certificate and the replica is what the report says.
+func vantageAuth(auth *stonith.Authenticator, h http.Handler) http.Handler {
+	replica := auth.RequireReplica(h)
+	operator := auth.RequireOperator(h)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.TLS == nil {
+			operator.ServeHTTP(w, r) // the token, from loopback only
+			return
+		}
+		replica.ServeHTTP(w, r)
+	})
+}
+
+// vantageRoute serves the internal route: authorized on the replica that
+// receives it, forwarded to the leader.
+func (f *fencing) vantageRoute() error {
+	if len(f.d.Config().Peers) == 0 {
+		return nil
+	}
+	client, err := forwardClient(f.d.Config(), f.d.CredentialsDir())
+	if err != nil {
+		return fmt.Errorf("client for forwarding to the leader: %w", err)
+	}
+	f.d.Handle(http.MethodPost+" "+groupview.Path, vantageAuth(f.d.Authenticator(), f.node.ForwardingHandler(f.vantage, cluster.ForwardOptions{Client: client})))
 	return nil
 }
