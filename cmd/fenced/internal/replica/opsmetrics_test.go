@@ -2,9 +2,7 @@ package replica
 
 import (
 	"bytes"
-	"crypto/x509"
 	"encoding/json"
-	"encoding/pem"
 	"fmt"
 	"io"
 	"log/slog"
@@ -40,9 +38,7 @@ func TestOpsMetrics(t *testing.T) {
 	leaf, err := ca.Issue("mgmt1")
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(creds, "fenced_raft.crt"), leaf.CertPEM, 0o600))
-	block, _ := pem.Decode(leaf.CertPEM)
-	require.NotNil(t, block)
-	leafCert, err := x509.ParseCertificate(block.Bytes)
+	pair, err := leaf.TLSCertificate()
 	require.NoError(t, err)
 	cfg := &configs.Config{Clusters: []configs.Cluster{{Name: "prod", DryRun: true}, {Name: "lab"}}}
 	cfg.Replica.TLS.CertFile = "credential:raft.crt"
@@ -60,6 +56,6 @@ fenced_dry_run{cluster="prod"} 1
 # TYPE fenced_fencing_paused gauge
 fenced_fencing_paused{cluster="lab"} 1
 fenced_fencing_paused{cluster="prod"} 0
-`, leafCert.NotAfter.Unix())
+`, pair.Leaf.NotAfter.Unix())
 	require.NoError(t, testutil.CollectAndCompare(c, strings.NewReader(want)))
 }
