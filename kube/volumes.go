@@ -3,6 +3,7 @@ package kube
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -158,5 +159,38 @@ func (w *Writer) boundVolumes(ctx context.Context, p *corev1.Pod) ([]string, err
 			out = append(out, pvc.Spec.VolumeName)
 		}
 	}
+	return out, nil
+}
+
+// VolumeArrays finds the arrays holding a node's protected volumes: a
+// volume is on every array listed for the CSI driver that provisioned it
+// (with one array per family, exactly that array). It implements the
+// detector's ProtectedArrays for storage path loss.
+type VolumeArrays struct {
+	// Writer reads the node's protected volumes (ProtectedVolumes).
+	Writer *Writer
+	// Selector marks protected pods besides StatefulSets' (nil: none).
+	Selector labels.Selector
+	// ByDriver maps a CSI driver name to the arrays of the cluster whose
+	// family that driver provisions on.
+	ByDriver map[string][]string
+}
+
+// ProtectedArrays returns the sorted names of the arrays holding the
+// node's protected volumes.
+func (p *VolumeArrays) ProtectedArrays(ctx context.Context, node string) ([]string, error) {
+	vols, err := p.Writer.ProtectedVolumes(ctx, node, p.Selector)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, v := range vols {
+		for _, a := range p.ByDriver[v.Driver] {
+			if !slices.Contains(out, a) {
+				out = append(out, a)
+			}
+		}
+	}
+	slices.Sort(out)
 	return out, nil
 }

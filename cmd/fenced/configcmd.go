@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fenced-project/fenced/cmd/fenced/internal/daemon"
+	"github.com/fenced-project/fenced/cmd/fenced/internal/replica"
 	"github.com/fenced-project/fenced/configs"
 	"github.com/fenced-project/fenced/kube"
 )
@@ -126,7 +127,7 @@ func validateFile(f, credDir string) validateResult {
 	if len(cfg.UncheckedCredentials()) == 0 {
 		d, err := daemon.New(cfg, daemon.Options{CredentialsDir: credDir})
 		if err == nil {
-			err = preflight(d)
+			err = replica.Preflight(d)
 		}
 		if err != nil {
 			r.Error = fmt.Sprintf("configuration %s: fenced run refuses it: %v", f, err)

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fenced-project/fenced/cluster"
+	"github.com/fenced-project/fenced/cmd/fenced/internal/replica"
 	"github.com/fenced-project/fenced/configs"
 )
 
@@ -24,7 +25,7 @@ func TestRunRefusesAnEmptyStore(t *testing.T) {
 	cfgPath := devConfig(t, freeAddr(t), "")
 	cfg, err := configs.Load(cfgPath, configs.Options{})
 	require.NoError(t, err)
-	rc, err := raftConfig(cfg, "")
+	rc, err := replica.RaftConfig(cfg, "")
 	require.NoError(t, err)
 	n, err := cluster.Open(rc, nil, nil)
 	require.NoError(t, err)

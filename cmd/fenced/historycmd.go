@@ -14,6 +14,7 @@ import (
 
 	"github.com/fenced-project/fenced/cluster/ledger"
 	"github.com/fenced-project/fenced/cmd/fenced/internal/opclient"
+	"github.com/fenced-project/fenced/cmd/fenced/internal/replica"
 	"github.com/fenced-project/fenced/cmd/fenced/internal/tables"
 	"github.com/fenced-project/fenced/cmd/fenced/status"
 )
@@ -61,7 +62,7 @@ func readHistory(l *ledger.FSM, cluster, node string, limit int) status.History 
 			}
 		}
 		for _, f := range recs {
-			e := finishedFence(f)
+			e := replica.FinishedFence(f)
 			for _, st := range f.Steps {
 				e.Steps = append(e.Steps, status.FenceStep{To: string(st.To), At: st.At, By: st.By,
 					Operator: st.Operator, Note: st.Note, Forced: st.Forced})
@@ -104,7 +105,7 @@ last ` + strconv.Itoa(ledger.MaxHistory) + ` records of each node; fences in pro
 			if limit < 0 || limit > maxHistoryLimit {
 				return &exitError{code: exitUsage, err: fmt.Errorf("--limit %d: want 0 to %d", limit, maxHistoryLimit)}
 			}
-			e, err := f.Resolve(groupCAPool)
+			e, err := f.Resolve(replica.GroupCAPool)
 			if err != nil {
 				return &exitError{code: exitUsage, err: err}
 			}

@@ -20,6 +20,7 @@ import (
 	"github.com/fenced-project/fenced/cluster/clustertest"
 	"github.com/fenced-project/fenced/cmd/fenced/status"
 	"github.com/fenced-project/fenced/detector"
+	"github.com/fenced-project/fenced/detector/groupview"
 	"github.com/fenced-project/fenced/stonith"
 )
 
@@ -249,14 +250,14 @@ func TestIdentitiesAcrossTheGroup(t *testing.T) {
 	report := func(as string) detector.VantageReport {
 		return detector.VantageReport{Replica: as, SentAt: time.Now().UTC()}
 	}
-	code, body := g.post(t, sender.id, leader, VantagePath, report(sender.id))
+	code, body := g.post(t, sender.id, leader, groupview.Path, report(sender.id))
 	assert.Equal(t, http.StatusOK, code, "a report as the sender itself: %s", body)
-	code, body = g.post(t, sender.id, leader, VantagePath, report(follower.id))
+	code, body = g.post(t, sender.id, leader, groupview.Path, report(follower.id))
 	assert.Equal(t, http.StatusForbidden, code, "a forged report to the leader: %s", body)
 	assert.Contains(t, body, "certificate names replica")
-	code, body = g.post(t, sender.id, follower, VantagePath, report(follower.id))
+	code, body = g.post(t, sender.id, follower, groupview.Path, report(follower.id))
 	assert.Equal(t, http.StatusForbidden, code, "a forged report forwarded by a follower: %s", body)
-	code, body = g.post(t, "alice", follower, VantagePath, report(sender.id))
+	code, body = g.post(t, "alice", follower, groupview.Path, report(sender.id))
 	assert.Equal(t, http.StatusForbidden, code, "an operator sends no vantage report: %s", body)
 	assert.Contains(t, leader.proc.stderr.String(), "vantage report refused", "the leader logs the refusal")
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fenced-project/fenced/cmd/fenced/internal/opclient"
+	"github.com/fenced-project/fenced/cmd/fenced/internal/replica"
 	"github.com/fenced-project/fenced/cmd/fenced/internal/tables"
 	"github.com/fenced-project/fenced/stonith"
 )
@@ -44,7 +45,7 @@ func opCommand(use, short, long string, args cobra.PositionalArgs, setup func(*c
 			if err := checkOutput(f.Output); err != nil {
 				return err
 			}
-			c, err := f.Client(groupCAPool)
+			c, err := f.Client(replica.GroupCAPool)
 			if err != nil {
 				return &exitError{code: exitUsage, err: err}
 			}

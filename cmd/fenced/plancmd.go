@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fenced-project/fenced/cmd/fenced/internal/opclient"
+	"github.com/fenced-project/fenced/cmd/fenced/internal/replica"
 	"github.com/fenced-project/fenced/cmd/fenced/internal/tables"
 	"github.com/fenced-project/fenced/stonith"
 )
@@ -33,7 +34,7 @@ protected, 1 when it is not (or on error).`,
 			if err := checkOutput(f.Output); err != nil {
 				return err
 			}
-			c, err := f.Client(groupCAPool)
+			c, err := f.Client(replica.GroupCAPool)
 			if err != nil {
 				return &exitError{code: exitUsage, err: err}
 			}

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
@@ -11,10 +12,11 @@ import (
 
 	"github.com/fenced-project/fenced/arrayclients"
 	"github.com/fenced-project/fenced/cluster"
-	"github.com/fenced-project/fenced/cmd/fenced/internal/apiprobe"
 	"github.com/fenced-project/fenced/cmd/fenced/internal/buildinfo"
 	"github.com/fenced-project/fenced/cmd/fenced/internal/daemon"
 	"github.com/fenced-project/fenced/cmd/fenced/internal/logging"
+	"github.com/fenced-project/fenced/cmd/fenced/internal/replica"
+	"github.com/fenced-project/fenced/cmd/fenced/status"
 	"github.com/fenced-project/fenced/configs"
 )
 
@@ -117,7 +119,7 @@ func runDaemon(cmd *cobra.Command, f runFlags) error {
 		Logger: log, Redactor: red, CredentialsDir: f.credDir, Build: buildinfo.Get(),
 	})
 	if err == nil {
-		err = preflight(d)
+		err = replica.Preflight(d)
 	}
 	if err != nil {
 		log.Error("cannot start: invalid configuration", "error", err)
@@ -125,13 +127,16 @@ func runDaemon(cmd *cobra.Command, f runFlags) error {
 	}
 	// Past preflight, what fails is not the configuration: the Raft
 	// store (65), or something restarting may cure (1).
-	if err := wire(d); err != nil {
+	l, err := replica.Wire(d)
+	if err != nil {
 		log.Error("cannot start", "error", err)
 		if errors.Is(err, cluster.ErrDataDir) {
 			return &exitError{code: exitDataDir, err: err}
 		}
 		return &exitError{code: exitFailure, err: err}
 	}
+	// The history command's endpoint, served from this replica's ledger.
+	d.Handle(http.MethodGet+" "+status.HistoryPath, historyHandler(cfg.Replica.ID, l))
 
 	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
@@ -139,35 +144,5 @@ func runDaemon(cmd *cobra.Command, f runFlags) error {
 		log.Error("fenced failed", "error", err)
 		return &exitError{code: exitFailure, err: err}
 	}
-	return nil
-}
-
-// wire adds the replica's components to the daemon: the Raft group, the
-// arrays, and per cluster its API server probe, detector and identity
-// learning, then the fencing pipeline that runs while this replica leads,
-// its API under /v1/, the /readyz checks and the /status sections. A
-// cluster that cannot be reached makes the replica not ready rather than
-// stopping it. On SIGTERM the detectors and the pipeline stop first, then
-// Raft, then HTTP.
-func wire(d *daemon.Daemon) error {
-	order := &stopOrder{}
-	node, err := wireRaft(d, order)
-	if err != nil {
-		return err
-	}
-	f, err := wireFencing(d, node, order)
-	if err != nil {
-		_ = node.Close()
-		return err
-	}
-	probers := make([]*apiprobe.Prober, 0, len(f.clusters))
-	for _, cr := range f.clusters {
-		probers = append(probers, cr.probe)
-	}
-	if err := d.Registry().Register(apiprobe.NewCollector(probers)); err != nil {
-		_ = node.Close()
-		return fmt.Errorf("register API server metrics: %w", err)
-	}
-	d.Logger().Debug("wired", "clusters", len(f.clusters), "arrays", len(d.ArrayConfigs()), "pipeline", f.ctrl != nil)
 	return nil
 }

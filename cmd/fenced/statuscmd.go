@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fenced-project/fenced/cmd/fenced/internal/opclient"
+	"github.com/fenced-project/fenced/cmd/fenced/internal/replica"
 	"github.com/fenced-project/fenced/cmd/fenced/internal/tables"
 	"github.com/fenced-project/fenced/cmd/fenced/status"
 )
@@ -50,7 +51,7 @@ Exit status: 0 ready, with a leader; 1 no answer (or an error); 2 usage;
 			if err := checkOutput(f.output); err != nil {
 				return err
 			}
-			e, err := f.Resolve(groupCAPool)
+			e, err := f.Resolve(replica.GroupCAPool)
 			if err != nil {
 				return &exitError{code: exitUsage, err: err}
 			}

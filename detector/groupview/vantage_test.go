@@ -1,4 +1,4 @@
-package main
+package groupview
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 	"github.com/fenced-project/fenced/detector"
 )
 
-// leaderA is the read side of a raftNode that leads as replica "a" in
+// leaderA is the read side of a Node that leads as replica "a" in
 // term 2 over an empty ledger; the test's type adds Apply.
 type leaderA struct{ fsm *ledger.FSM }
 
@@ -28,7 +28,7 @@ func (leaderA) Leadership() (cluster.Leadership, <-chan struct{}) {
 func (leaderA) Leader() (cluster.LeaderInfo, bool) { return cluster.LeaderInfo{ID: "a"}, true }
 func (l leaderA) Ledger() *ledger.FSM              { return l.fsm }
 
-// slowLedger is a raftNode whose writes take a while and can fail for one
+// slowLedger is a Node whose writes take a while and can fail for one
 // node: it shows how many writes were in flight together.
 type slowLedger struct {
 	leaderA
@@ -70,7 +70,7 @@ func (s *slowLedger) Apply(ctx context.Context, c ledger.Command) (uint64, error
 // write does not stop the others.
 func TestVantageReportCommitsChangesConcurrently(t *testing.T) {
 	node := &slowLedger{leaderA: leaderA{ledger.New()}, fail: "n-007"}
-	v := &vantage{self: "a", node: node, log: slog.New(slog.DiscardHandler)}
+	v := NewSharing(SharingConfig{Self: "a", Node: node, Logger: slog.New(slog.DiscardHandler)})
 	rep := detector.VantageReport{Replica: "b", SentAt: time.Now()}
 	for i := range 100 {
 		rep.Observations = append(rep.Observations, detector.VantageObservation{Cluster: "c1", Node: fmt.Sprintf("n-%03d", i),
@@ -88,7 +88,7 @@ func TestVantageReportCommitsChangesConcurrently(t *testing.T) {
 // A report whose sender gave up stops writing at once.
 func TestVantageReportStopsWithItsRequest(t *testing.T) {
 	node := &slowLedger{leaderA: leaderA{ledger.New()}}
-	v := &vantage{self: "a", node: node, log: slog.New(slog.DiscardHandler)}
+	v := NewSharing(SharingConfig{Self: "a", Node: node, Logger: slog.New(slog.DiscardHandler)})
 	rep := detector.VantageReport{Replica: "b", SentAt: time.Now()}
 	for i := range 100 {
 		rep.Observations = append(rep.Observations, detector.VantageObservation{Cluster: "c1", Node: fmt.Sprintf("n-%03d", i), At: time.Now()})

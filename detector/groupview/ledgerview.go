@@ -1,4 +1,4 @@
-package main
+package groupview
 
 import (
 	"context"
@@ -8,8 +8,9 @@ import (
 	"maps"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
+
+	"k8s.io/client-go/util/workqueue"
 
 	"github.com/fenced-project/fenced/arrayclients"
 	"github.com/fenced-project/fenced/cluster"
@@ -18,12 +19,12 @@ import (
 	"github.com/fenced-project/fenced/detector"
 )
 
-// probeKubelet is the ledger's name for a replica's kubelet probe of a node.
-const probeKubelet = "kubelet"
+// ProbeKubelet is the ledger's name for a replica's kubelet probe of a node.
+const ProbeKubelet = "kubelet"
 
-// raftNode is what the detector's ledger view needs of the Raft group.
+// Node is what the detector's view of the group needs of the Raft group.
 // *cluster.Node implements it.
-type raftNode interface {
+type Node interface {
 	ID() string
 	Leadership() (cluster.Leadership, <-chan struct{})
 	Leader() (cluster.LeaderInfo, bool)
@@ -31,24 +32,24 @@ type raftNode interface {
 	Ledger() *ledger.FSM
 }
 
-var _ raftNode = (*cluster.Node)(nil)
+var _ Node = (*cluster.Node)(nil)
 
-// ledgerView connects one cluster's detector to the ledger: it is the
+// View connects one cluster's detector to the ledger: it is the
 // Runner's IdentitySource, VantageSource, ObservationSink and Guard.
 //
 // Identity learning: the detector hands over the identity inputs (Node and
 // CSINode) of healthy nodes. On the leader they are resolved at once on
 // every array of the cluster and committed with SetIdentities when they
 // differ from the ledger's; on a follower they are kept, and resolved when
-// the replica becomes leader (drain), so a new leader learns what changed
+// the replica becomes leader (Drain), so a new leader learns what changed
 // while it followed. A node is committed only when every array answered
 // (an unreachable array keeps the previous set); arrays where no identity
 // or an ambiguous one was found are committed as such, and make the node
 // unprotected where it has footprint volumes. Ambiguities are also kept in
 // memory and reported to the detector (Blocked identity-ambiguous).
-type ledgerView struct {
+type View struct {
 	cluster   string
-	node      raftNode
+	node      Node
 	arrays    []arrayclients.Adapter
 	drivers   map[string]arrayclients.Family
 	overrides map[string]map[string]string // node -> array -> override
@@ -57,7 +58,8 @@ type ledgerView struct {
 
 	// board holds the other replicas' fresh kubelet probes (filled on the
 	// leader by their reports); report queues this replica's probe for the
-	// leader while it follows. Both are nil in a group of one.
+	// leader while it follows. Both are nil in a group of one (see
+	// ShareProbes).
 	board  *detector.VantageBoard
 	report func(detector.ProbeObservation)
 
@@ -67,24 +69,26 @@ type ledgerView struct {
 }
 
 var (
-	_ detector.IdentitySource  = (*ledgerView)(nil)
-	_ detector.VantageSource   = (*ledgerView)(nil)
-	_ detector.ObservationSink = (*ledgerView)(nil)
-	_ detector.Guard           = (*ledgerView)(nil)
+	_ detector.IdentitySource  = (*View)(nil)
+	_ detector.VantageSource   = (*View)(nil)
+	_ detector.ObservationSink = (*View)(nil)
+	_ detector.Guard           = (*View)(nil)
 )
 
-func newLedgerView(c configs.Cluster, node raftNode, arrays []arrayclients.Adapter, bootID func(string) string, log *slog.Logger) *ledgerView {
+// NewView returns the view of cluster c's detector. bootID returns a
+// node's current boot ID, committed with its identities.
+func NewView(c configs.Cluster, node Node, arrays []arrayclients.Adapter, bootID func(string) string, log *slog.Logger) *View {
 	ov := map[string]map[string]string{}
 	for _, n := range c.Nodes {
 		ov[n.Name] = maps.Clone(n.Arrays)
 	}
-	return &ledgerView{cluster: c.Name, node: node, arrays: arrays, drivers: c.DriverFamilies(), overrides: ov, bootID: bootID,
+	return &View{cluster: c.Name, node: node, arrays: arrays, drivers: c.DriverFamilies(), overrides: ov, bootID: bootID,
 		log: log.With("cluster", c.Name), ambiguous: map[string][]string{}, pending: map[string]arrayclients.Node{}}
 }
 
 // NodeIdentities returns the identities the ledger holds for the node and
 // the arrays where its identity was found ambiguous.
-func (v *ledgerView) NodeIdentities(cluster, node string) ([]arrayclients.Identity, []string) {
+func (v *View) NodeIdentities(cluster, node string) ([]arrayclients.Identity, []string) {
 	var ids []arrayclients.Identity
 	v.node.Ledger().Read(func(s *ledger.State) {
 		if n := s.Node(cluster, node); n != nil {
@@ -103,7 +107,7 @@ func (v *ledgerView) NodeIdentities(cluster, node string) ([]arrayclients.Identi
 // (see detector.VantageBoard); nothing on a follower. The ledger's record
 // of their reachability (changes only, for the history) is never used as
 // evidence: its Since is when a value began, not when it was last seen.
-func (v *ledgerView) Probes(cluster, node string) []detector.ProbeObservation {
+func (v *View) Probes(cluster, node string) []detector.ProbeObservation {
 	if v.board == nil {
 		return nil
 	}
@@ -113,7 +117,7 @@ func (v *ledgerView) Probes(cluster, node string) []detector.ProbeObservation {
 // RecordProbe commits this replica's kubelet probe when its outcome
 // differs from the ledger's record. Only the leader writes; a follower
 // reports its probes to the leader (see vantage).
-func (v *ledgerView) RecordProbe(ctx context.Context, obs detector.ProbeObservation) error {
+func (v *View) RecordProbe(ctx context.Context, obs detector.ProbeObservation) error {
 	l, _ := v.node.Leadership()
 	if !l.Leader {
 		if v.report != nil {
@@ -124,7 +128,7 @@ func (v *ledgerView) RecordProbe(ctx context.Context, obs detector.ProbeObservat
 	self := v.node.ID()
 	same := false
 	v.node.Ledger().Read(func(s *ledger.State) {
-		o, ok := s.Observations(obs.Cluster, obs.Node, probeKubelet)[self]
+		o, ok := s.Observations(obs.Cluster, obs.Node, ProbeKubelet)[self]
 		same = ok && o.OK == obs.Reachable
 	})
 	if same {
@@ -135,15 +139,15 @@ func (v *ledgerView) RecordProbe(ctx context.Context, obs detector.ProbeObservat
 		detail = obs.Error
 	}
 	_, err := v.node.Apply(ctx, &ledger.Observe{Meta: l.Meta(), Replica: self, Cluster: obs.Cluster, Node: obs.Node,
-		Probe: probeKubelet, OK: obs.Reachable, Since: obs.At.UTC(), Detail: truncate(detail, 200)})
+		Probe: ProbeKubelet, OK: obs.Reachable, Since: obs.At.UTC(), Detail: truncate(detail, 200)})
 	if errors.Is(err, cluster.ErrNotLeader) {
 		return nil
 	}
 	return err
 }
 
-// RecordNodeInputs learns a healthy node's identities (see ledgerView).
-func (v *ledgerView) RecordNodeInputs(ctx context.Context, in arrayclients.Node) error {
+// RecordNodeInputs learns a healthy node's identities (see View).
+func (v *View) RecordNodeInputs(ctx context.Context, in arrayclients.Node) error {
 	l, _ := v.node.Leadership()
 	if !l.Leader {
 		v.mu.Lock()
@@ -161,72 +165,111 @@ func (v *ledgerView) RecordNodeInputs(ctx context.Context, in arrayclients.Node)
 	return err
 }
 
-// drainWorkers is how many nodes drain learns at once: learning resolves
+// ShareProbes connects the view to the group's probe sharing: board holds
+// the other replicas' probes of the cluster, report sends this replica's
+// to the leader while it follows (Sharing.Queue).
+func (v *View) ShareProbes(board *detector.VantageBoard, report func(detector.ProbeObservation)) {
+	v.board, v.report = board, report
+}
+
+// drainWorkers is how many nodes Drain learns at once: learning resolves
 // the node on every array, so thousands of nodes one at a time would take
 // many minutes after an election.
 const drainWorkers = 8
 
-// drain learns, under leadership l, every node whose inputs arrived while
-// this replica followed. It retries failures every retry interval until
-// the leadership ends.
-func (v *ledgerView) drain(l cluster.Leadership, retry time.Duration) {
-	for {
+// Drain learns, under leadership l, every node whose inputs arrived while
+// this replica followed, drainWorkers at a time from a work queue in the
+// order of their names. A node that fails is queued again after retry, and
+// inputs that arrive meanwhile are taken every retry interval, until the
+// leadership ends.
+func (v *View) Drain(l cluster.Leadership, retry time.Duration) {
+	q := workqueue.NewTypedRateLimitingQueue(workqueue.NewTypedItemFastSlowRateLimiter[string](retry, retry, 0))
+	var (
+		mu      sync.Mutex
+		inputs  = map[string]*arrayclients.Node{} // taken and not learned yet
+		learned int
+		failed  bool
+	)
+	take := func() {
 		v.mu.Lock()
 		todo := v.pending
 		v.pending = map[string]arrayclients.Node{}
 		v.mu.Unlock()
-		var failed atomic.Int64
-		names := make(chan string)
-		var wg sync.WaitGroup
-		for range min(drainWorkers, len(todo)) {
-			wg.Go(func() {
-				for name := range names {
-					if err := v.learn(l.Ctx, l, todo[name]); err != nil {
-						failed.Add(1)
-						v.mu.Lock()
-						if _, newer := v.pending[name]; !newer {
-							v.pending[name] = todo[name]
-						}
-						v.mu.Unlock()
-						v.log.Warn("learn node identities", "node", name, "error", err)
-					}
-				}
-			})
+		mu.Lock()
+		for name, in := range todo {
+			inputs[name] = &in
 		}
-		order := slices.Sorted(maps.Keys(todo))
-		sent := 0
-		for _, name := range order {
-			if l.Ctx.Err() != nil {
-				break
-			}
-			names <- name
-			sent++
-		}
-		close(names)
-		wg.Wait()
-		if l.Ctx.Err() != nil {
-			// The leadership ended: what was not tried stays pending for the
-			// next one. The detector has handed these inputs over once and
-			// will not again unless they change, so dropping them would leave
-			// the nodes unprotected (no identities) for good.
-			v.mu.Lock()
-			for _, name := range order[sent:] {
-				if _, newer := v.pending[name]; !newer {
-					v.pending[name] = todo[name]
-				}
-			}
-			v.mu.Unlock()
-			return
-		}
-		if failed.Load() == 0 && len(todo) > 0 {
-			v.log.Info("learned node identities after gaining leadership", "nodes", len(todo))
-		}
-		select {
-		case <-l.Ctx.Done():
-			return
-		case <-time.After(retry):
+		mu.Unlock()
+		for _, name := range slices.Sorted(maps.Keys(todo)) {
+			q.Add(name)
 		}
 	}
+	var wg sync.WaitGroup
+	for range drainWorkers {
+		wg.Go(func() {
+			for {
+				name, shutdown := q.Get()
+				if shutdown {
+					return
+				}
+				mu.Lock()
+				in, ok := inputs[name]
+				mu.Unlock()
+				if !ok || l.Ctx.Err() != nil {
+					q.Done(name) // learned already, or left for the next leadership
+					continue
+				}
+				err := v.learn(l.Ctx, l, *in)
+				mu.Lock()
+				switch {
+				case err != nil:
+					failed = true
+				case inputs[name] == in: // not replaced by newer inputs meanwhile
+					delete(inputs, name)
+					learned++
+					if len(inputs) == 0 && !failed {
+						v.log.Info("learned node identities after gaining leadership", "nodes", learned)
+					}
+					if len(inputs) == 0 {
+						learned, failed = 0, false
+					}
+				}
+				mu.Unlock()
+				if err != nil {
+					v.log.Warn("learn node identities", "node", name, "error", err)
+					q.AddRateLimited(name)
+				} else {
+					q.Forget(name)
+				}
+				q.Done(name)
+			}
+		})
+	}
+	take()
+	tick := time.NewTicker(retry)
+	defer tick.Stop()
+	for {
+		select {
+		case <-tick.C:
+			take()
+			continue
+		case <-l.Ctx.Done():
+		}
+		break
+	}
+	q.ShutDown()
+	wg.Wait()
+	// The leadership ended: what was not learned stays pending for the
+	// next one. The detector has handed these inputs over once and will
+	// not again unless they change, so dropping them would leave the nodes
+	// unprotected (no identities) for good.
+	v.mu.Lock()
+	for name, in := range inputs {
+		if _, newer := v.pending[name]; !newer {
+			v.pending[name] = *in
+		}
+	}
+	v.mu.Unlock()
 }
 
 // learn resolves the node on every array of the cluster and commits the
@@ -235,7 +278,7 @@ func (v *ledgerView) drain(l cluster.Leadership, retry time.Duration) {
 // (never silently dropped: with a footprint volume there the node is
 // unprotected). An array that could not be asked keeps the previous set:
 // a set is committed only when every array answered.
-func (v *ledgerView) learn(ctx context.Context, l cluster.Leadership, in arrayclients.Node) error {
+func (v *View) learn(ctx context.Context, l cluster.Leadership, in arrayclients.Node) error {
 	ids := map[string]arrayclients.Identity{}
 	notFound, ambiguous := map[string]string{}, map[string]string{}
 	var errs []error
@@ -290,7 +333,7 @@ func (v *ledgerView) learn(ctx context.Context, l cluster.Leadership, in arraycl
 
 // unchanged reports whether the ledger already holds these identities
 // (times of resolution aside), boot ID and unresolved arrays for the node.
-func (v *ledgerView) unchanged(node, boot string, ids map[string]arrayclients.Identity, notFound, ambiguous map[string]string) bool {
+func (v *View) unchanged(node, boot string, ids map[string]arrayclients.Identity, notFound, ambiguous map[string]string) bool {
 	same := false
 	v.node.Ledger().Read(func(s *ledger.State) {
 		n := s.Node(v.cluster, node)
@@ -316,13 +359,13 @@ func sameIdentity(a, b arrayclients.Identity) bool {
 }
 
 // Quorum reports whether the group has a leader this replica knows of.
-func (v *ledgerView) Quorum() bool {
+func (v *View) Quorum() bool {
 	_, ok := v.node.Leader()
 	return ok
 }
 
 // Paused reports the replicated pause flag (global or for the cluster).
-func (v *ledgerView) Paused(cluster string) bool {
+func (v *View) Paused(cluster string) bool {
 	paused := false
 	v.node.Ledger().Read(func(s *ledger.State) { paused = s.Paused(cluster) })
 	return paused

@@ -1,4 +1,4 @@
-package main
+package replica
 
 import (
 	"fmt"
@@ -10,7 +10,7 @@ import (
 	"github.com/fenced-project/fenced/cmd/fenced/internal/daemon"
 )
 
-// preflight runs the checks the runtime makes when it wires a replica,
+// Preflight runs the checks the runtime makes when it wires a replica,
 // with the runtime's own code and without its side effects: the Raft
 // group's configuration and mutual-TLS credentials, the array adapters
 // (each family's refusals), the client that forwards calls to peers and
@@ -20,9 +20,9 @@ import (
 // `fenced config validate` calls it so that what validates starts.
 // daemon.New has already read the secrets, the API token and the HTTP
 // endpoint's certificate.
-func preflight(d *daemon.Daemon) error {
+func Preflight(d *daemon.Daemon) error {
 	cfg, credDir := d.Config(), d.CredentialsDir()
-	rc, err := raftConfig(cfg, credDir)
+	rc, err := RaftConfig(cfg, credDir)
 	if err != nil {
 		return fmt.Errorf("raft: %w", err)
 	}

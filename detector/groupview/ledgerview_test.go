@@ -1,4 +1,4 @@
-package main
+package groupview
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 	"github.com/fenced-project/fenced/configs"
 )
 
-// shortLeadership is a raftNode whose leadership ends after a few writes.
+// shortLeadership is a Node whose leadership ends after a few writes.
 type shortLeadership struct {
 	leaderA
 	writes int // leadership ends when this many writes were made
@@ -46,7 +46,7 @@ func TestDrainKeepsWhatALostLeadershipDidNotLearn(t *testing.T) {
 	lctx, end := context.WithCancel(context.Background())
 	defer end()
 	node := &shortLeadership{leaderA: leaderA{ledger.New()}, writes: 5, end: end}
-	v := newLedgerView(configs.Cluster{Name: "c1"}, node, nil, func(string) string { return "boot" }, slog.New(slog.DiscardHandler))
+	v := NewView(configs.Cluster{Name: "c1"}, node, nil, func(string) string { return "boot" }, slog.New(slog.DiscardHandler))
 	const n = 200
 	for i := range n {
 		name := fmt.Sprintf("n-%03d", i)
@@ -55,7 +55,7 @@ func TestDrainKeepsWhatALostLeadershipDidNotLearn(t *testing.T) {
 	l, _ := node.Leadership()
 	l.Ctx = lctx
 	done := make(chan struct{})
-	go func() { v.drain(l, time.Hour); close(done) }()
+	go func() { v.Drain(l, time.Hour); close(done) }()
 	select {
 	case <-done:
 	case <-time.After(30 * time.Second):

@@ -1,20 +1,26 @@
-package main
+// Package replica assembles a fenced replica on a daemon.Daemon: the Raft
+// group, the arrays, per cluster its API server probe, detector, identity
+// learning and path-loss watch, the fencing pipeline with its API, the
+// probe sharing between replicas, the /readyz checks, the /status sections
+// and the operational metrics. Preflight runs the same checks without side
+// effects.
+package replica
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"time"
 
 	"github.com/fenced-project/fenced/arrayclients"
 	"github.com/fenced-project/fenced/cluster"
+	"github.com/fenced-project/fenced/cluster/ledger"
 	"github.com/fenced-project/fenced/cmd/fenced/internal/apiprobe"
 	"github.com/fenced-project/fenced/cmd/fenced/internal/daemon"
-	"github.com/fenced-project/fenced/cmd/fenced/status"
 	"github.com/fenced-project/fenced/configs"
 	"github.com/fenced-project/fenced/detector"
+	"github.com/fenced-project/fenced/detector/groupview"
 	"github.com/fenced-project/fenced/kube"
 	"github.com/fenced-project/fenced/stonith"
 )
@@ -33,7 +39,7 @@ type clusterRuntime struct {
 	writer     *kube.Writer
 	footprints *kube.Footprints
 	runner     *detector.Runner
-	view       *ledgerView
+	view       *groupview.View
 	err        error
 }
 
@@ -48,7 +54,7 @@ type fencing struct {
 	checker  *arrayChecker
 	clusters []*clusterRuntime
 	ctrl     *stonith.Controller // nil when no cluster could be wired
-	vantage  *vantage
+	vantage  *groupview.Sharing
 	// pathMetrics is registered when a cluster enables storagePathLoss.
 	pathMetrics *detector.PathMetrics
 }
@@ -107,7 +113,7 @@ func wireFencing(d *daemon.Daemon, node *cluster.Node, order *stopOrder) (*fenci
 	if err := order.add(d, "identities", f.learnAsLeader); err != nil {
 		return nil, err
 	}
-	if err := order.add(d, "vantage", f.vantage.run); err != nil {
+	if err := order.add(d, "vantage", f.vantage.Run); err != nil {
 		return nil, err
 	}
 	if err := f.vantageRoute(); err != nil {
@@ -132,7 +138,6 @@ func wireFencing(d *daemon.Daemon, node *cluster.Node, order *stopOrder) (*fenci
 	}
 	f.readiness()
 	f.statusProviders()
-	d.Handle(http.MethodGet+" "+status.HistoryPath, historyHandler(cfg.Replica.ID, node.Ledger()))
 	if err := d.Registry().Register(newOpsCollector(cfg, node.Ledger(), d.CredentialsDir(), f.log)); err != nil {
 		return nil, fmt.Errorf("register metrics: %w", err)
 	}
@@ -169,7 +174,7 @@ func (f *fencing) newCluster(c configs.Cluster) *clusterRuntime {
 		}
 		return ""
 	}
-	cr.view = newLedgerView(c, f.node, adapters, bootID, f.log.With("component", "identities"))
+	cr.view = groupview.NewView(c, f.node, adapters, bootID, f.log.With("component", "identities"))
 	return cr
 }
 
@@ -249,8 +254,7 @@ func (f *fencing) newRunner(cr *clusterRuntime, metrics *detector.Metrics) error
 		others = append(others, p.ID)
 	}
 	if len(others) > 0 {
-		cr.view.board = f.vantage.addCluster(cr.cfg.Name, others, pol)
-		cr.view.report = f.vantage.queue
+		cr.view.ShareProbes(f.vantage.AddCluster(cr.cfg.Name, others, pol), f.vantage.Queue)
 	}
 	if err := f.pathLoss(cr, pol, &rc); err != nil {
 		return err
@@ -279,7 +283,7 @@ func (f *fencing) learnAsLeader(ctx context.Context) error {
 					continue
 				}
 				n++
-				go func() { cr.view.drain(l, identityRetry); done <- struct{}{} }()
+				go func() { cr.view.Drain(l, identityRetry); done <- struct{}{} }()
 			}
 			for range n {
 				<-done
@@ -325,4 +329,35 @@ func (f *fencing) readiness() {
 			return f.checker.Check(ctx)
 		})
 	}
+}
+
+// Wire adds the replica's components to the daemon: the Raft group, the
+// arrays, and per cluster its API server probe, detector and identity
+// learning, then the fencing pipeline that runs while this replica leads,
+// its API under /v1/, the /readyz checks and the /status sections. A
+// cluster that cannot be reached makes the replica not ready rather than
+// stopping it. On SIGTERM the detectors and the pipeline stop first, then
+// Raft, then HTTP. It returns the Raft group's ledger, which the command
+// serves its history endpoint from.
+func Wire(d *daemon.Daemon) (*ledger.FSM, error) {
+	order := &stopOrder{}
+	node, err := wireRaft(d, order)
+	if err != nil {
+		return nil, err
+	}
+	f, err := wireFencing(d, node, order)
+	if err != nil {
+		_ = node.Close()
+		return nil, err
+	}
+	probers := make([]*apiprobe.Prober, 0, len(f.clusters))
+	for _, cr := range f.clusters {
+		probers = append(probers, cr.probe)
+	}
+	if err := d.Registry().Register(apiprobe.NewCollector(probers)); err != nil {
+		_ = node.Close()
+		return nil, fmt.Errorf("register API server metrics: %w", err)
+	}
+	d.Logger().Debug("wired", "clusters", len(f.clusters), "arrays", len(d.ArrayConfigs()), "pipeline", f.ctrl != nil)
+	return node.Ledger(), nil
 }

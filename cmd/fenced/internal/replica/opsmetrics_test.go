@@ -1,4 +1,4 @@
-package main
+package replica
 
 import (
 	"bytes"
@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
+	"github.com/fenced-project/fenced/cluster/clustertest"
 	"github.com/fenced-project/fenced/cluster/ledger"
 	"github.com/fenced-project/fenced/configs"
 )
@@ -31,9 +33,13 @@ func TestOpsMetrics(t *testing.T) {
 	require.NoError(t, l.Restore(io.NopCloser(bytes.NewReader(append(append(hdr, '\n'), body...)))))
 
 	creds := t.TempDir()
-	ca := newTestCert(t, "ca", nil, 0)
-	leaf := newTestCert(t, "mgmt1", ca, 0)
-	leaf.write(t, filepath.Join(creds, "fenced_raft.crt"), "")
+	ca, err := clustertest.NewCA("ca")
+	require.NoError(t, err)
+	leaf, err := ca.Issue("mgmt1")
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(creds, "fenced_raft.crt"), leaf.CertPEM, 0o600))
+	pair, err := leaf.TLSCertificate()
+	require.NoError(t, err)
 	cfg := &configs.Config{Clusters: []configs.Cluster{{Name: "prod", DryRun: true}, {Name: "lab"}}}
 	cfg.Replica.TLS.CertFile = "credential:raft.crt"
 	c := newOpsCollector(cfg, l, creds, slog.New(slog.DiscardHandler))
@@ -50,6 +56,6 @@ fenced_dry_run{cluster="prod"} 1
 # TYPE fenced_fencing_paused gauge
 fenced_fencing_paused{cluster="lab"} 1
 fenced_fencing_paused{cluster="prod"} 0
-`, leaf.cert.NotAfter.Unix())
+`, pair.Leaf.NotAfter.Unix())
 	require.NoError(t, testutil.CollectAndCompare(c, strings.NewReader(want)))
 }

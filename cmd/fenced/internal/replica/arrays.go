@@ -1,4 +1,4 @@
-package main
+package replica
 
 import (
 	"context"
@@ -99,4 +99,12 @@ func (a *arrayChecker) Status() []status.Array {
 			APIVersion: r.APIVersion, Error: truncate(r.Error, maxArrayError), CheckedAt: &at})
 	}
 	return out
+}
+
+// truncate cuts s to at most n bytes.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
 }

@@ -1,4 +1,4 @@
-package main
+package replica
 
 import (
 	"crypto/tls"
@@ -26,7 +26,7 @@ import (
 // certificate names a configured replica, so the ledger and the logs name
 // the person, not the forwarding replica.
 func forwardClient(cfg *configs.Config, credDir string) (*http.Client, error) {
-	pool, err := groupCAPool(cfg, credDir)
+	pool, err := GroupCAPool(cfg, credDir)
 	if err != nil {
 		return nil, err
 	}
@@ -53,9 +53,9 @@ func forwardClient(cfg *configs.Config, credDir string) (*http.Client, error) {
 	return &http.Client{Transport: rt, Timeout: 30 * time.Second}, nil
 }
 
-// groupCAPool is the system roots plus the group's CA (replica.tls.caFile)
+// GroupCAPool is the system roots plus the group's CA (replica.tls.caFile)
 // and http.tls.clientCAFile: what a replica's HTTPS endpoint verifies with.
-func groupCAPool(cfg *configs.Config, credDir string) (*x509.CertPool, error) {
+func GroupCAPool(cfg *configs.Config, credDir string) (*x509.CertPool, error) {
 	pool, err := x509.SystemCertPool()
 	if err != nil || pool == nil {
 		pool = x509.NewCertPool()

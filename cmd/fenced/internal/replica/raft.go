@@ -1,4 +1,4 @@
-package main
+package replica
 
 import (
 	"context"
@@ -13,10 +13,10 @@ import (
 	"github.com/fenced-project/fenced/configs"
 )
 
-// raftConfig maps the replica's configuration onto the Raft group's. The
+// RaftConfig maps the replica's configuration onto the Raft group's. The
 // configuration lists the other peers; the group's peer list includes this
 // replica.
-func raftConfig(cfg *configs.Config, credDir string) (cluster.Config, error) {
+func RaftConfig(cfg *configs.Config, credDir string) (cluster.Config, error) {
 	rc := cluster.DefaultConfig()
 	r := cfg.Replica
 	rc.ID = r.ID
@@ -81,7 +81,7 @@ func httpAdvertise(h configs.HTTP) string {
 // section of /status, and a component that closes it when the daemon stops,
 // after users.Wait: the components that use the group stop first.
 func wireRaft(d *daemon.Daemon, users *stopOrder) (*cluster.Node, error) {
-	rc, err := raftConfig(d.Config(), d.CredentialsDir())
+	rc, err := RaftConfig(d.Config(), d.CredentialsDir())
 	if err != nil {
 		return nil, fmt.Errorf("raft: %w", err)
 	}

@@ -1,9 +1,7 @@
-package main
+package replica
 
 import (
-	"context"
 	"fmt"
-	"slices"
 
 	"k8s.io/apimachinery/pkg/labels"
 
@@ -12,6 +10,8 @@ import (
 	"github.com/fenced-project/fenced/detector"
 	"github.com/fenced-project/fenced/kube"
 )
+
+var _ detector.ProtectedArrays = (*kube.VolumeArrays)(nil)
 
 // pathLossPolicy maps clusters[].storagePathLoss onto the detector's
 // storage path loss policy: enabled, grace and maxDisconnected map one to
@@ -38,51 +38,6 @@ func pathLossPolicy(c configs.Cluster, d detector.Policy) (detector.PathLossPoli
 	return p, nil
 }
 
-// csiDriver names the CSI driver whose volumes live on arrays of a family.
-func csiDriver(f arrayclients.Family) string {
-	switch f {
-	case arrayclients.PowerFlex:
-		return arrayclients.DriverPowerFlex
-	case arrayclients.PowerStore:
-		return arrayclients.DriverPowerStore
-	case arrayclients.PowerScale:
-		return arrayclients.DriverPowerScale
-	case arrayclients.PowerMax:
-		return arrayclients.DriverPowerMax
-	case arrayclients.Unity:
-		return arrayclients.DriverUnity
-	}
-	return ""
-}
-
-// protectedArrays finds the arrays holding a node's protected volumes: a
-// volume is on every array of the cluster whose family's CSI driver
-// provisioned it (with one array per family, exactly that array).
-type protectedArrays struct {
-	w        *kube.Writer
-	sel      labels.Selector
-	byDriver map[string][]string
-}
-
-var _ detector.ProtectedArrays = (*protectedArrays)(nil)
-
-func (p *protectedArrays) ProtectedArrays(ctx context.Context, node string) ([]string, error) {
-	vols, err := p.w.ProtectedVolumes(ctx, node, p.sel)
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	for _, v := range vols {
-		for _, a := range p.byDriver[v.Driver] {
-			if !slices.Contains(out, a) {
-				out = append(out, a)
-			}
-		}
-	}
-	slices.Sort(out)
-	return out, nil
-}
-
 // pathLoss turns the storage path loss path on in the runner's
 // configuration when the cluster enables it.
 func (f *fencing) pathLoss(cr *clusterRuntime, pol detector.Policy, rc *detector.RunnerConfig) error {
@@ -101,11 +56,11 @@ func (f *fencing) pathLoss(cr *clusterRuntime, pol detector.Policy, rc *detector
 			return fmt.Errorf("cluster %s: protectionSelector: %w", cr.cfg.Name, err)
 		}
 	}
-	pa := &protectedArrays{w: cr.writer, sel: sel, byDriver: map[string][]string{}}
+	pa := &kube.VolumeArrays{Writer: cr.writer, Selector: sel, ByDriver: map[string][]string{}}
 	for _, name := range cr.cfg.Arrays {
 		if a, ok := f.reg.Get(name); ok {
-			d := csiDriver(a.Family())
-			pa.byDriver[d] = append(pa.byDriver[d], name)
+			d := arrayclients.DefaultDriver(a.Family())
+			pa.ByDriver[d] = append(pa.ByDriver[d], name)
 		}
 	}
 	rc.PathLoss = &detector.PathLossConfig{Policy: p, Volumes: pa, Metrics: f.pathMetrics}

@@ -1,4 +1,4 @@
-package main
+package groupview
 
 import (
 	"bytes"
@@ -15,39 +15,40 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/fenced-project/fenced/cluster"
 	"github.com/fenced-project/fenced/cluster/ledger"
-	"github.com/fenced-project/fenced/configs"
 	"github.com/fenced-project/fenced/detector"
-	"github.com/fenced-project/fenced/stonith"
 )
 
-// VantagePath is the internal route a follower reports its kubelet probes
+// Path is the internal route a follower reports its kubelet probes
 // to the leader on. It is authorized for replicas (a replica's client
 // certificate over HTTPS; the API token over plain HTTP from loopback) and
 // wrapped by the Raft node's forwarding, so a report that reaches a
 // follower after a leader change is passed on.
-const VantagePath = "/v1/internal/vantage"
+const Path = "/v1/internal/vantage"
 
-// vantageSendTimeout bounds one report.
-const vantageSendTimeout = 2 * time.Second
+// SendTimeout bounds one report; the client a Sharing is given should
+// have it as its Timeout.
+const SendTimeout = 2 * time.Second
 
-// vantage shares the replicas' kubelet probes. A follower's probes are
-// queued by its ledgerView (RecordProbe) and sent to the leader by the
-// reporter; the leader keeps them, with their arrival time, on one
+// Sharing shares the replicas' kubelet probes. A follower's probes are
+// queued by its View (RecordProbe) and sent to the leader by Run; the leader keeps them, with their arrival time, on one
 // detector.VantageBoard per cluster (memory only, so that a sample is not
 // a ledger write), commits the changes of reachability to the ledger
 // (ledger.Observe), and its detectors read the fresh ones back through
-// their ledgerView (Probes).
-type vantage struct {
+// their View (Probes).
+type Sharing struct {
 	self   string
-	node   raftNode
+	node   Node
 	boards map[string]*detector.VantageBoard
 	log    *slog.Logger
 
 	client *http.Client
 	token  string
 	cert   bool // this replica has a client certificate (replica.tls)
+	caller func(*http.Request) (string, string, bool)
 
 	mu      sync.Mutex
 	pending map[vantageKey]detector.VantageObservation
@@ -58,44 +59,50 @@ type vantage struct {
 
 type vantageKey struct{ cluster, node string }
 
-func newVantage(cfg *configs.Config, credDir string, node raftNode, log *slog.Logger) (*vantage, error) {
-	v := &vantage{self: cfg.Replica.ID, node: node, boards: map[string]*detector.VantageBoard{},
-		log: log.With("component", "vantage"), pending: map[vantageKey]detector.VantageObservation{},
-		since: map[vantageKey]detector.VantageObservation{}, wake: make(chan struct{}, 1),
-		cert: cfg.Replica.TLS.CertFile != "" && cfg.Replica.TLS.KeyFile != ""}
-	if len(cfg.Peers) == 0 {
-		return v, nil
-	}
-	client, err := forwardClient(cfg, credDir)
-	if err != nil {
-		return nil, fmt.Errorf("client for vantage reports: %w", err)
-	}
-	client.Timeout = vantageSendTimeout
-	v.client = client
-	if cfg.HTTP.TokenFile != "" {
-		p, err := configs.ResolveFile(cfg.HTTP.TokenFile, credDir)
-		if err != nil {
-			return nil, fmt.Errorf("http.tokenFile: %w", err)
-		}
-		tok, err := configs.ReadSecretFile(p)
-		if err != nil {
-			return nil, fmt.Errorf("http.tokenFile: %w", err)
-		}
-		v.token = tok
-	}
-	return v, nil
+// SharingConfig is what a Sharing needs.
+type SharingConfig struct {
+	// Self is this replica's ID.
+	Self string
+	// Node is this replica of the Raft group.
+	Node Node
+	// Client sends reports to the leader, authenticated as this replica;
+	// nil in a group of one (nothing is sent).
+	Client *http.Client
+	// Token is the API token, sent where the client has no certificate
+	// (Cert false) or the leader's address is plain HTTP.
+	Token string
+	// Cert says the client presents this replica's certificate.
+	Cert bool
+	// Caller names the replica whose certificate authenticated a request
+	// and the replica that forwarded it, if one did (ok false when no
+	// replica's certificate authenticated it).
+	Caller func(r *http.Request) (replica, via string, ok bool)
+	// Logger receives the warnings.
+	Logger *slog.Logger
 }
 
-// addCluster creates the cluster's board for the policy's freshness bound.
-func (v *vantage) addCluster(name string, others []string, p detector.Policy) *detector.VantageBoard {
+// NewSharing returns the probe sharing of one replica.
+func NewSharing(c SharingConfig) *Sharing {
+	caller := c.Caller
+	if caller == nil {
+		caller = func(*http.Request) (string, string, bool) { return "", "", false }
+	}
+	return &Sharing{self: c.Self, node: c.Node, boards: map[string]*detector.VantageBoard{},
+		log: c.Logger.With("component", "vantage"), pending: map[vantageKey]detector.VantageObservation{},
+		since: map[vantageKey]detector.VantageObservation{}, wake: make(chan struct{}, 1),
+		client: c.Client, token: c.Token, cert: c.Cert, caller: caller}
+}
+
+// AddCluster creates the cluster's board for the policy's freshness bound.
+func (v *Sharing) AddCluster(name string, others []string, p detector.Policy) *detector.VantageBoard {
 	b := detector.NewVantageBoard(v.self, others, detector.VantageMaxAge(p))
 	v.boards[name] = b
 	return b
 }
 
-// queue records a follower's probe for the next report. It keeps the
+// Queue records a follower's probe for the next report. It keeps the
 // newest probe per node and when its reachability last changed.
-func (v *vantage) queue(obs detector.ProbeObservation) {
+func (v *Sharing) Queue(obs detector.ProbeObservation) {
 	if v.client == nil {
 		return
 	}
@@ -115,10 +122,10 @@ func (v *vantage) queue(obs detector.ProbeObservation) {
 	}
 }
 
-// run sends the queued probes to the leader as they come (one report per
+// Run sends the queued probes to the leader as they come (one report per
 // wake-up). A report that cannot be delivered is dropped, not retried: the
 // next poll brings a fresher one, and an old one would not count anyway.
-func (v *vantage) run(ctx context.Context) error {
+func (v *Sharing) Run(ctx context.Context) error {
 	if v.client == nil {
 		return nil
 	}
@@ -157,7 +164,7 @@ func (v *vantage) run(ctx context.Context) error {
 // starting afresh (a restarted history only makes Since later).
 const MaxTrackedNodes = 10000
 
-func (v *vantage) send(ctx context.Context, p map[vantageKey]detector.VantageObservation) error {
+func (v *Sharing) send(ctx context.Context, p map[vantageKey]detector.VantageObservation) error {
 	li, ok := v.node.Leader()
 	if !ok {
 		return errors.New("no leader known")
@@ -178,7 +185,7 @@ func (v *vantage) send(ctx context.Context, p map[vantageKey]detector.VantageObs
 	if err != nil {
 		return fmt.Errorf("encode vantage report: %w", err)
 	}
-	url := strings.TrimSuffix(li.HTTPAddr, "/") + VantagePath
+	url := strings.TrimSuffix(li.HTTPAddr, "/") + Path
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		return fmt.Errorf("vantage report to %s: %w", li.ID, err)
@@ -210,7 +217,7 @@ type vantageAnswer struct {
 // ServeHTTP takes a follower's report on the leader: it is recorded on the
 // boards with the leader's clock, and the changes of reachability are
 // committed to the ledger (changes only).
-func (v *vantage) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (v *Sharing) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	l, _ := v.node.Leadership()
 	if !l.Leader {
 		cluster.WriteError(w, cluster.ErrNotLeader)
@@ -227,13 +234,13 @@ func (v *vantage) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		cluster.WriteError(w, fmt.Errorf("%w: %w", ledger.ErrInvalid, err))
 		return
 	}
-	if c, ok := stonith.CallerOf(r); ok && c.Role == stonith.RoleReplica && c.Replica != rep.Replica {
+	if c, via, ok := v.caller(r); ok && c != rep.Replica {
 		v.log.Warn("vantage report refused: it names another replica than the sender's certificate",
-			"reportReplica", rep.Replica, "certificateReplica", c.Replica, "forwardedBy", c.Via)
+			"reportReplica", rep.Replica, "certificateReplica", c, "forwardedBy", via)
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusForbidden)
 		_ = json.NewEncoder(w).Encode(cluster.ErrorBody{Code: "forbidden",
-			Error: fmt.Sprintf("vantage report as replica %q refused: the sender's certificate names replica %q", rep.Replica, c.Replica)})
+			Error: fmt.Sprintf("vantage report as replica %q refused: the sender's certificate names replica %q", rep.Replica, c)})
 		return
 	}
 	byCluster := map[string][]detector.VantageObservation{}
@@ -268,22 +275,20 @@ const vantageCommitters = 32
 // observations are of distinct nodes, so their order does not matter. A
 // failed write is logged once per report and left to the next report: the
 // board already has the observation.
-func (v *vantage) commitAll(ctx context.Context, l cluster.Leadership, rep detector.VantageReport) int {
+func (v *Sharing) commitAll(ctx context.Context, l cluster.Leadership, rep detector.VantageReport) int {
 	var (
 		mu        sync.Mutex
 		committed int
 		failed    int
 		first     error
-		wg        sync.WaitGroup
+		g         errgroup.Group
 	)
-	sem := make(chan struct{}, vantageCommitters)
+	g.SetLimit(vantageCommitters)
 	for _, o := range rep.Observations {
 		if ctx.Err() != nil {
 			break // the sender gave up; the next report carries these again
 		}
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
+		g.Go(func() error {
 			done, err := v.commit(ctx, l, rep.Replica, o)
 			mu.Lock()
 			defer mu.Unlock()
@@ -296,9 +301,10 @@ func (v *vantage) commitAll(ctx context.Context, l cluster.Leadership, rep detec
 			case done:
 				committed++
 			}
+			return nil // a failed write does not stop the others
 		})
 	}
-	wg.Wait()
+	_ = g.Wait() // every function returns nil
 	if failed > 0 {
 		v.log.Warn("record a replica's kubelet probes in the ledger", "replica", rep.Replica, "failed", failed,
 			"of", len(rep.Observations), "error", first)
@@ -308,10 +314,10 @@ func (v *vantage) commitAll(ctx context.Context, l cluster.Leadership, rep detec
 
 // commit writes the observation to the ledger when its reachability differs
 // from the ledger's record for that replica and node.
-func (v *vantage) commit(ctx context.Context, l cluster.Leadership, replica string, o detector.VantageObservation) (bool, error) {
+func (v *Sharing) commit(ctx context.Context, l cluster.Leadership, replica string, o detector.VantageObservation) (bool, error) {
 	same := false
 	v.node.Ledger().Read(func(s *ledger.State) {
-		prev, ok := s.Observations(o.Cluster, o.Node, probeKubelet)[replica]
+		prev, ok := s.Observations(o.Cluster, o.Node, ProbeKubelet)[replica]
 		same = ok && prev.OK == o.Reachable
 	})
 	if same {
@@ -326,40 +332,9 @@ func (v *vantage) commit(ctx context.Context, l cluster.Leadership, replica stri
 		since = o.At
 	}
 	_, err := v.node.Apply(ctx, &ledger.Observe{Meta: l.Meta(), Replica: replica, Cluster: o.Cluster, Node: o.Node,
-		Probe: probeKubelet, OK: o.Reachable, Since: since.UTC(), Detail: truncate(detail, 200)})
+		Probe: ProbeKubelet, OK: o.Reachable, Since: since.UTC(), Detail: truncate(detail, 200)})
 	if err != nil {
 		return false, fmt.Errorf("observe %s/%s from %s: %w", o.Cluster, o.Node, replica, err)
 	}
 	return true, nil
-}
-
-// vantageAuth authorizes a vantage report: a replica's certificate (in
-// person or forwarded by another replica), or, on an endpoint without TLS,
-// the API token from loopback. The report is then taken as the replica the
-// certificate names only (see ServeHTTP); without TLS there is no
-// certificate and the replica is what the report says.
-func vantageAuth(auth *stonith.Authenticator, h http.Handler) http.Handler {
-	replica := auth.RequireReplica(h)
-	operator := auth.RequireOperator(h)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.TLS == nil {
-			operator.ServeHTTP(w, r) // the token, from loopback only
-			return
-		}
-		replica.ServeHTTP(w, r)
-	})
-}
-
-// vantageRoute serves the internal route: authorized on the replica that
-// receives it, forwarded to the leader.
-func (f *fencing) vantageRoute() error {
-	if len(f.d.Config().Peers) == 0 {
-		return nil
-	}
-	client, err := forwardClient(f.d.Config(), f.d.CredentialsDir())
-	if err != nil {
-		return fmt.Errorf("client for forwarding to the leader: %w", err)
-	}
-	f.d.Handle(http.MethodPost+" "+VantagePath, vantageAuth(f.d.Authenticator(), f.node.ForwardingHandler(f.vantage, cluster.ForwardOptions{Client: client})))
-	return nil
 }

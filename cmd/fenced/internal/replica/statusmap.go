@@ -1,4 +1,4 @@
-package main
+package replica
 
 import (
 	"context"
@@ -198,14 +198,14 @@ func fenceStatuses(ps stonith.Status, hist []*ledger.Fence) []status.Fence {
 	}
 	slices.SortFunc(hist, func(a, b *ledger.Fence) int { return b.UpdatedAt.Compare(a.UpdatedAt) })
 	for _, h := range hist {
-		out = append(out, finishedFence(h))
+		out = append(out, FinishedFence(h))
 	}
 	return out
 }
 
-// finishedFence is a closed or aborted ledger record for /status and the
+// FinishedFence is a closed or aborted ledger record for /status and the
 // history.
-func finishedFence(h *ledger.Fence) status.Fence {
+func FinishedFence(h *ledger.Fence) status.Fence {
 	e := status.Fence{ID: h.ID, Cluster: h.Cluster, Node: h.Node, Kind: string(h.Kind),
 		Origin: string(h.Origin), Operator: h.Operator, Reason: h.Reason, Phase: string(h.State),
 		StartedAt: h.OpenedAt, UpdatedAt: h.UpdatedAt, Error: h.FailReason}
