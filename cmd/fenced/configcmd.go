@@ -1,16 +1,13 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"os"
 
 	"github.com/spf13/cobra"
 
-	"github.com/fenced-project/fenced/cmd/fenced/internal/daemon"
 	"github.com/fenced-project/fenced/cmd/fenced/internal/replica"
 	"github.com/fenced-project/fenced/configs"
-	"github.com/fenced-project/fenced/kube"
 )
 
 func newConfigCmd() *cobra.Command {
@@ -20,34 +17,6 @@ func newConfigCmd() *cobra.Command {
 	}
 	cmd.AddCommand(newValidateCmd())
 	return cmd
-}
-
-// validateResult is one file's result in `config validate -o json`.
-type validateResult struct {
-	File     string            `json:"file"`
-	Valid    bool              `json:"valid"`
-	Summary  string            `json:"summary,omitempty"`
-	Problems []validateProblem `json:"problems,omitempty"`
-	Warnings []validateProblem `json:"warnings,omitempty"`
-	// Error is a failure that is not a list of problems (an unreadable
-	// file, or what fenced run refuses).
-	Error string `json:"error,omitempty"`
-}
-
-// validateProblem is a configs.Problem with JSON names.
-type validateProblem struct {
-	Field   string `json:"field,omitempty"`
-	Line    int    `json:"line,omitempty"`
-	Env     string `json:"env,omitempty"`
-	Message string `json:"message"`
-}
-
-func jsonProblems(ps []configs.Problem) []validateProblem {
-	var out []validateProblem
-	for _, p := range ps {
-		out = append(out, validateProblem{Field: p.Path, Line: p.Line, Env: p.Env, Message: p.Message})
-	}
-	return out
 }
 
 func newValidateCmd() *cobra.Command {
@@ -72,9 +41,9 @@ $CREDENTIALS_DIRECTORY); without one they are reported as not checked.`,
 				return err
 			}
 			failed := 0
-			var results []validateResult
+			var results []replica.ValidateResult
 			for _, f := range files {
-				r := validateFile(f, credDir)
+				r := replica.ValidateFile(f, credDir)
 				results = append(results, r)
 				if !r.Valid {
 					failed++
@@ -105,35 +74,4 @@ $CREDENTIALS_DIRECTORY); without one they are reported as not checked.`,
 	cmd.Flags().StringVar(&credDir, "credentials-dir", os.Getenv("CREDENTIALS_DIRECTORY"), "directory credential:NAME references resolve in")
 	registerOutput(cmd, &output)
 	return cmd
-}
-
-// validateFile checks one configuration file: the loader's checks with the
-// contents of every file it names, then, when every credential could be
-// read, what the runtime checks before it starts (daemon.New and
-// preflight, the code fenced run uses).
-func validateFile(f, credDir string) validateResult {
-	r := validateResult{File: f}
-	cfg, err := configs.Load(f, configs.Options{CredentialsDir: credDir, CheckContents: true, CheckKubeconfig: kube.CheckKubeconfig})
-	var pe *configs.ProblemsError
-	switch {
-	case errors.As(err, &pe):
-		r.Problems, r.Error = jsonProblems(pe.Problems), pe.Error()
-		return r
-	case err != nil:
-		r.Error = fmt.Sprintf("%s: %v", f, err)
-		return r
-	}
-	r.Warnings = jsonProblems(cfg.Warnings())
-	if len(cfg.UncheckedCredentials()) == 0 {
-		d, err := daemon.New(cfg, daemon.Options{CredentialsDir: credDir})
-		if err == nil {
-			err = replica.Preflight(d)
-		}
-		if err != nil {
-			r.Error = fmt.Sprintf("configuration %s: fenced run refuses it: %v", f, err)
-			return r
-		}
-	}
-	r.Valid, r.Summary = true, cfg.Summary()
-	return r
 }

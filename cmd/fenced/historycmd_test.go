@@ -16,6 +16,7 @@ import (
 
 	"github.com/fenced-project/fenced/cluster/ledger"
 	"github.com/fenced-project/fenced/cmd/fenced/internal/opclient"
+	"github.com/fenced-project/fenced/cmd/fenced/internal/replica"
 	"github.com/fenced-project/fenced/cmd/fenced/internal/tables"
 )
 
@@ -62,7 +63,7 @@ func TestHistoryFromTheLedger(t *testing.T) {
 	l := historyLedger(t)
 	ids := func(cluster, node string, limit int) []string {
 		var out []string
-		for _, f := range readHistory(l, cluster, node, limit).Fences {
+		for _, f := range replica.ReadHistory(l, cluster, node, limit).Fences {
 			out = append(out, f.ID)
 		}
 		return out
@@ -74,7 +75,7 @@ func TestHistoryFromTheLedger(t *testing.T) {
 	assert.Equal(t, []string{"fence-30"}, ids("", "", 1))
 	assert.Empty(t, ids("nope", "", 0))
 
-	h := readHistory(l, "prod", "w-1", 0)
+	h := replica.ReadHistory(l, "prod", "w-1", 0)
 	assert.Equal(t, uint64(40), h.AppliedIndex)
 	require.Len(t, h.Fences, 2)
 	assert.Equal(t, "alice@mgmt2", h.Fences[1].UnfenceOperator)
@@ -88,7 +89,7 @@ func TestHistoryFromTheLedger(t *testing.T) {
 	}())
 
 	// Served over HTTP and rendered by `fenced history`.
-	srv := httptest.NewServer(historyHandler("mgmt1", l))
+	srv := httptest.NewServer(replica.HistoryHandler("mgmt1", l))
 	t.Cleanup(srv.Close)
 	e := &opclient.Endpoint{Base: srv.URL, HTTP: srv.Client()}
 	got, err := e.History(context.Background(), "prod", "", 0)
@@ -112,6 +113,6 @@ func TestHistoryFromTheLedger(t *testing.T) {
 	assert.Equal(t, http.StatusBadRequest, resp.StatusCode)
 
 	b.Reset()
-	require.NoError(t, tables.History(&b, readHistory(l, "nope", "", 0)))
+	require.NoError(t, tables.History(&b, replica.ReadHistory(l, "nope", "", 0)))
 	assert.Contains(t, b.String(), "No finished fence")
 }

@@ -136,7 +136,7 @@ func runDaemon(cmd *cobra.Command, f runFlags) error {
 		return &exitError{code: exitFailure, err: err}
 	}
 	// The history command's endpoint, served from this replica's ledger.
-	d.Handle(http.MethodGet+" "+status.HistoryPath, historyHandler(cfg.Replica.ID, l))
+	d.Handle(http.MethodGet+" "+status.HistoryPath, replica.HistoryHandler(cfg.Replica.ID, l))
 
 	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()

@@ -1,0 +1,76 @@
+package replica
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/fenced-project/fenced/cluster/ledger"
+	"github.com/fenced-project/fenced/cmd/fenced/status"
+)
+
+// MaxHistoryLimit bounds the limit parameter of the history.
+const MaxHistoryLimit = 10000
+
+// HistoryHandler serves status.History from the replica's ledger.
+func HistoryHandler(replicaID string, l *ledger.FSM) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		cluster, node := q.Get("cluster"), q.Get("node")
+		limit := 0
+		if v := q.Get("limit"); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 0 || n > MaxHistoryLimit {
+				http.Error(w, fmt.Sprintf("limit %q: want 0 to %d", v, MaxHistoryLimit), http.StatusBadRequest)
+				return
+			}
+			limit = n
+		}
+		h := ReadHistory(l, cluster, node, limit)
+		h.ReplicaID = replicaID
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(h)
+	})
+}
+
+// ReadHistory lists the ledger's finished records, newest first, of one
+// cluster and node when given; limit 0 means all.
+func ReadHistory(l *ledger.FSM, cluster, node string, limit int) status.History {
+	h := status.History{Fences: []status.Fence{}}
+	var recs []*ledger.Fence
+	l.Read(func(s *ledger.State) {
+		h.AppliedIndex = s.Index
+		for name, c := range s.Clusters {
+			if cluster != "" && name != cluster {
+				continue
+			}
+			for nname, n := range c.Nodes {
+				if node != "" && nname != node {
+					continue
+				}
+				recs = append(recs, n.History...)
+			}
+		}
+		for _, f := range recs {
+			e := FinishedFence(f)
+			for _, st := range f.Steps {
+				e.Steps = append(e.Steps, status.FenceStep{To: string(st.To), At: st.At, By: st.By,
+					Operator: st.Operator, Note: st.Note, Forced: st.Forced})
+			}
+			h.Fences = append(h.Fences, e)
+		}
+	})
+	slices.SortStableFunc(h.Fences, func(a, b status.Fence) int {
+		if c := b.UpdatedAt.Compare(a.UpdatedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(b.ID, a.ID)
+	})
+	if limit > 0 && len(h.Fences) > limit {
+		h.Fences = h.Fences[:limit]
+	}
+	return h
+}
