@@ -414,3 +414,35 @@ func TestPowerScaleConcurrentFences(t *testing.T) {
 	}
 	assert.Equal(t, before, dumpJSON(t, e.sim.State()))
 }
+
+// TestPowerScaleInterleavedFencesRestoreBoth is the interleaving that
+// TestPowerScaleConcurrentFences hits only by chance: worker-2's fence is
+// planned after worker-1's has removed its entries from the shared
+// exports, and worker-1 is unfenced first. worker-1's returning entries
+// are not new clients of the exports, so worker-2's unfence gives its own
+// back too.
+func TestPowerScaleInterleavedFencesRestoreBoth(t *testing.T) {
+	e := newSCEnv(t, scFixture, nil)
+	a := e.adapter(t, nil)
+	ctx := context.Background()
+	before := dumpJSON(t, e.sim.State())
+	fence := func(name string) arrayclients.Plan {
+		id, err := a.Resolve(ctx, e.node(name))
+		require.NoError(t, err)
+		p, err := a.Plan(ctx, id, nil)
+		require.NoError(t, err)
+		require.NoError(t, a.Apply(ctx, p))
+		return p
+	}
+	unfence := func(p arrayclients.Plan) {
+		require.NoError(t, a.Undo(ctx, p, arrayclients.RestoreScope{}))
+		v, err := a.Verify(ctx, p)
+		require.NoError(t, err)
+		assert.True(t, v.Restored, "%s not given back: %v", p.Identity.Node, v.Missing)
+	}
+	p1 := fence("worker-1")
+	p2 := fence("worker-2")
+	unfence(p1)
+	unfence(p2)
+	assert.Equal(t, before, dumpJSON(t, e.sim.State()))
+}
