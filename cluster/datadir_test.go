@@ -73,15 +73,15 @@ func TestZeroLengthStoreIsRefusedAfterTheLedgerWasHeld(t *testing.T) {
 	dir := t.TempDir()
 	devLedger(t, dir, 3)
 	require.NoError(t, os.Truncate(storePath(dir), 0))
-	refused(t, dir, "is empty (0 bytes)")
+	_ = refused(t, dir, "is empty (0 bytes)")
 	// Still refused on the next try: nothing was bootstrapped meanwhile.
-	refused(t, dir, "is empty (0 bytes)")
+	_ = refused(t, dir, "is empty (0 bytes)")
 	fi, err := os.Stat(storePath(dir))
 	require.NoError(t, err)
 	assert.Zero(t, fi.Size())
 
 	require.NoError(t, os.Remove(storePath(dir)))
-	refused(t, dir, "is missing")
+	_ = refused(t, dir, "is missing")
 
 	// The explicit way out: a new group, the old state kept aside.
 	moved, err := RecoverDataDir(dir, Bootstrap, time.Now())
@@ -113,7 +113,7 @@ func boltPages(t *testing.T, path string, flags uint16) (pageSize int64, ids []u
 	require.NoError(t, c.check())
 	b, err := os.ReadFile(path)
 	require.NoError(t, err)
-	for id := range uint64(c.hwm) {
+	for id := range c.hwm {
 		p := b[int64(id)*c.pageSize:]
 		if c.seen[id] && binary.NativeEndian.Uint16(p[8:]) == flags {
 			ids = append(ids, id)
@@ -212,7 +212,7 @@ func TestDamagedDataPageIsRefused(t *testing.T) {
 			devLedger(t, dir, 3)
 			damage(t, storePath(dir))
 			de := refused(t, dir, "")
-			assert.ErrorIs(t, de, ErrStoreDamaged)
+			require.ErrorIs(t, de, ErrStoreDamaged)
 			t.Log(de)
 		})
 	}
@@ -380,7 +380,7 @@ func TestFullDiskHoldsWithoutElections(t *testing.T) {
 
 	check := func(t *testing.T, n *Node, want float64) {
 		t.Helper()
-		assert.Equal(t, want, testutil.ToFloat64(n.metrics.storageFull))
+		assert.InDelta(t, want, testutil.ToFloat64(n.metrics.storageFull), 0)
 		if want == 1 {
 			require.ErrorIs(t, n.StorageFull(), ErrStorageFull)
 			assert.Contains(t, n.StorageFull().Error(), "no space left on device")
@@ -560,7 +560,7 @@ func TestFullTmpfs(t *testing.T) {
 	t.Logf("apply on a full disk: %v", held)
 	require.ErrorIs(t, n.StorageFull(), ErrStorageFull)
 	assert.Contains(t, n.StorageFull().Error(), "no space left on device")
-	assert.Equal(t, 1.0, testutil.ToFloat64(n.metrics.storageFull))
+	assert.InDelta(t, 1.0, testutil.ToFloat64(n.metrics.storageFull), 0)
 	time.Sleep(3 * cfg.Timings.HeartbeatTimeout)
 	assert.Equal(t, term, n.Status().Term, "no election while the disk is full")
 

@@ -77,7 +77,9 @@ func relay(conn *tls.Conn, pw *io.PipeWriter, peers PeerSet) error {
 	dec := codec.NewDecoder(r, &codec.MsgpackHandle{})
 	w := bufio.NewWriter(pw)
 	// The old time format is the one every Raft version decodes.
-	enc := codec.NewEncoder(w, &codec.MsgpackHandle{BasicHandle: codec.BasicHandle{TimeNotBuiltin: true}})
+	h := &codec.MsgpackHandle{}
+	h.TimeNotBuiltin = true
+	enc := codec.NewEncoder(w, h)
 	for {
 		typ, err := r.ReadByte()
 		if err != nil {

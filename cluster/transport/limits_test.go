@@ -2,6 +2,7 @@ package transport
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
@@ -76,7 +77,7 @@ func TestHandshakesAreBounded(t *testing.T) {
 	closed := 0
 	for _, c := range held {
 		require.NoError(t, c.SetReadDeadline(time.Now().Add(200*time.Millisecond)))
-		if _, err := c.Read(make([]byte, 1)); err == io.EOF {
+		if _, err := c.Read(make([]byte, 1)); errors.Is(err, io.EOF) {
 			closed++
 		}
 	}
@@ -85,7 +86,7 @@ func TestHandshakesAreBounded(t *testing.T) {
 	errs := append([]error(nil), rej.errs...)
 	rej.mu.Unlock()
 	for _, err := range errs {
-		assert.ErrorContains(t, err, "more than 4 raft handshakes under way")
+		require.ErrorContains(t, err, "more than 4 raft handshakes under way")
 	}
 	assert.Equal(t, 1, strings.Count(logs.String(), "raft peer refused"),
 		"one log line for the burst, not one per refusal:\n%s", logs)
