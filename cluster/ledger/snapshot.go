@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -116,4 +117,23 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 	}
 	s.normalize()
 	return s, nil
+}
+
+// FromState returns a ledger holding a copy of s, made by writing s as a
+// snapshot and restoring it as a replica restores one. Tools and tests use
+// it to start from a known state.
+func FromState(s *State) (*FSM, error) {
+	snap, err := encodeSnapshot(s)
+	if err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	if err := snap.writeTo(&buf); err != nil {
+		return nil, err
+	}
+	f := New()
+	if err := f.Restore(io.NopCloser(&buf)); err != nil {
+		return nil, fmt.Errorf("restore the state at index %d: %w", s.Index, err)
+	}
+	return f, nil
 }

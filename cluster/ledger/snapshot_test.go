@@ -57,6 +57,22 @@ func TestSnapshotRoundTrip(t *testing.T) {
 	assert.Equal(t, h.dump(), h2.dump())
 }
 
+func TestFromState(t *testing.T) {
+	h := newHarness(t)
+	replay(t, h, 7, 200)
+	l, err := FromState(h.fsm.Copy())
+	require.NoError(t, err)
+	assert.Equal(t, h.fsm.Copy(), l.Copy())
+	assert.Equal(t, h.fsm.AppliedIndex(), l.AppliedIndex())
+
+	// The ledger holds its own copy: changing s afterwards changes nothing.
+	s := h.fsm.Copy()
+	l, err = FromState(s)
+	require.NoError(t, err)
+	s.Clusters["later"] = &ClusterState{}
+	assert.NotContains(t, l.Copy().Clusters, "later")
+}
+
 func TestSnapshotRejectsBadInput(t *testing.T) {
 	h := newHarness(t)
 	h.learn()

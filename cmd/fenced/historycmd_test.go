@@ -3,8 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -50,12 +48,8 @@ func historyLedger(t *testing.T) *ledger.FSM {
 	st.Clusters["lab"] = &ledger.ClusterState{Nodes: map[string]*ledger.NodeState{
 		"w-1": {History: []*ledger.Fence{rec("fence-30", "lab", "w-1", 48*time.Hour, ledger.StateClosed, closed(49*time.Hour, "bob@mgmt1", false)...)}},
 	}}
-	hdr, err := json.Marshal(ledger.SnapshotHeader{Format: ledger.SnapshotFormat, Version: ledger.SnapshotVersion, Index: st.Index, Term: st.Term})
+	l, err := ledger.FromState(st)
 	require.NoError(t, err)
-	body, err := json.Marshal(st)
-	require.NoError(t, err)
-	l := ledger.New()
-	require.NoError(t, l.Restore(io.NopCloser(bytes.NewReader(append(append(hdr, '\n'), body...)))))
 	return l
 }
 

@@ -1,10 +1,7 @@
 package replica
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -25,12 +22,8 @@ func TestOpsMetrics(t *testing.T) {
 	st.Index, st.Term = 5, 1
 	st.Clusters["lab"] = &ledger.ClusterState{Pause: ledger.Pause{Paused: true, Operator: "bob", Reason: "rebuild", At: time.Unix(100, 0).UTC()},
 		Nodes: map[string]*ledger.NodeState{}}
-	hdr, err := json.Marshal(ledger.SnapshotHeader{Format: ledger.SnapshotFormat, Version: ledger.SnapshotVersion, Index: st.Index, Term: st.Term})
+	l, err := ledger.FromState(st)
 	require.NoError(t, err)
-	body, err := json.Marshal(st)
-	require.NoError(t, err)
-	l := ledger.New()
-	require.NoError(t, l.Restore(io.NopCloser(bytes.NewReader(append(append(hdr, '\n'), body...)))))
 
 	creds := t.TempDir()
 	ca, err := clustertest.NewCA("ca")
