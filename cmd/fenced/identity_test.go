@@ -149,11 +149,19 @@ func (g *httpsGroup) get(t *testing.T, r *e2eReplica, path string, out any) bool
 
 func (g *httpsGroup) leader(t *testing.T) *e2eReplica {
 	t.Helper()
-	var leader *e2eReplica
+	var leader, exited *e2eReplica
 	require.Eventually(t, func() bool {
 		leader = nil
 		id := ""
 		for _, r := range g.reps {
+			if r.proc != nil {
+				select {
+				case <-r.proc.exited:
+					exited = r
+					return true
+				default:
+				}
+			}
 			var st status.Status
 			if !g.get(t, r, "/status", &st) || st.Raft == nil || st.Raft.LeaderID == "" || (id != "" && st.Raft.LeaderID != id) {
 				return false
@@ -165,6 +173,9 @@ func (g *httpsGroup) leader(t *testing.T) *e2eReplica {
 		}
 		return leader != nil
 	}, 30*time.Second, 50*time.Millisecond, "replicas do not agree on a leader")
+	if exited != nil {
+		require.Failf(t, "replica exited", "%s: %v", exited.id, exited.proc.err)
+	}
 	return leader
 }
 

@@ -21,6 +21,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/fenced-project/fenced/cluster/clustertest"
 	"github.com/fenced-project/fenced/cmd/fenced/status"
 )
 
@@ -42,13 +43,12 @@ func buildFenced(t *testing.T) string {
 	return bin
 }
 
-// freeAddr returns a loopback address that was free a moment ago.
+// freeAddr returns a loopback address that was free a moment ago and
+// has not been handed out before in this test process.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := clustertest.FreeAddr()
 	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
 	return addr
 }
 
@@ -126,8 +126,19 @@ func startEnv(t *testing.T, env []string, bin string, args ...string) *proc {
 			_ = p.cmd.Process.Kill()
 			<-p.exited
 		}
+		if t.Failed() {
+			t.Logf("output of %s:\n%s", strings.Join(p.cmd.Args, " "), tail(p.stderr.String(), 16<<10))
+		}
 	})
 	return p
+}
+
+// tail returns the last n bytes of s, marked when cut.
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return "[…]" + s[len(s)-n:]
 }
 
 func httpGet(t *testing.T, url string) (int, string) {
