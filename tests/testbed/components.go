@@ -6,13 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/fenced-project/fenced/cluster/clustertest"
 )
 
 // auditPolicy logs every write at Metadata level, except the Lease renewals
@@ -42,14 +43,11 @@ rules:
 - level: None
 `
 
-// freePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+// freePort returns a TCP port on 127.0.0.1 that was free a moment ago and
+// not handed out before in this process (another process may still take
+// it: starts retry on errPortTaken).
 func freePort() (int, error) {
-	l, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("find a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return clustertest.FreePort()
 }
 
 // errPortTaken marks a start that failed because a port chosen by freePort

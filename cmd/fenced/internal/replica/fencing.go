@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/fenced-project/fenced/arrayclients"
@@ -276,18 +277,13 @@ func (f *fencing) learnAsLeader(ctx context.Context) error {
 			lctx, cancel := context.WithCancel(l.Ctx)
 			stop := context.AfterFunc(ctx, cancel)
 			l.Ctx = lctx
-			done := make(chan struct{}, len(f.clusters))
-			n := 0
+			var wg sync.WaitGroup
 			for _, cr := range f.clusters {
-				if cr.view == nil {
-					continue
+				if cr.view != nil {
+					wg.Go(func() { cr.view.Drain(l, identityRetry) })
 				}
-				n++
-				go func() { cr.view.Drain(l, identityRetry); done <- struct{}{} }()
 			}
-			for range n {
-				<-done
-			}
+			wg.Wait()
 			stop()
 			cancel()
 		}
