@@ -116,6 +116,9 @@ func run(p params) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	res := &Results{StartedAt: time.Now().UTC(), Host: hostInfo(), Params: p}
+	// A merged run keeps the first run's start, duration and host in the
+	// header; its own go into a note, rewritten at each save.
+	mergeNote, mergeStart, mergeHost := -1, res.StartedAt, res.Host
 	if p.Merge {
 		if b, err := os.ReadFile(filepath.Join(p.Out, "results.json")); err == nil {
 			var old Results
@@ -123,16 +126,23 @@ func run(p params) error {
 				return fmt.Errorf("merge: decode results.json: %w", err)
 			}
 			res.Single, res.Failover, res.Baseline, res.Steady, res.Storm = old.Single, old.Failover, old.Baseline, old.Steady, old.Storm
-			res.StartedAt, res.Params, res.Notes = old.StartedAt, old.Params, old.Notes
+			res.StartedAt, res.Duration, res.Host, res.Params, res.Notes = old.StartedAt, old.Duration, old.Host, old.Params, old.Notes
 			res.Params.SteadyNodes, res.Params.StormNodes = max(old.Params.SteadyNodes, p.SteadyNodes), max(old.Params.StormNodes, p.StormNodes)
-			res.Notes = append(res.Notes, fmt.Sprintf("merged with a later run on %s (load average %s)", time.Now().UTC().Format("15:04 MST"), hostInfo().LoadAvg))
+			mergeNote = len(res.Notes)
+			res.Notes = append(res.Notes, "")
 		}
 	}
 	var mu sync.Mutex // guards res: the baseline runs alongside
 	save := func() error {
 		mu.Lock()
 		defer mu.Unlock()
-		res.Duration = time.Since(res.StartedAt).Round(time.Second).String()
+		if mergeNote < 0 {
+			res.Duration = time.Since(res.StartedAt).Round(time.Second).String()
+		} else {
+			res.Notes[mergeNote] = fmt.Sprintf("merged with a later run: %s, took %s, on %d CPUs (%s), %s; load average at start %s",
+				mergeStart.Format("2006-01-02 15:04 MST"), time.Since(mergeStart).Round(time.Second), mergeHost.CPUs,
+				mergeHost.CPUModel, mergeHost.GoVersion, mergeHost.LoadAvg)
+		}
 		return write(p.Out, res)
 	}
 	note := func(s string) {

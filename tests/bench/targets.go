@@ -90,20 +90,16 @@ func targets(r *Results) string {
 		fmt.Fprintf(&b, "- **%d of %d nodes fenced and evicted within grace + 15 s (%d s after the last renewal)**: %s (all fenced %.0f s, all evicted %.0f s).",
 			s.Dying, s.Nodes, bound, met(done && s.AllEvicted <= bound), s.AllFenced, s.AllEvicted)
 		if !done || s.AllEvicted > bound {
-			b.WriteString(" The verdicts are not the delay: all of them land within a few seconds of the grace. " +
-				"Time goes to array calls. Each fence makes about fifteen: a plan, a write and a read-back on each of five arrays, " +
-				"and fenced bounds the calls in flight per array (`maxConcurrentCalls`, 8), so the slowest array sets the pace. " +
-				"Here that is Unity: gounity has no call that lists a host's LUNs, so each plan and read-back scans every LUN of the array " +
-				"(2,000 here; concurrent ones share scans), and each write is a read-modify-write of a LUN's host list. " +
-				"On this 2-core machine the five simulators, a thousand kwok nodes, the API server and three replicas share the cores, " +
-				"and each simulated write is audited against snapshots of the whole array, so a call that takes 0.1 s at 100 nodes takes " +
-				"2 to 4 s at 1,000; a hundred fences times three Unity calls through eight slots is about two minutes. Fences also progress " +
-				"together, since the slots serve them in turn, so the first completes late too. " +
-				"Taking Unity's shared reads out of the bound was tried and made it worse (slower scans behind more concurrent writes, " +
-				"plans running into the 5 s call timeout). " +
-				"What would fix it: an array call per host instead of per LUN on Unity (the REST API's hostLUN objects, which gounity does " +
-				"not expose); serving the fences furthest along first, so early ones finish early; and, on the test side, a bigger machine " +
-				"and per-object change tracking in the simulators.")
+			b.WriteString(" Time goes to array calls. Each fence makes a plan, a write and a read-back on each of five arrays; " +
+				"they read the node's own objects and its footprint volumes by ID (no array-wide scans: Unity reads the host's " +
+				"hostLUN objects), and fenced bounds the calls in flight per array (`maxConcurrentCalls`, 8), so the slowest " +
+				"array sets the pace. On this 2-core machine the five simulators, a thousand kwok nodes, the API server and three " +
+				"replicas share the cores, and each simulated write is audited against snapshots of the whole array, so a call " +
+				"that takes 0.1 s at 100 nodes can run into the 5 s call timeout at 1,000; a timed-out read-back is retried with " +
+				"backoff and the node's pods wait for it. A lagging kwok can also make live nodes late at the moment of the storm, " +
+				"which trips the storm guard and holds every verdict for its cooldown: the notes from the run say what set the pace. " +
+				"What would help: serving the fences furthest along first, batching what an array API batches, per-object change " +
+				"tracking in the simulators and a machine with more cores.")
 		}
 		b.WriteString("\n")
 	}
