@@ -225,7 +225,7 @@ func TestUnreadableStoreIsRefused(t *testing.T) {
 	dir := t.TempDir()
 	devLedger(t, dir, 1)
 	require.NoError(t, os.Chmod(storePath(dir), 0))
-	refused(t, dir, "cannot be read")
+	_ = refused(t, dir, "cannot be read")
 }
 
 func TestSecondProcessOnTheDataDirIsRefused(t *testing.T) {
@@ -233,7 +233,7 @@ func TestSecondProcessOnTheDataDirIsRefused(t *testing.T) {
 	n, err := Open(devConfig(dir), newTestLogger(t), nil)
 	require.NoError(t, err)
 	defer n.Close()
-	refused(t, dir, "locked by another process")
+	_ = refused(t, dir, "locked by another process")
 }
 
 // killAfter stops the test process with SIGKILL right after the store
