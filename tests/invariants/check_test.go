@@ -3,6 +3,7 @@ package invariants
 import (
 	"encoding/json"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -367,4 +368,49 @@ func TestDrainedDetachNeedsNoFence(t *testing.T) {
 	r.in.Timeline = append(r.in.Timeline, Event{Time: at(1000), Kind: DrainStart, Detail: cl + "/" + node})
 	rep := r.check()
 	require.True(t, rep.OK(), rep.String())
+}
+
+// In a dry-run, a CSI driver publishing a volume writes to the array; that
+// write is not fenced's and breaks no rule. Undeclared, it is a violation.
+func TestDryRunLeavesDriverWritesOut(t *testing.T) {
+	r := good()
+	r.in.DryRun = true
+	const publish = "/api/instances/Volume::v9/action/addMappedSdc"
+	r.in.Arrays[pflex] = append(r.in.Arrays[pflex], audit(9, 7200, "csi", "POST", publish, "+$.volumes[v9].mappedSdcInfo[5a1f0c2e00000003]"))
+	names := func(rep *Report) []string {
+		var out []string
+		for _, v := range rep.ByRule(RuleDryRun) {
+			if strings.Contains(v.Message, publish) {
+				out = append(out, v.Message)
+			}
+		}
+		return out
+	}
+	r.opts.DriverRemotes = []string{"csi"}
+	assert.Empty(t, names(r.check()))
+	r.opts.DriverRemotes = nil
+	assert.Len(t, names(r.check()), 1)
+}
+
+// A volume Kubernetes detached from the node before its unfence (the
+// force-detach after the taint) and that unfence did not give back breaks
+// no rule (invariant 5); had the volume still been attached there, its
+// missing access is a violation of array-restored.
+func TestDetachedVolumeNotGivenBack(t *testing.T) {
+	withEnd := func(attached bool) *Report {
+		r := good()
+		v := r.fence().Footprint[0]
+		if !attached {
+			r.in.Placements[cl] = append(r.in.Placements[cl],
+				Placement{Time: at(6900), Resource: "volumeattachments", Name: v.Attachment, Node: node, Deleted: true})
+		}
+		// Unfence gave nothing of v1 back: the end state lacks the node's mapping.
+		r.in.Arrays[pflex] = r.in.Arrays[pflex][:3]
+		r.in.ArrayEnd[pflex] = json.RawMessage(`{"sdcs":[{"id":"` + sdcID + `","connected":false}],"volumes":[{"id":"v1","mappedSdcInfo":[]}]}`)
+		return r.check()
+	}
+	rep := withEnd(false)
+	assert.Empty(t, rep.ByRule(RuleArrayRestored), rep.String())
+	rep = withEnd(true)
+	assert.NotEmpty(t, rep.ByRule(RuleArrayRestored), rep.String())
 }

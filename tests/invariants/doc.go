@@ -58,14 +58,19 @@
 //     fenced is restored by the end of the run.
 //   - array-restored (invariant 3): for every array with state dumps from the
 //     start and the end of the run, every difference (ignoring the health
-//     signals the harness drives) names a node that is still fenced.
+//     signals the harness drives) names a node that is still fenced, or an
+//     object of a footprint volume Kubernetes no longer wanted on the node
+//     when its unfence was restored (held by another node, or detached:
+//     invariant 5 gives it back to neither), or was last written by a CSI
+//     driver (Options.DriverRemotes).
 //   - no-action-on-doubt (invariant 4): no verdict record enters fencing
 //     while the harness had the storm condition in place for its cluster,
 //     and no record enters fencing by a replica while that replica could not
 //     reach the cluster's apiserver (from Options.DetectionSlack after the cut
 //     until it healed).
-//   - dry-run: in a dry-run, no array write, no fenced Kubernetes write and
-//     no fence record at all.
+//   - dry-run: in a dry-run, no array write (the CSI drivers' own writes,
+//     Options.DriverRemotes, aside), no fenced Kubernetes write and no fence
+//     record at all.
 //   - footprint-covered (invariants 1 and 7): every record that reached
 //     "fenced" recorded the node's storage footprint; as of that step, every
 //     footprint volume was placed, had a cut (no gap) in its array's plan,

@@ -54,8 +54,9 @@ func (c *checker) checkArrayRestored() {
 				}
 			}
 			if !explained && mentionsAny(text, moved) {
-				// A volume that moved to another node before the unfence:
-				// left with it, not given back (no-regrant checks that).
+				// A volume that moved to another node, or was detached from
+				// this one, before the unfence: not given back (invariant 5;
+				// no-regrant checks that it was not).
 				explained = true
 			}
 			if !explained && c.driverWrote(arr, d.Path) {
@@ -90,8 +91,10 @@ func (c *checker) driverWrote(array, path string) bool {
 }
 
 // movedObjects names the objects on the array of footprint volumes that
-// Kubernetes had on another node when their record's unfence was
-// restored.
+// Kubernetes no longer wanted on the fenced node when the record's unfence
+// was restored: held by another node then, or detached from the node (its
+// VolumeAttachment deleted, e.g. by the force-detach that follows the
+// out-of-service taint). Invariant 5 gives neither back.
 func (c *checker) movedObjects(array string) []string {
 	var out []string
 	for _, f := range c.h.Fences {
@@ -104,8 +107,16 @@ func (c *checker) movedObjects(array string) []string {
 			t = from.At
 		}
 		for _, v := range f.Footprint {
+			if v.MultiNode || v.Handle == "" || v.Driver == "" {
+				continue
+			}
+			n, attached := attachedAt(c.in.Placements[f.Cluster], AttachmentName(v.Handle, v.Driver, f.Node), t)
+			wanted := attached && n == f.Node
+			if wanted && c.holderAt(f.Cluster, v, f.Node, t) == "" {
+				continue
+			}
 			for _, pl := range v.Placements {
-				if pl.Array == array && !v.MultiNode && c.holderAt(f.Cluster, v, f.Node, t) != "" {
+				if pl.Array == array {
 					out = append(out, pl.Object)
 				}
 			}
