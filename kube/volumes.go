@@ -3,6 +3,7 @@ package kube
 import (
 	"context"
 	"fmt"
+	"sort"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
@@ -192,5 +193,25 @@ func (p *VolumeArrays) ProtectedArrays(ctx context.Context, node string) ([]stri
 		}
 	}
 	slices.Sort(out)
+	return out, nil
+}
+
+// AttachedPVs names, as the API server has them now (a list, not a
+// cache), the PersistentVolumes of the VolumeAttachments to the node that
+// are not being deleted, attached or still attaching. The pipeline reads
+// it just before it taints a fenced node, to catch an attachment its
+// informers have not delivered yet.
+func (w *Writer) AttachedPVs(ctx context.Context, node string) ([]string, error) {
+	vas, err := w.cs.StorageV1().VolumeAttachments().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("list volume attachments of %s: %w", node, err)
+	}
+	var out []string
+	for _, va := range vas.Items {
+		if va.Spec.NodeName == node && va.DeletionTimestamp == nil && va.Spec.Source.PersistentVolumeName != nil {
+			out = append(out, *va.Spec.Source.PersistentVolumeName)
+		}
+	}
+	sort.Strings(out)
 	return out, nil
 }

@@ -90,6 +90,13 @@ func (c *Controller) stepTaint(ctx context.Context, l Leadership, cl *clusterRun
 		return waitFor(c.cfg.Resync), nil
 	}
 	c.unblock(cl.Name, f.Node)
+	if lag, err := c.footprintLag(ctx, cl, f); err != nil {
+		return done, err
+	} else if len(lag) > 0 {
+		c.log.Info("the API server shows volumes attached to the fenced node that the footprint has not seen yet: the taint waits for them",
+			"cluster", cl.Name, "node", f.Node, "fenceID", f.ID, "volumes", lag)
+		return waitFor(footprintLagWait), nil
+	}
 	if err := c.verifyLeader(ctx, l); err != nil {
 		return done, err
 	}

@@ -327,6 +327,8 @@ type fakeKube struct {
 	reads int
 	// detaching: node -> VolumeAttachments still to be detached.
 	detaching map[string][]string
+	// attached: node -> PVs the API server shows attached (AttachedPVs).
+	attached map[string][]string
 }
 
 func newFakeKube(log *opLog) *fakeKube {
@@ -412,6 +414,24 @@ func (k *fakeKube) PendingDetaches(_ context.Context, node string) ([]string, er
 		return nil, k.apiErr
 	}
 	return slices.Clone(k.detaching[node]), nil
+}
+
+func (k *fakeKube) AttachedPVs(_ context.Context, node string) ([]string, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.apiErr != nil {
+		return nil, k.apiErr
+	}
+	return slices.Clone(k.attached[node]), nil
+}
+
+func (k *fakeKube) setAttached(node string, pvs ...string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.attached == nil {
+		k.attached = map[string][]string{}
+	}
+	k.attached[node] = pvs
 }
 
 func (k *fakeKube) setDetaching(node string, vas ...string) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/fenced-project/fenced/arrayclients"
 	"github.com/fenced-project/fenced/cluster/ledger"
@@ -100,6 +101,41 @@ func (c *Controller) restoreScope(cl *clusterRuntime, f *ledger.Fence) (map[stri
 		return nil, nil
 	}
 	return scope, nil
+}
+
+// footprintLagWait is how long a taint waits for the footprint's
+// informers to deliver an attachment the API server already shows.
+const footprintLagWait = time.Second
+
+// footprintLag names the PersistentVolumes the API server shows attached
+// or attaching to the record's node now that neither the record nor the
+// footprint's informers hold: an attachment made since the fence read the
+// node's footprint, not delivered yet. The out-of-service taint lets
+// Kubernetes detach the node's volumes without it, so it waits until the
+// informers have the attachment and refence has cut it (invariant 1).
+func (c *Controller) footprintLag(ctx context.Context, cl *clusterRuntime, f *ledger.Fence) ([]string, error) {
+	kctx, cancel := context.WithTimeout(ctx, c.cfg.KubeTimeout)
+	live, err := cl.Kube.AttachedPVs(kctx, f.Node)
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("fence %s: %w", f.ID, err)
+	}
+	if len(live) == 0 {
+		return nil, nil
+	}
+	cached, err := cl.Footprints.Volumes(f.Node)
+	if err != nil {
+		return nil, fmt.Errorf("fence %s: footprint: %w", f.ID, err)
+	}
+	var lag []string
+	for _, pv := range live {
+		known := slices.ContainsFunc(f.Footprint, func(v arrayclients.FootprintVolume) bool { return v.PV == pv }) ||
+			slices.ContainsFunc(cached, func(v arrayclients.KubeVolume) bool { return v.PV == pv })
+		if !known {
+			lag = append(lag, pv)
+		}
+	}
+	return lag, nil
 }
 
 func pvNames(vols []arrayclients.FootprintVolume) []string {

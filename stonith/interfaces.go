@@ -66,6 +66,9 @@ type KubeAPI interface {
 	GetNode(ctx context.Context, name string) (*corev1.Node, error)
 	PodsOnNode(ctx context.Context, node string) ([]corev1.Pod, error)
 	PendingDetaches(ctx context.Context, node string) ([]string, error)
+	// AttachedPVs names the PersistentVolumes attached or attaching to
+	// the node as the API server has them now (not a cache).
+	AttachedPVs(ctx context.Context, node string) ([]string, error)
 	AddTaints(ctx context.Context, node string, taints ...corev1.Taint) (bool, error)
 	RemoveTaints(ctx context.Context, node string, taints ...corev1.Taint) (bool, error)
 	ForceDeletePod(ctx context.Context, namespace, name string, uid types.UID) (bool, error)

@@ -625,3 +625,32 @@ func TestGuardsDuringFencing(t *testing.T) {
 		w.waitState(ledger.StateEvicted)
 	})
 }
+
+// TestTaintWaitsForAnAttachmentTheCacheLacks: a volume attached to the node
+// after the fence read its footprint, which the API server shows but the
+// footprint's informers have not delivered yet, holds the taint (the
+// out-of-service taint would let Kubernetes detach it while the node may
+// still reach it). Once the informers have it, the fence goes back to
+// cut it, reads it back, and only then taints and evicts.
+func TestTaintWaitsForAnAttachmentTheCacheLacks(t *testing.T) {
+	w := newWorld(t)
+	w.kube.setAttached("n1", "pv-a1", "pv-a2", "pv-a3", "pv-late")
+	_, stop := w.lead()
+	defer stop()
+	w.verdict("n1", detector.Failed)
+	w.waitState(ledger.StateFenced)
+	require.Never(t, func() bool { return len(w.kube.taints("n1")) > 0 || w.state() != ledger.StateFenced },
+		200*time.Millisecond, 5*time.Millisecond, "tainted with an attachment the footprint has not seen")
+
+	w.fp.attach("n1", "pv-late", "a1")
+	w.waitState(ledger.StateEvicted)
+	f := w.group.fence("c1", "n1")
+	assert.True(t, slices.ContainsFunc(f.Footprint, func(v arrayclients.FootprintVolume) bool { return v.PV == "pv-late" }),
+		"the late volume is in the record's footprint")
+	var states []ledger.FenceState
+	for _, s := range f.Steps {
+		states = append(states, s.To)
+	}
+	assert.Equal(t, []ledger.FenceState{ledger.StateIntent, ledger.StateFencing, ledger.StateFenced,
+		ledger.StateFencing, ledger.StateFenced, ledger.StateTainted, ledger.StateEvicted}, states)
+}
