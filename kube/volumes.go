@@ -3,8 +3,8 @@ package kube
 import (
 	"context"
 	"fmt"
-	"sort"
 	"slices"
+	"sort"
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
