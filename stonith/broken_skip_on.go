@@ -2,7 +2,11 @@
 
 package stonith
 
-import "github.com/fenced-project/fenced/arrayclients"
+import (
+	"context"
+
+	"github.com/fenced-project/fenced/arrayclients"
+)
 
 // brokenFootprints hides every volume: see broken_skip_off.go. NEVER ship
 // a build with this tag.
@@ -15,3 +19,11 @@ func (noVolumes) Volumes(string) ([]arrayclients.KubeVolume, error) { return nil
 func (noVolumes) Wanted(string) ([]string, error) { return nil, nil }
 
 func (noVolumes) Nodes() []string { return nil }
+
+// brokenKube hides the node's attachments from the pre-taint check too, so
+// the broken build skips every volume the same way.
+func brokenKube(k KubeAPI) KubeAPI { return noAttachments{k} }
+
+type noAttachments struct{ KubeAPI }
+
+func (noAttachments) AttachedPVs(context.Context, string) ([]string, error) { return nil, nil }

@@ -78,6 +78,7 @@ func New(cfg Config) (*Controller, error) {
 		}
 		rt := &clusterRuntime{ClusterConfig: cl, selector: sel}
 		rt.Footprints = brokenFootprints(rt.Footprints) // itself outside the checker's broken test build
+		rt.Kube = brokenKube(rt.Kube)                   // likewise
 		names := cl.Arrays
 		if len(names) == 0 {
 			names = slices.Sorted(maps.Keys(cfg.Arrays))
