@@ -169,6 +169,22 @@ func (c *Controller) Enqueue(cluster, node string) {
 	}
 }
 
+// FootprintChanged is told that a node's VolumeAttachments changed (the
+// footprint informers' OnChange). A node with an open fence record is
+// reconciled at once: its footprint may have grown, and a fenced, tainted
+// or evicted record goes back to cut the new volume (refence). Other nodes
+// wait for their next verdict or resync.
+func (c *Controller) FootprintChanged(cluster, node string) {
+	open := false
+	c.cfg.Ledger.Read(func(s *ledger.State) {
+		n := s.Node(cluster, node)
+		open = n != nil && n.Fence != nil
+	})
+	if open {
+		c.Enqueue(cluster, node)
+	}
+}
+
 // Lead runs the pipeline for one leadership and returns when its context
 // ends. The daemon calls it each time this replica becomes leader, after
 // the leadership's barrier, and never twice at once.

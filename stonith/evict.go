@@ -3,6 +3,7 @@ package stonith
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -132,6 +133,19 @@ func (c *Controller) stepEvict(ctx context.Context, l Leadership, cl *clusterRun
 	if w := c.conflictWait(l, f, dirFence); w > 0 {
 		return waitFor(w), nil
 	}
+	// The footprint may have grown since the taint: a pod bound to the
+	// node before it whose volume Kubernetes attached after it. No pod is
+	// deleted until that volume is cut too (invariant 1).
+	if again, err := c.refence(ctx, l, cl, f); err != nil || again {
+		return next, err
+	}
+	if lag, err := c.footprintLag(ctx, cl, f); err != nil {
+		return done, err
+	} else if len(lag) > 0 {
+		c.log.Info("the API server shows volumes attached to the fenced node that the footprint has not seen yet: the eviction waits for them",
+			"cluster", cl.Name, "node", f.Node, "fenceID", f.ID, "volumes", lag)
+		return waitFor(footprintLagWait), nil
+	}
 	kctx, cancel := context.WithTimeout(ctx, c.cfg.KubeTimeout)
 	pods, err := cl.Kube.PodsOnNode(kctx, f.Node)
 	cancel()
@@ -176,6 +190,12 @@ func (c *Controller) stepEvict(ctx context.Context, l Leadership, cl *clusterRun
 		strings.Join(deleted, ", ")), 2000)); err != nil {
 		return done, err
 	}
+	if evictedBefore(f) {
+		// A refence after the eviction: the fence was counted then.
+		c.log.Warn("refence complete: the node's new volumes are cut and read back", "cluster", cl.Name, "node", f.Node,
+			"fenceID", f.ID, "pods", len(deleted))
+		return waitFor(c.cfg.Resync), nil
+	}
 	c.metrics.fence(cl.Name, ResultEvicted)
 	if f.Origin == ledger.OriginVerdict {
 		from := f.OpenedAt
@@ -190,6 +210,12 @@ func (c *Controller) stepEvict(ctx context.Context, l Leadership, cl *clusterRun
 		return done, err
 	}
 	return waitFor(c.cfg.Resync), nil
+}
+
+// evictedBefore reports whether the fence was evicted before: it went back
+// to fencing after its eviction because the node's footprint grew.
+func evictedBefore(f *ledger.Fence) bool {
+	return slices.ContainsFunc(f.Steps, func(s ledger.Step) bool { return s.To == ledger.StateEvicted })
 }
 
 // stepUntaint removes the fence's taints (the record is restored: every

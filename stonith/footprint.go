@@ -63,16 +63,22 @@ func (c *Controller) amendFootprint(ctx context.Context, l Leadership, cl *clust
 	return true, nil
 }
 
-// refence takes a fenced record whose footprint grew before the taint
+// refence takes a fenced, tainted or evicted record whose footprint grew
 // back to fencing with its new volumes, so they are cut and read back
 // before anything else happens (invariant 1 over the footprint as it is
-// now). It reports whether it did.
+// now): before the taint, before the eviction, and while the node stays
+// fenced after it (a pod bound before the taint whose volume Kubernetes
+// attached after it). It reports whether it did.
 func (c *Controller) refence(ctx context.Context, l Leadership, cl *clusterRuntime, f *ledger.Fence) (bool, error) {
 	add, err := c.grown(cl, f, c.readNode(cl.Name, f.Node))
 	if err != nil || len(add) == 0 {
 		return false, err
 	}
-	if err := c.step(ctx, l, f, ledger.StateFencing, "footprint grew before the taint: "+strings.Join(pvNames(add), ", ")); err != nil {
+	when := map[ledger.FenceState]string{ledger.StateFenced: "before the taint", ledger.StateTainted: "before the eviction",
+		ledger.StateEvicted: "after the eviction"}[f.State]
+	c.log.Warn("footprint of a fenced node grew: cutting its new volumes again", "cluster", cl.Name, "node", f.Node,
+		"fenceID", f.ID, "state", string(f.State), "volumes", pvNames(add))
+	if err := c.step(ctx, l, f, ledger.StateFencing, "footprint grew "+when+": "+strings.Join(pvNames(add), ", ")); err != nil {
 		return false, err
 	}
 	return true, nil

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -653,4 +654,81 @@ func TestTaintWaitsForAnAttachmentTheCacheLacks(t *testing.T) {
 	}
 	assert.Equal(t, []ledger.FenceState{ledger.StateIntent, ledger.StateFencing, ledger.StateFenced,
 		ledger.StateFencing, ledger.StateFenced, ledger.StateTainted, ledger.StateEvicted}, states)
+}
+
+// fenceSteps lists the states a record entered, oldest first.
+func fenceSteps(f *ledger.Fence) []ledger.FenceState {
+	var states []ledger.FenceState
+	for _, s := range f.Steps {
+		states = append(states, s.To)
+	}
+	return states
+}
+
+// TestEvictionWaitsForAVolumeAttachedAfterTheTaint: a pod bound to the node
+// before the taint gets its volume attached after it (the attach-detach
+// controller still attaches a bound pod's volume on a tainted node). No pod
+// is deleted until that volume is cut and read back: the fence goes back
+// from tainted to fencing, and evicts only then (invariant 1).
+func TestEvictionWaitsForAVolumeAttachedAfterTheTaint(t *testing.T) {
+	var once sync.Once
+	var w *world
+	w = newWorld(t, func(cfg *Config) {
+		cfg.Hook = func(p Point) bool {
+			if p == PointTainted {
+				once.Do(func() {
+					w.kube.setAttached("n1", "pv-a1", "pv-a2", "pv-a3", "pv-late")
+					w.fp.attach("n1", "pv-late", "a1")
+				})
+			}
+			return true
+		}
+	})
+	_, stop := w.lead()
+	defer stop()
+	w.verdict("n1", detector.Failed)
+	w.waitState(ledger.StateEvicted)
+	f := w.group.fence("c1", "n1")
+	assert.True(t, slices.ContainsFunc(f.Footprint, func(v arrayclients.FootprintVolume) bool { return v.PV == "pv-late" }),
+		"the late volume is in the record's footprint")
+	assert.Equal(t, []ledger.FenceState{ledger.StateIntent, ledger.StateFencing, ledger.StateFenced, ledger.StateTainted,
+		ledger.StateFencing, ledger.StateFenced, ledger.StateTainted, ledger.StateEvicted}, fenceSteps(f))
+	ops := w.log.list()
+	firstDelete := slices.IndexFunc(ops, func(op string) bool { return strings.HasPrefix(op, "delete ") })
+	require.GreaterOrEqual(t, firstDelete, 0, "pods deleted: %v", ops)
+	readBacks := 0
+	for _, op := range ops[:firstDelete] {
+		if op == "verify a1 n1 fenced" {
+			readBacks++
+		}
+	}
+	assert.GreaterOrEqual(t, readBacks, 2, "a pod was deleted before a1 was read back again with the late volume: %v", ops)
+	assert.InDelta(t, 1.0, value(w.ctrl.metrics.fences.WithLabelValues("c1", ResultEvicted)), 0)
+}
+
+// TestEvictedFenceCutsAVolumeAttachedAfterEviction: a volume Kubernetes
+// attaches to the fenced node after its eviction is cut and read back
+// while the node stays fenced; the record returns to evicted, and the
+// fence is counted once.
+func TestEvictedFenceCutsAVolumeAttachedAfterEviction(t *testing.T) {
+	w := newWorld(t)
+	_, stop := w.lead()
+	defer stop()
+	w.verdict("n1", detector.Failed)
+	w.waitState(ledger.StateEvicted)
+	applies := w.log.count("apply a1 n1")
+	w.fp.attach("n1", "pv-late", "a1")
+	w.ctrl.FootprintChanged("c1", "n1")
+	require.Eventually(t, func() bool {
+		f := w.group.fence("c1", "n1")
+		return f != nil && f.State == ledger.StateEvicted && len(f.Steps) > 5
+	}, 10*time.Second, 2*time.Millisecond, "ops %v", w.log.list())
+	f := w.group.fence("c1", "n1")
+	assert.Equal(t, []ledger.FenceState{ledger.StateIntent, ledger.StateFencing, ledger.StateFenced, ledger.StateTainted,
+		ledger.StateEvicted, ledger.StateFencing, ledger.StateFenced, ledger.StateTainted, ledger.StateEvicted}, fenceSteps(f))
+	assert.Contains(t, f.Steps[5].Note, "footprint grew after the eviction: pv-late")
+	assert.Greater(t, w.log.count("apply a1 n1"), applies, "the array was cut again")
+	assert.False(t, w.arrays["a1"].hasAccess("n1"))
+	assert.InDelta(t, 1.0, value(w.ctrl.metrics.fences.WithLabelValues("c1", ResultEvicted)), 0,
+		"a refence is not a second fence")
 }

@@ -118,6 +118,13 @@ func stalePods(uids []string, pods []corev1.Pod) []string {
 // stepRecover commits unfence-intent once the node rebooted and settled,
 // and reports a node that came back without a reboot.
 func (c *Controller) stepRecover(ctx context.Context, l Leadership, cl *clusterRuntime, f *ledger.Fence) (result, error) {
+	// A volume Kubernetes attached to the node after its eviction (a pod
+	// bound before the taint, attached after it) is cut and read back
+	// while the node stays fenced. The informers' change of the node's
+	// footprint enqueues it; this reads only their cache.
+	if again, err := c.refence(ctx, l, cl, f); err != nil || again {
+		return next, err
+	}
 	ve, known := c.verdict(cl.Name, f.Node)
 	if !known || ve.State != detector.Healthy {
 		// Only a Healthy verdict leads to an unfence (or shows a node back

@@ -144,9 +144,9 @@ func guardStep(s *State, f *Fence, c *FenceStep) error {
 		if f.Kind != KindFence {
 			return fmt.Errorf("%s: %w: fence %s is recovering; it cannot fence again", t, ErrBadTransition, f.ID)
 		}
-		if c.From == StateFenced && c.V < 2 {
-			// Version 2: back to fencing when the footprint grew before
-			// the taint.
+		if c.From != StateIntent && c.From != StateFailed && c.V < 2 {
+			// Version 2: back to fencing from fenced, tainted or evicted
+			// when the node's footprint grew after the fence read it.
 			return fmt.Errorf("%s: %w: fence %s from %s to %s", t, ErrBadTransition, f.ID, c.From, c.To)
 		}
 		if f.Origin == OriginVerdict && c.Operator == "" && s.Paused(f.Cluster) {

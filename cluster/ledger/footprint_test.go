@@ -202,3 +202,37 @@ func TestOutOfServiceBeforeIsRecordedOnce(t *testing.T) {
 		Note: "fenced again", OutOfServiceBefore: &no})
 	assert.True(t, *h.fence().OutOfServiceBefore)
 }
+
+// TestRefenceAfterTaintAndEviction: a fence goes back to fencing from
+// tainted or evicted (Kubernetes attached a volume to the node after the
+// fence read its footprint) under version 2 rules only; the new volume
+// must then be cut and read back before fenced again.
+func TestRefenceAfterTaintAndEviction(t *testing.T) {
+	for _, from := range []FenceState{StateTainted, StateEvicted} {
+		t.Run(string(from), func(t *testing.T) {
+			h := newHarness(t)
+			id := openWithFootprint(t, h, footVolume("a1", "n1"))
+			for _, a := range []string{"a1", "a2"} {
+				require.NoError(t, h.result(id, StateFencing, a, OpApply, nil))
+				require.NoError(t, h.result(id, StateFencing, a, OpVerify, fencedRead(a, "n1", t0)))
+			}
+			require.NoError(t, h.step(id, StateFencing, StateFenced))
+			require.NoError(t, h.step(id, StateFenced, StateTainted))
+			if from == StateEvicted {
+				require.NoError(t, h.step(id, StateTainted, StateEvicted))
+			}
+			m := h.meta()
+			m.V = 1
+			err := h.apply(&FenceStep{Meta: m, Cluster: "c1", Node: "n1", FenceID: id, From: from, To: StateFencing, Note: "v1"})
+			require.ErrorIs(t, err, ErrBadTransition, "version 1 rules have no refence after the taint")
+
+			require.NoError(t, h.step(id, from, StateFencing))
+			h.must(&AmendFence{Meta: h.meta(), Cluster: "c1", Node: "n1", FenceID: id, Expect: StateFencing,
+				Footprint: []arrayclients.FootprintVolume{footVolume("a3", "n1")}})
+			err = h.step(id, StateFencing, StateFenced)
+			require.ErrorIs(t, err, ErrBadTransition, "the new volume is not cut yet")
+			assert.Contains(t, err.Error(), "a3")
+			require.ErrorIs(t, h.step(id, StateFencing, StateTainted), ErrBadTransition, "no taint before verified")
+		})
+	}
+}

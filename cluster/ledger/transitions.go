@@ -1,12 +1,15 @@
 package ledger
 
-// allowed lists the steps a fence record may take.
+// allowed lists the steps a fence record may take. A fence goes back to
+// fencing from fenced, tainted or evicted when Kubernetes attached a volume
+// to the node after the fence read its footprint (a refence): the new
+// volume is cut and read back before the next taint or eviction.
 var allowed = map[FenceState][]FenceState{
 	StateIntent:        {StateFencing, StateAborted},
 	StateFencing:       {StateFenced, StateFailed, StateUnfenceIntent},
 	StateFenced:        {StateTainted, StateUnfenceIntent, StateFencing},
-	StateTainted:       {StateEvicted, StateUnfenceIntent},
-	StateEvicted:       {StateUnfenceIntent},
+	StateTainted:       {StateEvicted, StateUnfenceIntent, StateFencing},
+	StateEvicted:       {StateUnfenceIntent, StateFencing},
 	StateUnfenceIntent: {StateRestored, StateFailed},
 	StateRestored:      {StateUntainted},
 	StateUntainted:     {StateClosed},

@@ -226,6 +226,12 @@ func (f *fencing) newController() error {
 		return fmt.Errorf("fencing pipeline: %w", err)
 	}
 	f.ctrl = ctrl
+	for _, cr := range f.clusters {
+		if cr.footprints != nil {
+			name := cr.cfg.Name
+			cr.footprints.OnChange(func(node string) { ctrl.FootprintChanged(name, node) })
+		}
+	}
 	return nil
 }
 
