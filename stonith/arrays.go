@@ -52,9 +52,10 @@ func (c *Controller) callArray(ctx context.Context, cluster, step string, fn fun
 
 // readArray is callArray for a read (plan, read-back) in one of the
 // array's slots; the error is the call's, or why no slot was had.
-func (c *Controller) readArray(ctx context.Context, cluster, array, step string, fn func(ctx context.Context) error) error {
+func (c *Controller) readArray(ctx context.Context, cluster, array string, rank time.Time, step string,
+	fn func(ctx context.Context) error) error {
 	var callErr error
-	if err := c.slots.do(ctx, array, func() error {
+	if err := c.slots.do(ctx, array, rank, func() error {
 		callErr = c.callArray(ctx, cluster, step, fn)
 		return nil
 	}); err != nil {
@@ -67,8 +68,9 @@ func (c *Controller) readArray(ctx context.Context, cluster, array, step string,
 // of the array's slots, so the write starts at once after the check
 // however long the slot took. notLeader is the leadership check's error
 // (the caller stops); callErr is the write's.
-func (c *Controller) writeArray(ctx context.Context, l Leadership, cluster, array, step string, fn func(ctx context.Context) error) (callErr, notLeader error) {
-	notLeader = c.slots.do(ctx, array, func() error {
+func (c *Controller) writeArray(ctx context.Context, l Leadership, cluster, array string, rank time.Time, step string,
+	fn func(ctx context.Context) error) (callErr, notLeader error) {
+	notLeader = c.slots.do(ctx, array, rank, func() error {
 		if err := c.verifyLeader(ctx, l); err != nil {
 			return err
 		}
@@ -120,9 +122,25 @@ func (c *Controller) adapter(name string) (Array, error) {
 	return a, nil
 }
 
+// slotRank is the rank of a record's array calls among those waiting for
+// an array's slots (see arraySlots): a fence ranks by when it opened, an
+// unfence by when its unfence began, so a storm's fences finish in the
+// order they opened.
+func slotRank(f *ledger.Fence) time.Time {
+	if f.Kind == ledger.KindUnfence {
+		for i := len(f.Steps) - 1; i >= 0; i-- {
+			if f.Steps[i].To == ledger.StateUnfenceIntent {
+				return f.Steps[i].At
+			}
+		}
+	}
+	return f.OpenedAt
+}
+
 // planArray reads what fencing the identity removes (read-only), with the
 // cut of each of the node's footprint volumes on the array, retrying.
-func (c *Controller) planArray(ctx context.Context, cluster string, id arrayclients.Identity, vols []arrayclients.VolumeRef) (arrayclients.Plan, error) {
+func (c *Controller) planArray(ctx context.Context, cluster string, rank time.Time, id arrayclients.Identity,
+	vols []arrayclients.VolumeRef) (arrayclients.Plan, error) {
 	a, err := c.adapter(id.Array)
 	if err != nil {
 		return arrayclients.Plan{}, err
@@ -130,7 +148,7 @@ func (c *Controller) planArray(ctx context.Context, cluster string, id arrayclie
 	var p arrayclients.Plan
 	backoff := c.arrayBackoff()
 	for attempt := 1; ; attempt++ {
-		err = c.readArray(ctx, cluster, id.Array, "plan", func(ctx context.Context) error {
+		err = c.readArray(ctx, cluster, id.Array, rank, "plan", func(ctx context.Context) error {
 			var err error
 			p, err = a.Plan(ctx, id, vols)
 			return err
@@ -195,7 +213,7 @@ func (c *Controller) amendPlans(ctx context.Context, l Leadership, f *ledger.Fen
 	var mu sync.Mutex
 	var plans []arrayclients.Plan
 	errs := c.forEachArray(ctx, missing, func(ctx context.Context, array string) error {
-		p, err := c.planArray(ctx, f.Cluster, f.Identities[array], footprintVols(f, array))
+		p, err := c.planArray(ctx, f.Cluster, slotRank(f), f.Identities[array], footprintVols(f, array))
 		if err != nil {
 			return err
 		}
@@ -361,9 +379,10 @@ func (c *Controller) driveArray(ctx context.Context, l Leadership, f *ledger.Fen
 	if err != nil {
 		return err
 	}
+	rank := slotRank(f)
 	backoff := c.arrayBackoff()
 	for attempt := 1; ; attempt++ {
-		writeErr, err := c.writeArray(ctx, l, f.Cluster, array, d.change, func(ctx context.Context) error {
+		writeErr, err := c.writeArray(ctx, l, f.Cluster, array, rank, d.change, func(ctx context.Context) error {
 			for _, p := range plans {
 				if err := d.write(ctx, a, p, scope); err != nil {
 					return err
@@ -383,7 +402,7 @@ func (c *Controller) driveArray(ctx context.Context, l Leadership, f *ledger.Fen
 		err = writeErr
 		if err == nil {
 			var v arrayclients.Verification
-			verr := c.readArray(ctx, f.Cluster, array, d.readBack, func(ctx context.Context) error {
+			verr := c.readArray(ctx, f.Cluster, array, rank, d.readBack, func(ctx context.Context) error {
 				var vs []arrayclients.Verification
 				for _, p := range plans {
 					pv, err := d.read(ctx, a, p, scope)

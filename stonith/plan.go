@@ -99,7 +99,7 @@ func (c *Controller) PlanNode(ctx context.Context, req PlanRequest) (NodePlan, e
 		if !ok {
 			return errNoIdentity
 		}
-		p, err := c.planArray(ctx, req.Cluster, id, cv.Vols[array])
+		p, err := c.planArray(ctx, req.Cluster, c.clk.Now(), id, cv.Vols[array])
 		if err != nil {
 			return err
 		}

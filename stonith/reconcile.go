@@ -179,7 +179,7 @@ func (c *Controller) decide(ctx context.Context, cl *clusterRuntime, node string
 	}
 	slices.Sort(arrays)
 	errs := c.forEachArray(ctx, slices.Compact(arrays), func(ctx context.Context, array string) error {
-		p, err := c.planArray(ctx, cl.Name, v.Identities[array], cv.Vols[array])
+		p, err := c.planArray(ctx, cl.Name, c.clk.Now(), v.Identities[array], cv.Vols[array])
 		if err != nil {
 			return err
 		}

@@ -181,7 +181,7 @@ func TestArraySlotsWaitEndsWithContext(t *testing.T) {
 	hold := make(chan struct{})
 	held := make(chan struct{})
 	go func() {
-		_ = s.do(context.Background(), "a1", func() error {
+		_ = s.do(context.Background(), "a1", time.Time{}, func() error {
 			close(held)
 			<-hold
 			return nil
@@ -190,7 +190,7 @@ func TestArraySlotsWaitEndsWithContext(t *testing.T) {
 	<-held
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
-	go func() { errc <- s.do(ctx, "a1", func() error { return nil }) }()
+	go func() { errc <- s.do(ctx, "a1", time.Time{}, func() error { return nil }) }()
 	require.Eventually(t, func() bool {
 		mu.Lock()
 		defer mu.Unlock()
@@ -205,5 +205,78 @@ func TestArraySlotsWaitEndsWithContext(t *testing.T) {
 	assert.Zero(t, queued["a1"])
 	mu.Unlock()
 
-	assert.ErrorContains(t, s.do(context.Background(), "nope", func() error { return nil }), "array nope is not configured")
+	assert.ErrorContains(t, s.do(context.Background(), "nope", time.Time{}, func() error { return nil }), "array nope is not configured")
+}
+
+// A freed slot goes to the waiting call of the oldest fence, whatever the
+// order the calls queued in; calls of one rank go in the order they
+// queued. A waiter that gives up leaves the others' order as it was, and
+// after the last call every slot is free again.
+func TestArraySlotsServeTheOldestFenceFirst(t *testing.T) {
+	var mu sync.Mutex
+	queued := 0
+	s := newArraySlots(map[string]int{"a1": 1}, func(_ string, d int) {
+		mu.Lock()
+		queued += d
+		mu.Unlock()
+	})
+	waitQueued := func(n int) {
+		require.Eventually(t, func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return queued == n
+		}, 5*time.Second, time.Millisecond)
+	}
+	hold, held := make(chan struct{}), make(chan struct{})
+	go func() {
+		_ = s.do(context.Background(), "a1", time.Time{}, func() error {
+			close(held)
+			<-hold
+			return nil
+		})
+	}()
+	<-held
+	t0 := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	var order []string
+	var wg sync.WaitGroup
+	call := func(ctx context.Context, name string, rank time.Time) {
+		wg.Go(func() {
+			_ = s.do(ctx, "a1", rank, func() error {
+				mu.Lock()
+				order = append(order, name)
+				mu.Unlock()
+				return nil
+			})
+		})
+	}
+	gone, giveUp := context.WithCancel(context.Background())
+	for i, c := range []struct {
+		name string
+		rank time.Time
+		ctx  context.Context
+	}{
+		{"newest", t0.Add(3 * time.Second), context.Background()},
+		{"oldest", t0, context.Background()},
+		{"gives-up", t0.Add(time.Second), gone},
+		{"middle", t0.Add(2 * time.Second), context.Background()},
+		{"middle-later", t0.Add(2 * time.Second), context.Background()},
+	} {
+		call(c.ctx, c.name, c.rank)
+		waitQueued(i + 1)
+	}
+	giveUp()
+	waitQueued(4)
+	close(hold)
+	wg.Wait()
+	assert.Equal(t, []string{"oldest", "middle", "middle-later", "newest"}, order)
+	waitQueued(0)
+
+	// Every slot is free again: as many calls as the limit run at once
+	// without waiting.
+	ran := false
+	require.NoError(t, s.do(context.Background(), "a1", t0, func() error { ran = true; return nil }))
+	assert.True(t, ran)
+	mu.Lock()
+	assert.Zero(t, queued)
+	mu.Unlock()
 }
