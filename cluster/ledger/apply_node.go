@@ -70,6 +70,7 @@ func applySetIdentities(s *State, c *SetIdentities) error {
 	n.BootID = c.BootID
 	n.NotFound = maps.Clone(c.NotFound)
 	n.Ambiguous = maps.Clone(c.Ambiguous)
+	n.InputsDigest = c.InputsDigest
 	return nil
 }
 

@@ -110,6 +110,11 @@ type SetIdentities struct {
 	// to the candidates (version 2); a gap too where the node has
 	// footprint volumes.
 	Ambiguous map[string]string `json:"ambiguous,omitempty"`
+	// InputsDigest is the SHA-256, in hex, of what the identities were
+	// resolved from (the node's addresses and CSINode IDs, the arrays and
+	// their overrides). A new leader that holds the same inputs for a node
+	// whose identities were all found need not resolve it again.
+	InputsDigest string `json:"inputsDigest,omitempty"`
 }
 
 // OpenFence opens a fence record in state intent. The node must have no open

@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -235,4 +236,23 @@ func TestRefenceAfterTaintAndEviction(t *testing.T) {
 			require.ErrorIs(t, h.step(id, StateFencing, StateTainted), ErrBadTransition, "no taint before verified")
 		})
 	}
+}
+
+// SetIdentities records the digest of the inputs the identities were
+// resolved from; anything but a hex SHA-256 is refused, naming the field.
+func TestSetIdentitiesInputsDigest(t *testing.T) {
+	h := newHarness(t)
+	digest := strings.Repeat("0123456789abcdef", 4)
+	h.must(&SetIdentities{Meta: h.meta(), Cluster: "c1", Node: "n1", BootID: "b",
+		Identities: map[string]arrayclients.Identity{"a1": identity("a1", "n1")}, InputsDigest: digest})
+	h.fsm.Read(func(s *State) { assert.Equal(t, digest, s.Node("c1", "n1").InputsDigest) })
+	for _, bad := range []string{"abc", strings.Repeat("0123456789ABCDEF", 4), strings.Repeat("g", 64), strings.Repeat("a", 65)} {
+		err := (&SetIdentities{Meta: h.meta(), Cluster: "c1", Node: "n1", BootID: "b", InputsDigest: bad}).Validate()
+		require.ErrorIs(t, err, ErrInvalid, bad)
+		assert.Contains(t, err.Error(), "inputsDigest")
+	}
+	// Learning without a digest (an older leader) clears it.
+	h.must(&SetIdentities{Meta: h.meta(), Cluster: "c1", Node: "n1", BootID: "b",
+		Identities: map[string]arrayclients.Identity{"a1": identity("a1", "n1")}})
+	h.fsm.Read(func(s *State) { assert.Empty(t, s.Node("c1", "n1").InputsDigest) })
 }

@@ -80,6 +80,9 @@ type NodeState struct {
 	// Ambiguous maps an array where more than one object could be the
 	// node to the candidates, as learned with Identities.
 	Ambiguous map[string]string `json:"ambiguous,omitempty"`
+	// InputsDigest is the digest of the inputs the identities were
+	// resolved from (SetIdentities.InputsDigest), empty when not recorded.
+	InputsDigest string `json:"inputsDigest,omitempty"`
 	// Fence is the open fence record, nil when there is none.
 	Fence *Fence `json:"fence,omitempty"`
 	// History holds the last closed or aborted records, newest last.

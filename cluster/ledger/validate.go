@@ -136,7 +136,23 @@ func (c *SetIdentities) Validate() error {
 			return invalid(t, "array %q is both not found and ambiguous", array)
 		}
 	}
+	if d := c.InputsDigest; d != "" && !isSHA256Hex(d) {
+		return invalid(t, "inputsDigest is not 64 lower-case hex digits (%d bytes)", len(d))
+	}
 	return nil
+}
+
+// isSHA256Hex reports whether s is 64 lower-case hex digits.
+func isSHA256Hex(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for _, r := range s {
+		if (r < '0' || r > '9') && (r < 'a' || r > 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // validateFootprint checks footprint volumes: a PV each, once, and every

@@ -2,11 +2,15 @@ package groupview
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -54,6 +58,7 @@ type View struct {
 	drivers   map[string]arrayclients.Family
 	overrides map[string]map[string]string // node -> array -> override
 	bootID    func(node string) string
+	build     string
 	log       *slog.Logger
 
 	// board holds the other replicas' fresh kubelet probes (filled on the
@@ -77,13 +82,18 @@ var (
 
 // NewView returns the view of cluster c's detector. bootID returns a
 // node's current boot ID, committed with its identities.
-func NewView(c configs.Cluster, node Node, arrays []arrayclients.Adapter, bootID func(string) string, log *slog.Logger) *View {
+//
+// build names the fenced build (version and revision): it is part of the
+// digest of a node's identity inputs, so a new version resolves every node
+// again.
+func NewView(c configs.Cluster, node Node, arrays []arrayclients.Adapter, bootID func(string) string, build string,
+	log *slog.Logger) *View {
 	ov := map[string]map[string]string{}
 	for _, n := range c.Nodes {
 		ov[n.Name] = maps.Clone(n.Arrays)
 	}
 	return &View{cluster: c.Name, node: node, arrays: arrays, drivers: c.DriverFamilies(), overrides: ov, bootID: bootID,
-		log: log.With("cluster", c.Name), ambiguous: map[string][]string{}, pending: map[string]arrayclients.Node{}}
+		build: build, log: log.With("cluster", c.Name), ambiguous: map[string][]string{}, pending: map[string]arrayclients.Node{}}
 }
 
 // NodeIdentities returns the identities the ledger holds for the node and
@@ -279,10 +289,15 @@ func (v *View) Drain(l cluster.Leadership, retry time.Duration) {
 // unprotected). An array that could not be asked keeps the previous set:
 // a set is committed only when every array answered.
 func (v *View) learn(ctx context.Context, l cluster.Leadership, in arrayclients.Node) error {
+	in = in.WithDrivers(v.drivers)
+	digest := v.inputsDigest(in)
+	boot := v.bootID(in.Name)
+	if v.resolvedFrom(in.Name, boot, digest) {
+		return nil
+	}
 	ids := map[string]arrayclients.Identity{}
 	notFound, ambiguous := map[string]string{}, map[string]string{}
 	var errs []error
-	in = in.WithDrivers(v.drivers)
 	for _, a := range v.arrays {
 		q := in
 		q.Override = v.overrides[in.Name][a.Name()]
@@ -318,12 +333,11 @@ func (v *View) learn(ctx context.Context, l cluster.Leadership, in arrayclients.
 	if len(ambiguous) == 0 {
 		ambiguous = nil
 	}
-	boot := v.bootID(in.Name)
-	if v.unchanged(in.Name, boot, ids, notFound, ambiguous) {
+	if v.unchanged(in.Name, boot, ids, notFound, ambiguous, digest) {
 		return nil
 	}
 	if _, err := v.node.Apply(ctx, &ledger.SetIdentities{Meta: l.Meta(), Cluster: v.cluster, Node: in.Name,
-		BootID: boot, Identities: ids, NotFound: notFound, Ambiguous: ambiguous}); err != nil {
+		BootID: boot, Identities: ids, NotFound: notFound, Ambiguous: ambiguous, InputsDigest: digest}); err != nil {
 		return fmt.Errorf("record identities of %s/%s: %w", v.cluster, in.Name, err)
 	}
 	v.log.Info("learned node identities", "node", in.Name, "arrays", slices.Sorted(maps.Keys(ids)),
@@ -333,11 +347,12 @@ func (v *View) learn(ctx context.Context, l cluster.Leadership, in arrayclients.
 
 // unchanged reports whether the ledger already holds these identities
 // (times of resolution aside), boot ID and unresolved arrays for the node.
-func (v *View) unchanged(node, boot string, ids map[string]arrayclients.Identity, notFound, ambiguous map[string]string) bool {
+func (v *View) unchanged(node, boot string, ids map[string]arrayclients.Identity, notFound, ambiguous map[string]string,
+	digest string) bool {
 	same := false
 	v.node.Ledger().Read(func(s *ledger.State) {
 		n := s.Node(v.cluster, node)
-		if n == nil || n.IdentitiesAt.IsZero() || n.BootID != boot || len(n.Identities) != len(ids) ||
+		if n == nil || n.IdentitiesAt.IsZero() || n.BootID != boot || n.InputsDigest != digest || len(n.Identities) != len(ids) ||
 			!maps.Equal(n.NotFound, notFound) || !maps.Equal(n.Ambiguous, ambiguous) {
 			return
 		}
@@ -350,6 +365,53 @@ func (v *View) unchanged(node, boot string, ids map[string]arrayclients.Identity
 		same = true
 	})
 	return same
+}
+
+// resolvedFrom reports whether the ledger holds identities for the node,
+// found on every array, resolved from these very inputs (digest) at this
+// boot: resolving it again would ask every array the same question. A new
+// leader is handed every node's inputs it saw while it followed; this
+// spares the arrays thousands of calls after each election. A node with
+// an array where it was not found or was ambiguous is always asked again.
+func (v *View) resolvedFrom(node, boot, digest string) bool {
+	if digest == "" {
+		return false
+	}
+	known := false
+	v.node.Ledger().Read(func(s *ledger.State) {
+		n := s.Node(v.cluster, node)
+		known = n != nil && !n.IdentitiesAt.IsZero() && n.InputsDigest == digest && n.BootID == boot &&
+			len(n.NotFound) == 0 && len(n.Ambiguous) == 0
+	})
+	return known
+}
+
+// inputsDigest is the hex SHA-256 of what learn resolves a node from: its
+// inputs (addresses, names, CSINode IDs), each array of the cluster with
+// its family and the node's override there, and the fenced build. Empty
+// when they cannot be encoded (the node is then always resolved).
+func (v *View) inputsDigest(in arrayclients.Node) string {
+	type arrayInput struct {
+		Name     string              `json:"name"`
+		Family   arrayclients.Family `json:"family"`
+		Override string              `json:"override,omitempty"`
+	}
+	arrays := make([]arrayInput, 0, len(v.arrays))
+	for _, a := range v.arrays {
+		arrays = append(arrays, arrayInput{Name: a.Name(), Family: a.Family(), Override: v.overrides[in.Name][a.Name()]})
+	}
+	slices.SortFunc(arrays, func(a, b arrayInput) int { return strings.Compare(a.Name, b.Name) })
+	in.Override = ""
+	raw, err := json.Marshal(struct {
+		Build  string            `json:"build"`
+		Node   arrayclients.Node `json:"node"`
+		Arrays []arrayInput      `json:"arrays"`
+	}{v.build, in, arrays})
+	if err != nil {
+		return ""
+	}
+	sum := sha256.Sum256(raw)
+	return hex.EncodeToString(sum[:])
 }
 
 func sameIdentity(a, b arrayclients.Identity) bool {

@@ -164,6 +164,9 @@ func (d *Daemon) Redactor() *logging.Redactor { return d.opts.Redactor }
 // secrets read, in configuration order.
 func (d *Daemon) ArrayConfigs() []arrayclients.Config { return d.arrays }
 
+// Build describes the running binary.
+func (d *Daemon) Build() buildinfo.Info { return d.opts.Build }
+
 // Server returns the HTTP server.
 func (d *Daemon) Server() *server.Server { return d.srv }
 

@@ -175,7 +175,8 @@ func (f *fencing) newCluster(c configs.Cluster) *clusterRuntime {
 		}
 		return ""
 	}
-	cr.view = groupview.NewView(c, f.node, adapters, bootID, f.log.With("component", "identities"))
+	b := f.d.Build()
+	cr.view = groupview.NewView(c, f.node, adapters, bootID, b.Version+" "+b.Revision, f.log.With("component", "identities"))
 	return cr
 }
 
