@@ -172,7 +172,9 @@ func (p *PowerFlex) exportFilesystem(ctx context.Context, handle, nodeID string,
 	if err != nil {
 		return fail(fmt.Errorf("could not find NFS Export: %w: %w", ErrNotFound, err))
 	}
-	listed := func(l []string) bool { return slices.ContainsFunc(l, func(h string) bool { return slices.Contains(ips, h) }) }
+	listed := func(l []string) bool {
+		return slices.ContainsFunc(l, func(h string) bool { return slices.Contains(ips, h) })
+	}
 	if listed(x.ReadOnlyHosts) || listed(x.ReadWriteHosts) || listed(x.ReadOnlyRootHosts) {
 		return fail(fmt.Errorf("host %s has access on NFS Export %s with incompatible access mode: %w", nodeID, id, ErrInvalid))
 	}
