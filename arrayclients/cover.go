@@ -12,10 +12,15 @@ func unsupported(f Family, v VolumeRef, what string) (Cut, *Gap) {
 		v.Volume, f, what)}
 }
 
-// Cover: PowerFlex block volumes are unmapped from the node's SDC.
-func (a *PowerFlexAdapter) Cover(_ Identity, v VolumeRef) (Cut, *Gap) {
-	if v.Protocol != ProtocolBlock {
-		return unsupported(PowerFlex, v, "NFS")
+// Cover: PowerFlex block volumes are unmapped from the node's SDC; NFS
+// volumes' exports lose the node's IPs (powerflex_nfs.go).
+func (a *PowerFlexAdapter) Cover(id Identity, v VolumeRef) (Cut, *Gap) {
+	if v.Protocol == ProtocolNFS {
+		return a.coverNFS(id, v)
+	}
+	if id.Kind == PowerFlexKindNFSClient {
+		return "", &Gap{Reason: GapIdentityNotFound, Detail: fmt.Sprintf("%s: the node has no SDC on PowerFlex array %s "+
+			"(its csi-vxflexos node ID names none), so its access to a block volume cannot be cut", v.Volume, a.cfg.Name)}
 	}
 	return CutSDCUnmap, nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net"
 	"slices"
 	"strings"
 	"sync"
@@ -40,6 +41,10 @@ type PowerFlexEntries struct {
 	// mapped to when the plan was read. Plans written before footprints
 	// (ledger v1) did not record them.
 	HoldersRecorded bool `json:"holdersRecorded,omitempty"`
+	// NFSExports are the host entries naming the node in the NFS exports
+	// of the footprint volumes (powerflex_nfs.go). SdcID is empty for an
+	// identity of kind PowerFlexKindNFSClient.
+	NFSExports []PowerFlexNFSExport `json:"nfsExports,omitempty"`
 }
 
 // PowerFlexMapping is one volume's mapping to the SDC, with what Undo needs
@@ -147,7 +152,11 @@ func (a *PowerFlexAdapter) selectSystem(all []*siotypes.System) (*siotypes.Syste
 
 // Resolve finds the SDC whose GUID is the node's csi-vxflexos node ID, or,
 // with an override, the SDC whose ID, name, GUID or one of whose IPs is
-// exactly the override. Exactly one SDC must match.
+// exactly the override. Exactly one SDC must match. The identity's Keys
+// are the GUID, the SDC's IPs and the node's addresses (what NFS exports
+// name it by). A node ID that names no SDC is a node without one
+// (csi-vxflexos reports the Node UID then): its identity, of kind
+// PowerFlexKindNFSClient, is its addresses.
 func (a *PowerFlexAdapter) Resolve(ctx context.Context, node Node) (Identity, error) {
 	key, byOverride := node.Override, node.Override != ""
 	if !byOverride {
@@ -179,6 +188,11 @@ func (a *PowerFlexAdapter) Resolve(ctx context.Context, node Node) (Identity, er
 		}
 		switch len(match) {
 		case 0:
+			if ips := nodeIPs(node); !byOverride && len(ips) > 0 {
+				id = Identity{Array: a.cfg.Name, Family: PowerFlex, Node: node.Name, Kind: PowerFlexKindNFSClient,
+					ObjectName: node.Name, Keys: ips, ResolvedAt: time.Now().UTC()}
+				return nil
+			}
 			return fmt.Errorf("%w: no SDC with %s in system %s", ErrNoIdentity, what, sys.ID)
 		case 1:
 		default:
@@ -191,11 +205,26 @@ func (a *PowerFlexAdapter) Resolve(ctx context.Context, node Node) (Identity, er
 		s := match[0]
 		id = Identity{
 			Array: a.cfg.Name, Family: PowerFlex, Node: node.Name, ObjectID: s.ID, ObjectName: s.Name,
-			Keys: append([]string{s.SdcGUID}, sdcIPs(s)...), ResolvedAt: time.Now().UTC(),
+			Keys: append([]string{s.SdcGUID}, addIPs(sdcIPs(s), nodeIPs(node))...), ResolvedAt: time.Now().UTC(),
 		}
 		return nil
 	})
 	return id, err
+}
+
+// nodeIPs returns the node's addresses that are IPs.
+func nodeIPs(n Node) []string {
+	return addIPs(nil, n.Addresses)
+}
+
+// addIPs appends to ips each of more that is an IP and not in it yet.
+func addIPs(ips, more []string) []string {
+	for _, m := range more {
+		if net.ParseIP(m) != nil && !slices.Contains(ips, m) {
+			ips = append(ips, m)
+		}
+	}
+	return ips
 }
 
 // sdcIPs returns the SDC's IPs (sdcIps, else sdcIp).
@@ -293,54 +322,66 @@ func (a *PowerFlexAdapter) entries(p Plan) (PowerFlexEntries, error) {
 	if err := json.Unmarshal(p.Entries, &e); err != nil {
 		return e, fmt.Errorf("%w: entries: %w", ErrPlanMismatch, err)
 	}
-	if e.SdcID == "" || e.SdcID != p.Identity.ObjectID {
+	nfsOnly := p.Identity.Kind == PowerFlexKindNFSClient
+	if (e.SdcID == "" && !nfsOnly) || e.SdcID != p.Identity.ObjectID {
 		return e, fmt.Errorf("%w: entries name SDC %q, identity %q", ErrPlanMismatch, e.SdcID, p.Identity.ObjectID)
 	}
 	return e, nil
 }
 
-// Apply unmaps every planned volume still mapped to the SDC. A mapping
-// that is already gone (or whose volume is gone) counts as done.
+// Apply unmaps every planned volume still mapped to the SDC, and removes
+// the node's entries from the NFS footprint volumes' exports (applyNFS).
+// A mapping that is already gone (or whose volume is gone) counts as done.
 func (a *PowerFlexAdapter) Apply(ctx context.Context, p Plan) error {
 	e, err := a.entries(p)
 	if err != nil {
 		return err
 	}
 	return a.pool.with(ctx, func(k powerFlexCall) error {
-		cur, found, err := a.current(k, e.SdcID, e.SdcGUID)
-		if err != nil {
-			return err
-		}
-		if !found {
-			a.logger.Info("SDC no longer exists: nothing to unmap", "node", p.Identity.Node, "sdc", e.SdcID)
-			return nil
-		}
-		// The plan's mappings, and each footprint volume with a cut that
-		// the driver mapped after the plan was read.
-		unmap := map[string]string{}
-		for _, m := range e.Mappings {
-			unmap[m.VolumeID] = m.String()
-		}
-		for _, vc := range footprintCuts(p) {
-			if _, ok := unmap[vc.Object]; !ok {
-				unmap[vc.Object] = "footprint volume " + vc.Volume + " (" + vc.Object + ")"
+		if e.SdcID != "" {
+			if err := a.applySDC(k, p, e); err != nil {
+				return err
 			}
 		}
-		for _, vol := range slices.Sorted(maps.Keys(unmap)) {
-			m := unmap[vol]
-			if !slices.ContainsFunc(cur, func(c PowerFlexMapping) bool { return c.VolumeID == vol }) {
-				continue
-			}
-			err := k.unmap(vol, e.SdcID)
-			if powerFlexIs(err, pflexMsgNotMapped) || powerFlexIs(err, pflexMsgNoVolume) {
-				continue
-			}
-			if err != nil {
-				return fmt.Errorf("unmap %s: %w", m, err)
-			}
-		}
-		return nil
+		return a.applyNFS(k, p, e)
 	})
+}
+
+// applySDC unmaps the plan's volumes from the SDC.
+func (a *PowerFlexAdapter) applySDC(k powerFlexCall, p Plan, e PowerFlexEntries) error {
+	cur, found, err := a.current(k, e.SdcID, e.SdcGUID)
+	if err != nil {
+		return err
+	}
+	if !found {
+		a.logger.Info("SDC no longer exists: nothing to unmap", "node", p.Identity.Node, "sdc", e.SdcID)
+		return nil
+	}
+	// The plan's mappings, and each footprint volume with a cut that
+	// the driver mapped after the plan was read.
+	unmap := map[string]string{}
+	for _, m := range e.Mappings {
+		unmap[m.VolumeID] = m.String()
+	}
+	for _, vc := range pflexBlockCuts(p) {
+		if _, ok := unmap[vc.Object]; !ok {
+			unmap[vc.Object] = "footprint volume " + vc.Volume + " (" + vc.Object + ")"
+		}
+	}
+	for _, vol := range slices.Sorted(maps.Keys(unmap)) {
+		m := unmap[vol]
+		if !slices.ContainsFunc(cur, func(c PowerFlexMapping) bool { return c.VolumeID == vol }) {
+			continue
+		}
+		err := k.unmap(vol, e.SdcID)
+		if powerFlexIs(err, pflexMsgNotMapped) || powerFlexIs(err, pflexMsgNoVolume) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("unmap %s: %w", m, err)
+		}
+	}
+	return nil
 }
 
 // powerFlexVerify compares the planned mappings with the current ones.

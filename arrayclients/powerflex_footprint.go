@@ -58,14 +58,28 @@ func (k powerFlexCall) volumeAccess(volID, sdcID string) (pflexVolumeAccess, err
 // volume: mapped to the SDC is sdc-unmap (always among the plan's
 // mappings); mapped to nobody is not-mapped; mapped only to other SDCs is
 // a gap while Kubernetes says it is attached to the node (other-identity)
-// and not-mapped while the attach is pending. It never writes.
+// and not-mapped while the attach is pending. An NFS footprint volume's
+// export is read for the node's host entries (planNFSVolume). An identity
+// of kind PowerFlexKindNFSClient has no SDC to read. It never writes.
 func (a *PowerFlexAdapter) Plan(ctx context.Context, id Identity, vols []VolumeRef) (Plan, error) {
-	if id.Array != a.cfg.Name || id.Family != PowerFlex || id.ObjectID == "" {
+	nfsOnly := id.Kind == PowerFlexKindNFSClient
+	if id.Array != a.cfg.Name || id.Family != PowerFlex || (id.ObjectID == "") != nfsOnly {
 		return Plan{}, fmt.Errorf("%w: identity %s/%s/%s", ErrPlanMismatch, id.Family, id.Array, id.ObjectID)
 	}
 	var p Plan
 	err := a.pool.with(ctx, func(k powerFlexCall) error {
-		e, err := a.planEntries(k, id)
+		var e PowerFlexEntries
+		var err error
+		if nfsOnly {
+			sys, err := a.findSystem(k)
+			if err != nil {
+				return err
+			}
+			e = PowerFlexEntries{SystemID: sys.ID, Mappings: []PowerFlexMapping{}, HoldersRecorded: true}
+		} else if e, err = a.planEntries(k, id); err != nil {
+			return err
+		}
+		file, err := a.file(k)
 		if err != nil {
 			return err
 		}
@@ -75,6 +89,17 @@ func (a *PowerFlexAdapter) Plan(ctx context.Context, id Identity, vols []VolumeR
 			cut, gap := a.Cover(id, v)
 			if gap != nil {
 				vc.Gap = gap
+				cuts = append(cuts, vc)
+				continue
+			}
+			if v.Protocol == ProtocolNFS {
+				vc, px, err := a.planNFSVolume(file, id, v)
+				if err != nil {
+					return err
+				}
+				if px != nil {
+					e.NFSExports = append(e.NFSExports, *px)
+				}
 				cuts = append(cuts, vc)
 				continue
 			}
@@ -105,10 +130,16 @@ func (a *PowerFlexAdapter) Plan(ctx context.Context, id Identity, vols []VolumeR
 		if err != nil {
 			return fmt.Errorf("encode plan: %w", err)
 		}
-		p = Plan{
-			Array: a.cfg.Name, Family: PowerFlex, Identity: id, Entries: raw, Volumes: cuts, CreatedAt: time.Now().UTC(),
-			Summary: fmt.Sprintf("unmap %d volume(s) from SDC %s (%s)", len(e.Mappings), id.ObjectName, id.ObjectID),
+		p = Plan{Array: a.cfg.Name, Family: PowerFlex, Identity: id, Entries: raw, Volumes: cuts, CreatedAt: time.Now().UTC()}
+		var parts []string
+		if !nfsOnly {
+			parts = append(parts, fmt.Sprintf("unmap %d volume(s) from SDC %s (%s)", len(e.Mappings), id.ObjectName, id.ObjectID))
 		}
+		if n := pflexNFSEntryCount(e); n > 0 || nfsOnly {
+			parts = append(parts, fmt.Sprintf("remove %d host entries (IPs %s) from %d NFS export(s)", n,
+				pflexIPList(pflexNodeIPs(id)), len(e.NFSExports)))
+		}
+		p.Summary = strings.Join(parts, "; ")
 		if len(cuts) > 0 {
 			p.Summary += "; " + footprintSummary(cuts)
 		}
@@ -128,12 +159,19 @@ func (a *PowerFlexAdapter) Verify(ctx context.Context, p Plan) (Verification, er
 	}
 	var v Verification
 	err = a.pool.with(ctx, func(k powerFlexCall) error {
+		if e.SdcID == "" {
+			v = Verification{Fenced: true, Restored: true, CheckedAt: time.Now().UTC()}
+			return a.verifyNFS(k, p, e, &v)
+		}
 		cur, found, err := a.current(k, e.SdcID, e.SdcGUID)
 		if err != nil {
 			return err
 		}
 		v = powerFlexVerify(e.Mappings, cur, found)
-		for _, vc := range footprintCuts(p) {
+		if err := a.verifyNFS(k, p, e, &v); err != nil {
+			return err
+		}
+		for _, vc := range pflexBlockCuts(p) {
 			acc, err := k.volumeAccess(vc.Object, e.SdcID)
 			if err != nil {
 				return fmt.Errorf("read footprint volume %s (%s): %w", vc.Volume, vc.Object, err)
@@ -177,7 +215,7 @@ type pflexRestore struct {
 // never to give back a single-node volume.
 func (a *PowerFlexAdapter) reconcile(k powerFlexCall, p Plan, e PowerFlexEntries, scope RestoreScope) ([]pflexRestore, error) {
 	footprint := map[string]VolumeCut{}
-	for _, vc := range footprintCuts(p) {
+	for _, vc := range pflexBlockCuts(p) {
 		footprint[vc.Object] = vc
 	}
 	var out []pflexRestore
@@ -215,7 +253,7 @@ func (a *PowerFlexAdapter) reconcile(k powerFlexCall, p Plan, e PowerFlexEntries
 	}
 	// A footprint volume that was not mapped when the plan was read but
 	// is mapped to the SDC now, and may not stay.
-	for _, vc := range footprintCuts(p) {
+	for _, vc := range pflexBlockCuts(p) {
 		if slices.ContainsFunc(e.Mappings, func(m PowerFlexMapping) bool { return m.VolumeID == vc.Object }) {
 			continue
 		}
@@ -242,6 +280,12 @@ func (a *PowerFlexAdapter) Undo(ctx context.Context, p Plan, scope RestoreScope)
 		return err
 	}
 	return a.pool.with(ctx, func(k powerFlexCall) error {
+		if err := a.undoNFS(k, p, e, scope); err != nil {
+			return err
+		}
+		if e.SdcID == "" {
+			return nil
+		}
 		cur, found, err := a.current(k, e.SdcID, e.SdcGUID)
 		if err != nil {
 			return err
@@ -309,6 +353,10 @@ func (a *PowerFlexAdapter) VerifyRestore(ctx context.Context, p Plan, scope Rest
 	}
 	var v Verification
 	err = a.pool.with(ctx, func(k powerFlexCall) error {
+		if e.SdcID == "" {
+			v = Verification{Fenced: true, Restored: true, CheckedAt: time.Now().UTC()}
+			return a.verifyRestoreNFS(k, p, e, scope, &v)
+		}
 		cur, found, err := a.current(k, e.SdcID, e.SdcGUID)
 		if err != nil {
 			return err
@@ -325,7 +373,7 @@ func (a *PowerFlexAdapter) VerifyRestore(ctx context.Context, p Plan, scope Rest
 		}
 		v = powerFlexVerify(given, cur, found)
 		violation := false
-		for _, vc := range footprintCuts(p) {
+		for _, vc := range pflexBlockCuts(p) {
 			acc, err := k.volumeAccess(vc.Object, e.SdcID)
 			if err != nil {
 				return fmt.Errorf("read footprint volume %s (%s): %w", vc.Volume, vc.Object, err)
@@ -352,7 +400,7 @@ func (a *PowerFlexAdapter) VerifyRestore(ctx context.Context, p Plan, scope Rest
 			v.Volumes = append(v.Volumes, chk)
 		}
 		v.Restored = v.Restored && !violation
-		return nil
+		return a.verifyRestoreNFS(k, p, e, scope, &v)
 	})
 	return v, err
 }

@@ -12,6 +12,11 @@ import (
 // reason and the error wraps ErrUnreachable.
 func (a *PowerFlexAdapter) Health(ctx context.Context, id Identity) (Health, error) {
 	h := Health{Array: a.cfg.Name, Node: id.Node, Connectivity: ConnectivityUnknown, IO: IOUnknown}
+	if id.Array == a.cfg.Name && id.Family == PowerFlex && id.Kind == PowerFlexKindNFSClient {
+		h.Reason = "the node has no SDC: PowerFlex shows no connection or I/O of an NFS client"
+		h.SampledAt = time.Now().UTC()
+		return h, nil
+	}
 	if id.Array != a.cfg.Name || id.Family != PowerFlex || id.ObjectID == "" {
 		err := fmt.Errorf("%w: identity %s/%s/%s", ErrPlanMismatch, id.Family, id.Array, id.ObjectID)
 		h.Reason = err.Error()

@@ -150,8 +150,9 @@ const (
 
 // vbPFlexFixture: worker-1 runs an SDC (node ID = its GUID); worker-2 is an
 // NVMe/TCP node whose NVMe host csi-vxflexos created under its node ID;
-// worker-3 has neither (NFS-only: node ID = Node UID). Volume IDs are fixed
-// so handles can name them.
+// worker-3 has neither (NFS-only: node ID = Node UID). Volume and file
+// system IDs are fixed so handles can name them; each file system's export
+// lists one node's IP as csi-vxflexos adds it.
 var vbPFlexFixture = fmt.Sprintf(`
 arrays:
   - name: pflex-1
@@ -165,6 +166,13 @@ arrays:
         - {id: "0000000000000101", name: k8s-sdc, mappings: [{sdc: worker-1}]}
         - {id: "0000000000000102", name: k8s-nvme, mappings: [{sdc: %[3]s}]}
         - {id: "0000000000000103", name: k8s-unmapped}
+      fileSystems:
+        - id: 64a1f0e2-3b4c-5d6e-7f80-91a2b3c4d5e6
+          name: k8s-nfs-w3
+          export: {readWriteRootHosts: [127.0.10.3/255.255.255.255]}
+        - id: 74a1f0e2-3b4c-5d6e-7f80-91a2b3c4d5e6
+          name: k8s-nfs-w1
+          export: {readWriteRootHosts: [127.0.10.1/255.255.255.255]}
 `, vbPFlexSystem, vbPFlexGUID, pflexNVMeNodeID("127.0.10.2", vbPFlexUID))
 
 func pflexRows() []variantRow {
@@ -192,21 +200,19 @@ func pflexRows() []variantRow {
 				b.node = vbNode("worker-2", "127.0.10.2", arrayclients.DriverPowerFlex, pflexNVMeNodeID("127.0.10.2", vbPFlexUID))
 				b.attach(vbPV, arrayclients.DriverPowerFlex, vbPFlexSystem+"-0000000000000102")
 			}},
-		{name: "powerflex/nfs-only-node-uid", fixture: vbPFlexFixture,
-			want: gap(arrayclients.GapIdentityNotFound, "issue 18: NFS export host lists by node IP"),
+		{name: "powerflex/nfs-only-node-uid", fixture: vbPFlexFixture, want: cut(arrayclients.CutNFSExportHosts),
 			build: func(b *variantBed) {
-				// The simulator holds no file systems or NFS exports: the
-				// export the handle names (and its host list with the
-				// node's IP) is not on the array.
+				// No SDC: the node is known by its IP, which csi-vxflexos
+				// put on the file system's export.
 				b.node = vbNode("worker-3", "127.0.10.3", arrayclients.DriverPowerFlex, "0c6e2f4a-1d3b-4a5c-8e7f-9b0a1c2d3e4f")
 				b.attach(vbPV, arrayclients.DriverPowerFlex, vbPFlexSystem+"/64a1f0e2-3b4c-5d6e-7f80-91a2b3c4d5e6")
 			}},
-		{name: "powerflex/nfs-volume-on-sdc-node", fixture: vbPFlexFixture,
-			want: gap(arrayclients.GapCutUnsupported, "issue 18: nfs-export-hosts"),
+		{name: "powerflex/nfs-volume-on-sdc-node", fixture: vbPFlexFixture, want: cut(arrayclients.CutNFSExportHosts),
 			build: func(b *variantBed) {
-				// As above, the simulator holds no NFS export.
+				// The export lists the SDC's IP (the driver's fallback
+				// when the ConfigMap names no interfaces).
 				sdcNode(b)
-				b.attach(vbPV, arrayclients.DriverPowerFlex, vbPFlexSystem+"/64a1f0e2-3b4c-5d6e-7f80-91a2b3c4d5e6")
+				b.attach(vbPV, arrayclients.DriverPowerFlex, vbPFlexSystem+"/74a1f0e2-3b4c-5d6e-7f80-91a2b3c4d5e6")
 			}},
 		{name: "powerflex/system-not-configured", fixture: vbPFlexFixture,
 			want: gap(arrayclients.GapArrayNotConfigured, "configuration drift: stays a gap"),

@@ -15,6 +15,7 @@ import (
 	"github.com/fenced-project/fenced/arrayclients"
 	"github.com/fenced-project/fenced/tests/arraysim/families"
 	"github.com/fenced-project/fenced/tests/arraysim/fixture"
+	"github.com/fenced-project/fenced/tests/arraysim/powerflex"
 	"github.com/fenced-project/fenced/tests/arraysim/powermax"
 	"github.com/fenced-project/fenced/tests/arraysim/powerscale"
 	"github.com/fenced-project/fenced/tests/arraysim/simcore"
@@ -106,6 +107,20 @@ func exercise(t *testing.T, c csidriver.Controller, n1, n2 string, given func(ha
 // protocol is refused as not emulated.
 func exerciseProtocol(t *testing.T, c csidriver.Controller, proto arrayclients.Protocol, n1, n2 string, given func(handle string) int) string {
 	t.Helper()
+	h := exerciseLife(t, c, proto, n1, n2, given)
+	other := arrayclients.ProtocolNFS
+	if proto == other {
+		other = arrayclients.ProtocolBlock
+	}
+	_, err := c.CreateVolume(context.Background(), "k8s-other", 8<<30, other)
+	require.ErrorIs(t, err, csidriver.ErrUnsupported)
+	return h
+}
+
+// exerciseLife is the CSI life of one volume of a protocol (see exercise),
+// for controllers that emulate both protocols.
+func exerciseLife(t *testing.T, c csidriver.Controller, proto arrayclients.Protocol, n1, n2 string, given func(handle string) int) string {
+	t.Helper()
 	ctx := context.Background()
 	h, err := c.CreateVolume(ctx, "k8s-7f3a09c2d1", 8<<30, proto)
 	require.NoError(t, err)
@@ -129,13 +144,6 @@ func exerciseProtocol(t *testing.T, c csidriver.Controller, proto arrayclients.P
 	require.NoError(t, c.ControllerPublish(ctx, h, n2, false))
 	require.NoError(t, c.ControllerPublish(ctx, h, n1, true), "a multi-node volume is given to a second node")
 	assert.Equal(t, 2, given(h))
-
-	other := arrayclients.ProtocolNFS
-	if proto == other {
-		other = arrayclients.ProtocolBlock
-	}
-	_, err = c.CreateVolume(ctx, "k8s-other", 8<<30, other)
-	require.ErrorIs(t, err, csidriver.ErrUnsupported)
 	return h
 }
 
@@ -161,7 +169,9 @@ func TestPowerFlexController(t *testing.T) {
 		}
 		return n
 	}
-	h := exercise(t, c, w.nodeID(0, csidriver.PowerFlexDriver), w.nodeID(1, csidriver.PowerFlexDriver), given)
+	// csi-vxflexos emulates both protocols: the block life here, NFS in
+	// TestPowerFlexNFSController.
+	h := exerciseLife(t, c, arrayclients.ProtocolBlock, w.nodeID(0, csidriver.PowerFlexDriver), w.nodeID(1, csidriver.PowerFlexDriver), given)
 
 	loc, err := arrayclients.ParseVolumeHandle(arrayclients.PowerFlex, h, "ext4")
 	require.NoError(t, err)
@@ -178,6 +188,68 @@ func TestPowerFlexController(t *testing.T) {
 	writes := driverWrites(t, w.servers["pflex-1"])
 	require.NotEmpty(t, writes)
 	for _, byDriver := range writes {
+		assert.True(t, byDriver, "every write came through the tagged listener")
+	}
+}
+
+// TestPowerFlexNFSController: an NFS volume is a file system whose export
+// lists the node's SDC IPs as "<ip>/255.255.255.255" in
+// read_write_root_hosts; unpublish removes them. With the ConfigMap's
+// interface IPs set, publish gives the export every IP listed there.
+func TestPowerFlexNFSController(t *testing.T) {
+	w := newWorld(t)
+	l := w.urls["pflex-1"]
+	ctx := context.Background()
+	cfg := csidriver.PowerFlexConfig{Endpoint: l.URL, CAFile: l.CAFile, Username: "admin", Password: "Password123!",
+		SystemID: "1a2b3c4d5e6f7a8b"}
+	c, err := csidriver.NewPowerFlex(ctx, cfg)
+	require.NoError(t, err)
+	sim := w.servers["pflex-1"].Family().(*powerflex.Sim)
+	export := func(h string) powerflex.NFSExport {
+		loc, err := arrayclients.ParseVolumeHandle(arrayclients.PowerFlex, h, "nfs")
+		require.NoError(t, err)
+		x, _ := sim.ExportOf(loc.Object)
+		return x
+	}
+	given := func(h string) int {
+		x := export(h)
+		n := 0
+		for _, node := range w.fx.Nodes {
+			if slices.Contains(x.ReadWriteRootHosts, node.IP+"/255.255.255.255") {
+				n++
+			}
+		}
+		return n
+	}
+	h := exerciseLife(t, c, arrayclients.ProtocolNFS, w.nodeID(0, csidriver.PowerFlexDriver), w.nodeID(1, csidriver.PowerFlexDriver), given)
+	loc, err := arrayclients.ParseVolumeHandle(arrayclients.PowerFlex, h, "nfs")
+	require.NoError(t, err)
+	assert.Equal(t, arrayclients.ProtocolNFS, loc.Protocol)
+	assert.Equal(t, "1a2b3c4d5e6f7a8b", loc.ArrayID, "the handle is <system ID>/<file system ID>")
+	x := export(h)
+	assert.Equal(t, "csishare-k8s-7f3a09c2d1", x.Name)
+	assert.Equal(t, []string{"127.0.10.2/255.255.255.255", "127.0.10.1/255.255.255.255"}, x.ReadWriteRootHosts)
+	assert.Empty(t, x.ReadWriteHosts)
+
+	require.NoError(t, c.ControllerUnpublish(ctx, h, w.nodeID(1, csidriver.PowerFlexDriver)))
+	assert.Equal(t, []string{"127.0.10.1/255.255.255.255"}, export(h).ReadWriteRootHosts)
+	require.ErrorIs(t, c.ControllerPublish(ctx, "1a2b3c4d5e6f7a8b/no-such-fs", w.nodeID(0, csidriver.PowerFlexDriver), false), csidriver.ErrNotFound)
+	require.ErrorIs(t, c.ControllerPublish(ctx, h, "0c6e2f4a-1d3b-4a5c-8e7f-9b0a1c2d3e4f", false), csidriver.ErrNotFound,
+		"a node without an SDC has no IPs unless the ConfigMap names its interfaces")
+
+	// An NFS-only node (node ID = Node UID): the IPs come from the
+	// ConfigMap's interfaceNames.
+	cfg.InterfaceIPs = map[string]string{"worker-3": "127.0.10.3"}
+	nfsOnly, err := csidriver.NewPowerFlex(ctx, cfg)
+	require.NoError(t, err)
+	h2, err := nfsOnly.CreateVolume(ctx, "k8s-nfs-only", 1<<30, arrayclients.ProtocolNFS)
+	require.NoError(t, err)
+	require.NoError(t, nfsOnly.ControllerPublish(ctx, h2, "0c6e2f4a-1d3b-4a5c-8e7f-9b0a1c2d3e4f", false))
+	assert.Equal(t, []string{"127.0.10.3/255.255.255.255"}, export(h2).ReadWriteRootHosts)
+	require.NoError(t, nfsOnly.ControllerUnpublish(ctx, h2, "0c6e2f4a-1d3b-4a5c-8e7f-9b0a1c2d3e4f"))
+	assert.Empty(t, export(h2).ReadWriteRootHosts)
+
+	for _, byDriver := range driverWrites(t, w.servers["pflex-1"]) {
 		assert.True(t, byDriver, "every write came through the tagged listener")
 	}
 }

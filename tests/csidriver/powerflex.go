@@ -35,10 +35,18 @@ type PowerFlexConfig struct {
 	// CAFile verifies the gateway's certificate; Insecure skips that.
 	CAFile   string
 	Insecure bool
+	// NasName is the NAS server NFS volumes are created on (the secret's
+	// or StorageClass' nasName). Default "nas1", the simulator's.
+	NasName string
+	// InterfaceIPs is the driver ConfigMap's interfaceNames once the node
+	// plugins have written their interfaces' IPs into it: node name to
+	// comma-separated IPs. Empty: NFS publish uses the node's SDC IPs.
+	InterfaceIPs map[string]string
 }
 
-// PowerFlex emulates the csi-vxflexos controller for one system with an
-// SDC per node (node ID = SDC GUID).
+// PowerFlex emulates the csi-vxflexos controller for one system: block
+// volumes mapped to the node's SDC (node ID = SDC GUID), and NFS volumes
+// (PowerFlex file) whose export lists the node's IPs (powerflex_nfs.go).
 type PowerFlex struct {
 	cfg PowerFlexConfig
 	// mu serialises the calls: a goscaleio client serves one call at a
@@ -60,6 +68,9 @@ func NewPowerFlex(ctx context.Context, cfg PowerFlexConfig) (*PowerFlex, error) 
 	}
 	if cfg.Version == "" {
 		cfg.Version = "4.5"
+	}
+	if cfg.NasName == "" {
+		cfg.NasName = "nas1"
 	}
 	if cfg.SystemID == "" || cfg.Endpoint == "" {
 		return nil, fmt.Errorf("emulated %s: endpoint and systemID are required: %w", cfg.Driver, ErrInvalid)
@@ -89,9 +100,14 @@ func (p *PowerFlex) SystemID() string { return p.cfg.SystemID }
 // rounded up to the 8 GiB granularity of PowerFlex, and returns
 // "<systemID>-<volumeID>" (dell/csi-powerflex service/controller.go
 // CreateVolume and getCSIVolume). A name in use returns the existing
-// volume (the driver looks it up by name). NFS is not emulated.
+// volume (the driver looks it up by name). An NFS volume is a file system
+// (createFileSystem).
 func (p *PowerFlex) CreateVolume(ctx context.Context, name string, size int64, protocol arrayclients.Protocol) (string, error) {
-	if protocol != arrayclients.ProtocolBlock {
+	switch protocol {
+	case arrayclients.ProtocolNFS:
+		return p.createFileSystem(ctx, name, size)
+	case arrayclients.ProtocolBlock:
+	default:
 		return "", fmt.Errorf("emulated %s: create %s volume %s: %w", p.cfg.Driver, protocol, name, ErrUnsupported)
 	}
 	if name == "" {
@@ -121,14 +137,11 @@ func (p *PowerFlex) CreateVolume(ctx context.Context, name string, size int64, p
 	return p.cfg.SystemID + "-" + id, nil
 }
 
-// volumeOf splits a handle as csi-powerflex does (service/service.go
+// volumeOf splits a block handle as csi-powerflex does (service/service.go
 // getVolumeIDFromCsiVolumeID, getSystemIDFromCsiVolumeID): the volume ID
 // is the last "-" token, the system the first when there are exactly two.
 // A handle of another system is refused.
 func (p *PowerFlex) volumeOf(handle string) (string, error) {
-	if strings.Contains(handle, "/") {
-		return "", fmt.Errorf("NFS volume %s: %w", handle, ErrUnsupported)
-	}
 	tokens := strings.Split(handle, "-")
 	id := tokens[len(tokens)-1]
 	if id == "" {
@@ -167,11 +180,15 @@ func (p *PowerFlex) sdcID(ctx context.Context, nodeID string) (string, error) {
 	return sdc.Sdc.ID, nil
 }
 
-// ControllerPublish maps the volume to the node's SDC
+// ControllerPublish maps a block volume to the node's SDC
 // (service/publisher.go SDCPublisher.Publish): already mapped to it
 // succeeds; mapped to another SDC is refused for a single-node volume;
 // otherwise addMappedSdc, with allowMultipleMappings for a multi-node one.
+// An NFS volume's export gets the node's IPs (exportFilesystem).
 func (p *PowerFlex) ControllerPublish(ctx context.Context, handle, nodeID string, multiNode bool) error {
+	if strings.Contains(handle, "/") {
+		return p.exportFilesystem(ctx, handle, nodeID, multiNode)
+	}
 	id, err := p.volumeOf(handle)
 	if err != nil {
 		return fmt.Errorf("emulated %s: publish: %w", p.cfg.Driver, err)
@@ -207,10 +224,14 @@ func (p *PowerFlex) ControllerPublish(ctx context.Context, handle, nodeID string
 	return nil
 }
 
-// ControllerUnpublish unmaps the volume from the node's SDC
+// ControllerUnpublish unmaps a block volume from the node's SDC
 // (service/controller.go ControllerUnpublishVolume): a deleted volume or
-// one not mapped to the SDC succeeds.
+// one not mapped to the SDC succeeds. An NFS volume's export loses the
+// node's IPs (unexportFilesystem).
 func (p *PowerFlex) ControllerUnpublish(ctx context.Context, handle, nodeID string) error {
+	if strings.Contains(handle, "/") {
+		return p.unexportFilesystem(ctx, handle, nodeID)
+	}
 	id, err := p.volumeOf(handle)
 	if err != nil {
 		return fmt.Errorf("emulated %s: unpublish: %w", p.cfg.Driver, err)

@@ -42,6 +42,14 @@ func (s *Sim) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.login(w, r)
 		return
 	}
+	if rest, ok := strings.CutPrefix(path, "/rest/v1/"); ok && rest != "" {
+		if !s.authorized(r) {
+			writeError(w, http.StatusUnauthorized, codeNone, msgUnauthorized)
+			return
+		}
+		s.serveFile(w, r, strings.Split(rest, "/"))
+		return
+	}
 	if !strings.HasPrefix(path, "/api/") {
 		writeError(w, http.StatusNotFound, codeNone, "no such resource: "+path)
 		return

@@ -2,7 +2,8 @@
 // for the real github.com/dell/goscaleio client: token login, version,
 // systems, SDCs with their connection state and I/O statistics, volumes with
 // their SDC mappings (access mode and limits) and the mapping actions a fence
-// and an unfence use. It implements simcore.Family.
+// and an unfence use, and PowerFlex file: NAS servers, file systems and NFS
+// exports with their host lists (nfs.go). It implements simcore.Family.
 package powerflex
 
 import (
@@ -35,6 +36,38 @@ type Spec struct {
 	// PerNode generates, for every fixture node with an sdcGUID, an SDC
 	// (name = node name, GUID, IP = node IP) with Volumes volumes mapped to it.
 	PerNode *PerNodeSpec `yaml:"perNode"`
+	// FileSystems lists PowerFlex file (NFS) file systems, each with its
+	// export (PowerFlex >= 4.0).
+	FileSystems []FileSystemSpec `yaml:"fileSystems"`
+}
+
+// FileSystemSpec is one file system of a system's NAS server.
+type FileSystemSpec struct {
+	// ID defaults to a UUID-shaped ID derived from the name.
+	ID     string `yaml:"id"`
+	Name   string `yaml:"name"`
+	SizeGB int    `yaml:"sizeGB"`
+	// System is the system ID (default: the first system).
+	System string `yaml:"system"`
+	// Export, when set, is the file system's NFS export.
+	Export *NFSExportSpec `yaml:"export"`
+}
+
+// NFSExportSpec is a file system's NFS export. Host entries are stored as
+// written (the array lists what csi-vxflexos adds as
+// "<ip>/255.255.255.255").
+type NFSExportSpec struct {
+	// ID defaults to an ID derived from the file system's; Name to
+	// "csishare-<file system name>" (csi-vxflexos NFSExportNamePrefix).
+	ID   string `yaml:"id"`
+	Name string `yaml:"name"`
+	// DefaultAccess defaults to No_Access.
+	DefaultAccess      string   `yaml:"defaultAccess"`
+	NoAccessHosts      []string `yaml:"noAccessHosts"`
+	ReadOnlyHosts      []string `yaml:"readOnlyHosts"`
+	ReadOnlyRootHosts  []string `yaml:"readOnlyRootHosts"`
+	ReadWriteHosts     []string `yaml:"readWriteHosts"`
+	ReadWriteRootHosts []string `yaml:"readWriteRootHosts"`
 }
 
 // SystemSpec is one PowerFlex system.
@@ -134,6 +167,9 @@ func NewFromSpec(spec Spec, nodes []fixture.Node) (*Sim, error) {
 		sdcs:     map[string]*sdc{},
 		volumes:  map[string]*volume{},
 		tokens:   map[string]bool{},
+
+		fileSystems: map[string]*FileSystem{},
+		exports:     map[string]*NFSExport{},
 	}
 	if sim.version == "" {
 		sim.version = DefaultVersion
@@ -172,6 +208,11 @@ func NewFromSpec(spec Spec, nodes []fixture.Node) (*Sim, error) {
 	for i, vs := range spec.Volumes {
 		if err := sim.addVolume(vs, defaultSystem); err != nil {
 			return nil, fmt.Errorf("powerflex spec: volumes[%d]: %w", i, err)
+		}
+	}
+	for i, fs := range spec.FileSystems {
+		if err := sim.addFileSystem(fs, defaultSystem); err != nil {
+			return nil, fmt.Errorf("powerflex spec: fileSystems[%d]: %w", i, err)
 		}
 	}
 	return sim, nil

@@ -33,6 +33,9 @@ type Sim struct {
 	tokens   map[string]bool
 	tokenSeq int
 	logins   int
+	// fileSystems and exports are PowerFlex file's, by ID (nfs.go).
+	fileSystems map[string]*FileSystem
+	exports     map[string]*NFSExport
 }
 
 var (
@@ -98,6 +101,10 @@ type State struct {
 	Systems []System `json:"systems"`
 	SDCs    []SDC    `json:"sdcs"`
 	Volumes []Volume `json:"volumes"`
+	// FileSystems and NFSExports are PowerFlex file's (NFS), exports with
+	// their host lists.
+	FileSystems []FileSystem `json:"fileSystems"`
+	NFSExports  []NFSExport  `json:"nfsExports"`
 }
 
 // System is a system in State.
@@ -125,7 +132,8 @@ func (s *Sim) Snapshot() any { return s.State() }
 func (s *Sim) State() State {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	st := State{Version: s.version, Systems: []System{}, SDCs: []SDC{}, Volumes: []Volume{}}
+	st := State{Version: s.version, Systems: []System{}, SDCs: []SDC{}, Volumes: []Volume{},
+		FileSystems: []FileSystem{}, NFSExports: []NFSExport{}}
 	for _, id := range sortedKeys(s.systems) {
 		st.Systems = append(st.Systems, *s.systems[id])
 	}
@@ -142,6 +150,12 @@ func (s *Sim) State() State {
 		}
 		slices.SortFunc(out.Mappings, func(a, b Mapping) int { return strings.Compare(a.SdcID, b.SdcID) })
 		st.Volumes = append(st.Volumes, out)
+	}
+	for _, id := range sortedKeys(s.fileSystems) {
+		st.FileSystems = append(st.FileSystems, *s.fileSystems[id])
+	}
+	for _, id := range sortedKeys(s.exports) {
+		st.NFSExports = append(st.NFSExports, s.exports[id].clone())
 	}
 	return st
 }
