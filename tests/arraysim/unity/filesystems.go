@@ -138,24 +138,19 @@ func (s *Sim) seedFilesystemsLocked(specs []FilesystemSpec, byName map[string][]
 	return nil
 }
 
-// newFilesystemLocked adds a file system with the next free fs_N and its
+// newFilesystemLocked adds a file system with the next fs_N and its
 // storage resource res_N.
 func (s *Sim) newFilesystemLocked(name string, size uint64) *filesystem {
-	n := len(s.filesystems) + 1
-	for s.filesystems[fmt.Sprintf("fs_%d", n)] != nil {
-		n++
-	}
+	s.lastFS++
+	n := s.lastFS
 	f := &filesystem{ID: fmt.Sprintf("fs_%d", n), Name: name, StorageResource: fmt.Sprintf("res_%d", n), NASServer: nasServerID, Size: size}
 	s.filesystems[f.ID] = f
 	return f
 }
 
 func (s *Sim) nextShareIDLocked() string {
-	n := len(s.shares) + 1
-	for s.shares[fmt.Sprintf("NFSShare_%d", n)] != nil {
-		n++
-	}
-	return fmt.Sprintf("NFSShare_%d", n)
+	s.lastShare++
+	return fmt.Sprintf("NFSShare_%d", s.lastShare)
 }
 
 // filesystemByResourceLocked finds the file system of a storage resource.

@@ -33,11 +33,14 @@ type Sim struct {
 	// filesystems by ID (fs_N) and their NFS shares by ID (NFSShare_N).
 	filesystems map[string]*filesystem
 	shares      map[string]*nfsShare
-	sessions    map[string]string // session cookie -> CSRF token
-	queries     map[int]*metricQuery
-	nextQuery   int
-	logins      int
-	now         func() time.Time
+	// lastFS and lastShare are the highest IDs handed out: Unity does not
+	// hand a deleted object's ID to a new one.
+	lastFS, lastShare int
+	sessions          map[string]string // session cookie -> CSRF token
+	queries           map[int]*metricQuery
+	nextQuery         int
+	logins            int
+	now               func() time.Time
 }
 
 var (
