@@ -47,10 +47,11 @@ func (a *PowerMaxAdapter) Cover(_ Identity, v VolumeRef) (Cut, *Gap) {
 	return CutHostInitiators, nil
 }
 
-// Cover: Unity LUNs lose the host's access.
+// Cover: Unity LUNs lose the host's access; NFS file systems lose it from
+// their shares' host lists.
 func (a *UnityAdapter) Cover(_ Identity, v VolumeRef) (Cut, *Gap) {
-	if v.Protocol != ProtocolBlock {
-		return unsupported(Unity, v, "NFS")
+	if v.Protocol == ProtocolNFS {
+		return CutNFSShareHosts, nil
 	}
 	return CutLUNHostAccess, nil
 }

@@ -53,6 +53,9 @@ type UnityEntries struct {
 	HostName string `json:"hostName"`
 	// LUNs are the host-access entries the fence removes, in HLU order.
 	LUNs []UnityLUNAccess `json:"luns"`
+	// Shares are the NFS shares of footprint file systems whose host
+	// lists named the host (unity_nfs.go).
+	Shares []UnityShareAccess `json:"shares,omitempty"`
 }
 
 // UnityLUNAccess is one LUN host-access entry of the fenced host.
@@ -206,7 +209,7 @@ func (a *UnityAdapter) entries(p Plan) (UnityEntries, error) {
 			return e, fmt.Errorf("%w: LUN entry %+v", ErrPlanMismatch, l)
 		}
 	}
-	return e, nil
+	return e, checkShareEntries(e.Shares)
 }
 
 // readLUN reads one LUN right before a write; found is false when it is gone.
@@ -237,8 +240,9 @@ func (a *UnityAdapter) writeAccess(ctx context.Context, lun string, hosts []stri
 	return err
 }
 
-// Apply removes the host from each planned LUN, one LUN at a time. A LUN
-// that no longer lists the host (or no longer exists) is skipped.
+// Apply removes the host from each planned LUN, one LUN at a time, then
+// from the planned NFS shares' lists (unity_nfs.go applyNFS). A LUN that
+// no longer lists the host (or no longer exists) is skipped.
 func (a *UnityAdapter) Apply(ctx context.Context, p Plan) error {
 	e, err := a.entries(p)
 	if err != nil {
@@ -261,6 +265,9 @@ func (a *UnityAdapter) Apply(ctx context.Context, p Plan) error {
 			return a.errf("apply", p.Identity.Node, fmt.Errorf("remove host %s from LUN %s: %w", e.HostID, l.LUN, err))
 		}
 		a.log.InfoContext(ctx, "host access removed", "node", p.Identity.Node, "host", e.HostID, "lun", l.LUN, "kept", len(others))
+	}
+	if err := a.applyNFS(ctx, p, e); err != nil {
+		return a.errf("apply", p.Identity.Node, err)
 	}
 	return nil
 }

@@ -101,12 +101,12 @@ func (a *UnityAdapter) readLUNs(ctx context.Context, ids []string) (map[string]*
 	return out, nil
 }
 
-// unityFootprint returns the plan's footprint volumes that have a cut, by
-// LUN ID.
+// unityFootprint returns the plan's block footprint volumes that have a
+// cut, by LUN ID (NFS ones: unityNFSFootprint).
 func unityFootprint(p Plan) map[string]VolumeCut {
 	out := map[string]VolumeCut{}
 	for _, vc := range p.Volumes {
-		if vc.Cut != "" && vc.Gap == nil {
+		if vc.Cut != "" && vc.Gap == nil && vc.Protocol != ProtocolNFS {
 			out[vc.Object] = vc
 		}
 	}
@@ -115,7 +115,8 @@ func unityFootprint(p Plan) map[string]VolumeCut {
 
 // Plan lists what fencing the host removes: every LUN its hostLUN objects
 // name, each read by ID for its HLU and other hosts, plus, for each
-// footprint volume, the cut or the gap found by reading that LUN.
+// footprint volume, the cut or the gap found by reading that LUN (or, for
+// NFS, that file system and its shares: unity_nfs.go).
 func (a *UnityAdapter) Plan(ctx context.Context, id Identity, vols []VolumeRef) (Plan, error) {
 	if err := a.checkIdentity(id); err != nil {
 		return Plan{}, a.errf("plan", id.Node, err)
@@ -129,7 +130,7 @@ func (a *UnityAdapter) Plan(ctx context.Context, id Identity, vols []VolumeRef) 
 		ids = append(ids, hl.LUN.ID)
 	}
 	for _, v := range vols {
-		if _, gap := a.Cover(id, v); gap == nil && unityIDRE.MatchString(v.Object) {
+		if _, gap := a.Cover(id, v); gap == nil && v.Protocol != ProtocolNFS && unityIDRE.MatchString(v.Object) {
 			ids = append(ids, v.Object)
 		}
 	}
@@ -153,7 +154,21 @@ func (a *UnityAdapter) Plan(ctx context.Context, id Identity, vols []VolumeRef) 
 		add(hl.LUN.ID)
 	}
 	var cuts []VolumeCut
+	nfs := a.nfsReader()
 	for _, v := range vols {
+		if v.Protocol == ProtocolNFS {
+			vc, shares, err := a.planNFSVolume(ctx, nfs, id, v)
+			if err != nil {
+				return Plan{}, a.errf("plan", id.Node, err)
+			}
+			for _, s := range shares {
+				if !slices.ContainsFunc(e.Shares, func(o UnityShareAccess) bool { return o.Share == s.Share }) {
+					e.Shares = append(e.Shares, s)
+				}
+			}
+			cuts = append(cuts, vc)
+			continue
+		}
 		vc := a.planVolume(id, v, luns)
 		if vc.Cut == CutLUNHostAccess {
 			add(v.Object) // what Apply removes, even if the hostLUN list missed it
@@ -169,9 +184,17 @@ func (a *UnityAdapter) Plan(ctx context.Context, id Identity, vols []VolumeRef) 
 	for _, l := range e.LUNs {
 		names = append(names, fmt.Sprintf("%s(hlu %d)", l.LUN, l.HLU))
 	}
+	summary := fmt.Sprintf("remove host %s (%s) from %d LUN(s): %s", id.ObjectID, id.ObjectName, len(e.LUNs), strings.Join(names, ", "))
+	if len(e.Shares) > 0 {
+		var shares []string
+		for _, s := range e.Shares {
+			shares = append(shares, fmt.Sprintf("%s(%s %s)", s.Share, s.Filesystem, strings.Join(s.Lists, "+")))
+		}
+		summary += fmt.Sprintf("; and from %d NFS share(s): %s", len(e.Shares), strings.Join(shares, ", "))
+	}
 	return Plan{
 		Array: a.cfg.Name, Family: Unity, Identity: id, Entries: raw, Volumes: cuts,
-		Summary:   fmt.Sprintf("remove host %s (%s) from %d LUN(s): %s", id.ObjectID, id.ObjectName, len(e.LUNs), strings.Join(names, ", ")),
+		Summary:   summary,
 		CreatedAt: a.now().UTC(),
 	}, nil
 }
@@ -244,6 +267,11 @@ func (a *UnityAdapter) Verify(ctx context.Context, p Plan) (Verification, error)
 		access = access || c.NodeAccess
 		v.Volumes = append(v.Volumes, c)
 	}
+	nfsAccess, err := a.verifyNFS(ctx, p, e, &v)
+	if err != nil {
+		return Verification{}, a.errf("verify", p.Identity.Node, err)
+	}
+	access = access || nfsAccess
 	v.Fenced = len(v.Remaining) == 0 && !access
 	v.Restored = len(v.Missing) == 0
 	return v, nil
@@ -344,6 +372,9 @@ func (a *UnityAdapter) Undo(ctx context.Context, p Plan, scope RestoreScope) err
 		}
 		a.log.InfoContext(ctx, "host access restored", "node", p.Identity.Node, "host", e.HostID, "lun", l.LUN)
 	}
+	if err := a.undoNFS(ctx, p, e, scope); err != nil {
+		return a.errf("undo", p.Identity.Node, err)
+	}
 	return nil
 }
 
@@ -400,6 +431,9 @@ func (a *UnityAdapter) VerifyRestore(ctx context.Context, p Plan, scope RestoreS
 			v.Remaining = append(v.Remaining, fmt.Sprintf("LUN %s (volume %s) grants host %s access: %s", vc.Object, vc.Volume, e.HostID, d.note))
 		}
 		v.Volumes = append(v.Volumes, c)
+	}
+	if err := a.verifyRestoreNFS(ctx, p, e, scope, &v); err != nil {
+		return Verification{}, a.errf("verify-restore", p.Identity.Node, err)
 	}
 	v.Restored = len(v.Missing) == 0 && len(v.Remaining) == 0
 	return v, nil

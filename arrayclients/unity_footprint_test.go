@@ -102,7 +102,7 @@ func TestUnityPlanFootprint(t *testing.T) {
 		{"another host's, attached", unityVol("pv-other", "sv_4"), "", arrayclients.GapOtherIdentity, []string{w2}},
 		{"another host's, attach pending", pending, arrayclients.CutNotMapped, "", []string{w2}},
 		{"given to nobody", unityVol("pv-loose", "sv_8"), arrayclients.CutNotMapped, "", nil},
-		{"NFS", nfs, "", arrayclients.GapCutUnsupported, nil},
+		{"NFS file system not on the array", nfs, "", arrayclients.GapVolumeNotFound, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p, err := e.adapter.Plan(ctx, id, []arrayclients.VolumeRef{tc.vol})

@@ -472,6 +472,8 @@ arrays:
         - {name: csivol-w2, hostAccess: [{host: worker-2, hlu: 1}]}
         - {name: csivol-w3, hostAccess: [{host: worker-3, hlu: 1}]}
         - {name: csivol-w4, hostAccess: [{host: 127.0.10.4, hlu: 1}]}
+      filesystems:
+        - {name: csivol-nfs, shares: [{rootAccessHosts: [worker-3]}]}
 `
 
 func unityRows() []variantRow {
@@ -506,14 +508,12 @@ func unityRows() []variantRow {
 			b.cfgs["unity-1"].CSIDefault = true
 			b.attach(vbPV, arrayclients.DriverUnity, lun(b, "csivol-w3"))
 		}},
-		{name: "unity/nfs-share", fixture: vbUnityFixture,
-			want: gap(arrayclients.GapCutUnsupported, "issue 18: nfs-share-hosts"),
-			build: func(b *variantBed) {
-				// The simulator holds no file systems or NFS shares: the
-				// share's access lists naming the host are not on it.
-				node(b, "worker-3", "127.0.10.3")
-				b.attach(vbPV, arrayclients.DriverUnity, "csivol-nfs-NFS-"+vbUnityArray+"-fs_7")
-			}},
+		{name: "unity/nfs-share", fixture: vbUnityFixture, want: cut(arrayclients.CutNFSShareHosts), build: func(b *variantBed) {
+			// csi-unity's publish put the host into the share's
+			// rootAccessHosts (service/controller.go exportFilesystem).
+			node(b, "worker-3", "127.0.10.3")
+			b.attach(vbPV, arrayclients.DriverUnity, "csivol-nfs-NFS-"+vbUnityArray+"-"+b.objectID("unity-1", "filesystems", "csivol-nfs"))
+		}},
 		{name: "unity/array-not-configured", fixture: vbUnityFixture,
 			want: gap(arrayclients.GapArrayNotConfigured, "configuration drift: stays a gap"),
 			build: func(b *variantBed) {

@@ -325,7 +325,7 @@ func TestUnityController(t *testing.T) {
 	}
 	n1, n2 := w.nodeID(0, csidriver.UnityDriver), w.nodeID(1, csidriver.UnityDriver)
 	require.Equal(t, "worker-1,worker-1.cluster.local", n1)
-	h := exercise(t, c, n1, n2, given)
+	h := exerciseLife(t, c, arrayclients.ProtocolBlock, n1, n2, given)
 
 	loc, err := arrayclients.ParseVolumeHandle(arrayclients.Unity, h, "ext4")
 	require.NoError(t, err)
@@ -341,7 +341,98 @@ func TestUnityController(t *testing.T) {
 	require.ErrorIs(t, c.ControllerPublish(ctx, gone, n1, false), csidriver.ErrNotFound)
 	require.NoError(t, c.ControllerUnpublish(ctx, gone, n1), "unpublish of a deleted volume succeeds")
 	require.ErrorIs(t, c.ControllerPublish(ctx, "k8s-x-iSCSI-apm00000000000-"+loc.Object, n1, false), csidriver.ErrInvalid)
-	require.ErrorIs(t, c.ControllerPublish(ctx, "k8s-x-NFS-"+strings.ToLower(e.ArrayID)+"-fs_1", n1, false), csidriver.ErrUnsupported)
+	require.ErrorIs(t, c.ControllerPublish(ctx, "k8s-x-FCoE-"+strings.ToLower(e.ArrayID)+"-"+loc.Object, n1, false), csidriver.ErrInvalid)
+
+	for _, byDriver := range driverWrites(t, srv) {
+		assert.True(t, byDriver, "every write came through the tagged listener")
+	}
+}
+
+// unityShareState is a simulated Unity's NFS shares as its snapshot shows
+// them.
+type unityShareState struct {
+	ID                      string   `json:"id"`
+	Name                    string   `json:"name"`
+	Filesystem              string   `json:"filesystem"`
+	ReadOnlyHosts           []string `json:"readOnlyHosts"`
+	ReadWriteHosts          []string `json:"readWriteHosts"`
+	ReadOnlyRootAccessHosts []string `json:"readOnlyRootAccessHosts"`
+	RootAccessHosts         []string `json:"rootAccessHosts"`
+}
+
+func unityShares(t *testing.T, sim *unity.Sim) []unityShareState {
+	t.Helper()
+	var st struct {
+		Shares []unityShareState `json:"nfsShares"`
+	}
+	b, err := json.Marshal(sim.Snapshot())
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(b, &st))
+	return st.Shares
+}
+
+// TestUnityControllerNFS: csi-unity's NFS volume is a file system whose
+// share (csishare-<name>, created on the first publish) lists the hosts in
+// rootAccessHosts; the unpublish that leaves no host deletes the share.
+func TestUnityControllerNFS(t *testing.T) {
+	w := newWorld(t)
+	srv := w.servers["unity-1"]
+	e, err := csidriver.ForSim(context.Background(), srv, "", "", t.TempDir())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = e.Close() })
+	c := e.Controller
+	sim := srv.Family().(*unity.Sim)
+	given := func(h string) int {
+		loc, err := arrayclients.ParseVolumeHandle(arrayclients.Unity, h, "")
+		require.NoError(t, err)
+		n := 0
+		for _, sh := range unityShares(t, sim) {
+			if sh.Filesystem == loc.Object {
+				n += len(sh.ReadOnlyHosts) + len(sh.ReadWriteHosts) + len(sh.ReadOnlyRootAccessHosts) + len(sh.RootAccessHosts)
+			}
+		}
+		return n
+	}
+	n1, n2 := w.nodeID(0, csidriver.UnityDriver), w.nodeID(1, csidriver.UnityDriver)
+	h := exerciseLife(t, c, arrayclients.ProtocolNFS, n1, n2, given)
+
+	loc, err := arrayclients.ParseVolumeHandle(arrayclients.Unity, h, "")
+	require.NoError(t, err)
+	assert.Equal(t, "k8s-7f3a09c2d1-NFS-"+strings.ToLower(e.ArrayID)+"-"+loc.Object, h,
+		"the handle is <name>-NFS-<array ID>-<file system ID>")
+	assert.Equal(t, arrayclients.ProtocolNFS, loc.Protocol)
+	assert.Regexp(t, `^fs_\d+$`, loc.Object)
+	assert.True(t, arrayclients.Config{Family: arrayclients.Unity, ArrayIDs: []string{e.ArrayID}}.Holds(loc))
+	h1, err := sim.HostID("worker-1.cluster.local")
+	require.NoError(t, err)
+	h2, err := sim.HostID("worker-2.cluster.local")
+	require.NoError(t, err)
+	shares := unityShares(t, sim)
+	require.Len(t, shares, 1)
+	assert.Equal(t, "csishare-k8s-7f3a09c2d1", shares[0].Name)
+	assert.Equal(t, []string{h2, h1}, shares[0].RootAccessHosts, "both hosts in rootAccessHosts, in publish order")
+	assert.Empty(t, shares[0].ReadWriteHosts)
+	first := shares[0].ID
+
+	ctx := context.Background()
+	require.NoError(t, c.ControllerUnpublish(ctx, h, n2))
+	require.NoError(t, c.ControllerUnpublish(ctx, h, n1))
+	assert.Empty(t, unityShares(t, sim), "the unpublish that leaves the share to no host deletes it")
+	require.NoError(t, c.ControllerUnpublish(ctx, h, n1), "unpublish without a share succeeds")
+	require.NoError(t, c.ControllerPublish(ctx, h, n1, false))
+	shares = unityShares(t, sim)
+	require.Len(t, shares, 1)
+	assert.NotEqual(t, first, shares[0].ID, "the next publish creates a new share")
+	assert.Equal(t, []string{h1}, shares[0].RootAccessHosts)
+
+	gone := "k8s-gone-NFS-" + strings.ToLower(e.ArrayID) + "-fs_999"
+	require.ErrorIs(t, c.ControllerPublish(ctx, gone, n1, false), csidriver.ErrNotFound)
+	require.NoError(t, c.ControllerUnpublish(ctx, gone, n1), "unpublish of a deleted file system succeeds")
+	again, err := c.CreateVolume(ctx, "k8s-7f3a09c2d1", 8<<30, arrayclients.ProtocolNFS)
+	require.NoError(t, err)
+	assert.Equal(t, h, again)
+	_, err = c.CreateVolume(ctx, "k8s-7f3a09c2d1", 16<<30, arrayclients.ProtocolNFS)
+	require.ErrorIs(t, err, csidriver.ErrInvalid, "a file system of that name and another size")
 
 	for _, byDriver := range driverWrites(t, srv) {
 		assert.True(t, byDriver, "every write came through the tagged listener")

@@ -33,17 +33,22 @@ type UnityConfig struct {
 	// Protocol is the StorageClass' protocol for block volumes: "iSCSI"
 	// (default) or "FC".
 	Protocol string
+	// NasServer is the StorageClass' nasServer for NFS volumes (a NAS
+	// server ID). Default "nas_1", the simulator's.
+	NasServer string
 	// Insecure skips verifying the array's certificate: gounity takes no
 	// CA, so an array with a private CA needs it.
 	Insecure bool
 }
 
-// Unity emulates the csi-unity controller for one array, block (FC and
-// iSCSI) volumes. Node IDs are "<short name>,<long name>".
+// Unity emulates the csi-unity controller for one array: block (FC and
+// iSCSI) volumes and NFS volumes (unity_nfs.go). Node IDs are
+// "<short name>,<long name>".
 type Unity struct {
 	cfg UnityConfig
-	// mu serialises the calls: publish and unpublish read a LUN's host
-	// list and write it back whole, as the driver does under its lock.
+	// mu serialises the calls: publish and unpublish read a LUN's (or NFS
+	// share's) host list and write it back whole, as the driver does under
+	// its lock.
 	mu sync.Mutex
 	c  gounity.UnityClient
 }
@@ -55,6 +60,9 @@ func NewUnity(ctx context.Context, cfg UnityConfig) (*Unity, error) {
 	}
 	if cfg.StoragePool == "" {
 		cfg.StoragePool = "pool_1"
+	}
+	if cfg.NasServer == "" {
+		cfg.NasServer = "nas_1"
 	}
 	switch strings.ToUpper(cfg.Protocol) {
 	case "", "ISCSI":
@@ -90,10 +98,10 @@ func (u *Unity) ArrayID() string { return u.cfg.ArrayID }
 // "<name>-<protocol>-<arrayid>-<LUN ID>" (dell/csi-unity
 // service/controller.go CreateVolume, service/csiutils/csiutils.go
 // getVolumeResponse). A LUN of that name is returned as it is, as the
-// driver's idempotency check does when the size matches. NFS is not
-// emulated.
+// driver's idempotency check does when the size matches. An NFS volume is
+// a file system: "<name>-NFS-<arrayid>-<file system ID>" (unity_nfs.go).
 func (u *Unity) CreateVolume(ctx context.Context, name string, size int64, protocol arrayclients.Protocol) (string, error) {
-	if protocol != arrayclients.ProtocolBlock {
+	if protocol != arrayclients.ProtocolBlock && protocol != arrayclients.ProtocolNFS {
 		return "", fmt.Errorf("emulated %s: create %s volume %s: %w", u.cfg.Driver, protocol, name, ErrUnsupported)
 	}
 	if name == "" || size <= 0 {
@@ -102,6 +110,9 @@ func (u *Unity) CreateVolume(ctx context.Context, name string, size int64, proto
 	}
 	u.mu.Lock()
 	defer u.mu.Unlock()
+	if protocol == arrayclients.ProtocolNFS {
+		return u.createFilesystem(ctx, name, size)
+	}
 	vol, _ := u.c.FindVolumeByName(ctx, name)
 	if vol != nil {
 		if int64(vol.VolumeContent.SizeTotal) != size {
@@ -125,26 +136,25 @@ func (u *Unity) handle(vol *types.Volume) string {
 }
 
 // volumeOf splits a handle as csi-unity does (service/service.go
-// getVolumeIDFromVolumeContext, getProtocolFromVolumeContext): the LUN ID
-// is the last "-" token, the array the one before, the protocol the one
-// before that. A handle of another array or an NFS one is refused.
-func (u *Unity) volumeOf(handle string) (string, error) {
+// getVolumeIDFromVolumeContext, getProtocolFromVolumeContext): the LUN (or
+// file system) ID is the last "-" token, the array the one before, the
+// protocol the one before that. A handle of another array is refused.
+func (u *Unity) volumeOf(handle string) (string, arrayclients.Protocol, error) {
 	tokens := strings.Split(handle, "-")
 	n := len(tokens)
 	if n < 4 || tokens[n-1] == "" {
-		return "", fmt.Errorf("volume handle %q: %w", handle, ErrInvalid)
+		return "", "", fmt.Errorf("volume handle %q: %w", handle, ErrInvalid)
 	}
 	if !strings.EqualFold(tokens[n-2], u.cfg.ArrayID) {
-		return "", fmt.Errorf("volume handle %q names array %s, not %s: %w", handle, tokens[n-2], u.cfg.ArrayID, ErrInvalid)
+		return "", "", fmt.Errorf("volume handle %q names array %s, not %s: %w", handle, tokens[n-2], u.cfg.ArrayID, ErrInvalid)
 	}
 	switch strings.ToUpper(tokens[n-3]) {
 	case "FC", "ISCSI":
+		return tokens[n-1], arrayclients.ProtocolBlock, nil
 	case "NFS":
-		return "", fmt.Errorf("NFS volume %s: %w", handle, ErrUnsupported)
-	default:
-		return "", fmt.Errorf("volume handle %q: protocol %q: %w", handle, tokens[n-3], ErrInvalid)
+		return tokens[n-1], arrayclients.ProtocolNFS, nil
 	}
-	return tokens[n-1], nil
+	return "", "", fmt.Errorf("volume handle %q: protocol %q: %w", handle, tokens[n-3], ErrInvalid)
 }
 
 // host finds the node's host as the controller does (service/controller.go
@@ -188,9 +198,10 @@ func (u *Unity) host(ctx context.Context, nodeID string) (*types.Host, error) {
 // another host's access refuses a single-node volume ("Volume has been
 // published to a different host already"; the driver refuses so for
 // mounted volumes, which every volume of the test bed is); otherwise the
-// host is added to the LUN's host list (ModifyVolumeExport).
+// host is added to the LUN's host list (ModifyVolumeExport). An NFS volume goes to the file
+// system's share (unity_nfs.go publishFilesystem).
 func (u *Unity) ControllerPublish(ctx context.Context, handle, nodeID string, multiNode bool) error {
-	id, err := u.volumeOf(handle)
+	id, proto, err := u.volumeOf(handle)
 	if err != nil {
 		return fmt.Errorf("emulated %s: publish: %w", u.cfg.Driver, err)
 	}
@@ -204,6 +215,12 @@ func (u *Unity) ControllerPublish(ctx context.Context, handle, nodeID string, mu
 		return fail(err)
 	}
 	hc := h.HostContent
+	if proto == arrayclients.ProtocolNFS {
+		if err := u.publishFilesystem(ctx, id, hc.ID, multiNode); err != nil {
+			return fail(err)
+		}
+		return nil
+	}
 	if (u.cfg.Protocol == "FC" && len(hc.FcInitiators) == 0) || (u.cfg.Protocol == "iSCSI" && len(hc.IscsiInitiators) == 0) {
 		return fail(fmt.Errorf("the node has no valid %s initiators: %w", u.cfg.Protocol, ErrInvalid))
 	}
@@ -235,9 +252,10 @@ func (u *Unity) ControllerPublish(ctx context.Context, handle, nodeID string, mu
 // keeping the others (service/controller.go ControllerUnpublishVolume). A
 // deleted LUN succeeds, and so does a LUN the host has no access to (the
 // driver then writes the unchanged list, which Unity answers "nothing to
-// modify"; the emulation skips that write).
+// modify"; the emulation skips that write). An NFS volume leaves the file
+// system's share (unity_nfs.go unpublishFilesystem).
 func (u *Unity) ControllerUnpublish(ctx context.Context, handle, nodeID string) error {
-	id, err := u.volumeOf(handle)
+	id, proto, err := u.volumeOf(handle)
 	if err != nil {
 		return fmt.Errorf("emulated %s: unpublish: %w", u.cfg.Driver, err)
 	}
@@ -249,6 +267,12 @@ func (u *Unity) ControllerUnpublish(ctx context.Context, handle, nodeID string) 
 	h, err := u.host(ctx, nodeID)
 	if err != nil {
 		return fail(err)
+	}
+	if proto == arrayclients.ProtocolNFS {
+		if err := u.unpublishFilesystem(ctx, id, h.HostContent.ID); err != nil {
+			return fail(err)
+		}
+		return nil
 	}
 	vol, err := u.c.FindVolumeByID(ctx, id)
 	if errors.Is(err, gounity.ErrorVolumeNotFound) {

@@ -105,12 +105,24 @@ func (s *Sim) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		s.createLun(w, r)
+	case len(parts) == 4 && parts[0] == "types" && parts[1] == "storageResource" && parts[2] == "action" && parts[3] == "createFilesystem":
+		if r.Method != http.MethodPost {
+			s.fail(w, http.StatusMethodNotAllowed, CodeBadRequest, "Method %s not allowed", r.Method)
+			return
+		}
+		s.createFilesystem(w, r)
 	case len(parts) == 5 && parts[0] == "instances" && parts[1] == "storageResource" && parts[3] == "action" && parts[4] == "modifyLun":
 		if r.Method != http.MethodPost {
 			s.fail(w, http.StatusMethodNotAllowed, CodeBadRequest, "Method %s not allowed", r.Method)
 			return
 		}
 		s.modifyLun(w, r, parts[2])
+	case len(parts) == 5 && parts[0] == "instances" && parts[1] == "storageResource" && parts[3] == "action" && parts[4] == "modifyFilesystem":
+		if r.Method != http.MethodPost {
+			s.fail(w, http.StatusMethodNotAllowed, CodeBadRequest, "Method %s not allowed", r.Method)
+			return
+		}
+		s.modifyFilesystem(w, r, parts[2])
 	default:
 		s.fail(w, http.StatusNotFound, CodeNotFound, "The requested resource does not exist: %s", path)
 	}

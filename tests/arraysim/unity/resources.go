@@ -131,6 +131,20 @@ func (s *Sim) serveInstance(w http.ResponseWriter, r *http.Request, typ, id stri
 			simcore.WriteJSON(w, http.StatusOK, one(l))
 			return
 		}
+	case "filesystem":
+		for _, fid := range sortedIDs(s.filesystems) {
+			if f := s.filesystems[fid]; (byName && f.Name == name) || (!byName && f.ID == id) {
+				simcore.WriteJSON(w, http.StatusOK, one(s.filesystemJSONLocked(f)))
+				return
+			}
+		}
+	case "nfsShare":
+		for _, sid := range sortedIDs(s.shares) {
+			if sh := s.shares[sid]; (byName && sh.Name == name) || (!byName && sh.ID == id) {
+				simcore.WriteJSON(w, http.StatusOK, one(shareJSON(sh)))
+				return
+			}
+		}
 	case "lun":
 		for _, lid := range sortedIDs(s.luns) {
 			if l := s.luns[lid]; (byName && l.Name == name) || (!byName && l.ID == id) {

@@ -2,6 +2,7 @@ package unity
 
 import (
 	"fmt"
+	"strings"
 
 	"go.yaml.in/yaml/v3"
 
@@ -28,6 +29,10 @@ import (
 //	      hostAccess:
 //	        - {host: worker-1.cluster.local, hlu: 9}
 //	        - {host: backup-host, hlu: 0}
+//	  filesystems:
+//	    - name: csivol-nfs-1
+//	      shares:
+//	        - {rootAccessHosts: [worker-1.cluster.local]}
 type Spec struct {
 	Username string `yaml:"username"`
 	Password string `yaml:"password"`
@@ -38,6 +43,9 @@ type Spec struct {
 	Generate *GenerateSpec `yaml:"generate"`
 	Hosts    []HostSpec    `yaml:"hosts"`
 	LUNs     []LUNSpec     `yaml:"luns"`
+	// Filesystems are file systems on the array's one NAS server, each
+	// with its NFS shares.
+	Filesystems []FilesystemSpec `yaml:"filesystems"`
 }
 
 // GenerateSpec describes the per-node hosts.
@@ -74,6 +82,28 @@ type HostAccessSpec struct {
 	HLU  int    `yaml:"hlu"`
 	// AccessMask is the Unity HostLUNAccessEnum as a string ("1" production).
 	AccessMask string `yaml:"accessMask"`
+}
+
+// FilesystemSpec is one file system (csi-unity creates one per NFS
+// volume).
+type FilesystemSpec struct {
+	Name   string         `yaml:"name"`
+	Shares []NFSShareSpec `yaml:"shares"`
+}
+
+// NFSShareSpec is one NFS share of a file system. Name defaults to
+// "csishare-<file system name>" and Path to "/", as csi-unity's publish
+// creates them (service/controller.go exportFilesystem); DefaultAccess to
+// "0" (no access for hosts not listed). The four lists name hosts (each
+// name must be unique).
+type NFSShareSpec struct {
+	Name                    string   `yaml:"name"`
+	Path                    string   `yaml:"path"`
+	DefaultAccess           string   `yaml:"defaultAccess"`
+	ReadOnlyHosts           []string `yaml:"readOnlyHosts"`
+	ReadWriteHosts          []string `yaml:"readWriteHosts"`
+	ReadOnlyRootAccessHosts []string `yaml:"readOnlyRootAccessHosts"`
+	RootAccessHosts         []string `yaml:"rootAccessHosts"`
 }
 
 func decodeSpec(node *yaml.Node) (Spec, error) {
@@ -118,6 +148,32 @@ func decodeSpec(node *yaml.Node) (Spec, error) {
 			case "1", "2", "3":
 			default:
 				return s, fmt.Errorf("unity spec: luns[%d].hostAccess[%d].accessMask %q: want 1, 2 or 3", i, j, a.AccessMask)
+			}
+		}
+	}
+	names := map[string]bool{}
+	for i, fs := range s.Filesystems {
+		if fs.Name == "" || len(fs.Name) > maxFSName || names[fs.Name] {
+			return s, fmt.Errorf("unity spec: filesystems[%d].name %q: want a unique name of 1..%d characters", i, fs.Name, maxFSName)
+		}
+		names[fs.Name] = true
+		for j, sh := range fs.Shares {
+			sp := &s.Filesystems[i].Shares[j]
+			if sh.Name == "" {
+				sp.Name = shareNamePrefix + fs.Name
+			}
+			if sh.Path == "" {
+				sp.Path = "/"
+			}
+			if !strings.HasPrefix(sp.Path, "/") {
+				return s, fmt.Errorf("unity spec: filesystems[%d].shares[%d].path %q: want an absolute path", i, j, sh.Path)
+			}
+			switch sh.DefaultAccess {
+			case "":
+				sp.DefaultAccess = "0"
+			case "0", "1", "2", "3", "4":
+			default:
+				return s, fmt.Errorf("unity spec: filesystems[%d].shares[%d].defaultAccess %q: want 0..4", i, j, sh.DefaultAccess)
 			}
 		}
 	}

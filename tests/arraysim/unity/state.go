@@ -1,6 +1,7 @@
 // Package unity simulates a Unity XT array's REST API as far as fencing
 // touches it: login sessions with CSRF tokens, hosts with initiators and IP
-// ports, initiator health, LUNs with host access and modifyLun, and
+// ports, initiator health, LUNs with host access and modifyLun, file
+// systems with NFS shares and their host lists (modifyFilesystem), and
 // real-time metric queries. The real gounity client accepts it (see the
 // tests). It implements simcore.Family.
 package unity
@@ -29,11 +30,17 @@ type Sim struct {
 	initiators map[string]*initiator
 	ipPorts    map[string]*ipPort
 	luns       map[string]*lun
-	sessions   map[string]string // session cookie -> CSRF token
-	queries    map[int]*metricQuery
-	nextQuery  int
-	logins     int
-	now        func() time.Time
+	// filesystems by ID (fs_N) and their NFS shares by ID (NFSShare_N).
+	filesystems map[string]*filesystem
+	shares      map[string]*nfsShare
+	// lastFS and lastShare are the highest IDs handed out: Unity does not
+	// hand a deleted object's ID to a new one.
+	lastFS, lastShare int
+	sessions          map[string]string // session cookie -> CSRF token
+	queries           map[int]*metricQuery
+	nextQuery         int
+	logins            int
+	now               func() time.Time
 }
 
 var (
@@ -100,7 +107,7 @@ func New(spec *yaml.Node, nodes []fixture.Node) (*Sim, error) {
 	}
 	sim := &Sim{
 		spec: s, hosts: map[string]*host{}, initiators: map[string]*initiator{}, ipPorts: map[string]*ipPort{},
-		luns: map[string]*lun{}, sessions: map[string]string{}, queries: map[int]*metricQuery{}, nextQuery: 1,
+		luns: map[string]*lun{}, filesystems: map[string]*filesystem{}, shares: map[string]*nfsShare{}, sessions: map[string]string{}, queries: map[int]*metricQuery{}, nextQuery: 1,
 		now: time.Now,
 	}
 	seen := map[string]string{} // initiator WWN/IQN -> host name
@@ -164,6 +171,9 @@ func New(spec *yaml.Node, nodes []fixture.Node) (*Sim, error) {
 			l.HostAccess = append(l.HostAccess, access{Host: ids[0], HLU: a.HLU, AccessMask: mask})
 		}
 		sim.luns[l.ID] = l
+	}
+	if err := sim.seedFilesystemsLocked(s.Filesystems, byName); err != nil {
+		return nil, err
 	}
 	return sim, nil
 }
@@ -258,7 +268,11 @@ func (s *Sim) Snapshot() any {
 		Initiators []initiator `json:"initiators"`
 		IPPorts    []ipPort    `json:"hostIPPorts"`
 		LUNs       []lun       `json:"luns"`
-	}{Hosts: []host{}, Initiators: []initiator{}, IPPorts: []ipPort{}, LUNs: []lun{}}
+		// Filesystems and NFSShares: a share's host lists are what NFS
+		// publish, unpublish and fencing change.
+		Filesystems []filesystem `json:"filesystems"`
+		NFSShares   []nfsShare   `json:"nfsShares"`
+	}{Hosts: []host{}, Initiators: []initiator{}, IPPorts: []ipPort{}, LUNs: []lun{}, Filesystems: []filesystem{}, NFSShares: []nfsShare{}}
 	for _, id := range sortedIDs(s.hosts) {
 		h := *s.hosts[id]
 		h.FC, h.ISCSI, h.IPPorts = slices.Clone(h.FC), slices.Clone(h.ISCSI), slices.Clone(h.IPPorts)
@@ -276,6 +290,12 @@ func (s *Sim) Snapshot() any {
 		l := *s.luns[id]
 		l.HostAccess = sortedAccess(l.HostAccess)
 		out.LUNs = append(out.LUNs, l)
+	}
+	for _, id := range sortedIDs(s.filesystems) {
+		out.Filesystems = append(out.Filesystems, *s.filesystems[id])
+	}
+	for _, id := range sortedIDs(s.shares) {
+		out.NFSShares = append(out.NFSShares, s.shares[id].snapshot())
 	}
 	return out
 }
