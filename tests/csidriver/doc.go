@@ -10,7 +10,8 @@
 // every VolumeAttachment, so the arrays change between a fence and an
 // unfence exactly as they would under the real drivers. Each controller
 // cites the driver source it mirrors. Emulated: block volumes of
-// PowerFlex, PowerStore, PowerMax and Unity, and PowerScale NFS exports.
+// PowerFlex, PowerStore, PowerMax and Unity, PowerStore NFS volumes (file
+// systems and their NFS exports), and PowerScale NFS exports.
 //
 // Requests the emulation makes should reach a simulator through a listener
 // wrapped by Tag, so the simulator's audit log names them "csi/..." and

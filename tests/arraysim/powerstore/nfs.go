@@ -75,8 +75,9 @@ var accessLists = []string{listRO, listRORoot, listRW, listRWRoot}
 // allLists are every host list of an export.
 var allLists = []string{listRO, listRORoot, listRW, listRWRoot, listNoAccess}
 
-// defaultNASName is the simulated array's NAS server.
-const defaultNASName = "nas-sim"
+// DefaultNASName is the simulated array's NAS server, the nasName a csi-powerstore
+// secret would name for it.
+const DefaultNASName = "nas-sim"
 
 // FileSystemState is a file system in a Snapshot.
 type FileSystemState struct {
@@ -180,7 +181,7 @@ func (s *Sim) addFileSystemSpec(fs FileSystemSpec) error {
 	if size <= 0 {
 		size = defaultSizeGB
 	}
-	s.fileSystems[id] = &fileSystem{ID: id, Name: fs.Name, NASServer: s.ensureNASLocked(defaultNASName), Size: size << 30}
+	s.fileSystems[id] = &fileSystem{ID: id, Name: fs.Name, NASServer: s.ensureNASLocked(DefaultNASName), Size: size << 30}
 	if fs.NoExport {
 		return nil
 	}

@@ -202,7 +202,7 @@ func NewFromSpec(sp Spec, nodes []fixture.Node) (*Sim, error) {
 		}
 		s.ensureVolume(v.Name, v.SizeGB)
 	}
-	s.ensureNASLocked(defaultNASName)
+	s.ensureNASLocked(DefaultNASName)
 	for i, fs := range sp.FileSystems {
 		if err := s.addFileSystemSpec(fs); err != nil {
 			return nil, fmt.Errorf("powerstore spec: fileSystems[%d] (%s): %w", i, fs.Name, err)
