@@ -109,7 +109,7 @@ func (p *PowerStore) publishFS(ctx context.Context, fsID, nodeID string, fail fu
 		return fail(fmt.Errorf("failure getting nfs export: %w", err))
 	}
 	if _, err := p.c.ModifyNFSExport(ctx, &gopowerstore.NFSExportModify{AddRWRootHosts: []string{ip}}, x.ID); err != nil {
-		if apiErr, ok := apiErrOf(err); !ok || !(apiErr.NotFound() || apiErr.HostAlreadyPresentInNFSExport()) {
+		if apiErr, ok := apiErrOf(err); !ok || (!apiErr.NotFound() && !apiErr.HostAlreadyPresentInNFSExport()) {
 			return fail(fmt.Errorf("failure when adding new host to nfs export: %w", err))
 		}
 	}

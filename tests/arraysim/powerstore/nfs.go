@@ -69,9 +69,6 @@ const (
 	listNoAccess = "no_access_hosts"
 )
 
-// accessLists are the lists that give a host access.
-var accessLists = []string{listRO, listRORoot, listRW, listRWRoot}
-
 // allLists are every host list of an export.
 var allLists = []string{listRO, listRORoot, listRW, listRWRoot, listNoAccess}
 

@@ -2,7 +2,6 @@ package powerstore_test
 
 import (
 	"context"
-	"strings"
 	"testing"
 
 	"github.com/dell/gopowerstore"
@@ -125,6 +124,6 @@ func TestNFSFixtureErrors(t *testing.T) {
 		require.True(t, ok)
 		_, err = powerstore.New(&arr.Spec, fx.Nodes)
 		require.Error(t, err, bad)
-		assert.True(t, strings.Contains(err.Error(), "fileSystems[0]"), err.Error())
+		assert.Contains(t, err.Error(), "fileSystems[0]")
 	}
 }
