@@ -1,6 +1,9 @@
 package arrayclients
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // Cover implementations: which cut each family uses for a footprint
 // volume, decided from the identity and the volume alone (no I/O). Plan
@@ -26,10 +29,17 @@ func (a *PowerFlexAdapter) Cover(id Identity, v VolumeRef) (Cut, *Gap) {
 }
 
 // Cover: PowerStore block volumes lose the host's initiators (or are
-// detached from the host in detach mode).
-func (a *PowerStoreAdapter) Cover(_ Identity, v VolumeRef) (Cut, *Gap) {
-	if v.Protocol != ProtocolBlock {
-		return unsupported(PowerStore, v, "NFS")
+// detached from the host in detach mode); NFS volumes lose the node's IPs
+// from their export's host lists (powerstore_nfs.go). A node known only as
+// an NFS client (no host) cannot lose a block volume.
+func (a *PowerStoreAdapter) Cover(id Identity, v VolumeRef) (Cut, *Gap) {
+	if v.Protocol == ProtocolNFS {
+		return CutNFSExportHosts, nil
+	}
+	if id.Kind == PowerStoreKindNFSClient {
+		return "", &Gap{Reason: GapIdentityNotFound, Detail: fmt.Sprintf("%s: PowerStore array %s has no host for the node "+
+			"(known only as NFS client %s), so its access to block volume %s cannot be cut", v.Volume, a.cfg.Name,
+			strings.Join(id.Keys, ", "), v.Object)}
 	}
 	if a.mode == PowerStoreModeDetach {
 		return CutHostDetach, nil

@@ -176,7 +176,12 @@ func candidateHostNames(node Node) ([]string, error) {
 }
 
 // Resolve finds the host whose name is exactly one of the node's candidate
-// names. Two matching hosts are ambiguous; none is ErrNoIdentity.
+// names; its Keys are the host's initiators and the node's IPv4 addresses
+// (psNodeIPs, for NFS exports). Two matching hosts are ambiguous. A node
+// with no host (csi-powerstore creates none for a node without block
+// initiators) but with a csi-powerstore node ID and a known IPv4 address
+// is an NFS client (PowerStoreKindNFSClient, the IPs in Keys), unless an
+// override names a host; otherwise it is ErrNoIdentity.
 func (a *PowerStoreAdapter) Resolve(ctx context.Context, node Node) (Identity, error) {
 	fail := func(err error) (Identity, error) {
 		return Identity{}, fmt.Errorf("powerstore array %s: resolve node %s: %w", a.cfg.Name, node.Name, err)
@@ -184,6 +189,11 @@ func (a *PowerStoreAdapter) Resolve(ctx context.Context, node Node) (Identity, e
 	names, err := candidateHostNames(node)
 	if err != nil {
 		return fail(err)
+	}
+	ips := psNodeIPs(node)
+	nfsClient := func() (Identity, error) {
+		return Identity{Array: a.cfg.Name, Family: PowerStore, Node: node.Name, Kind: PowerStoreKindNFSClient,
+			ObjectName: strings.Join(ips, ","), Keys: ips, ResolvedAt: time.Now().UTC()}, nil
 	}
 	if len(names) == 0 {
 		return fail(fmt.Errorf("%w: no %s node ID and no override", ErrNoIdentity, DriverPowerStore))
@@ -204,6 +214,9 @@ func (a *PowerStoreAdapter) Resolve(ctx context.Context, node Node) (Identity, e
 	}
 	switch len(found) {
 	case 0:
+		if len(ips) > 0 && strings.TrimSpace(node.Override) == "" {
+			return nfsClient()
+		}
 		return fail(fmt.Errorf("%w: no host named %s", ErrNoIdentity, strings.Join(names, " or ")))
 	case 1:
 	default:
@@ -214,10 +227,11 @@ func (a *PowerStoreAdapter) Resolve(ctx context.Context, node Node) (Identity, e
 		return fail(fmt.Errorf("%w: hosts %s could each be this node; set an override", ErrAmbiguousIdentity, strings.Join(desc, ", ")))
 	}
 	h := found[0]
-	keys := make([]string, 0, len(h.Initiators))
+	keys := make([]string, 0, len(h.Initiators)+len(ips))
 	for _, in := range h.Initiators {
 		keys = append(keys, in.PortName)
 	}
+	keys = append(keys, ips...)
 	sort.Strings(keys)
 	return Identity{Array: a.cfg.Name, Family: PowerStore, Node: node.Name, ObjectID: h.ID,
 		ObjectName: h.Name, Keys: keys, ResolvedAt: time.Now().UTC()}, nil
@@ -318,8 +332,8 @@ func (a *PowerStoreAdapter) decodePlan(plan Plan) (psEntries, error) {
 	if err := json.Unmarshal(plan.Entries, &e); err != nil {
 		return e, fmt.Errorf("%w: %w", ErrPlanMismatch, err)
 	}
-	if e.HostID == "" || (e.Mode != PowerStoreModeInitiators && e.Mode != PowerStoreModeDetach) {
+	if (e.HostID == "" && plan.Identity.Kind != PowerStoreKindNFSClient) || (e.Mode != PowerStoreModeInitiators && e.Mode != PowerStoreModeDetach) {
 		return e, fmt.Errorf("%w: entries lack a host id or a known mode", ErrPlanMismatch)
 	}
-	return e, nil
+	return e, e.checkNFSEntries()
 }

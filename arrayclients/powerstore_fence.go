@@ -22,6 +22,12 @@ type psEntries struct {
 	Attachments []psAttachment `json:"attachments,omitempty"`
 	// HostGroup is left in "detach" mode (its volumes reach the host too).
 	HostGroup *psHostGroup `json:"hostGroup,omitempty"`
+	// NFSIPs are the node's IPv4 addresses NFS export entries name it by;
+	// NFSExports what a fence removes from the NFS exports of the
+	// footprint's file systems (powerstore_nfs.go). HostID is empty for a
+	// node known only as an NFS client.
+	NFSIPs     []string      `json:"nfsIPs,omitempty"`
+	NFSExports []psNFSExport `json:"nfsExports,omitempty"`
 }
 
 // psInitiator is one initiator as the plan records it. CHAP secrets cannot
@@ -52,7 +58,8 @@ type psHostGroup struct {
 func MutualChapSecretKey(portName string) string { return portName + "/mutual" }
 
 func (a *PowerStoreAdapter) checkIdentity(id Identity) error {
-	if id.Family != PowerStore || id.Array != a.cfg.Name || id.ObjectID == "" {
+	nfsOnly := id.Kind == PowerStoreKindNFSClient && len(psKeyIPs(id.Keys)) > 0
+	if id.Family != PowerStore || id.Array != a.cfg.Name || (id.ObjectID == "") != nfsOnly {
 		return fmt.Errorf("%w: identity of %s array %s (host %q)", ErrPlanMismatch, id.Family, id.Array, id.ObjectID)
 	}
 	return nil
@@ -124,6 +131,12 @@ func (a *PowerStoreAdapter) Apply(ctx context.Context, plan Plan) error {
 		return fail(err)
 	}
 	return fail(psClassify(a.with(ctx, func(c gopowerstore.Client) error {
+		if err := a.applyNFS(ctx, c, e); err != nil {
+			return err
+		}
+		if e.HostID == "" {
+			return nil // an NFS client only
+		}
 		h, ok, err := a.getHost(ctx, c, e.HostID)
 		if err != nil {
 			return err
@@ -166,7 +179,7 @@ func (a *PowerStoreAdapter) Apply(ctx context.Context, plan Plan) error {
 		for _, at := range e.Attachments {
 			detach[at.VolumeID] = true
 		}
-		for _, vc := range footprintCuts(plan) {
+		for _, vc := range psBlockCuts(plan) {
 			detach[vc.Object] = true
 		}
 		for _, vol := range slices.Sorted(maps.Keys(detach)) {

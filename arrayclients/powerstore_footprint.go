@@ -107,12 +107,19 @@ func (a *PowerStoreAdapter) Plan(ctx context.Context, id Identity, vols []Volume
 			h   gopowerstore.Host
 			err error
 		)
-		e, h, summary, err = a.planEntries(ctx, c, id)
-		if err != nil {
+		if id.Kind == PowerStoreKindNFSClient {
+			e, summary = psEntries{Mode: a.mode}, "NFS client without a host"
+		} else if e, h, summary, err = a.planEntries(ctx, c, id); err != nil {
 			return err
 		}
+		e.NFSIPs = psNodeIPs(Node{Addresses: id.Keys})
 		for _, v := range vols {
-			vc, err := a.planVolume(ctx, c, id, &e, h, v)
+			var vc VolumeCut
+			if v.Protocol == ProtocolNFS {
+				vc, err = a.planNFSVolume(ctx, c, id, &e, v)
+			} else {
+				vc, err = a.planVolume(ctx, c, id, &e, h, v)
+			}
 			if err != nil {
 				return fmt.Errorf("footprint volume %s: %w", v.Volume, err)
 			}
@@ -126,6 +133,9 @@ func (a *PowerStoreAdapter) Plan(ctx context.Context, id Identity, vols []Volume
 	raw, err := json.Marshal(e)
 	if err != nil {
 		return fail(err)
+	}
+	if len(e.NFSExports) > 0 {
+		summary += "; " + e.nfsSummary()
 	}
 	if len(cuts) > 0 {
 		summary += "; " + footprintSummary(cuts)
@@ -196,6 +206,10 @@ func (a *PowerStoreAdapter) Verify(ctx context.Context, plan Plan) (Verification
 	v := Verification{}
 	access := false
 	err = a.with(ctx, func(c gopowerstore.Client) error {
+		var err error
+		if access, err = a.verifyNFS(ctx, c, plan, e, &v); err != nil || e.HostID == "" {
+			return err
+		}
 		h, ok, err := a.getHost(ctx, c, e.HostID)
 		if err != nil {
 			return err
@@ -211,7 +225,7 @@ func (a *PowerStoreAdapter) Verify(ctx context.Context, plan Plan) (Verification
 		if !ok {
 			h = gopowerstore.Host{}
 		}
-		for _, vc := range footprintCuts(plan) {
+		for _, vc := range psBlockCuts(plan) {
 			acc, err := a.volumeAccess(ctx, c, vc.Object, h)
 			if err != nil {
 				return fmt.Errorf("footprint volume %s: %w", vc.Volume, err)
@@ -265,6 +279,9 @@ func (a *PowerStoreAdapter) Undo(ctx context.Context, plan Plan, scope RestoreSc
 		return fail(err)
 	}
 	return fail(psClassify(a.with(ctx, func(c gopowerstore.Client) error {
+		if err := a.undoNFS(ctx, c, plan, e, scope); err != nil || e.HostID == "" {
+			return err
+		}
 		h, ok, err := a.getHost(ctx, c, e.HostID)
 		if err != nil {
 			return err
@@ -291,7 +308,7 @@ func (a *PowerStoreAdapter) leaveOut(ctx context.Context, c gopowerstore.Client,
 	scope RestoreScope, detach bool) (map[string]bool, error) {
 	skip := map[string]bool{}
 	footprint := map[string]bool{}
-	for _, vc := range footprintCuts(plan) {
+	for _, vc := range psBlockCuts(plan) {
 		footprint[vc.Object] = true
 		acc, err := a.volumeAccess(ctx, c, vc.Object, h)
 		if err != nil {
@@ -349,6 +366,10 @@ func (a *PowerStoreAdapter) VerifyRestore(ctx context.Context, plan Plan, scope 
 	v := Verification{}
 	var access, violation bool
 	err = a.with(ctx, func(c gopowerstore.Client) error {
+		var err error
+		if access, violation, err = a.verifyRestoreNFS(ctx, c, plan, e, scope, &v); err != nil || e.HostID == "" {
+			return err
+		}
 		h, ok, err := a.getHost(ctx, c, e.HostID)
 		if err != nil {
 			return err
@@ -369,7 +390,7 @@ func (a *PowerStoreAdapter) VerifyRestore(ctx context.Context, plan Plan, scope 
 		if err != nil {
 			return err
 		}
-		for _, vc := range footprintCuts(plan) {
+		for _, vc := range psBlockCuts(plan) {
 			acc, err := a.volumeAccess(ctx, c, vc.Object, host)
 			if err != nil {
 				return fmt.Errorf("footprint volume %s: %w", vc.Volume, err)

@@ -159,7 +159,10 @@ func TestPowerStoreFootprintPlanAndVerify(t *testing.T) {
 				{"pv-other", "", arrayclients.GapOtherIdentity, []string{worker2}},
 				{"pv-pending", arrayclients.CutNotMapped, "", []string{worker2}},
 				{"pv-free", arrayclients.CutNotMapped, "", nil},
-				{"pv-nfs", "", arrayclients.GapCutUnsupported, nil},
+				// NFS volumes are cut now (TestPowerStoreNFS*); an NFS
+				// handle names a file system, and a block volume's UUID
+				// is none.
+				{"pv-nfs", "", arrayclients.GapVolumeNotFound, nil},
 			}
 			require.Len(t, plan.Volumes, len(tcs))
 			for _, tc := range tcs {

@@ -27,6 +27,13 @@ func (a *PowerStoreAdapter) Health(ctx context.Context, id Identity) (Health, er
 		hl.Reason = err.Error()
 		return hl, fmt.Errorf("powerstore array %s: health of node %s: %w", a.cfg.Name, id.Node, err)
 	}
+	if id.Kind == PowerStoreKindNFSClient {
+		// No host, so no initiator sessions; NFS clients have no session
+		// state on the array.
+		hl.Reason = "NFS client without a host: the array keeps no session state for it"
+		hl.SampledAt = time.Now().UTC()
+		return hl, nil
+	}
 	err := a.with(ctx, func(c gopowerstore.Client) error {
 		h, ok, err := a.getHost(ctx, c, id.ObjectID)
 		if err != nil {

@@ -161,7 +161,8 @@ func TestPowerStoreFenceCycle(t *testing.T) {
 			id, err := a.Resolve(ctx, e.node("worker-1"))
 			require.NoError(t, err)
 			assert.Equal(t, e.node("worker-1").CSINodeIDs[arrayclients.DriverPowerStore], id.ObjectName)
-			assert.Len(t, id.Keys, 3)
+			assert.Equal(t, []string{"10:00:00:00:c9:a0:b0:01", "10:00:00:00:c9:a0:b0:02", "127.0.10.1", "iqn.1994-05.com.redhat:worker-1"},
+				id.Keys, "the host's three initiators, and the node's IP for NFS exports")
 
 			seq := e.srv.LastSeq()
 			plan, err := a.Plan(ctx, id, nil)

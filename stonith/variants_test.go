@@ -239,9 +239,15 @@ const (
 // ID with the volume attached; worker-2's host named by the node ID without
 // the IP (the controller's fallback); worker-5 came back with a new IP: the
 // driver registered a new host with its initiators and left the old one
-// (whose initiators a fence had removed) behind, empty.
+// (whose initiators a fence had removed) behind, empty. File systems are
+// NFS volumes csi-powerstore published to worker-1 and worker-6 (its IP in
+// RWRootHosts), and one an operator opened to the nodes' subnet.
 func vbPSHosts(volume string) string {
 	return fmt.Sprintf(`
+      fileSystems:
+        - {name: k8s-nfs-1, readWriteRootHosts: [127.0.10.1]}
+        - {name: k8s-nfs-6, readWriteRootHosts: [127.0.10.6]}
+        - {name: k8s-nfs-subnet, readWriteRootHosts: [127.0.10.1], readWriteHosts: [127.0.10.0/24]}
       hosts:
         - name: %[1]s
           initiators: [{portName: "iqn.1994-05.com.redhat:worker-1", portType: iSCSI}]
@@ -318,23 +324,27 @@ func psRows() []variantRow {
 				only1(b)
 				b.attach(vbPV, arrayclients.DriverPowerStore, vol(b, "pstore-1", "k8s-vol")+"/"+vbPSGlobal1+"/scsi:"+metro+"/"+vbPSGlobal2)
 			}},
-		{name: "powerstore/nfs-only-node-without-host", fixture: vbPSFixture,
-			want: gap(arrayclients.GapIdentityNotFound, "issue 18: NFS export host lists (ip/255.255.255.255)"),
+		{name: "powerstore/nfs-only-node-without-host", fixture: vbPSFixture, want: cut(arrayclients.CutNFSExportHosts),
 			build: func(b *variantBed) {
-				// No block initiator, so csi-powerstore made no host. The
-				// simulator holds no file systems or NFS exports: the
-				// export's RWRootHosts entry for the node is not on it.
+				// No block initiator, so csi-powerstore made no host: the
+				// node is an NFS client, its IP in the export's
+				// RWRootHosts as ip/255.255.255.255.
 				only1(b)
 				b.node = vbNode("worker-6", "127.0.10.6", arrayclients.DriverPowerStore, psNodeID("6a1b2c3d4e5f60718293a4b5c6d7e8f9", "127.0.10.6"))
-				b.attach(vbPV, arrayclients.DriverPowerStore, "3f2a1b0c-9d8e-4f70-8a6b-5c4d3e2f1a0b/"+vbPSGlobal1+"/nfs")
+				b.attach(vbPV, arrayclients.DriverPowerStore, b.objectID("pstore-1", "fileSystems", "k8s-nfs-6")+"/"+vbPSGlobal1+"/nfs")
 			}},
-		{name: "powerstore/nfs-volume-on-block-node", fixture: vbPSFixture,
-			want: gap(arrayclients.GapCutUnsupported, "issue 18: nfs-export-hosts"),
+		{name: "powerstore/nfs-volume-on-block-node", fixture: vbPSFixture, want: cut(arrayclients.CutNFSExportHosts),
 			build: func(b *variantBed) {
-				// As above, the simulator holds no NFS export.
 				w1(b)
 				only1(b)
-				b.attach(vbPV, arrayclients.DriverPowerStore, "3f2a1b0c-9d8e-4f70-8a6b-5c4d3e2f1a0b/"+vbPSGlobal1+"/nfs")
+				b.attach(vbPV, arrayclients.DriverPowerStore, b.objectID("pstore-1", "fileSystems", "k8s-nfs-1")+"/"+vbPSGlobal1+"/nfs")
+			}},
+		{name: "powerstore/nfs-export-open-to-a-subnet", fixture: vbPSFixture,
+			want: gap(arrayclients.GapNotFenceable, "a subnet entry covers the node: removing its own entry cannot cut it"),
+			build: func(b *variantBed) {
+				w1(b)
+				only1(b)
+				b.attach(vbPV, arrayclients.DriverPowerStore, b.objectID("pstore-1", "fileSystems", "k8s-nfs-subnet")+"/"+vbPSGlobal1+"/nfs")
 			}},
 		{name: "powerstore/driver-renamed-and-mapped", fixture: vbPSFixture, want: cut(arrayclients.CutHostInitiators), build: func(b *variantBed) {
 			w1(b)

@@ -273,7 +273,8 @@ func TestPowerStoreController(t *testing.T) {
 	}
 	n1, n2 := w.nodeID(0, csidriver.PowerStoreDriver), w.nodeID(1, csidriver.PowerStoreDriver)
 	require.Equal(t, "csi-node-0a1b2c3d4e5f60718293a4b5c6d7e8f9-127.0.10.1", n1)
-	h := exercise(t, c, n1, n2, given)
+	// Block and NFS are both emulated (TestPowerStoreNFSController).
+	h := exerciseLife(t, c, arrayclients.ProtocolBlock, n1, n2, given)
 
 	loc, err := arrayclients.ParseVolumeHandle(arrayclients.PowerStore, h, "ext4")
 	require.NoError(t, err)
@@ -574,5 +575,89 @@ func TestPowerMaxController(t *testing.T) {
 
 	for _, byDriver := range driverWrites(t, srv) {
 		assert.True(t, byDriver, "every write came through the tagged listener")
+	}
+}
+
+// psExportHosts reads the host lists of the NFS export of an NFS handle's
+// file system; none when it has no export yet.
+func psExportHosts(t *testing.T, reader gopowerstore.Client, h string) map[string][]string {
+	t.Helper()
+	loc, err := arrayclients.ParseVolumeHandle(arrayclients.PowerStore, h, "nfs")
+	require.NoError(t, err)
+	require.Equal(t, arrayclients.ProtocolNFS, loc.Protocol)
+	xs, err := reader.GetNFSExportByFilter(context.Background(), map[string]string{"file_system_id": "eq." + loc.Object})
+	require.NoError(t, err)
+	out := map[string][]string{}
+	for _, x := range xs {
+		out["ro"] = append(out["ro"], x.ROHosts...)
+		out["roRoot"] = append(out["roRoot"], x.RORootHosts...)
+		out["rw"] = append(out["rw"], x.RWHosts...)
+		out["rwRoot"] = append(out["rwRoot"], x.RWRootHosts...)
+	}
+	return out
+}
+
+func TestPowerStoreNFSController(t *testing.T) {
+	w := newWorld(t)
+	srv := w.servers["pstore-1"]
+	e, err := csidriver.ForSim(context.Background(), srv, "", "", t.TempDir())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = e.Close() })
+	c := e.Controller
+	l := w.urls["pstore-1"]
+	reader, err := gopowerstore.NewClientWithArgs(l.URL+"/api/rest", "admin", "Password123!",
+		gopowerstore.NewClientOptions().SetCAFilePath(l.CAFile))
+	require.NoError(t, err)
+	n1, n2 := w.nodeID(0, csidriver.PowerStoreDriver), w.nodeID(1, csidriver.PowerStoreDriver)
+	ctx := context.Background()
+
+	h, err := c.CreateVolume(ctx, "k8s-5d1e0a9b7c", 8<<30, arrayclients.ProtocolNFS)
+	require.NoError(t, err)
+	again, err := c.CreateVolume(ctx, "k8s-5d1e0a9b7c", 8<<30, arrayclients.ProtocolNFS)
+	require.NoError(t, err)
+	assert.Equal(t, h, again, "CreateVolume of an existing name returns the same handle")
+	loc, err := arrayclients.ParseVolumeHandle(arrayclients.PowerStore, h, "nfs")
+	require.NoError(t, err)
+	assert.Equal(t, e.ArrayID, loc.ArrayID, "the handle is <UUID>/<global ID>/nfs")
+	assert.Empty(t, psExportHosts(t, reader, h), "the export is created by the first publish")
+
+	// Publish adds the node's IP to RWRootHosts; the array lists it with
+	// its netmask. Repeating it succeeds (the array's 400 is tolerated).
+	require.NoError(t, c.ControllerPublish(ctx, h, n1, false))
+	require.NoError(t, c.ControllerPublish(ctx, h, n1, false))
+	assert.Equal(t, []string{"127.0.10.1/255.255.255.255"}, psExportHosts(t, reader, h)["rwRoot"])
+
+	// csi-powerstore's NFS publish does not refuse a single-node volume
+	// another node has (only its SCSI publisher does).
+	require.NoError(t, c.ControllerPublish(ctx, h, n2, false))
+	assert.Equal(t, []string{"127.0.10.1/255.255.255.255", "127.0.10.2/255.255.255.255"}, psExportHosts(t, reader, h)["rwRoot"])
+
+	require.NoError(t, c.ControllerUnpublish(ctx, h, n1))
+	require.NoError(t, c.ControllerUnpublish(ctx, h, n1), "unpublish of an unpublished volume succeeds")
+	assert.Equal(t, []string{"127.0.10.2/255.255.255.255"}, psExportHosts(t, reader, h)["rwRoot"])
+
+	// Unpublish removes the node's entry from whichever list holds it.
+	sim := srv.Family().(interface {
+		SetExportHosts(fsName, list string, hosts []string) error
+	})
+	require.NoError(t, sim.SetExportHosts("k8s-5d1e0a9b7c", "read_only_hosts", []string{"127.0.10.1", "10.1.1.1"}))
+	require.NoError(t, c.ControllerUnpublish(ctx, h, n1))
+	hosts := psExportHosts(t, reader, h)
+	assert.Equal(t, []string{"10.1.1.1/255.255.255.255"}, hosts["ro"])
+	assert.Equal(t, []string{"127.0.10.2/255.255.255.255"}, hosts["rwRoot"])
+
+	gone := "0a6e2b34-5c1d-4f7e-9a8b-000000000001/" + e.ArrayID + "/nfs"
+	require.ErrorIs(t, c.ControllerPublish(ctx, gone, n1, false), csidriver.ErrNotFound)
+	require.NoError(t, c.ControllerUnpublish(ctx, gone, n1), "unpublish of a deleted volume succeeds")
+	require.ErrorIs(t, c.ControllerPublish(ctx, h, "csi-node-0a1b2c3d4e5f60718293a4b5c6d7e8f9", false), csidriver.ErrNotFound,
+		"a node ID without an IP cannot be published to")
+
+	// The block protocol still works beside it.
+	bh, err := c.CreateVolume(ctx, "k8s-block", 8<<30, arrayclients.ProtocolBlock)
+	require.NoError(t, err)
+	require.NoError(t, c.ControllerPublish(ctx, bh, n1, false))
+
+	for _, byDriver := range driverWrites(t, srv) {
+		assert.True(t, byDriver)
 	}
 }

@@ -10,9 +10,9 @@
 // every VolumeAttachment, so the arrays change between a fence and an
 // unfence exactly as they would under the real drivers. Each controller
 // cites the driver source it mirrors. Emulated: block volumes of
-// PowerFlex, PowerStore, PowerMax and Unity, NFS volumes of PowerFlex
-// (file systems and their export host lists) and Unity (file systems and
-// their shares), and PowerScale NFS exports.
+// PowerFlex, PowerStore, PowerMax and Unity; NFS volumes of PowerFlex
+// and PowerStore (file systems and their export host lists) and of Unity
+// (file systems and their shares); and PowerScale NFS exports.
 //
 // Requests the emulation makes should reach a simulator through a listener
 // wrapped by Tag, so the simulator's audit log names them "csi/..." and

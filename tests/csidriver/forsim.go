@@ -59,7 +59,7 @@ func ForSim(ctx context.Context, srv *simcore.Server, username, password, certDi
 	case *powerstore.Sim:
 		var ps *PowerStore
 		ps, err = NewPowerStore(PowerStoreConfig{Endpoint: l.URL, CAFile: l.CAFile, Username: username,
-			Password: password, GlobalID: "unknown"})
+			Password: password, GlobalID: "unknown", NASName: powerstore.DefaultNASName})
 		if err != nil {
 			break
 		}

@@ -25,8 +25,11 @@ type PowerStoreConfig struct {
 	// Endpoint is the array's URL, with or without "/api/rest".
 	Endpoint, Username, Password string
 	// GlobalID is the array's global ID as the secret names it: handles
-	// are "<volume UUID>/<GlobalID>/scsi".
+	// are "<volume UUID>/<GlobalID>/<scsi|nfs>".
 	GlobalID string
+	// NASName is the secret's nasName: the NAS server NFS volumes' file
+	// systems are created on. Without it NFS volumes cannot be created.
+	NASName string
 	// Default marks the secret's default array: a legacy handle that is a
 	// bare UUID is on it.
 	Default bool
@@ -35,8 +38,8 @@ type PowerStoreConfig struct {
 	Insecure bool
 }
 
-// PowerStore emulates the csi-powerstore controller for one array, block
-// (SCSI) volumes.
+// PowerStore emulates the csi-powerstore controller for one array: block
+// (SCSI) volumes and NFS volumes (file systems with an NFS export).
 type PowerStore struct {
 	cfg PowerStoreConfig
 	c   gopowerstore.Client
@@ -73,11 +76,16 @@ func (p *PowerStore) Driver() string { return p.cfg.Driver }
 func (p *PowerStore) GlobalID() string { return p.cfg.GlobalID }
 
 // CreateVolume creates a block volume and returns
-// "<UUID>/<globalID>/scsi" (dell/csi-powerstore pkg/controller/creator.go
-// and controller.go CreateVolume). A name in use returns the existing
-// volume, as the driver does. NFS is not emulated.
+// "<UUID>/<globalID>/scsi", or a file system and returns
+// "<UUID>/<globalID>/nfs" (dell/csi-powerstore pkg/controller/creator.go
+// SCSICreator and NfsCreator, controller.go CreateVolume). A name in use
+// returns the existing volume, as the driver does.
 func (p *PowerStore) CreateVolume(ctx context.Context, name string, size int64, protocol arrayclients.Protocol) (string, error) {
-	if protocol != arrayclients.ProtocolBlock {
+	switch protocol {
+	case arrayclients.ProtocolBlock:
+	case arrayclients.ProtocolNFS:
+		return p.createFS(ctx, name, size)
+	default:
 		return "", fmt.Errorf("emulated %s: create %s volume %s: %w", p.cfg.Driver, protocol, name, ErrUnsupported)
 	}
 	if name == "" {
@@ -106,23 +114,27 @@ func (p *PowerStore) CreateVolume(ctx context.Context, name string, size int64, 
 
 // volumeOf parses a handle as csi-powerstore does (pkg/array/array.go
 // ParseVolumeID): "<UUID>/<global ID>/<protocol>", a bare UUID on the
-// default array. A handle of another array, NFS or metro is refused.
-func (p *PowerStore) volumeOf(handle string) (string, error) {
+// default array (a block volume: the emulation has no PV to read an nfs
+// fsType from). It returns the UUID and whether the volume is NFS. A
+// handle of another array, another protocol or a metro volume is refused.
+func (p *PowerStore) volumeOf(handle string) (string, bool, error) {
 	if strings.Contains(handle, ":") {
-		return "", fmt.Errorf("metro volume %s: %w", handle, ErrUnsupported)
+		return "", false, fmt.Errorf("metro volume %s: %w", handle, ErrUnsupported)
 	}
 	parts := strings.Split(handle, "/")
 	switch {
 	case len(parts) == 1 && p.cfg.Default && parts[0] != "":
-		return parts[0], nil
+		return parts[0], false, nil
 	case len(parts) != 3 || parts[0] == "":
-		return "", fmt.Errorf("volume handle %q: %w", handle, ErrInvalid)
+		return "", false, fmt.Errorf("volume handle %q: %w", handle, ErrInvalid)
 	case parts[1] != p.cfg.GlobalID:
-		return "", fmt.Errorf("volume handle %q: cannot find array %s: %w", handle, parts[1], ErrInvalid)
+		return "", false, fmt.Errorf("volume handle %q: cannot find array %s: %w", handle, parts[1], ErrInvalid)
+	case strings.EqualFold(parts[2], "nfs"):
+		return parts[0], true, nil
 	case !strings.EqualFold(parts[2], "scsi"):
-		return "", fmt.Errorf("%s volume %s: %w", parts[2], handle, ErrUnsupported)
+		return "", false, fmt.Errorf("%s volume %s: %w", parts[2], handle, ErrUnsupported)
 	}
-	return parts[0], nil
+	return parts[0], false, nil
 }
 
 // host finds the node's host by its node ID, then by the node ID without
@@ -150,14 +162,18 @@ func (p *PowerStore) host(ctx context.Context, nodeID string) (gopowerstore.Host
 // ControllerPublish attaches the volume to the node's host
 // (pkg/controller/publisher.go SCSIPublisher.Publish): attached to it
 // already succeeds; attached to another host is refused for a single-node
-// volume ("volume already present in a different lun mapping").
+// volume ("volume already present in a different lun mapping"). An NFS
+// volume is published as NfsPublisher.Publish does it (publishFS).
 func (p *PowerStore) ControllerPublish(ctx context.Context, handle, nodeID string, multiNode bool) error {
-	id, err := p.volumeOf(handle)
+	id, nfs, err := p.volumeOf(handle)
 	if err != nil {
 		return fmt.Errorf("emulated %s: publish: %w", p.cfg.Driver, err)
 	}
 	fail := func(err error) error {
 		return fmt.Errorf("emulated %s: publish %s to %s: %w", p.cfg.Driver, handle, nodeID, err)
+	}
+	if nfs {
+		return p.publishFS(ctx, id, nodeID, fail)
 	}
 	vol, err := p.c.GetVolume(ctx, id)
 	if err != nil {
@@ -192,14 +208,19 @@ func (p *PowerStore) ControllerPublish(ctx context.Context, handle, nodeID strin
 
 // ControllerUnpublish detaches the volume from the node's host
 // (pkg/controller/controller.go unpublishVolume, detachVolumeFromHost): a
-// deleted volume, or one not attached to the host, succeeds.
+// deleted volume, or one not attached to the host, succeeds. An NFS
+// volume is unpublished as ControllerUnpublishVolume does it
+// (unpublishFS).
 func (p *PowerStore) ControllerUnpublish(ctx context.Context, handle, nodeID string) error {
-	id, err := p.volumeOf(handle)
+	id, nfs, err := p.volumeOf(handle)
 	if err != nil {
 		return fmt.Errorf("emulated %s: unpublish: %w", p.cfg.Driver, err)
 	}
 	fail := func(err error) error {
 		return fmt.Errorf("emulated %s: unpublish %s from %s: %w", p.cfg.Driver, handle, nodeID, err)
+	}
+	if nfs {
+		return p.unpublishFS(ctx, id, nodeID, fail)
 	}
 	var apiErr gopowerstore.APIError
 	if _, err := p.c.GetVolume(ctx, id); err != nil && errors.As(err, &apiErr) && apiErr.NotFound() {

@@ -132,6 +132,12 @@ func (s *Sim) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		e = s.serveVolumes(w, r, id, action, body)
 	case "metrics":
 		e = s.serveMetrics(w, r, id, action, body)
+	case "file_system":
+		e = s.serveFileSystems(w, r, id, action, body)
+	case "nas_server":
+		e = s.serveNAS(w, r, id, action)
+	case "nfs_export":
+		e = s.serveNFSExports(w, r, id, action, body)
 	case "software_installed", "cluster", "appliance":
 		e = s.serveSystem(w, r, parts[0], id)
 	default:

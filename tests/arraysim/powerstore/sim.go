@@ -4,8 +4,9 @@
 // It models what fencing touches: login sessions (DELL-EMC-TOKEN header and
 // auth_cookie), hosts with initiators and their active sessions, host
 // groups, volumes, host-volume mappings (attach/detach), PATCH host
-// add/remove initiators, PATCH host_group add/remove hosts, and
-// metrics/generate for performance_metrics_by_volume. Sim implements
+// add/remove initiators, PATCH host_group add/remove hosts,
+// metrics/generate for performance_metrics_by_volume, and file systems
+// with their NFS exports and host lists (nfs.go). Sim implements
 // simcore.Family; wrap it with simcore.New to get faults, the audit log and
 // the /_sim/ admin endpoints.
 //
@@ -47,6 +48,11 @@ type Sim struct {
 	groups   map[string]*hostGroup
 	volumes  map[string]*volume
 	mappings map[string]*mapping
+
+	// File storage (nfs.go): NAS servers, file systems and NFS exports.
+	nasServers  map[string]*nasServer
+	fileSystems map[string]*fileSystem
+	exports     map[string]*nfsExport
 
 	// sessions maps an auth_cookie value to its DELL-EMC-TOKEN.
 	sessions   map[string]string
@@ -142,6 +148,10 @@ type Snapshot struct {
 	HostGroups []HostGroupState `json:"hostGroups"`
 	Volumes    []VolumeState    `json:"volumes"`
 	Mappings   []MappingState   `json:"mappings"`
+	// FileSystems and NFSExports are left out while the array has none,
+	// so block-only states marshal as before.
+	FileSystems []FileSystemState `json:"fileSystems,omitempty"`
+	NFSExports  []NFSExportState  `json:"nfsExports,omitempty"`
 }
 
 // HostState is a host in a Snapshot.
@@ -238,6 +248,7 @@ func (s *Sim) snapshotLocked() Snapshot {
 			HostGroupID: m.GroupID, VolumeID: m.VolumeID, LUN: m.LUN})
 	}
 	slices.SortFunc(snap.Mappings, func(a, b MappingState) int { return strings.Compare(a.ID, b.ID) })
+	snap.FileSystems, snap.NFSExports = s.fileSystemsSnapshotLocked()
 	return snap
 }
 

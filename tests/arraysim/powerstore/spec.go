@@ -36,6 +36,9 @@ type Spec struct {
 	Volumes []VolumeSpec `yaml:"volumes"`
 	// Hosts are explicit hosts.
 	Hosts []HostSpec `yaml:"hosts"`
+	// FileSystems are file systems on the array's NAS server, each with
+	// the NFS export csi-powerstore publishes it through.
+	FileSystems []FileSystemSpec `yaml:"fileSystems"`
 	// PerNode generates one host per fixture node, named as csi-powerstore
 	// names it.
 	PerNode *PerNodeSpec `yaml:"perNode"`
@@ -173,6 +176,9 @@ func NewFromSpec(sp Spec, nodes []fixture.Node) (*Sim, error) {
 		groups:       map[string]*hostGroup{},
 		volumes:      map[string]*volume{},
 		mappings:     map[string]*mapping{},
+		nasServers:   map[string]*nasServer{},
+		fileSystems:  map[string]*fileSystem{},
+		exports:      map[string]*nfsExport{},
 		sessions:     map[string]string{},
 		now:          time.Now,
 	}
@@ -195,6 +201,12 @@ func NewFromSpec(sp Spec, nodes []fixture.Node) (*Sim, error) {
 			return nil, fmt.Errorf("powerstore spec: volumes[%d].name is empty", i)
 		}
 		s.ensureVolume(v.Name, v.SizeGB)
+	}
+	s.ensureNASLocked(DefaultNASName)
+	for i, fs := range sp.FileSystems {
+		if err := s.addFileSystemSpec(fs); err != nil {
+			return nil, fmt.Errorf("powerstore spec: fileSystems[%d] (%s): %w", i, fs.Name, err)
+		}
 	}
 	for i, h := range sp.Hosts {
 		if err := s.addHostSpec(h); err != nil {

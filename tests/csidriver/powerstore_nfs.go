@@ -1,0 +1,170 @@
+package csidriver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+
+	"github.com/dell/gopowerstore"
+)
+
+// NFS volumes of the emulated csi-powerstore controller: a file system on
+// the secret's NAS server, published by adding the node's IP to its NFS
+// export's RWRootHosts (shared reference csi-drivers.md, PowerStore).
+
+// ipv4InNodeID finds IPv4 addresses in a node ID as csi-powerstore's
+// common.GetIPListFromString does (an IPv4 pattern over the whole string):
+// NFS publish and unpublish use the first one.
+var ipv4InNodeID = regexp.MustCompile(`(?:(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])\.){3}(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])`)
+
+// nfsHostMask is the netmask the array lists an added IP with; the
+// driver's unpublish removes that form ("we can't remove without
+// netmask", pkg/controller/controller.go ControllerUnpublishVolume).
+const nfsHostMask = "/255.255.255.255"
+
+func apiErrOf(err error) (gopowerstore.APIError, bool) {
+	var apiErr gopowerstore.APIError
+	ok := errors.As(err, &apiErr) && apiErr.ErrorMsg != nil
+	return apiErr, ok
+}
+
+// createFS creates a file system on the secret's NAS server and returns
+// "<UUID>/<globalID>/nfs" (pkg/controller/creator.go NfsCreator.Create:
+// GetNASByName, CreateFS; a name in use is looked up by name). The NFS
+// export is created by the first publish, as the driver does.
+func (p *PowerStore) createFS(ctx context.Context, name string, size int64) (string, error) {
+	fail := func(err error) (string, error) {
+		return "", fmt.Errorf("emulated %s: create nfs volume %s: %w", p.cfg.Driver, name, err)
+	}
+	if name == "" || p.cfg.NASName == "" {
+		return fail(fmt.Errorf("a name and the secret's nasName are required: %w", ErrInvalid))
+	}
+	const minSize = 1 << 20
+	size = max(size, minSize)
+	nas, err := p.c.GetNASByName(ctx, p.cfg.NASName)
+	if err != nil {
+		return fail(fmt.Errorf("find NAS server %s: %w", p.cfg.NASName, err))
+	}
+	resp, err := p.c.CreateFS(ctx, &gopowerstore.FsCreate{Name: name, NASServerID: nas.ID, Size: size})
+	id := resp.ID
+	if err != nil {
+		apiErr, ok := apiErrOf(err)
+		if !ok || !apiErr.FSNameIsAlreadyUse() {
+			return fail(fmt.Errorf("create file system: %w", err))
+		}
+		fs, err := p.c.GetFSByName(ctx, name)
+		if err != nil {
+			return fail(fmt.Errorf("find existing file system: %w", err))
+		}
+		id = fs.ID
+	}
+	return id + "/" + p.cfg.GlobalID + "/nfs", nil
+}
+
+// nodeIP is the IP csi-powerstore's NFS publish and unpublish use: the
+// first IPv4 address in the node ID.
+func nodeIP(nodeID string) (string, error) {
+	ips := ipv4InNodeID.FindAllString(nodeID, -1)
+	if len(ips) == 0 {
+		return "", fmt.Errorf("can't find IP in node ID %s: %w", nodeID, ErrNotFound)
+	}
+	return ips[0], nil
+}
+
+// publishFS gives the node the file system as
+// pkg/controller/publisher.go NfsPublisher.Publish does: read the file
+// system (404: not found), create its NFS export if it has none (named
+// after the file system, path "/<name>"), then add the node's IP to the
+// export's RWRootHosts, an IP already present (the array's 400) being
+// success. Like the driver, it does not refuse a single-node volume the
+// export already gives to another node: NfsPublisher.Publish has no such
+// check (only SCSIPublisher refuses), and no external-access (NAT) entry
+// is configured.
+func (p *PowerStore) publishFS(ctx context.Context, fsID, nodeID string, fail func(error) error) error {
+	fs, err := p.c.GetFS(ctx, fsID)
+	if err != nil {
+		if apiErr, ok := apiErrOf(err); ok && apiErr.NotFound() {
+			return fail(fmt.Errorf("volume with ID '%s': %w", fsID, ErrNotFound))
+		}
+		return fail(fmt.Errorf("read file system %s: %w", fsID, err))
+	}
+	ip, err := nodeIP(nodeID)
+	if err != nil {
+		return fail(err)
+	}
+	if _, err := p.c.GetNFSExportByFileSystemID(ctx, fs.ID); err != nil {
+		apiErr, ok := apiErrOf(err)
+		if !ok || !apiErr.NotFound() {
+			return fail(fmt.Errorf("failure checking nfs export status: %w", err))
+		}
+		if _, err := p.c.CreateNFSExport(ctx, &gopowerstore.NFSExportCreate{Name: fs.Name, FileSystemID: fs.ID,
+			Path: "/" + fs.Name}); err != nil {
+			return fail(fmt.Errorf("failure creating nfs export: %w", err))
+		}
+	}
+	x, err := p.c.GetNFSExportByFileSystemID(ctx, fs.ID)
+	if err != nil {
+		return fail(fmt.Errorf("failure getting nfs export: %w", err))
+	}
+	if _, err := p.c.ModifyNFSExport(ctx, &gopowerstore.NFSExportModify{AddRWRootHosts: []string{ip}}, x.ID); err != nil {
+		if apiErr, ok := apiErrOf(err); !ok || (!apiErr.NotFound() && !apiErr.HostAlreadyPresentInNFSExport()) {
+			return fail(fmt.Errorf("failure when adding new host to nfs export: %w", err))
+		}
+	}
+	return nil
+}
+
+// unpublishFS takes the file system away from the node as
+// pkg/controller/controller.go ControllerUnpublishVolume does: a file
+// system or export that is gone is success; otherwise the node's IP with
+// its netmask is removed from whichever of the four access lists holds it
+// in one PATCH, the array's 400 (already removed) being success. The
+// driver puts a removal into the PATCH for every non-empty list, and the
+// array refuses removing what a list does not hold; this removes only
+// where the entry is, and writes nothing when no list holds it, which
+// leaves the export as the driver's request would.
+func (p *PowerStore) unpublishFS(ctx context.Context, fsID, nodeID string, fail func(error) error) error {
+	fs, err := p.c.GetFS(ctx, fsID)
+	if err != nil {
+		if apiErr, ok := apiErrOf(err); ok && apiErr.NotFound() {
+			return nil
+		}
+		return fail(fmt.Errorf("failure checking volume status: %w", err))
+	}
+	ip, err := nodeIP(nodeID)
+	if err != nil {
+		return fail(err)
+	}
+	x, err := p.c.GetNFSExportByFileSystemID(ctx, fs.ID)
+	if err != nil {
+		if apiErr, ok := apiErrOf(err); ok && apiErr.NotFound() {
+			return nil
+		}
+		return fail(fmt.Errorf("failure checking nfs export status: %w", err))
+	}
+	entry := ip + nfsHostMask
+	var mod gopowerstore.NFSExportModify
+	if slices.Contains(x.ROHosts, entry) {
+		mod.RemoveROHosts = []string{entry}
+	}
+	if slices.Contains(x.RORootHosts, entry) {
+		mod.RemoveRORootHosts = []string{entry}
+	}
+	if slices.Contains(x.RWHosts, entry) {
+		mod.RemoveRWHosts = []string{entry}
+	}
+	if slices.Contains(x.RWRootHosts, entry) {
+		mod.RemoveRWRootHosts = []string{entry}
+	}
+	if mod.RemoveROHosts == nil && mod.RemoveRORootHosts == nil && mod.RemoveRWHosts == nil && mod.RemoveRWRootHosts == nil {
+		return nil
+	}
+	if _, err := p.c.ModifyNFSExport(ctx, &mod, x.ID); err != nil {
+		if apiErr, ok := apiErrOf(err); !ok || !apiErr.HostAlreadyRemovedFromNFSExport() {
+			return fail(fmt.Errorf("failure when removing host from nfs export: %w", err))
+		}
+	}
+	return nil
+}
