@@ -568,15 +568,21 @@ func pscaleRows() []variantRow {
 			fqdnNode(b)
 			b.attach(vbPV, arrayclients.DriverPowerScale, handle(b, "/ifs/data/csi/k8s-rox", "System", vbPScale))
 		}},
-		{name: "powerscale/aznetwork-label-ip", fixture: vbPScaleFixture,
-			want: gap(arrayclients.GapOtherIdentity, "issue 18: export IPs from the node's csi-isilon.dellemc.com/az-* labels"),
-			build: func(b *variantBed) {
-				// The export lists 127.0.20.1, taken by the driver from the
-				// node label csi-isilon.dellemc.com/az-<net>-<len>-127.0.20.1;
-				// the CSINode ID does not name it.
-				fqdnNode(b)
-				b.attach(vbPV, arrayclients.DriverPowerScale, handle(b, "/ifs/data/csi/k8s-az", "System", vbPScale))
-			}},
+		{name: "powerscale/aznetwork-label-ip", fixture: vbPScaleFixture, want: cut(arrayclients.CutExportClients), build: func(b *variantBed) {
+			// The export lists 127.0.20.1, taken by the driver from the
+			// node label csi-isilon.dellemc.com/az-<net>-<len>-127.0.20.1;
+			// the CSINode ID does not name it, the label does.
+			fqdnNode(b)
+			b.node.LabelIPs = arrayclients.PowerScaleLabelIPs(map[string]string{
+				"csi-isilon.dellemc.com/az-127.0.20.0-24-127.0.20.1": "true", "kubernetes.io/hostname": "worker-1"})
+			b.attach(vbPV, arrayclients.DriverPowerScale, handle(b, "/ifs/data/csi/k8s-az", "System", vbPScale))
+		}},
+		{name: "powerscale/override-with-several-ips", fixture: vbPScaleFixture, want: cut(arrayclients.CutExportClients), build: func(b *variantBed) {
+			// clusters[].nodes names the node's IPs and FQDN itself.
+			fqdnNode(b)
+			b.node.Override = "127.0.10.1,127.0.20.1,worker-1.example.com"
+			b.attach(vbPV, arrayclients.DriverPowerScale, handle(b, "/ifs/data/csi/k8s-az", "System", vbPScale))
+		}},
 		{name: "powerscale/second-access-zone-configured", fixture: vbPScaleFixture, want: cut(arrayclients.CutExportClients), build: func(b *variantBed) {
 			fqdnNode(b)
 			zb := *b.cfgs["pscale-1"]
