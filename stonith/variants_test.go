@@ -410,16 +410,25 @@ func pmaxRows() []variantRow {
 			node(b, "worker-4.example.com", "127.0.10.4")
 			b.attach(vbPV, arrayclients.DriverPowerMax, handle("00104"))
 		}},
-		{name: "powermax/node-name-template", fixture: vbPMaxFixture,
-			want: gap(arrayclients.GapIdentityNotFound, "issue 18: nodeNameTemplate host names"),
-			build: func(b *variantBed) {
-				node(b, "worker-5", "127.0.10.5")
-				b.attach(vbPV, arrayclients.DriverPowerMax, handle("00105"))
-			}},
+		{name: "powermax/node-name-template", fixture: vbPMaxFixture, want: cut(arrayclients.CutHostInitiators), build: func(b *variantBed) {
+			node(b, "worker-5", "127.0.10.5")
+			b.cfgs["pmax-1"].PowerMaxNodeNameTemplate = "k8s-%node%-host"
+			b.attach(vbPV, arrayclients.DriverPowerMax, handle("00105"))
+		}},
 		{name: "powermax/vsphere-shared-host", fixture: vbPMaxFixture,
-			want: gap(arrayclients.GapIdentityNotFound, "issue 18: refuse the shared ESXi host as not-fenceable"),
+			want: gap(arrayclients.GapNotFenceable, "stays a gap: the shared host serves every node"),
 			build: func(b *variantBed) {
 				node(b, "worker-6", "127.0.10.6")
+				b.cfgs["pmax-1"].PowerMaxVSphereHost = "esx-cluster-1"
+				b.attach(vbPV, arrayclients.DriverPowerMax, handle("00106"))
+			}},
+		{name: "powermax/vsphere-host-named-by-override", fixture: vbPMaxFixture,
+			want: gap(arrayclients.GapNotFenceable, "stays a gap: the shared host serves every node"),
+			build: func(b *variantBed) {
+				// No vSphere setting: the override's host is in the
+				// driver's csi-mv-<prefix>-VSPHERE masking view.
+				node(b, "worker-6", "127.0.10.6")
+				b.node.Override = "esx-cluster-1"
 				b.attach(vbPV, arrayclients.DriverPowerMax, handle("00106"))
 			}},
 		{name: "powermax/hosts-for-two-protocols", fixture: vbPMaxFixture,
