@@ -88,6 +88,9 @@ type Node struct {
 	// CSINodeIDs maps a CSI driver name to the node ID that driver reported
 	// in the node's CSINode object.
 	CSINodeIDs map[string]string `json:"csiNodeIDs,omitempty"`
+	// LabelIPs are further addresses the node's labels give CSI drivers to
+	// publish to: csi-isilon's AzNetwork labels (PowerScaleLabelIPs).
+	LabelIPs []string `json:"labelIPs,omitempty"`
 	// Override, when set, names the array object that is this node, in the
 	// family's own terms (SDC GUID, host name, export client strings
 	// separated by commas). It replaces CSINode-based resolution.

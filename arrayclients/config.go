@@ -42,6 +42,15 @@ type Config struct {
 	// adapter names a node's host csi-node-<prefix>-<nodeID>. Empty: nodes
 	// resolve only through per-node overrides.
 	PowerMaxClusterPrefix string
+	// PowerMaxNodeNameTemplate is csi-powermax's node name template
+	// (X_CSI_IG_NODENAME_TEMPLATE, e.g. "k8s-%node%-host"): the node's host
+	// is then <prefix><nodeID><suffix> (ParsePowerMaxNodeNameTemplate).
+	PowerMaxNodeNameTemplate string
+	// PowerMaxVSphereHost is the host or host group csi-powermax shares
+	// between every node in vSphere mode (X_CSI_VSPHERE_HOSTNAME, with
+	// X_CSI_VSPHERE_ENABLED): nodes resolve to it as a shared host, whose
+	// volumes cannot be fenced per node.
+	PowerMaxVSphereHost string
 	// Zone is the PowerScale access zone of the exports (default "System").
 	Zone string
 	// SessionAuth selects PowerScale session authentication instead of

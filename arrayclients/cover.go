@@ -48,8 +48,12 @@ func (a *PowerStoreAdapter) Cover(id Identity, v VolumeRef) (Cut, *Gap) {
 }
 
 // Cover: PowerMax block volumes lose the host's initiators; NFS exports
-// are created open to every host (csi-powermax), so no per-node cut exists.
-func (a *PowerMaxAdapter) Cover(_ Identity, v VolumeRef) (Cut, *Gap) {
+// are created open to every host (csi-powermax), and a shared vSphere host
+// serves every node, so neither has a per-node cut.
+func (a *PowerMaxAdapter) Cover(id Identity, v VolumeRef) (Cut, *Gap) {
+	if id.Kind == PowerMaxKindSharedHost {
+		return "", sharedHostGap(id, v)
+	}
 	if v.Protocol != ProtocolBlock {
 		return "", &Gap{Reason: GapNotFenceable, Detail: fmt.Sprintf("%s: csi-powermax creates NFS exports open to every "+
 			"host (DefaultAccess ReadWrite), so one node's access to them cannot be removed", v.Volume)}

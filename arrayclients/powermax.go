@@ -23,6 +23,8 @@ import (
 type PowerMaxAdapter struct {
 	cfg      Config
 	prefixes PowerMaxPrefixes
+	// template is csi-powermax's node name template, if configured.
+	template *pmaxNameTemplate
 	conn     *pmaxConn
 	log      *slog.Logger
 	now      func() time.Time
@@ -84,11 +86,22 @@ func NewPowerMaxWithPrefixes(_ context.Context, cfg Config, prefixes PowerMaxPre
 			return nil, fmt.Errorf("powermax %s: cluster prefix %q for cluster %q: want 1..3 letters or digits", cfg.Name, p, cluster)
 		}
 	}
+	var tmpl *pmaxNameTemplate
+	if cfg.PowerMaxNodeNameTemplate != "" {
+		prefix, suffix, err := ParsePowerMaxNodeNameTemplate(cfg.PowerMaxNodeNameTemplate)
+		if err != nil {
+			return nil, fmt.Errorf("powermax %s: %w", cfg.Name, err)
+		}
+		tmpl = &pmaxNameTemplate{prefix: prefix, suffix: suffix}
+	}
+	if v := cfg.PowerMaxVSphereHost; v != "" && !pmaxHostIDRE.MatchString(v) {
+		return nil, fmt.Errorf("powermax %s: vSphere host %q is not a PowerMax host or host group name (letters, digits, '-', '_', at most 64)", cfg.Name, v)
+	}
 	conn, err := newPmaxConn(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("powermax %s: %w", cfg.Name, err)
 	}
-	return &PowerMaxAdapter{cfg: cfg, prefixes: prefixes, conn: conn, log: logger, now: time.Now}, nil
+	return &PowerMaxAdapter{cfg: cfg, prefixes: prefixes, template: tmpl, conn: conn, log: logger, now: time.Now}, nil
 }
 
 // Name is the configured array name.
@@ -102,7 +115,8 @@ func (a *PowerMaxAdapter) errf(op, node string, err error) error {
 }
 
 // candidates lists the host IDs that can be this node, exactly: the
-// override, or csi-powermax's csi-node-<prefix>-<nodeID>[-FC|-NVMETCP].
+// override, or csi-powermax's csi-node-<prefix>-<nodeID>[-FC|-NVMETCP]
+// (<template host>[-FC|-NVMETCP] with a node name template).
 func (a *PowerMaxAdapter) candidates(node Node) ([]string, error) {
 	if node.Override != "" {
 		if !pmaxHostIDRE.MatchString(node.Override) {
@@ -114,17 +128,13 @@ func (a *PowerMaxAdapter) candidates(node Node) ([]string, error) {
 	if nodeID == "" {
 		return nil, fmt.Errorf("%w: the node has no %s CSINode ID and no override", ErrNoIdentity, DriverPowerMax)
 	}
-	prefix, ok := a.prefixes[node.Cluster]
-	if !ok {
-		prefix, ok = a.prefixes[""]
-	}
-	if !ok {
-		// Not ErrNoIdentity: a missing setting must not read as "nothing to fence here".
-		return nil, fmt.Errorf("no csi-powermax cluster prefix is configured for cluster %q: cannot name the node's host (set a per-node override)", node.Cluster)
+	base, err := a.baseHostID(node.Cluster, nodeID)
+	if err != nil {
+		return nil, err
 	}
 	var out []string
 	for _, suffix := range powerMaxHostSuffixes {
-		id := "csi-node-" + prefix + "-" + nodeID + suffix
+		id := base + suffix
 		if !pmaxHostIDRE.MatchString(id) {
 			return nil, fmt.Errorf("csi-powermax node ID %q gives host ID %q, which is not a PowerMax host name", nodeID, id)
 		}
@@ -133,9 +143,39 @@ func (a *PowerMaxAdapter) candidates(node Node) ([]string, error) {
 	return out, nil
 }
 
+// baseHostID is the host name csi-powermax gives the node ID before any
+// protocol suffix: the node name template's, or csi-node-<prefix>-<nodeID>
+// (service/controller.go GetHostIDFromTemplate, which falls back to the
+// default name when the template's does not pass its check).
+func (a *PowerMaxAdapter) baseHostID(cluster, nodeID string) (string, error) {
+	if a.template != nil {
+		if id, ok := a.template.hostID(nodeID); ok {
+			return id, nil
+		}
+	}
+	prefix, ok := a.prefixes[cluster]
+	if !ok {
+		prefix, ok = a.prefixes[""]
+	}
+	if !ok {
+		// Not ErrNoIdentity: a missing setting must not read as "nothing to fence here".
+		return "", fmt.Errorf("no csi-powermax cluster prefix is configured for cluster %q: cannot name the node's host (set a per-node override)", cluster)
+	}
+	return "csi-node-" + prefix + "-" + nodeID, nil
+}
+
 // Resolve finds the one host that is this node. A node with hosts for two
 // protocols is ambiguous: fencing one would leave the other's paths.
+//
+// In vSphere mode (Config.PowerMaxVSphereHost) csi-powermax makes no host
+// per node: every node resolves to the shared host (or host group) unless
+// an override names another host. A host that is the shared one (the
+// configured name, or in csi-powermax's vSphere masking view) is also
+// given as a shared host, never as the node's own.
 func (a *PowerMaxAdapter) Resolve(ctx context.Context, node Node) (Identity, error) {
+	if v := a.cfg.PowerMaxVSphereHost; v != "" && (node.Override == "" || strings.EqualFold(node.Override, v)) {
+		return a.resolveShared(ctx, node)
+	}
 	cands, err := a.candidates(node)
 	if err != nil {
 		return Identity{}, a.errf("resolve", node.Name, err)
@@ -163,6 +203,9 @@ func (a *PowerMaxAdapter) Resolve(ctx context.Context, node Node) (Identity, err
 		return Identity{}, a.errf("resolve", node.Name, fmt.Errorf("%w: hosts %s all match; set an override naming one", ErrAmbiguousIdentity, strings.Join(ids, ", ")))
 	}
 	h := found[0]
+	if a.vsphereHost(h) {
+		return a.sharedIdentity(node, h.HostID), nil
+	}
 	return Identity{
 		Array: a.cfg.Name, Family: PowerMax, Node: node.Name,
 		ObjectID: h.HostID, ObjectName: h.HostID, Keys: slices.Sorted(slices.Values(h.Initiators)),
@@ -251,6 +294,13 @@ func (a *PowerMaxAdapter) entries(p Plan) (PowerMaxEntries, error) {
 // The fallback is refused for a host that is in a host group, whose views
 // would keep giving it volumes.
 func (a *PowerMaxAdapter) Apply(ctx context.Context, p Plan) error {
+	if p.Identity.Kind == PowerMaxKindSharedHost {
+		if _, err := a.entries(p); err != nil {
+			return a.errf("apply", p.Identity.Node, err)
+		}
+		a.log.InfoContext(ctx, "nothing to remove: the node's host is the shared vSphere host", "node", p.Identity.Node, "host", p.Identity.ObjectID)
+		return nil
+	}
 	err := a.edit(ctx, p, "apply", func(current, planned []string) []string {
 		return slices.DeleteFunc(slices.Clone(current), func(in string) bool { return slices.Contains(planned, in) })
 	})

@@ -116,6 +116,9 @@ func volumeIDOf(v *pmaxtypes.Volume) string {
 // (other-identity), and not-mapped while the attach is pending. NFS file
 // systems are not fenceable (Cover). It never writes.
 func (a *PowerMaxAdapter) Plan(ctx context.Context, id Identity, vols []VolumeRef) (Plan, error) {
+	if id.Kind == PowerMaxKindSharedHost {
+		return a.planShared(id, vols)
+	}
 	p, err := a.planIdentity(ctx, id)
 	if err != nil || len(vols) == 0 {
 		return p, err
@@ -166,6 +169,9 @@ func (a *PowerMaxAdapter) Plan(ctx context.Context, id Identity, vols []VolumeRe
 // in a storage group of one of the host's masking views and the host has
 // an initiator.
 func (a *PowerMaxAdapter) Verify(ctx context.Context, p Plan) (Verification, error) {
+	if p.Identity.Kind == PowerMaxKindSharedHost {
+		return a.sharedVerification(p)
+	}
 	v, h, err := a.verifyHost(ctx, p)
 	if err != nil {
 		return v, err
@@ -278,6 +284,9 @@ func (a *PowerMaxAdapter) Undo(ctx context.Context, p Plan, scope RestoreScope) 
 	e, err := a.entries(p)
 	if err != nil {
 		return a.errf("undo", p.Identity.Node, err)
+	}
+	if p.Identity.Kind == PowerMaxKindSharedHost {
+		return nil // the plan removed nothing
 	}
 	if cuts := footprintCuts(p); len(cuts) > 0 {
 		if err := a.unmaskUnkept(ctx, p, e, cuts, scope); err != nil {
@@ -425,6 +434,9 @@ func (a *PowerMaxAdapter) unmaskUnkept(ctx context.Context, p Plan, e PowerMaxEn
 // initiator of the plan is back and no footprint volume the node may not
 // keep is masked to it.
 func (a *PowerMaxAdapter) VerifyRestore(ctx context.Context, p Plan, scope RestoreScope) (Verification, error) {
+	if p.Identity.Kind == PowerMaxKindSharedHost {
+		return a.sharedVerification(p)
+	}
 	v, h, err := a.verifyHost(ctx, p)
 	if err != nil {
 		return v, err

@@ -30,6 +30,10 @@ func (a *PowerMaxAdapter) Health(ctx context.Context, id Identity) (Health, erro
 		out.Reason = err.Error()
 		return out, a.errf("health", id.Node, err)
 	}
+	if id.Kind == PowerMaxKindSharedHost {
+		out.Reason = fmt.Sprintf("host %s is csi-powermax's vSphere host, shared by every node: its paths and I/O are not this node's", id.ObjectID)
+		return out, nil
+	}
 	h, err := a.conn.getHost(ctx, id.ObjectID)
 	if err != nil {
 		out.Reason = fmt.Sprintf("cannot read host %s: %v", id.ObjectID, err)

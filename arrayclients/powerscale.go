@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"path"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -219,9 +220,11 @@ func scClassify(err error) error {
 }
 
 // scKeys are a node's export-client strings and how entries match them:
-// an IP by address, a name or FQDN case-insensitively.
+// an IP by address, a name or FQDN case-insensitively. A node may have
+// several IPs: csi-isilon publishes an AzNetwork volume to the IPs of the
+// node's az labels, which need not be its CSINode IP (see LabelIPs).
 type scKeys struct {
-	ip    net.IP
+	ips   []net.IP
 	names []string
 	all   []string
 }
@@ -246,10 +249,10 @@ func newSCKeys(strs []string) (scKeys, error) {
 		}
 		seen[key] = true
 		if ip := net.ParseIP(s); ip != nil {
-			if k.ip != nil && !k.ip.Equal(ip) {
-				return k, fmt.Errorf("two IP addresses %s and %s", k.ip, ip)
+			if k.hasIP(ip) {
+				continue
 			}
-			k.ip = ip
+			k.ips = append(k.ips, ip)
 		} else {
 			k.names = append(k.names, s)
 		}
@@ -261,10 +264,15 @@ func newSCKeys(strs []string) (scKeys, error) {
 	return k, nil
 }
 
+// hasIP reports whether ip is one of the node's IPs.
+func (k scKeys) hasIP(ip net.IP) bool {
+	return slices.ContainsFunc(k.ips, ip.Equal)
+}
+
 // matches reports whether an export client entry is exactly this node.
 func (k scKeys) matches(entry string) bool {
 	if ip := net.ParseIP(entry); ip != nil {
-		return k.ip != nil && ip.Equal(k.ip)
+		return k.hasIP(ip)
 	}
 	for _, n := range k.names {
 		if strings.EqualFold(entry, n) {
@@ -279,8 +287,10 @@ func (k scKeys) matches(entry string) bool {
 // wildcard matching its names), or "".
 func (k scKeys) hazard(entry string) string {
 	if _, n, err := net.ParseCIDR(entry); err == nil {
-		if k.ip != nil && n.Contains(k.ip) {
-			return "subnet " + entry + " contains the node's IP"
+		for _, ip := range k.ips {
+			if n.Contains(ip) {
+				return "subnet " + entry + " contains the node's IP " + ip.String()
+			}
 		}
 		return ""
 	}
@@ -303,7 +313,8 @@ func matchHostPattern(pattern, name string) (bool, error) {
 }
 
 // identityStrings returns the node's export-client strings: the override
-// (comma-separated) or the parts of its csi-isilon node ID.
+// (comma-separated), or the parts of its csi-isilon node ID and the IPs of
+// its AzNetwork labels.
 func identityStrings(node Node) ([]string, error) {
 	if o := strings.TrimSpace(node.Override); o != "" {
 		return strings.Split(o, ","), nil
@@ -316,7 +327,44 @@ func identityStrings(node Node) ([]string, error) {
 	if len(parts) != 3 || parts[0] == "" || net.ParseIP(parts[2]) == nil {
 		return nil, fmt.Errorf("%s node ID %q: want name%sfqdn%sip", DriverPowerScale, id, csiIsilonSep, csiIsilonSep)
 	}
-	return []string{parts[2], parts[0], parts[1]}, nil
+	out := []string{parts[2], parts[0], parts[1]}
+	for _, ip := range node.LabelIPs {
+		if net.ParseIP(ip) == nil {
+			return nil, fmt.Errorf("label IP %q is not an IP address", ip)
+		}
+		out = append(out, ip)
+	}
+	return out, nil
+}
+
+// powerScaleAZLabel is the node label csi-isilon's node plugin sets for
+// each IPv4 address of the node, "csi-isilon.dellemc.com/az-<network>-
+// <prefix length>-<IP>" (dell/csi-powerscale service/node.go
+// ReconcileNodeAzLabels), matched by the same expression the controller
+// uses to find the IPs it publishes an AzNetwork volume to (service/
+// controller.go getIpsFromAZNetworkLabel). The plugin name in it is a
+// constant, whatever X_CSI_DRIVER_NAME says.
+var powerScaleAZLabel = regexp.MustCompile(`^csi-isilon\.dellemc\.com/az-([0-9.]+)-([0-9]+)-([0-9.]+)$`)
+
+// PowerScaleLabelIPs returns the IPs of a Kubernetes node's csi-isilon
+// AzNetwork labels, sorted and without duplicates. With a StorageClass
+// AzNetwork, csi-isilon publishes a volume to those of them inside that
+// network instead of the CSINode IP; fenced takes all of them, each being
+// one of the node's own addresses. Labels whose IP does not parse are
+// left out, as the driver never publishes to them.
+func PowerScaleLabelIPs(labels map[string]string) []string {
+	var out []string
+	for k := range labels {
+		m := powerScaleAZLabel.FindStringSubmatch(k)
+		if m == nil {
+			continue
+		}
+		if ip := net.ParseIP(m[3]); ip != nil && ip.To4() != nil {
+			out = append(out, ip.String())
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // Resolve derives the node's export-client strings. It reads nothing: a

@@ -4,12 +4,13 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"strings"
 	"time"
 
 	"github.com/dell/goisilon"
 )
 
-// Health looks for the node's IP in the cluster's NFS client statistics.
+// Health looks for the node's IPs in the cluster's NFS client statistics.
 // Only traffic is a signal: an entry means I/O from the node (and so a
 // working path). NFS keeps no session state, so absence says the node is
 // idle, never that it is disconnected: connectivity stays unknown. When the
@@ -23,7 +24,7 @@ func (a *PowerScaleAdapter) Health(ctx context.Context, id Identity) (Health, er
 		hl.Reason = err.Error()
 		return hl, fmt.Errorf("powerscale array %s: health of node %s: %w", a.cfg.Name, id.Node, err)
 	}
-	if keys.ip == nil {
+	if len(keys.ips) == 0 {
 		hl.Reason = "the identity has no IP address to look for in the client statistics"
 		hl.SampledAt = time.Now().UTC()
 		return hl, nil
@@ -41,14 +42,14 @@ func (a *PowerScaleAdapter) Health(ctx context.Context, id Identity) (Health, er
 			if s == nil {
 				continue
 			}
-			if ip := net.ParseIP(s.RemoteAddr); ip != nil && ip.Equal(keys.ip) {
+			if ip := net.ParseIP(s.RemoteAddr); ip != nil && keys.hasIP(ip) {
 				hl.Connectivity, hl.IO = Connected, IOActive
 				hl.Reason = fmt.Sprintf("%s traffic from %s", s.Protocol, s.RemoteAddr)
 				return nil
 			}
 		}
 		hl.IO = IOIdle
-		hl.Reason = fmt.Sprintf("no NFS client statistics from %s (NFS has no session state: absence is not disconnection)", keys.ip)
+		hl.Reason = fmt.Sprintf("no NFS client statistics from %s (NFS has no session state: absence is not disconnection)", ipList(keys.ips))
 		return nil
 	})
 	if err != nil {
@@ -86,4 +87,13 @@ func (a *PowerScaleAdapter) Check(ctx context.Context) CheckResult {
 	}
 	res.Reachable = true
 	return res
+}
+
+// ipList renders IPs for messages.
+func ipList(ips []net.IP) string {
+	out := make([]string, 0, len(ips))
+	for _, ip := range ips {
+		out = append(out, ip.String())
+	}
+	return strings.Join(out, ", ")
 }

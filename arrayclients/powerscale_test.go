@@ -215,13 +215,17 @@ func TestPowerScaleIdentity(t *testing.T) {
 	require.ErrorIs(t, err, arrayclients.ErrNoIdentity)
 	_, err = a.Resolve(ctx, arrayclients.Node{Name: "bad", CSINodeIDs: map[string]string{arrayclients.DriverPowerScale: "bad=#=#=bad"}})
 	require.ErrorContains(t, err, "want name=#=#=fqdn=#=#=ip")
-	for _, o := range []string{"localhost", "worker-1,127.0.0.1", "127.0.10.1,127.0.10.2", "127.0.10.0/24", "@ng"} {
+	for _, o := range []string{"localhost", "worker-1,127.0.0.1", "127.0.10.0/24", "@ng"} {
 		_, err = a.Resolve(ctx, arrayclients.Node{Name: "worker-1", Override: o})
 		require.ErrorIs(t, err, arrayclients.ErrAmbiguousIdentity, o)
 	}
 	id, err := a.Resolve(ctx, arrayclients.Node{Name: "worker-3", Override: "127.0.10.3, worker-3"})
 	require.NoError(t, err)
 	assert.Equal(t, []string{"127.0.10.3", "worker-3"}, id.Keys)
+	// A node with several IPs (AzNetwork interfaces) lists them all.
+	id, err = a.Resolve(ctx, arrayclients.Node{Name: "worker-3", Override: "127.0.10.3,127.0.20.3,worker-3,127.0.10.3"})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"127.0.10.3", "127.0.20.3", "worker-3"}, id.Keys)
 
 	id, err = a.Resolve(ctx, e.node("worker-1"))
 	require.NoError(t, err)

@@ -26,6 +26,26 @@ func TestPowerMaxClusterPrefix(t *testing.T) {
 		problems(t, pmaxYAML(dir, "      clusterPrefix: CR-1\n"), Options{}))
 }
 
+func TestPowerMaxNodeNameTemplateAndVSphereHost(t *testing.T) {
+	dir := fixtureDir(t)
+	cfg, err := Parse(pmaxYAML(dir, "      nodeNameTemplate: \"k8s-%node%-host\"\n      vsphereHost: esx-cluster-1\n"), dir, Options{})
+	require.NoError(t, err)
+	cc, err := cfg.Arrays[0].ClientConfig("")
+	require.NoError(t, err)
+	assert.Equal(t, "k8s-%node%-host", cc.PowerMaxNodeNameTemplate)
+	assert.Equal(t, "esx-cluster-1", cc.PowerMaxVSphereHost)
+
+	ps := problems(t, pmaxYAML(dir, "      nodeNameTemplate: \"k8s-%node\"\n"), Options{})
+	require.Len(t, ps, 1)
+	assert.Contains(t, ps[0], `arrays[0].powermax.nodeNameTemplate: node name template "k8s-%node" has no %...% placeholder`)
+	ps = problems(t, pmaxYAML(dir, "      nodeNameTemplate: \"k8s.%node%\"\n"), Options{})
+	require.Len(t, ps, 1)
+	assert.Contains(t, ps[0], "arrays[0].powermax.nodeNameTemplate: ")
+	ps = problems(t, pmaxYAML(dir, "      vsphereHost: \"esx/1\"\n"), Options{})
+	require.Len(t, ps, 1)
+	assert.Contains(t, ps[0], `arrays[0].powermax.vsphereHost: invalid host or host group name "esx/1"`)
+}
+
 func TestReplicaJoinExisting(t *testing.T) {
 	dir := fixtureDir(t)
 	cfg, err := Parse(render(validYAML, dir), dir, Options{})

@@ -83,6 +83,16 @@ type PowerMaxOptions struct {
 	// host is found as csi-node-<prefix>-<node ID>; without it every node
 	// needs a per-node override (clusters[].nodes).
 	ClusterPrefix string `mapstructure:"clusterPrefix"`
+	// NodeNameTemplate is csi-powermax's node name template
+	// (X_CSI_IG_NODENAME_TEMPLATE, e.g. "k8s-%node%-host"), when the driver
+	// has one: a node's host is then <prefix><node ID><suffix> (with -FC or
+	// -NVMETCP for those protocols) instead of csi-node-<prefix>-<node ID>.
+	NodeNameTemplate string `mapstructure:"nodeNameTemplate"`
+	// VSphereHost is the host or host group csi-powermax uses for every
+	// node in vSphere mode (X_CSI_VSPHERE_HOSTNAME, with
+	// X_CSI_VSPHERE_ENABLED=true). Every node then resolves to that shared
+	// host, and its volumes on this array are reported as not fenceable.
+	VSphereHost string `mapstructure:"vsphereHost"`
 }
 
 // PowerScaleOptions are PowerScale (OneFS) settings.

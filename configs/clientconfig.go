@@ -17,21 +17,23 @@ import (
 // $CREDENTIALS_DIRECTORY). Errors name the array and file, never a secret.
 func (a Array) ClientConfig(credDir string) (arrayclients.Config, error) {
 	cc := arrayclients.Config{
-		Name:                  a.Name,
-		Family:                a.Family,
-		Endpoint:              a.Endpoint,
-		Username:              a.Username,
-		Insecure:              a.Insecure,
-		RequestTimeout:        a.RequestTimeout,
-		SystemID:              a.PowerFlex.SystemID,
-		SystemName:            a.PowerFlex.SystemName,
-		SymmetrixID:           a.PowerMax.SymmetrixID,
-		PowerMaxClusterPrefix: a.PowerMax.ClusterPrefix,
-		Zone:                  a.PowerScale.Zone,
-		SessionAuth:           a.PowerScale.SessionAuth,
-		PowerStoreFenceMode:   a.PowerStore.FenceMode,
-		ArrayIDs:              a.HandleIDs(),
-		CSIDefault:            a.CSIDefault,
+		Name:                     a.Name,
+		Family:                   a.Family,
+		Endpoint:                 a.Endpoint,
+		Username:                 a.Username,
+		Insecure:                 a.Insecure,
+		RequestTimeout:           a.RequestTimeout,
+		SystemID:                 a.PowerFlex.SystemID,
+		SystemName:               a.PowerFlex.SystemName,
+		SymmetrixID:              a.PowerMax.SymmetrixID,
+		PowerMaxClusterPrefix:    a.PowerMax.ClusterPrefix,
+		PowerMaxNodeNameTemplate: a.PowerMax.NodeNameTemplate,
+		PowerMaxVSphereHost:      a.PowerMax.VSphereHost,
+		Zone:                     a.PowerScale.Zone,
+		SessionAuth:              a.PowerScale.SessionAuth,
+		PowerStoreFenceMode:      a.PowerStore.FenceMode,
+		ArrayIDs:                 a.HandleIDs(),
+		CSIDefault:               a.CSIDefault,
 	}
 	if cc.RequestTimeout == 0 {
 		cc.RequestTimeout = arrayclients.DefaultRequestTimeout

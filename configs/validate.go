@@ -283,6 +283,9 @@ var symmetrixID = regexp.MustCompile(`^[0-9]{12}$`)
 // powerMaxPrefix is csi-powermax's X_CSI_K8S_CLUSTER_PREFIX.
 var powerMaxPrefix = regexp.MustCompile(`^[A-Za-z0-9]{1,3}$`)
 
+// powerMaxHostName is a PowerMax host or host group name.
+var powerMaxHostName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
 // arrays checks the arrays and returns the valid names.
 func (c *checker) arrays(cfg *Config, root *yaml.Node) map[string]bool {
 	names := map[string]bool{}
@@ -412,6 +415,14 @@ func (c *checker) familyOptions(base string, a Array, root *yaml.Node) {
 		}
 		if p := a.PowerMax.ClusterPrefix; p != "" && !powerMaxPrefix.MatchString(p) {
 			c.add(base+".powermax.clusterPrefix", "invalid prefix %q: want 1 to 3 letters or digits", p)
+		}
+		if t := a.PowerMax.NodeNameTemplate; t != "" {
+			if _, _, err := arrayclients.ParsePowerMaxNodeNameTemplate(t); err != nil {
+				c.add(base+".powermax.nodeNameTemplate", "%v", err)
+			}
+		}
+		if h := a.PowerMax.VSphereHost; h != "" && !powerMaxHostName.MatchString(h) {
+			c.add(base+".powermax.vsphereHost", "invalid host or host group name %q: want 1 to 64 letters, digits, '-' or '_'", h)
 		}
 	case arrayclients.PowerScale:
 		if a.PowerScale.Zone == "" {

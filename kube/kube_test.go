@@ -26,6 +26,12 @@ func node(name string, port int32, addrs ...corev1.NodeAddress) *corev1.Node {
 	return n
 }
 
+// labelled returns n with labels.
+func labelled(n *corev1.Node, labels map[string]string) *corev1.Node {
+	n.Labels = labels
+	return n
+}
+
 func TestKubeletAddress(t *testing.T) {
 	tcs := []struct {
 		name    string
@@ -102,6 +108,14 @@ func TestNodeInputs(t *testing.T) {
 				CSINodeIDs: map[string]string{arrayclients.DriverPowerStore: "csi-node-1-10.0.0.5", arrayclients.DriverPowerFlex: "0A1B2C3D-0000-0000-0000-000000000001"}}},
 		{"FQDN from node name, no CSINode", node("w2.example.net", 0, corev1.NodeAddress{Type: corev1.NodeHostName, Address: "w2"}), nil,
 			arrayclients.Node{Cluster: "c", Name: "w2.example.net", Hostname: "w2", FQDN: "w2.example.net"}},
+		{"csi-isilon AzNetwork label IPs", labelled(node("w3", 0, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: "10.0.0.7"}), map[string]string{
+			"csi-isilon.dellemc.com/az-192.168.1.0-24-192.168.1.7": "true",
+			"csi-isilon.dellemc.com/az-10.0.0.0-8-10.0.0.7":        "true",
+			"csi-isilon.dellemc.com/az-172.16.0.0-16-not-an-ip":    "true",
+			"example.com/az-192.168.2.0-24-192.168.2.7":            "true",
+			"kubernetes.io/hostname":                               "w3",
+		}), nil,
+			arrayclients.Node{Cluster: "c", Name: "w3", Addresses: []string{"10.0.0.7"}, LabelIPs: []string{"10.0.0.7", "192.168.1.7"}}},
 	}
 	for _, tc := range tcs {
 		t.Run(tc.name, func(t *testing.T) {

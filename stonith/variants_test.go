@@ -426,16 +426,25 @@ func pmaxRows() []variantRow {
 			node(b, "worker-4.example.com", "127.0.10.4")
 			b.attach(vbPV, arrayclients.DriverPowerMax, handle("00104"))
 		}},
-		{name: "powermax/node-name-template", fixture: vbPMaxFixture,
-			want: gap(arrayclients.GapIdentityNotFound, "issue 18: nodeNameTemplate host names"),
-			build: func(b *variantBed) {
-				node(b, "worker-5", "127.0.10.5")
-				b.attach(vbPV, arrayclients.DriverPowerMax, handle("00105"))
-			}},
+		{name: "powermax/node-name-template", fixture: vbPMaxFixture, want: cut(arrayclients.CutHostInitiators), build: func(b *variantBed) {
+			node(b, "worker-5", "127.0.10.5")
+			b.cfgs["pmax-1"].PowerMaxNodeNameTemplate = "k8s-%node%-host"
+			b.attach(vbPV, arrayclients.DriverPowerMax, handle("00105"))
+		}},
 		{name: "powermax/vsphere-shared-host", fixture: vbPMaxFixture,
-			want: gap(arrayclients.GapIdentityNotFound, "issue 18: refuse the shared ESXi host as not-fenceable"),
+			want: gap(arrayclients.GapNotFenceable, "stays a gap: the shared host serves every node"),
 			build: func(b *variantBed) {
 				node(b, "worker-6", "127.0.10.6")
+				b.cfgs["pmax-1"].PowerMaxVSphereHost = "esx-cluster-1"
+				b.attach(vbPV, arrayclients.DriverPowerMax, handle("00106"))
+			}},
+		{name: "powermax/vsphere-host-named-by-override", fixture: vbPMaxFixture,
+			want: gap(arrayclients.GapNotFenceable, "stays a gap: the shared host serves every node"),
+			build: func(b *variantBed) {
+				// No vSphere setting: the override's host is in the
+				// driver's csi-mv-<prefix>-VSPHERE masking view.
+				node(b, "worker-6", "127.0.10.6")
+				b.node.Override = "esx-cluster-1"
 				b.attach(vbPV, arrayclients.DriverPowerMax, handle("00106"))
 			}},
 		{name: "powermax/hosts-for-two-protocols", fixture: vbPMaxFixture,
@@ -584,15 +593,21 @@ func pscaleRows() []variantRow {
 			fqdnNode(b)
 			b.attach(vbPV, arrayclients.DriverPowerScale, handle(b, "/ifs/data/csi/k8s-rox", "System", vbPScale))
 		}},
-		{name: "powerscale/aznetwork-label-ip", fixture: vbPScaleFixture,
-			want: gap(arrayclients.GapOtherIdentity, "issue 18: export IPs from the node's csi-isilon.dellemc.com/az-* labels"),
-			build: func(b *variantBed) {
-				// The export lists 127.0.20.1, taken by the driver from the
-				// node label csi-isilon.dellemc.com/az-<net>-<len>-127.0.20.1;
-				// the CSINode ID does not name it.
-				fqdnNode(b)
-				b.attach(vbPV, arrayclients.DriverPowerScale, handle(b, "/ifs/data/csi/k8s-az", "System", vbPScale))
-			}},
+		{name: "powerscale/aznetwork-label-ip", fixture: vbPScaleFixture, want: cut(arrayclients.CutExportClients), build: func(b *variantBed) {
+			// The export lists 127.0.20.1, taken by the driver from the
+			// node label csi-isilon.dellemc.com/az-<net>-<len>-127.0.20.1;
+			// the CSINode ID does not name it, the label does.
+			fqdnNode(b)
+			b.node.LabelIPs = arrayclients.PowerScaleLabelIPs(map[string]string{
+				"csi-isilon.dellemc.com/az-127.0.20.0-24-127.0.20.1": "true", "kubernetes.io/hostname": "worker-1"})
+			b.attach(vbPV, arrayclients.DriverPowerScale, handle(b, "/ifs/data/csi/k8s-az", "System", vbPScale))
+		}},
+		{name: "powerscale/override-with-several-ips", fixture: vbPScaleFixture, want: cut(arrayclients.CutExportClients), build: func(b *variantBed) {
+			// clusters[].nodes names the node's IPs and FQDN itself.
+			fqdnNode(b)
+			b.node.Override = "127.0.10.1,127.0.20.1,worker-1.example.com"
+			b.attach(vbPV, arrayclients.DriverPowerScale, handle(b, "/ifs/data/csi/k8s-az", "System", vbPScale))
+		}},
 		{name: "powerscale/second-access-zone-configured", fixture: vbPScaleFixture, want: cut(arrayclients.CutExportClients), build: func(b *variantBed) {
 			fqdnNode(b)
 			zb := *b.cfgs["pscale-1"]
