@@ -23,6 +23,8 @@ type podVolume struct {
 	PV, Driver, Handle string
 	Family             arrayclients.Family
 	Object             string
+	// NFS: a file system exported over NFS (Object is its ID).
+	NFS bool
 }
 
 // volumeOf returns the volume of a StatefulSet pod (its one claim, data).
@@ -38,7 +40,7 @@ func volumeOf(t *testing.T, h *Harness, p corev1.Pod) podVolume {
 	v.Family = arrayclients.DefaultDrivers()[v.Driver]
 	loc, err := arrayclients.ParseVolumeHandle(v.Family, v.Handle, pv.Spec.CSI.FSType)
 	require.NoError(t, err)
-	v.Object = loc.Object
+	v.Object, v.NFS = loc.Object, loc.Protocol == arrayclients.ProtocolNFS
 	return v
 }
 
@@ -91,6 +93,9 @@ func csiNodeID(t *testing.T, h *Harness, node, driver string) string {
 func givenTo(t *testing.T, h *Harness, v podVolume, node string) (holders []string, nodeIdentity string) {
 	t.Helper()
 	nodeID := csiNodeID(t, h, node, v.Driver)
+	if v.NFS && (v.Family == arrayclients.PowerFlex || v.Family == arrayclients.PowerStore) {
+		return exportedTo(t, h, v), nodeID
+	}
 	for _, a := range h.Arrays {
 		raw, err := a.State()
 		require.NoError(t, err)
@@ -171,6 +176,32 @@ func givenTo(t *testing.T, h *Harness, v podVolume, node string) (holders []stri
 					nodeIdentity = hs.ID
 				}
 			}
+			if v.NFS {
+				// csi-unity exports a file system through its shares'
+				// host lists (service/controller.go exportFilesystem).
+				var fs struct {
+					Shares []struct {
+						Filesystem string   `json:"filesystem"`
+						RO         []string `json:"readOnlyHosts"`
+						RW         []string `json:"readWriteHosts"`
+						RORoot     []string `json:"readOnlyRootAccessHosts"`
+						Root       []string `json:"rootAccessHosts"`
+					} `json:"nfsShares"`
+				}
+				require.NoError(t, json.Unmarshal(raw, &fs))
+				found := false
+				for _, sh := range fs.Shares {
+					if sh.Filesystem == v.Object {
+						found = true
+						holders = append(holders, slices.Concat(sh.RO, sh.RW, sh.RORoot, sh.Root)...)
+					}
+				}
+				if found {
+					slices.Sort(holders)
+					return slices.Compact(holders), nodeIdentity
+				}
+				continue
+			}
 			for _, l := range st.LUNs {
 				if l.ID == v.Object {
 					for _, acc := range l.HostAccess {
@@ -249,4 +280,68 @@ func requireGivenOnlyTo(t *testing.T, h *Harness, v podVolume, node string) {
 	require.NotEmpty(t, id, "node %s has no identity on the array of %s", node, v.PV)
 	slices.Sort(holders)
 	require.Equal(t, []string{id}, holders, "volume %s (%s) should be given only to %s (%s)", v.PV, v.Object, node, id)
+}
+
+// exportedTo returns the CSI node IDs of the cluster's nodes that an NFS
+// export of the PowerFlex or PowerStore file system v lists in any of its
+// host lists, by the node's InternalIP in any mask form (the drivers add
+// "<ip>/255.255.255.255"; csi-vxflexos service/controller.go,
+// csi-powerstore pkg/controller/controller.go).
+func exportedTo(t *testing.T, h *Harness, v podVolume) []string {
+	t.Helper()
+	family := map[arrayclients.Family]string{arrayclients.PowerFlex: "powerflex", arrayclients.PowerStore: "powerstore"}[v.Family]
+	var entries []string
+	found := false
+	for _, a := range h.Arrays {
+		if a.Family != family {
+			continue
+		}
+		raw, err := a.State()
+		require.NoError(t, err)
+		var st struct {
+			Exports []struct {
+				FS1    string   `json:"file_system_id"`
+				FS2    string   `json:"fileSystemId"`
+				RO     []string `json:"read_only_hosts"`
+				RORoot []string `json:"read_only_root_hosts"`
+				RW     []string `json:"read_write_hosts"`
+				RWRoot []string `json:"read_write_root_hosts"`
+			} `json:"nfsExports"`
+			FileSystems []struct {
+				ID string `json:"id"`
+			} `json:"fileSystems"`
+		}
+		require.NoError(t, json.Unmarshal(raw, &st))
+		for _, fs := range st.FileSystems {
+			found = found || fs.ID == v.Object
+		}
+		for _, ex := range st.Exports {
+			if ex.FS1 == v.Object || ex.FS2 == v.Object {
+				entries = append(entries, slices.Concat(ex.RO, ex.RORoot, ex.RW, ex.RWRoot)...)
+			}
+		}
+	}
+	require.True(t, found, "no %s array holds file system %s (%s)", v.Family, v.Object, v.PV)
+	var holders []string
+	for _, n := range h.NodesOf(ClusterName) {
+		ip := nodeIP(t, h, n)
+		if slices.ContainsFunc(entries, func(e string) bool { host, _, _ := strings.Cut(e, "/"); return host == ip }) {
+			holders = append(holders, csiNodeID(t, h, n, v.Driver))
+		}
+	}
+	return holders
+}
+
+// nodeIP returns a node's InternalIP.
+func nodeIP(t *testing.T, h *Harness, node string) string {
+	t.Helper()
+	n, err := h.CP.Client.CoreV1().Nodes().Get(h.ctx, node, metav1.GetOptions{})
+	require.NoError(t, err)
+	for _, a := range n.Status.Addresses {
+		if a.Type == corev1.NodeInternalIP {
+			return a.Address
+		}
+	}
+	t.Fatalf("node %s has no InternalIP", node)
+	return ""
 }

@@ -88,6 +88,11 @@ type StatefulSetSpec struct {
 	VolumeHandles []string
 	// VolumeAttributes are set on every PV's CSI source.
 	VolumeAttributes map[string]string
+	// NFS provisions file systems exported over NFS (fsType "nfs", as the
+	// drivers' NFS StorageClasses set it) instead of block volumes, on a
+	// driver whose controller emulates NFS (PowerFlex, PowerStore, Unity).
+	// PowerScale volumes are always NFS.
+	NFS bool
 	// AntiAffinity requires the pods to run on different nodes
 	// (kubernetes.io/hostname).
 	AntiAffinity bool
@@ -156,7 +161,7 @@ func (cp *ControlPlane) CreateStatefulSet(ctx context.Context, spec StatefulSetS
 				PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{
 					Driver:           spec.Driver,
 					VolumeHandle:     h,
-					FSType:           fsType(spec.Driver),
+					FSType:           spec.fsType(),
 					VolumeAttributes: spec.VolumeAttributes,
 				}},
 			},
@@ -259,7 +264,7 @@ func (cp *ControlPlane) provision(ctx context.Context, spec StatefulSetSpec) ([]
 			continue
 		}
 		proto := arrayclients.ProtocolBlock
-		if fsType(spec.Driver) == "" {
+		if spec.NFS || spec.Driver == DriverPowerScale {
 			proto = arrayclients.ProtocolNFS
 		}
 		h, err := c.CreateVolume(ctx, VolumeName(spec.Namespace, spec.Name, i), volumeSize, proto)
@@ -291,10 +296,15 @@ func (cp *ControlPlane) waitClaimsBound(ctx context.Context, namespace, stateful
 	return nil
 }
 
-// fsType is the filesystem of a driver's volumes ("" for NFS).
-func fsType(driver string) string {
-	if driver == DriverPowerScale {
+// fsType is the filesystem of the StatefulSet's volumes: "nfs" for the
+// NFS volumes of a block family, "" for PowerScale's exports (csi-isilon
+// leaves it unset), else ext4.
+func (spec StatefulSetSpec) fsType() string {
+	switch {
+	case spec.Driver == DriverPowerScale:
 		return ""
+	case spec.NFS:
+		return "nfs"
 	}
 	return "ext4"
 }
