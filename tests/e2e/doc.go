@@ -21,7 +21,9 @@
 // The scenarios are tests in this package. `go test ./...` runs a
 // representative subset (scenarios_test.go: one node dies, the leader is
 // killed mid-fence, a storm fences nothing, a rebooted node is unfenced;
-// chaos_test.go: a 2-minute chaos run); FENCED_E2E=full (make e2e) adds the
+// chaos_test.go: a 2-minute chaos run; footprint_test.go and nfs_test.go:
+// block and NFS volumes of every family cut, moved and not given back);
+// FENCED_E2E=full (make e2e) adds the
 // rest (scenarios_full_test.go). The fenced binary is built once per test
 // binary (TestMain) into a temporary directory; set FENCED_E2E_BINARY to use
 // a prebuilt one.
