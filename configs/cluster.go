@@ -54,6 +54,9 @@ type Cluster struct {
 	// StoragePathLoss optionally treats a node whose arrays report its
 	// storage paths lost as failed, even with a healthy kubelet.
 	StoragePathLoss StoragePathLoss `mapstructure:"storagePathLoss"`
+	// EarlyVerdict optionally declares a node failed before HeartbeatGrace
+	// when every witness agrees it is dead.
+	EarlyVerdict EarlyVerdict `mapstructure:"earlyVerdict"`
 	// Nodes holds per-node identity overrides.
 	Nodes []NodeOverride `mapstructure:"nodes"`
 	// Drivers maps further CSI driver names to array families, for Dell
@@ -106,6 +109,27 @@ type StoragePathLoss struct {
 	MaxDisconnected StormLimit `mapstructure:"maxDisconnected"`
 }
 
+// EarlyVerdict is the early verdict on agreeing witnesses: a node whose
+// Lease missed a renewal is declared failed before heartbeatGrace when its
+// kubelet has been unreachable from a majority of the replicas (and from
+// none) for KubeletProbes polls and every array where it has an identity
+// has reported it disconnected with no I/O for IOWindow. Anything unknown
+// or disagreeing waits for the grace.
+type EarlyVerdict struct {
+	// Enabled turns it on. Default false.
+	Enabled bool `mapstructure:"enabled"`
+	// After is the heartbeat age from which a node may be declared failed
+	// early (a missed renewal: kubelets renew every 10s). Default 12s; less
+	// than heartbeatGrace.
+	After time.Duration `mapstructure:"after"`
+	// KubeletProbes is how many consecutive polls the kubelet must have
+	// been unreachable. Default 3.
+	KubeletProbes int `mapstructure:"kubeletProbes"`
+	// IOWindow is how long the arrays must have reported the node
+	// disconnected with no I/O. Default 6s.
+	IOWindow time.Duration `mapstructure:"ioWindow"`
+}
+
 // NodeOverride pins a node's identity on arrays where CSINode-based
 // resolution cannot find it or finds more than one candidate.
 type NodeOverride struct {
@@ -133,5 +157,6 @@ func DefaultCluster() Cluster {
 			Grace:           2 * time.Minute,
 			MaxDisconnected: Count(1),
 		},
+		EarlyVerdict: EarlyVerdict{After: 12 * time.Second, KubeletProbes: 3, IOWindow: 6 * time.Second},
 	}
 }

@@ -105,6 +105,12 @@ func TestBrokenConfigs(t *testing.T) {
 			want: []string{"clusters[0].heartbeatGrase: unknown setting (line 13)"},
 		},
 		{
+			name: "early verdict after the grace",
+			yaml: sub("    arrays: [pstore-1]\n", "    arrays: [pstore-1]\n    earlyVerdict: {enabled: true, after: 40s, kubeletProbes: 0}\n"),
+			want: []string{"clusters[0].earlyVerdict.after: 40s is not shorter than heartbeatGrace 40s",
+				"clusters[0].earlyVerdict.kubeletProbes: 0: want 1 to 100"},
+		},
+		{
 			name: "unknown top-level key",
 			yaml: valid + "replicas: 3\n",
 			want: []string{"replicas: unknown setting (line 19)"},

@@ -492,6 +492,19 @@ func (c *checker) clusters(cfg *Config, root *yaml.Node, arrays map[string]bool)
 				c.add(base+".storagePathLoss.maxDisconnected", "required: a count or a percentage")
 			}
 		}
+		if e := cl.EarlyVerdict; e.Enabled {
+			if len(cl.Arrays) == 0 {
+				c.add(base+".earlyVerdict.enabled", "needs arrays: the cluster lists none (every array must agree the node is dead)")
+			}
+			c.atLeast(base+".earlyVerdict.after", e.After, time.Second)
+			if e.After >= cl.HeartbeatGrace && cl.HeartbeatGrace > 0 {
+				c.add(base+".earlyVerdict.after", "%v is not shorter than heartbeatGrace %v", e.After, cl.HeartbeatGrace)
+			}
+			if e.KubeletProbes < 1 || e.KubeletProbes > 100 {
+				c.add(base+".earlyVerdict.kubeletProbes", "%d: want 1 to 100", e.KubeletProbes)
+			}
+			c.atLeast(base+".earlyVerdict.ioWindow", e.IOWindow, time.Second)
+		}
 		for name, f := range cl.Drivers {
 			p := base + ".drivers." + name
 			if len(name) > 63 || len(validation.IsDNS1123Subdomain(name)) > 0 {

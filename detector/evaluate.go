@@ -29,6 +29,8 @@ type Result struct {
 	// NextCheck is when the machine should be evaluated again if no
 	// observation arrives first. It is always after the evaluation time.
 	NextCheck time.Time
+	// EarlyEnabled is set when the policy allows early verdicts.
+	EarlyEnabled bool
 }
 
 // StormState is the storm guard's state.
@@ -75,7 +77,7 @@ func (s *stormTracker) update(unhealthy, limit, total int, cooldown time.Duratio
 // and storm tracking) but does nothing else.
 func (m *Machine) Evaluate(self Self, now time.Time) Result {
 	p := m.policy
-	res := Result{Cluster: m.cluster, Counts: map[State]int{}}
+	res := Result{Cluster: m.cluster, Counts: map[State]int{}, EarlyEnabled: p.Early.Enabled}
 	doubt := m.selfDoubt(self, now)
 	if doubt == ReasonNone && m.doubt != ReasonNone {
 		m.viewRestoredAt = now
@@ -101,19 +103,22 @@ func (m *Machine) Evaluate(self Self, now time.Time) Result {
 	}
 
 	type ages struct {
-		age         time.Duration
-		late, stale bool
+		age                time.Duration
+		late, early, stale bool
 	}
 	hb := make(map[string]ages, len(names))
 	for _, name := range names {
 		n := m.nodes[name]
 		ref := laterOf(laterOf(n.renewObservedAt, n.firstSeen), m.viewRestoredAt)
 		a := now.Sub(ref)
-		hb[name] = ages{age: a, late: a >= p.ProbeAfter, stale: a >= p.HeartbeatGrace}
+		hb[name] = ages{age: a, late: a >= p.ProbeAfter, early: p.Early.Enabled && a >= p.Early.After, stale: a >= p.HeartbeatGrace}
 		if doubt != ReasonNone {
 			continue
 		}
 		consider(ref.Add(p.ProbeAfter))
+		if p.Early.Enabled {
+			consider(ref.Add(p.Early.After))
+		}
 		consider(ref.Add(p.HeartbeatGrace))
 		if hb[name].stale {
 			if n.phase == phaseHealthy {
@@ -126,7 +131,7 @@ func (m *Machine) Evaluate(self Self, now time.Time) Result {
 			if now.Sub(n.freshSince) >= p.SettlePeriod {
 				n.phase = phaseHealthy
 				n.staleSince, n.freshSince, n.failedAt = time.Time{}, time.Time{}, time.Time{}
-				n.partitioned, n.corroboratedBy, n.suspectReason = false, nil, ReasonNone
+				n.partitioned, n.corroboratedBy, n.suspectReason, n.early = false, nil, ReasonNone, false
 			} else {
 				consider(n.freshSince.Add(p.SettlePeriod))
 			}
@@ -136,7 +141,10 @@ func (m *Machine) Evaluate(self Self, now time.Time) Result {
 	if doubt == ReasonNone {
 		unhealthy := 0
 		for _, name := range names {
-			if hb[name].late || m.nodes[name].phase == phaseFailed {
+			// With early verdicts on, a node counts from the age at which
+			// it may be declared Failed: the guard must hold before the
+			// first early verdict of a storm, not after it.
+			if hb[name].late || hb[name].early || m.nodes[name].phase == phaseFailed {
 				unhealthy++
 			}
 		}
@@ -155,7 +163,7 @@ func (m *Machine) Evaluate(self Self, now time.Time) Result {
 		a := hb[name]
 		v := Verdict{Cluster: m.cluster, Node: name, EvaluatedAt: now}
 		v.Evidence = m.evidence(n, a.age, self, now)
-		if doubt == ReasonNone && a.late && n.phase != phaseFailed {
+		if doubt == ReasonNone && (a.late || a.early) && n.phase != phaseFailed {
 			res.Probe = append(res.Probe, name)
 			consider(now.Add(p.PollInterval))
 		}
@@ -164,6 +172,9 @@ func (m *Machine) Evaluate(self Self, now time.Time) Result {
 			v.State, v.Reason = Blocked, doubt
 		case n.phase == phaseHealthy:
 			v.State = Healthy
+			if a.early && !a.stale && m.witnessesAgree(n, v.Evidence, now) {
+				m.decideEarly(n, &v, self, now)
+			}
 		case n.phase == phaseFailed:
 			v.State, v.Reason = Failed, ReasonHeartbeatStale
 		case !a.stale:
@@ -174,6 +185,7 @@ func (m *Machine) Evaluate(self Self, now time.Time) Result {
 		v.Partitioned = n.partitioned && v.State != Healthy
 		if v.State == Failed {
 			v.Evidence.CorroboratedBy = slices.Clone(n.corroboratedBy)
+			v.Evidence.Early = n.early
 		}
 		if v.State != n.state || v.Reason != n.reason || n.since.IsZero() {
 			n.state, n.reason, n.since = v.State, v.Reason, now
@@ -254,6 +266,58 @@ func (m *Machine) decide(n *nodeState, v *Verdict, self Self, now time.Time) {
 	n.corroboratedBy = by
 	v.State, v.Reason = Failed, ReasonHeartbeatStale
 	v.Evidence.FailedAt = now
+}
+
+// witnessesAgree reports whether every independent witness says the
+// node, whose heartbeat missed a renewal but is not stale yet, is dead
+// (see EarlyPolicy): its kubelet unreachable from a majority of the
+// replicas, and reachable from none, for KubeletProbes consecutive polls;
+// and every array where it has an identity reporting it disconnected with
+// no I/O, in a fresh sample, for the early I/O window. Anything unknown,
+// stale or disagreeing says no.
+func (m *Machine) witnessesAgree(n *nodeState, e Evidence, now time.Time) bool {
+	p := m.policy
+	k := e.Kubelet
+	if k.Reachable > 0 || !k.Majority {
+		return false
+	}
+	need := time.Duration(p.Early.KubeletProbes-1) * p.PollInterval
+	agree := 0
+	for _, pr := range k.Probes {
+		if since, ok := n.unreachableSince[pr.Replica]; ok && !pr.Reachable && now.Sub(since) >= need {
+			agree++
+		}
+	}
+	if agree < k.Replicas/2+1 || len(n.idArrays) == 0 {
+		return false
+	}
+	for _, name := range n.idArrays {
+		st, ok := n.arrays[name]
+		if !ok || st.last.Err != "" || st.last.Health.Connectivity != arrayclients.Disconnected ||
+			st.last.Health.IO != arrayclients.IOIdle || now.Sub(st.last.ObservedAt) > p.EvidenceMaxAge ||
+			st.quietSince.IsZero() || now.Sub(st.quietSince) < p.Early.IOWindow {
+			return false
+		}
+	}
+	return true
+}
+
+// decideEarly gives a node whose witnesses agree the verdict its grace
+// would give (decide: corroboration, Lease read-back, storm guard, pause,
+// quorum, ambiguity), now. Only a Failed outcome is taken: anything else
+// leaves the node Healthy until its grace runs out, as without early
+// verdicts.
+func (m *Machine) decideEarly(n *nodeState, v *Verdict, self Self, now time.Time) {
+	partitioned, reason := n.partitioned, n.suspectReason
+	try := *v
+	m.decide(n, &try, self, now)
+	if try.State != Failed {
+		n.partitioned, n.suspectReason = partitioned, reason
+		return
+	}
+	n.staleSince, n.early = now, true
+	*v = try
+	v.Evidence.Early = true
 }
 
 func (m *Machine) quiet(st *arrayState, now time.Time) bool {

@@ -48,10 +48,13 @@ type nodeState struct {
 	renewObservedAt  time.Time
 	leaseConfirmedAt time.Time
 
-	probes    map[string]ProbeObservation
-	arrays    map[string]*arrayState
-	idArrays  []string
-	ambiguous []string
+	probes map[string]ProbeObservation
+	// unreachableSince is, per replica, when its run of unreachable
+	// kubelet probes began (absent while it reaches the kubelet).
+	unreachableSince map[string]time.Time
+	arrays           map[string]*arrayState
+	idArrays         []string
+	ambiguous        []string
 
 	phase          phase
 	staleSince     time.Time
@@ -60,6 +63,8 @@ type nodeState struct {
 	suspectReason  Reason
 	partitioned    bool
 	corroboratedBy []string
+	// early is set when the Failed verdict was an early one.
+	early bool
 
 	// Last verdict given.
 	state  State
@@ -205,10 +210,20 @@ func (m *Machine) ObserveProbe(o ProbeObservation) {
 	if !ok || o.Replica == "" {
 		return
 	}
-	if prev, ok := n.probes[o.Replica]; ok && prev.At.After(o.At) {
+	prev, seen := n.probes[o.Replica]
+	if seen && prev.At.After(o.At) {
 		return
 	}
 	n.probes[o.Replica] = o
+	switch {
+	case o.Reachable:
+		delete(n.unreachableSince, o.Replica)
+	case !seen || prev.Reachable || n.unreachableSince[o.Replica].IsZero():
+		if n.unreachableSince == nil {
+			n.unreachableSince = map[string]time.Time{}
+		}
+		n.unreachableSince[o.Replica] = o.At
+	}
 }
 
 // ObserveArray records one array's view of a node. A sample counts as quiet

@@ -12,11 +12,14 @@ type Metrics struct {
 	verdicts *prometheus.GaugeVec
 	latency  *prometheus.HistogramVec
 	storm    *prometheus.GaugeVec
+	early    *prometheus.CounterVec
 }
 
 // NewMetrics registers the detector's metrics on reg:
-// fenced_node_verdicts{cluster,verdict}, fenced_detection_latency_seconds{cluster}
-// and fenced_storm_guard_active{cluster}.
+// fenced_node_verdicts{cluster,verdict}, fenced_detection_latency_seconds{cluster},
+// fenced_storm_guard_active{cluster} and
+// fenced_failed_verdicts_total{cluster,when} (early or grace, counted
+// while early verdicts are on).
 func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
 		verdicts: prometheus.NewGaugeVec(prometheus.GaugeOpts{
@@ -32,8 +35,12 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "fenced_storm_guard_active",
 			Help: "1 while the storm guard blocks new Failed verdicts in the cluster.",
 		}, []string{"cluster"}),
+		early: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fenced_failed_verdicts_total",
+			Help: "Failed verdicts given while early verdicts are on, by when: early (every witness agreed before the grace) or grace (a witness was unknown or disagreed, so the full heartbeat grace ran out).",
+		}, []string{"cluster", "when"}),
 	}
-	for _, c := range []prometheus.Collector{m.verdicts, m.latency, m.storm} {
+	for _, c := range []prometheus.Collector{m.verdicts, m.latency, m.storm, m.early} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register detector metrics: %w", err)
 		}
@@ -55,6 +62,13 @@ func (m *Metrics) observe(res Result) {
 	m.storm.WithLabelValues(res.Cluster).Set(active)
 	for _, c := range res.Changes {
 		if c.State == Failed && !c.Evidence.FailedAt.IsZero() && c.Evidence.FailedAt.Equal(c.EvaluatedAt) {
+			if res.EarlyEnabled {
+				when := "grace"
+				if c.Evidence.Early {
+					when = "early"
+				}
+				m.early.WithLabelValues(res.Cluster, when).Inc()
+			}
 			ref := c.Evidence.RenewObservedAt
 			if ref.IsZero() {
 				continue

@@ -138,6 +138,33 @@ type Policy struct {
 	// that the watch has not delivered before the watches count as stale.
 	// Default 5s.
 	WatchLagTolerance time.Duration
+	// Early is the early verdict on agreeing witnesses. Off by default.
+	Early EarlyPolicy
+}
+
+// EarlyPolicy lets a node be declared Failed before HeartbeatGrace when
+// every independent witness agrees that it is dead: its Lease missed a
+// renewal (heartbeat older than After), its kubelet has been unreachable
+// from a majority of the replicas, and from none, for KubeletProbes
+// consecutive polls, and every array where it has an identity reports it
+// disconnected with no I/O, freshly, for IOWindow. An unknown, stale or
+// disagreeing signal (an array without session state, PowerMax's
+// minutes-old performance samples, an array error) falls back to the full
+// grace. The storm guard, pause, quorum and Lease read-back apply as at
+// the grace.
+type EarlyPolicy struct {
+	// Enabled turns early verdicts on. Default false.
+	Enabled bool
+	// After is the heartbeat age from which a node may get an early
+	// verdict and is probed for one: a missed renewal (kubelets renew
+	// every 10s). Default 12s; less than HeartbeatGrace.
+	After time.Duration
+	// KubeletProbes is how many consecutive polls the kubelet must have
+	// been unreachable from each replica counted. Default 3.
+	KubeletProbes int
+	// IOWindow is how long every array must have reported the node
+	// disconnected with no I/O. Default 6s.
+	IOWindow time.Duration
 }
 
 // DefaultPolicy returns the documented defaults.
@@ -158,6 +185,7 @@ func DefaultPolicy() Policy {
 		APICheckTimeout:   2 * time.Second,
 		APICheckMaxAge:    15 * time.Second,
 		WatchLagTolerance: 5 * time.Second,
+		Early:             EarlyPolicy{After: 12 * time.Second, KubeletProbes: 3, IOWindow: 6 * time.Second},
 	}
 }
 
@@ -189,6 +217,16 @@ func (p Policy) Validate() error {
 	}
 	if p.ProbeAfter > p.HeartbeatGrace {
 		return fmt.Errorf("policy probeAfter: %v must not exceed heartbeatGrace %v", p.ProbeAfter, p.HeartbeatGrace)
+	}
+	if e := p.Early; e.Enabled {
+		switch {
+		case e.After <= 0 || e.After >= p.HeartbeatGrace:
+			return fmt.Errorf("policy early.after: %v must be positive and less than heartbeatGrace %v", e.After, p.HeartbeatGrace)
+		case e.KubeletProbes < 1 || e.KubeletProbes > 100:
+			return fmt.Errorf("policy early.kubeletProbes: %d must be 1 to 100", e.KubeletProbes)
+		case e.IOWindow <= 0:
+			return fmt.Errorf("policy early.ioWindow: %v must be positive", e.IOWindow)
+		}
 	}
 	if p.APICheckMaxAge < p.APICheckInterval {
 		return fmt.Errorf("policy apiCheckMaxAge: %v must be at least apiCheckInterval %v", p.APICheckMaxAge, p.APICheckInterval)

@@ -103,6 +103,9 @@ type Evidence struct {
 	// CorroboratedBy lists what confirmed the stale heartbeat ("kubelet",
 	// "array", "heartbeat-only").
 	CorroboratedBy []string `json:"corroboratedBy,omitempty"`
+	// Early is set on a Failed verdict given before the heartbeat grace
+	// because every witness agreed (Policy.Early).
+	Early bool `json:"early,omitempty"`
 	// WouldFail is set on a Blocked verdict whose node would otherwise be
 	// Failed.
 	WouldFail bool `json:"wouldFail,omitempty"`

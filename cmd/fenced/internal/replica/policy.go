@@ -10,7 +10,8 @@ import (
 
 // detectorPolicy maps a cluster's configuration onto the detector's policy.
 // The configured keys map one to one (heartbeatGrace, pollInterval,
-// corroboration, ioWindow, stormLimit, stormCooldown, settlePeriod); the
+// corroboration, ioWindow, stormLimit, stormCooldown, settlePeriod,
+// earlyVerdict); the
 // detector's own timings that the configuration does not expose keep their
 // defaults, shortened where a short grace or poll interval needs it:
 // probeAfter is at most half the grace (a node is probed before its grace
@@ -39,6 +40,9 @@ func detectorPolicy(c configs.Cluster) (detector.Policy, error) {
 			return p, fmt.Errorf("cluster %s: stormLimit: %w", c.Name, err)
 		}
 		p.MaxUnhealthy = l
+	}
+	if e := c.EarlyVerdict; e.Enabled {
+		p.Early = detector.EarlyPolicy{Enabled: true, After: e.After, KubeletProbes: e.KubeletProbes, IOWindow: e.IOWindow}
 	}
 	p.ProbeAfter = min(p.ProbeAfter, p.HeartbeatGrace/2)
 	// Evidence must outlive a few polls, and a probe must end within one.

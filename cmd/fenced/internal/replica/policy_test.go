@@ -39,4 +39,17 @@ func TestDetectorPolicyFromConfig(t *testing.T) {
 	c.Corroboration = "maybe"
 	_, err = detectorPolicy(c)
 	require.ErrorContains(t, err, `cluster c1: policy corroboration: "maybe"`)
+
+	c = configs.DefaultCluster()
+	c.Name = "c1"
+	p, err = detectorPolicy(c)
+	require.NoError(t, err)
+	assert.False(t, p.Early.Enabled, "early verdicts are off by default")
+	c.EarlyVerdict.Enabled, c.EarlyVerdict.KubeletProbes = true, 4
+	p, err = detectorPolicy(c)
+	require.NoError(t, err)
+	assert.Equal(t, detector.EarlyPolicy{Enabled: true, After: 12 * time.Second, KubeletProbes: 4, IOWindow: 6 * time.Second}, p.Early)
+	c.EarlyVerdict.After = time.Minute
+	_, err = detectorPolicy(c)
+	require.ErrorContains(t, err, "cluster c1: policy early.after")
 }

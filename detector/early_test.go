@@ -1,0 +1,137 @@
+package detector
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/fenced-project/fenced/arrayclients"
+)
+
+func earlyPolicy() Policy {
+	p := DefaultPolicy()
+	p.Early.Enabled = true
+	return p
+}
+
+// failedAfter returns how long after the last renewal the machine saw the
+// node was declared Failed, failing the test if it was not.
+func failedAfter(t *testing.T, w *world, name string) time.Duration {
+	t.Helper()
+	v := w.verdict(name)
+	require.Equal(t, Failed, v.State, "verdict %+v", v)
+	return v.Evidence.FailedAt.Sub(w.lastRenewSeen[name])
+}
+
+// A dead node whose every witness agrees — Lease renewal missed, kubelet
+// unreachable from every replica for three polls, every array reporting it
+// disconnected with no I/O for the early window — is Failed before the
+// grace, the verdict says so, and the Lease read-back still confirmed it.
+func TestEarlyVerdictWhenEveryWitnessAgrees(t *testing.T) {
+	w := newWorld(t, earlyPolicy(), 5)
+	w.replicas = []string{"r1", "r2", "r3"}
+	w.run(30 * time.Second)
+	w.kill("node-02")
+	w.run(60 * time.Second)
+	lat := failedAfter(t, w, "node-02")
+	t.Logf("early verdict %v after the last renewal seen", lat)
+	assert.Less(t, lat, w.policy.HeartbeatGrace, "early verdict")
+	assert.GreaterOrEqual(t, lat, w.policy.Early.After, "not before a renewal was missed")
+	v := w.verdict("node-02")
+	assert.True(t, v.Evidence.Early)
+	assert.False(t, v.Evidence.LeaseConfirmedAt.IsZero(), "the Lease read-back confirmed the missed renewal")
+	assert.Equal(t, []State{Healthy, Failed}, w.states("node-02"))
+	assert.Equal(t, []string{"node-02"}, w.ever(Failed))
+}
+
+// Any witness that is unknown, stale or disagrees sends the node back to
+// the full grace: it is Failed no sooner than the grace, without the early
+// flag; and a node that is only slow to renew is never Failed.
+func TestEarlyVerdictFallsBackToTheGrace(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		setup func(w *world)
+	}{
+		{"one replica still reaches the kubelet", func(w *world) {
+			w.kubelet["node-02"] = func(r string) bool { return r == "r3" }
+		}},
+		{"an array without session state (connectivity unknown)", func(w *world) {
+			w.arrays["node-02"]["pstore"] = arrayclients.Health{Connectivity: arrayclients.ConnectivityUnknown, IO: arrayclients.IOIdle}
+		}},
+		{"an array whose I/O signal is unknown (stale samples)", func(w *world) {
+			w.arrays["node-02"]["pstore"] = arrayclients.Health{Connectivity: arrayclients.Disconnected, IO: arrayclients.IOUnknown}
+		}},
+		{"a second array still sees I/O", func(w *world) {
+			w.arrays["node-02"]["pmax"] = arrayclients.Health{Connectivity: arrayclients.Connected, IO: arrayclients.IOActive}
+			w.m.ObserveIdentities(IdentityObservation{Node: "node-02", Arrays: []string{"pmax", "pstore"}, ObservedAt: w.now})
+		}},
+		{"no identity on any array", func(w *world) {
+			w.m.ObserveIdentities(IdentityObservation{Node: "node-02", ObservedAt: w.now})
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			w := newWorld(t, earlyPolicy(), 5)
+			w.replicas = []string{"r1", "r2", "r3"}
+			w.run(30 * time.Second)
+			w.kill("node-02")
+			c.setup(w)
+			w.run(90 * time.Second)
+			v := w.verdict("node-02")
+			assert.False(t, v.Evidence.Early, "verdict %+v", v)
+			if v.State == Failed {
+				assert.GreaterOrEqual(t, failedAfter(t, w, "node-02"), w.policy.HeartbeatGrace)
+			}
+		})
+	}
+	t.Run("slow renewals, kubelet and arrays alive", func(t *testing.T) {
+		w := newWorld(t, earlyPolicy(), 5)
+		w.renewEvery = 25 * time.Second // late, never stale
+		w.run(3 * time.Minute)
+		assert.Empty(t, w.ever(Failed))
+	})
+}
+
+// The guards hold an early verdict as they hold one at the grace: with the
+// storm guard active nothing is Failed early; paused, neither.
+func TestEarlyVerdictRespectsTheGuards(t *testing.T) {
+	t.Run("paused", func(t *testing.T) {
+		w := newWorld(t, earlyPolicy(), 5)
+		w.run(30 * time.Second)
+		w.paused = true
+		w.kill("node-01")
+		w.run(30 * time.Second)
+		assert.Empty(t, w.ever(Failed))
+		assert.NotEqual(t, Failed, w.verdict("node-01").State)
+	})
+	t.Run("storm", func(t *testing.T) {
+		p := earlyPolicy()
+		p.MaxUnhealthy = Limit{Value: 1}
+		w := newWorld(t, p, 6)
+		w.run(30 * time.Second)
+		w.kill("node-01")
+		w.kill("node-02")
+		w.kill("node-03")
+		w.run(35 * time.Second)
+		assert.Empty(t, w.ever(Failed))
+	})
+}
+
+func TestEarlyPolicyValidation(t *testing.T) {
+	for _, c := range []struct {
+		mutate func(*EarlyPolicy)
+		want   string
+	}{
+		{func(e *EarlyPolicy) { e.After = 40 * time.Second }, "early.after"},
+		{func(e *EarlyPolicy) { e.After = 0 }, "early.after"},
+		{func(e *EarlyPolicy) { e.KubeletProbes = 0 }, "early.kubeletProbes"},
+		{func(e *EarlyPolicy) { e.IOWindow = 0 }, "early.ioWindow"},
+	} {
+		p := earlyPolicy()
+		c.mutate(&p.Early)
+		assert.ErrorContains(t, p.Validate(), c.want)
+		p.Early.Enabled = false
+		assert.NoError(t, p.Validate(), "checked only when enabled")
+	}
+}
