@@ -69,6 +69,11 @@ var (
 	// ErrPlanMismatch means a plan was handed to an adapter of another array
 	// or family, or its entries do not decode.
 	ErrPlanMismatch = errors.New("plan does not belong to this array")
+	// ErrIdentityConflict means what an unfence would give back to the
+	// node is registered on the array with an object that is not the
+	// node's (a PowerStore initiator on another node's host). Retrying
+	// the same call cannot cure it: an operator must look.
+	ErrIdentityConflict = errors.New("node identity is registered with another node's object")
 )
 
 // Node is what fenced knows of a Kubernetes node when it resolves the node's

@@ -611,6 +611,13 @@ type RestoreScope struct {
 	// Wanted names footprint volumes (VolumeRef.Volume) Kubernetes still
 	// wants on the node.
 	Wanted []string `json:"wanted,omitempty"`
+	// Learned is the node's identity on the array as last learned while
+	// it was healthy (resolved from its current Node and CSINode), when
+	// known. The controller sets it before each undo and read-back; it is
+	// never recorded. A node back with a new name for its array object
+	// (a PowerStore node back with a new IP registers a new host) is
+	// recognised by it.
+	Learned *Identity `json:"-"`
 }
 
 // Wants reports whether Kubernetes still wants the volume on the node.

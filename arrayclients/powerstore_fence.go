@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"net"
 	"slices"
 	"sort"
 	"strings"
@@ -204,16 +205,46 @@ func (a *PowerStoreAdapter) Apply(ctx context.Context, plan Plan) error {
 	})))
 }
 
-func (a *PowerStoreAdapter) verifyInitiators(ctx context.Context, c gopowerstore.Client, e psEntries, h gopowerstore.Host, exists bool, v *Verification) error {
+// verifyInitiators reads the plan's initiators back. restore is the
+// scope of a restore read-back, nil for a fence read-back: then an
+// initiator registered with the node's own host under a new name
+// (psSameNode) is given back, not missing, and one registered with
+// another node's host is missing.
+func (a *PowerStoreAdapter) verifyInitiators(ctx context.Context, c gopowerstore.Client, e psEntries, h gopowerstore.Host, exists bool,
+	restore *RestoreScope, v *Verification) error {
 	have := map[string]gopowerstore.InitiatorInstance{}
+	present := map[string]bool{}
 	if exists {
 		for _, in := range h.Initiators {
-			have[in.PortName] = in
+			have[in.PortName], present[in.PortName] = in, true
 			v.Remaining = append(v.Remaining, fmt.Sprintf("initiator %s (%s) on host %s", in.PortName, in.PortType, h.Name))
 		}
 	}
+	var elsewhere map[string]psHolder
+	if restore != nil {
+		var err error
+		if elsewhere, err = a.initiatorHolders(ctx, c, e, *restore, present); err != nil {
+			return err
+		}
+	}
+	// Once the node registered its own host under a new name, that host
+	// holds what the node has now: an initiator of the plan on no host is
+	// one the node no longer has, not one to add to the old host.
+	reregistered := false
+	for _, hd := range elsewhere {
+		reregistered = reregistered || hd.same
+	}
 	for _, want := range e.Initiators {
 		got, ok := have[want.PortName]
+		if other, held := elsewhere[want.PortName]; held && !ok {
+			if !other.same {
+				v.Missing = append(v.Missing, fmt.Sprintf("%s: registered with host %s, which is not this node's (%s)", want, other.host.Name, other.why))
+			}
+			continue
+		}
+		if reregistered && !ok {
+			continue
+		}
 		switch {
 		case !exists:
 			v.Missing = append(v.Missing, want.String()+": host "+e.HostName+" no longer exists")
@@ -293,6 +324,120 @@ func (a *PowerStoreAdapter) verifyDetach(ctx context.Context, c gopowerstore.Cli
 		v.Missing = append(v.Missing, "membership of host group "+e.HostGroup.Name)
 	}
 	return nil
+}
+
+// psHolder is another host that has one of the plan's initiators.
+type psHolder struct {
+	host gopowerstore.Host
+	// same: the host is the node's own, registered under a new name
+	// (psSameNode); why says why not otherwise.
+	same bool
+	why  string
+}
+
+// psHostBase is a csi-powerstore host name without its trailing -<IP>:
+// <prefix>-<machine ID>. csi-powerstore names a node's host by its node
+// ID, <prefix>-<content of nodeIDPath>-<IP> (dell/csi-powerstore
+// pkg/node/node.go), and its controller also looks the host up by the
+// node ID without the -<IP>. A name without an IP suffix is its own base.
+func psHostBase(name string) string {
+	if i := strings.LastIndex(name, "-"); i > 0 && net.ParseIP(name[i+1:]) != nil {
+		return name[:i]
+	}
+	return name
+}
+
+// psSameNode reports whether other, a host that is not the plan's, is the
+// node's own host registered under a new name. A node that comes back
+// with a new IP gets a new node ID, <prefix>-<machine ID>-<new IP>, and
+// csi-powerstore's node plugin registers a new host by that name with the
+// node's initiators (dell/csi-powerstore pkg/node/node.go, which creates
+// the host when none is found by the node ID); the initiators can then
+// never be added back to the old host. It is the node's own host when its
+// name has the plan's host's <prefix>-<machine ID> part and it is the
+// host the node's identity, learned from its current CSINode ID, names.
+// Otherwise it says why not.
+func psSameNode(e psEntries, scope RestoreScope, other gopowerstore.Host) (bool, string) {
+	if psHostBase(other.Name) != psHostBase(e.HostName) {
+		return false, fmt.Sprintf("its name does not share %s's node-ID part %s", e.HostName, psHostBase(e.HostName))
+	}
+	switch l := scope.Learned; {
+	case l == nil || l.ObjectID == "":
+		return false, "the node's identity has not been learned from its current CSINode ID"
+	case l.ObjectID != other.ID:
+		return false, fmt.Sprintf("the node's current CSINode ID names host %s, not this one", l.ObjectName)
+	}
+	return true, ""
+}
+
+// initiatorHolders lists every host and returns, by port name, the hosts
+// other than the plan's that have one of the plan's initiators, except
+// those in skip (port names the plan's host has).
+func (a *PowerStoreAdapter) initiatorHolders(ctx context.Context, c gopowerstore.Client, e psEntries, scope RestoreScope,
+	skip map[string]bool) (map[string]psHolder, error) {
+	planned := map[string]bool{}
+	for _, in := range e.Initiators {
+		if !skip[in.PortName] {
+			planned[in.PortName] = true
+		}
+	}
+	if len(planned) == 0 {
+		return nil, nil
+	}
+	rctx, cancel := context.WithTimeout(ctx, 4*a.timeout)
+	defer cancel()
+	hosts, err := c.GetHosts(rctx)
+	if err != nil {
+		return nil, fmt.Errorf("list hosts: %w", err)
+	}
+	out := map[string]psHolder{}
+	for _, other := range hosts {
+		if other.ID == e.HostID {
+			continue
+		}
+		for _, in := range other.Initiators {
+			if planned[in.PortName] {
+				same, why := psSameNode(e, scope, other)
+				out[in.PortName] = psHolder{host: other, same: same, why: why}
+			}
+		}
+	}
+	return out, nil
+}
+
+// givenBack reads where the plan's initiators that the plan's host lacks
+// are registered now. When the node's own host under a new name has them
+// (psSameNode), they are given back through it: it returns that host, and
+// nothing is to be added to the plan's host. An initiator registered with
+// another node's host is ErrIdentityConflict: fenced never moves
+// initiators between hosts.
+func (a *PowerStoreAdapter) givenBack(ctx context.Context, c gopowerstore.Client, e psEntries, h gopowerstore.Host, scope RestoreScope) (*gopowerstore.Host, error) {
+	present := map[string]bool{}
+	for _, in := range h.Initiators {
+		present[in.PortName] = true
+	}
+	holders, err := a.initiatorHolders(ctx, c, e, scope, present)
+	if err != nil {
+		return nil, err
+	}
+	var conflicts []string
+	var via *gopowerstore.Host
+	for _, in := range e.Initiators {
+		hd, ok := holders[in.PortName]
+		switch {
+		case !ok:
+		case hd.same:
+			via = &hd.host
+		default:
+			conflicts = append(conflicts, fmt.Sprintf("%s is registered with host %s (id %s), not with host %s (id %s): %s",
+				in, hd.host.Name, hd.host.ID, e.HostName, e.HostID, hd.why))
+		}
+	}
+	if len(conflicts) > 0 {
+		return nil, fmt.Errorf("%w: %s; fenced does not move initiators between hosts: remove them from the other host or "+
+			"unfence the node by hand", ErrIdentityConflict, strings.Join(conflicts, "; "))
+	}
+	return via, nil
 }
 
 func (a *PowerStoreAdapter) undoInitiators(ctx context.Context, c gopowerstore.Client, e psEntries, h gopowerstore.Host) error {

@@ -215,7 +215,7 @@ func (a *PowerStoreAdapter) Verify(ctx context.Context, plan Plan) (Verification
 			return err
 		}
 		if e.Mode == PowerStoreModeInitiators {
-			err = a.verifyInitiators(ctx, c, e, h, ok, &v)
+			err = a.verifyInitiators(ctx, c, e, h, ok, nil, &v)
 		} else {
 			err = a.verifyDetach(ctx, c, e, h, ok, nil, &v)
 		}
@@ -259,7 +259,12 @@ func (a *PowerStoreAdapter) Verify(ctx context.Context, plan Plan) (Verification
 //     csi-powerstore's ControllerUnpublishVolume does
 //     (dell/csi-powerstore pkg/controller/base.go detachVolumeFromHost),
 //     so the initiators given back cannot reach it;
-//  2. initiators mode: the plan's initiators are added back;
+//  2. initiators mode: the plan's initiators are added back, unless the
+//     node came back under a new host name (a new IP: psSameNode) and
+//     registered its initiators with that host: they are back through it
+//     and nothing is added to the old host. An initiator registered with
+//     another node's host is ErrIdentityConflict (initiators never move
+//     between hosts);
 //  3. detach mode: the host rejoins its host group and the plan's
 //     attachments are attached again at their LUNs, footprint volumes
 //     only when the node may keep them, other volumes unless another host
@@ -285,6 +290,25 @@ func (a *PowerStoreAdapter) Undo(ctx context.Context, plan Plan, scope RestoreSc
 		h, ok, err := a.getHost(ctx, c, e.HostID)
 		if err != nil {
 			return err
+		}
+		if e.Mode == PowerStoreModeInitiators {
+			if !ok {
+				h = gopowerstore.Host{}
+			}
+			via, err := a.givenBack(ctx, c, e, h, scope)
+			if err != nil {
+				return err
+			}
+			if via != nil {
+				if ok {
+					if _, err := a.leaveOut(ctx, c, e, h, plan, scope, true); err != nil {
+						return err
+					}
+				}
+				a.logger.Info("the node registered a new host with its initiators: they are given back through it, and nothing is added to the old host",
+					"array", a.cfg.Name, "node", plan.Identity.Node, "oldHost", e.HostName, "newHost", via.Name)
+				return nil
+			}
 		}
 		if !ok {
 			return fmt.Errorf("host %s (%s) no longer exists: cannot restore", e.HostName, e.HostID)
@@ -383,7 +407,7 @@ func (a *PowerStoreAdapter) VerifyRestore(ctx context.Context, plan Plan, scope 
 			return err
 		}
 		if e.Mode == PowerStoreModeInitiators {
-			err = a.verifyInitiators(ctx, c, e, h, ok, &v)
+			err = a.verifyInitiators(ctx, c, e, h, ok, &scope, &v)
 		} else {
 			err = a.verifyDetach(ctx, c, e, h, ok, skip, &v)
 		}

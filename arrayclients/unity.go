@@ -97,25 +97,68 @@ func (a *UnityAdapter) errf(op, node string, err error) error {
 	return fmt.Errorf("unity %s: %s %s: %w", a.cfg.Name, op, node, err)
 }
 
-// unityHostName is the array host name of the node: the override, or the long
-// node name from csi-unity's "<short>,<long>" node ID.
-func unityHostName(node Node) (string, error) {
-	name := node.Override
-	if name == "" {
+// unityHostNames are the array host names the node may have: the
+// override alone, or short and long from csi-unity's "<short>,<long>"
+// node ID (short equals long for a dot-free name or an IP).
+func unityHostNames(node Node) (short, long string, err error) {
+	if node.Override != "" {
+		short, long = node.Override, node.Override
+	} else {
 		id := node.CSINodeIDs[DriverUnity]
 		if id == "" {
-			return "", fmt.Errorf("%w: the node has no %s CSINode ID and no override", ErrNoIdentity, DriverUnity)
+			return "", "", fmt.Errorf("%w: the node has no %s CSINode ID and no override", ErrNoIdentity, DriverUnity)
 		}
-		short, long, ok := strings.Cut(id, ",")
+		var ok bool
+		short, long, ok = strings.Cut(id, ",")
 		if !ok || short == "" || long == "" || strings.Contains(long, ",") {
-			return "", fmt.Errorf("%s CSINode ID %q: want <short>,<long>", DriverUnity, id)
+			return "", "", fmt.Errorf("%s CSINode ID %q: want <short>,<long>", DriverUnity, id)
 		}
-		name = long
 	}
-	if !unityNameRE.MatchString(name) {
-		return "", fmt.Errorf("host name %q: want letters, digits, '.', '-', '_'", name)
+	for _, name := range []string{short, long} {
+		if !unityNameRE.MatchString(name) {
+			return "", "", fmt.Errorf("host name %q: want letters, digits, '.', '-', '_'", name)
+		}
 	}
-	return name, nil
+	return short, long, nil
+}
+
+// unityHasIPPort reports whether one of the host's IP ports is address.
+func unityHasIPPort(h *unitytypes.Host, address string) bool {
+	for _, p := range h.HostContent.IPPorts {
+		if p.Address == address {
+			return true
+		}
+	}
+	return false
+}
+
+// nodeHost finds the host csi-unity's controller publishes the node's
+// volumes to (dell/csi-unity service/controller.go getHostID, called by
+// ControllerPublishVolume with the two halves of the node ID): the host
+// named short when one of its IP ports is long; otherwise the host named
+// long. A short-named host without that IP port is passed over, as the
+// driver does. The driver also wants the long-named host to have the IP
+// port; a long-named host without it is still the node's (it is the name
+// the node plugin creates, and cutting a host the driver would not
+// publish to gives no node access back).
+func (a *UnityAdapter) nodeHost(ctx context.Context, short, long string) (*unitytypes.Host, string, error) {
+	if short != long {
+		h, err := a.findHost(ctx, short)
+		switch {
+		case err == nil && unityHasIPPort(h, long):
+			return h, short, nil
+		case err != nil && !errors.Is(err, ErrNoIdentity):
+			return nil, "", err
+		}
+	}
+	h, err := a.findHost(ctx, long)
+	if errors.Is(err, ErrNoIdentity) && short != long {
+		return nil, "", fmt.Errorf("%w: no host named %q with an IP port %q, and no host named %q", ErrNoIdentity, short, long, long)
+	}
+	if err != nil {
+		return nil, "", err
+	}
+	return h, long, nil
 }
 
 // findHost reads the host by exact name and checks the answer.
@@ -139,13 +182,15 @@ func (a *UnityAdapter) findHost(ctx context.Context, name string) (*unitytypes.H
 	return h, nil
 }
 
-// Resolve finds the host named exactly by the node's long name.
+// Resolve finds the host csi-unity publishes the node's volumes to
+// (nodeHost): the short-named host when one of its IP ports is the long
+// name, else the long-named host; an override names the host alone.
 func (a *UnityAdapter) Resolve(ctx context.Context, node Node) (Identity, error) {
-	name, err := unityHostName(node)
+	short, long, err := unityHostNames(node)
 	if err != nil {
 		return Identity{}, a.errf("resolve", node.Name, err)
 	}
-	h, err := a.findHost(ctx, name)
+	h, name, err := a.nodeHost(ctx, short, long)
 	if err != nil {
 		return Identity{}, a.errf("resolve", node.Name, err)
 	}

@@ -24,7 +24,7 @@ var errBlocked = errors.New("blocked")
 // permanent reports errors that retrying the same call cannot cure.
 func permanent(err error) bool {
 	return errors.Is(err, arrayclients.ErrPlanMismatch) || errors.Is(err, arrayclients.ErrAmbiguousIdentity) ||
-		errors.Is(err, arrayclients.ErrNoIdentity)
+		errors.Is(err, arrayclients.ErrNoIdentity) || errors.Is(err, arrayclients.ErrIdentityConflict)
 }
 
 // sleep waits d or until ctx ends.
@@ -382,6 +382,11 @@ func (c *Controller) driveArray(ctx context.Context, l Leadership, f *ledger.Fen
 	rank := slotRank(f)
 	backoff := c.arrayBackoff()
 	for attempt := 1; ; attempt++ {
+		if d.changeOp == ledger.OpUndo {
+			// What the node is known by now: a node back under a new
+			// name (a new IP on PowerStore) is recognised by it.
+			scope.Learned = c.learnedIdentity(f.Cluster, f.Node, array)
+		}
 		writeErr, err := c.writeArray(ctx, l, f.Cluster, array, rank, d.change, func(ctx context.Context) error {
 			for _, p := range plans {
 				if err := d.write(ctx, a, p, scope); err != nil {

@@ -158,8 +158,10 @@ type fakeArray struct {
 	planErr   error
 	verifyErr error
 	undoErr   error
-	applies   int
-	undos     int
+	// undoFn, when set, is asked first on each Undo; an error fails it.
+	undoFn  func(p arrayclients.Plan, scope arrayclients.RestoreScope) error
+	applies int
+	undos   int
 }
 
 func newFakeArray(name string, log *opLog, nodes ...string) *fakeArray {
@@ -234,11 +236,16 @@ func (a *fakeArray) VerifyRestore(ctx context.Context, p arrayclients.Plan, _ ar
 	return a.Verify(ctx, p)
 }
 
-func (a *fakeArray) Undo(_ context.Context, p arrayclients.Plan, _ arrayclients.RestoreScope) error {
+func (a *fakeArray) Undo(_ context.Context, p arrayclients.Plan, scope arrayclients.RestoreScope) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.undoErr != nil {
 		return a.undoErr
+	}
+	if a.undoFn != nil {
+		if err := a.undoFn(p, scope); err != nil {
+			return err
+		}
 	}
 	a.undos++
 	a.access[p.Identity.Node] = true

@@ -17,6 +17,21 @@ func (v nodeView) identities() identityView {
 	return identityView{Identities: v.Identities, Known: v.IdentitiesKnown, NotFound: v.NotFound, Ambiguous: v.Ambiguous}
 }
 
+// learnedIdentity returns a copy of the node's identity on the array as
+// the ledger has it learned now, nil when none is.
+func (c *Controller) learnedIdentity(cluster, node, array string) *arrayclients.Identity {
+	var out *arrayclients.Identity
+	c.cfg.Ledger.Read(func(s *ledger.State) {
+		if n := s.Node(cluster, node); n != nil {
+			if id, ok := n.Identities[array]; ok {
+				id.Keys = append([]string(nil), id.Keys...)
+				out = &id
+			}
+		}
+	})
+	return out
+}
+
 // nodeView is a copy of what the ledger holds about one node.
 type nodeView struct {
 	// Fence is the open record (a deep copy), nil when none.

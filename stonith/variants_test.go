@@ -508,12 +508,10 @@ func unityRows() []variantRow {
 			node(b, "worker-1.example.com", "127.0.10.1")
 			b.attach(vbPV, arrayclients.DriverUnity, handle(b, "csivol-w1"))
 		}},
-		{name: "unity/host-named-short", fixture: vbUnityFixture,
-			want: gap(arrayclients.GapIdentityNotFound, "issue 18: short-named host first, then long, with the IP-port check"),
-			build: func(b *variantBed) {
-				node(b, "worker-2.example.com", "127.0.10.2")
-				b.attach(vbPV, arrayclients.DriverUnity, handle(b, "csivol-w2"))
-			}},
+		{name: "unity/host-named-short", fixture: vbUnityFixture, want: cut(arrayclients.CutLUNHostAccess), build: func(b *variantBed) {
+			node(b, "worker-2.example.com", "127.0.10.2")
+			b.attach(vbPV, arrayclients.DriverUnity, handle(b, "csivol-w2"))
+		}},
 		{name: "unity/dot-free-node-name", fixture: vbUnityFixture, want: cut(arrayclients.CutLUNHostAccess), build: func(b *variantBed) {
 			node(b, "worker-3", "127.0.10.3")
 			b.attach(vbPV, arrayclients.DriverUnity, handle(b, "csivol-w3"))

@@ -137,6 +137,8 @@ func (s *Sim) serveHost(w http.ResponseWriter, r *http.Request, id, action strin
 		s.mu.Unlock()
 		writePage(w, rows, q)
 		return nil
+	case id == "" && r.Method == http.MethodPost:
+		return s.createHost(w, body)
 	case id != "" && action == "" && r.Method == http.MethodGet:
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -175,6 +177,70 @@ func (s *Sim) serveHost(w http.ResponseWriter, r *http.Request, id, action strin
 		return nil
 	}
 	return errf(http.StatusMethodNotAllowed, "%s host %s %s is not supported", r.Method, id, action)
+}
+
+// hostCreate is the body of POST host as gopowerstore's CreateHost sends
+// it (HostCreate).
+type hostCreate struct {
+	Name             *string            `json:"name"`
+	OSType           *string            `json:"os_type"`
+	Initiators       *[]initiatorBody   `json:"initiators"`
+	Description      *string            `json:"description"`
+	ForceInternal    *bool              `json:"force_internal"`
+	Metadata         *map[string]string `json:"metadata"`
+	HostConnectivity string             `json:"host_connectivity"`
+}
+
+// createHost answers POST host as csi-powerstore's node plugin sends it
+// when no host has one of the node's initiators (dell/csi-powerstore
+// pkg/node/node.go setupHost and registerHost: name = node ID, os_type
+// Linux, the initiators of one protocol): 201 with {"id"}. A name in use
+// is refused, and so is a port name any host has: the array's "already
+// registered with another host" error, which the driver itself matches on
+// (registerHost, modifyHostInitiators). The new host has no sessions until
+// its node logs in (Connected false).
+func (s *Sim) createHost(w http.ResponseWriter, body []byte) *apiError {
+	var b hostCreate
+	if e := decodeBody(body, &b); e != nil {
+		return e
+	}
+	name := deref(b.Name)
+	if name == "" || len(name) > maxHostNameLen {
+		return errf(http.StatusBadRequest, "name %q: want 1..%d characters", name, maxHostNameLen)
+	}
+	if deref(b.OSType) == "" {
+		return errf(http.StatusBadRequest, "os_type is required")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, other := range s.hosts {
+		if other.Name == name {
+			return errf(http.StatusBadRequest, "host name %q is already in use", name)
+		}
+	}
+	id := uuidFor("host", name)
+	if _, dup := s.hosts[id]; dup {
+		id = uuidFor("host", name+"\x00"+randomHex(8))
+	}
+	h := &host{ID: id, Name: name, Description: deref(b.Description), OSType: deref(b.OSType), Initiators: map[string]*initiator{}}
+	if b.Initiators != nil {
+		for i, in := range *b.Initiators {
+			p, pt := deref(in.PortName), deref(in.PortType)
+			if p == "" || !validPortType(pt) {
+				return errf(http.StatusBadRequest, "initiators[%d]: port_name and a port_type of iSCSI, FC or NVMe are required", i)
+			}
+			if s.initiatorOwnerLocked(p) != nil || h.Initiators[p] != nil {
+				return &apiError{status: http.StatusBadRequest, code: codePortRegistered,
+					msg: "One of the provided port names is already registered with another host. Please use port names unique to all hosts."}
+			}
+			h.Initiators[p] = &initiator{PortName: p, PortType: pt,
+				ChapSingleUsername: deref(in.ChapSingleUsername), ChapSinglePassword: deref(in.ChapSinglePassword),
+				ChapMutualUsername: deref(in.ChapMutualUsername), ChapMutualPassword: deref(in.ChapMutualPassword)}
+		}
+	}
+	s.hosts[id] = h
+	simcore.WriteJSON(w, http.StatusCreated, map[string]string{"id": id})
+	return nil
 }
 
 // modifyHostLocked validates a whole PATCH before changing anything.
