@@ -77,6 +77,9 @@ func runBaseline(ctx context.Context, p params) (*BaselineResult, error) {
 			return nil, err
 		}
 	}
+	// Kubernetes alone has no array behind it: the test bed makes up the
+	// volume handles and attaches them without a CSI controller.
+	cp.AttachWithoutController(true)
 	old, err := placePods(ctx, cp, "baseline", label, p.Pods)
 	if err != nil {
 		return nil, err

@@ -303,7 +303,7 @@ func TestResultsRoundTrip(t *testing.T) {
 	assert.Contains(t, md, "| evicted (pods force-deleted) | 2 | 5.0 |")
 	assert.Contains(t, md, "| powerstore | 2 | 4.0 | 8.0 | 8.0 | 4 (0) | — | — | 4, 0.50 | — |")
 	assert.Contains(t, md, "| node marked NotReady | 45.0 | 48.0 |")
-	assert.Contains(t, md, "| all replacements Running | never (watched 10m0s) | — |")
+	assert.Contains(t, md, "| all replacements Running | never (watched 10m0s) | never (watched 10m0s) |")
 	assert.Contains(t, md, "(all fenced 0 s, all evicted 51 s; from power-off 47 s and 48 s; first to last eviction 5 s).")
 	assert.Contains(t, md, "**From power-off**", "the header says what power-off means")
 }

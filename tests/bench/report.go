@@ -130,13 +130,17 @@ func markdown(r *Results) string {
 		fr := bl.fromRenewal()
 		never := "never (watched " + bl.Watched + ")"
 		b.WriteString("| Milestone | from power-off | from the last renewal |\n|---|---|---|\n")
-		fmt.Fprintf(&b, "| node marked NotReady | %s | %s |\n", orNever(bl.NotReadyAfter, never), orDash(fr.NotReady))
-		fmt.Fprintf(&b, "| first pod given a deletion timestamp (taint-based eviction) | %s | %s |\n", orNever(bl.TerminatingAfter, never), orDash(fr.Terminating))
+		renewalNever := "—" // an older run did not read the renewal
+		if !bl.LastRenew.IsZero() && !bl.PowerOff.IsZero() {
+			renewalNever = never
+		}
+		fmt.Fprintf(&b, "| node marked NotReady | %s | %s |\n", orNever(bl.NotReadyAfter, never), orNever(fr.NotReady, renewalNever))
+		fmt.Fprintf(&b, "| first pod given a deletion timestamp (taint-based eviction) | %s | %s |\n", orNever(bl.TerminatingAfter, never), orNever(fr.Terminating, renewalNever))
 		replaced := orNever(bl.ReplacedAfter, never)
 		if bl.PowerOff.IsZero() {
 			replaced = "—" // not recorded before power-off was
 		}
-		fmt.Fprintf(&b, "| all replacements Running | %s | %s |\n\n", replaced, orDash(fr.Running))
+		fmt.Fprintf(&b, "| all replacements Running | %s | %s |\n\n", replaced, orNever(fr.Running, renewalNever))
 		fmt.Fprintf(&b, "Where the pods are after %s: **%s**.\n\n", bl.Watched, countsString(bl.Final))
 		b.WriteString("| after power-off (s) | pods |\n|---|---|\n")
 		for _, s := range bl.Samples {
