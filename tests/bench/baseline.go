@@ -22,12 +22,22 @@ type BaselineResult struct {
 	Pods    int    `json:"pods"`
 	Node    string `json:"node"`
 	Watched string `json:"watched"`
+	// PowerOff is when the harness stopped the node (absent in older
+	// runs, whose figures count from the same moment); LastRenew its
+	// Lease's last renewal.
+	PowerOff  time.Time `json:"powerOff,omitzero"`
+	LastRenew time.Time `json:"lastRenew,omitzero"`
 	// NotReadyAfter is when the node controller marked the node NotReady,
-	// after the kill (seconds; 0 if never).
+	// after the power-off (seconds; 0 if never).
 	NotReadyAfter float64 `json:"notReadyAfterSeconds"`
 	// TerminatingAfter is when the first pod got a deletion timestamp
-	// (taint-based eviction), after the kill (0 if never).
+	// (taint-based eviction), after the power-off (0 if never).
 	TerminatingAfter float64 `json:"terminatingAfterSeconds"`
+	// ReplacedAfter is when every pod ran again on another node, after the
+	// power-off (0 if never while watched).
+	ReplacedAfter float64 `json:"replacementsRunningAfterSeconds,omitempty"`
+	// FromRenewal are the same figures after the last renewal.
+	FromRenewal *BaselineSince `json:"fromLastRenewal,omitempty"`
 	// Final counts the pods at the end by where they are.
 	Final map[string]int `json:"final"`
 	// Samples are the counts over time (every 30 s).
@@ -67,6 +77,9 @@ func runBaseline(ctx context.Context, p params) (*BaselineResult, error) {
 			return nil, err
 		}
 	}
+	// Kubernetes alone has no array behind it: the test bed makes up the
+	// volume handles and attaches them without a CSI controller.
+	cp.AttachWithoutController(true)
 	old, err := placePods(ctx, cp, "baseline", label, p.Pods)
 	if err != nil {
 		return nil, err
@@ -76,9 +89,17 @@ func runBaseline(ctx context.Context, p params) (*BaselineResult, error) {
 	}
 	res := &BaselineResult{Nodes: p.Nodes, Pods: p.Pods, Node: victim, Watched: p.BaselineWait.String()}
 	killed := time.Now()
+	res.PowerOff = killed
 	if err := cp.Node(victim).Kill(ctx); err != nil {
 		return nil, err
 	}
+	if renew, err := cp.LeaseRenewTime(ctx, victim); err == nil {
+		res.LastRenew = renew
+	}
+	defer func() {
+		r := res.fromRenewal()
+		res.FromRenewal = &r
+	}()
 	nextSample := killed
 	for time.Since(killed) < p.BaselineWait {
 		counts, terminating, err := whereabouts(ctx, cp, old, victim)
@@ -87,6 +108,9 @@ func runBaseline(ctx context.Context, p params) (*BaselineResult, error) {
 				res.TerminatingAfter = time.Since(killed).Seconds()
 			}
 			res.Final = counts
+			if res.ReplacedAfter == 0 && counts["Running elsewhere"] == len(old) {
+				res.ReplacedAfter = time.Since(killed).Seconds()
+			}
 			if !time.Now().Before(nextSample) {
 				res.Samples = append(res.Samples, BaselineSample{After: time.Since(killed).Round(time.Second).Seconds(), Counts: counts})
 				nextSample = nextSample.Add(30 * time.Second)

@@ -24,6 +24,11 @@
 //   - storm: -storm-dying of -storm-nodes nodes die at once with the storm
 //     limit raised to allow it.
 //
+// Every figure is given from two moments: the power-off, when the harness
+// stops the node (its kubelet port closes and its Lease is no longer
+// renewed), and the last renewal of the node's Lease, which comes up to
+// one renewal interval before it and from which fenced's grace counts.
+//
 // -control-plane-nice N runs the control plane and kwok of the steady and
 // storm runs at nice N (off by default). On a small machine it keeps kwok's
 // Lease renewals on time, at the cost of the replicas' CPU: at 2,000 nodes

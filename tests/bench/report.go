@@ -97,6 +97,11 @@ func markdown(r *Results) string {
 		"Every run is real: three `fenced run` processes, kube-apiserver with etcd, controller manager, scheduler and kwok nodes, "+
 		"the five array simulators behind toxiproxy. Figures, not pass/fail.\n\n",
 		r.StartedAt.Format("2006-01-02 15:04 MST"), r.Duration, r.Host.CPUs, r.Host.CPUModel, r.Host.GoVersion, r.Host.LoadAvg)
+	b.WriteString("Times are given from two moments. **From power-off**: from the moment the harness stops the node " +
+		"(its kubelet port closes and its Lease is no longer renewed, as when the power goes): what the workload sees. " +
+		"**From the last renewal**: from the last renewTime of the node's Lease, which comes up to one renewal interval (10 s) " +
+		"before the power-off; fenced's heartbeat grace counts from it, so these figures show what fenced adds to the grace. " +
+		"A figure an older run did not record is shown as —.\n\n")
 	p := r.Params
 	if r.Single != nil {
 		good := ok(r.Single.Trials)
@@ -110,6 +115,7 @@ func markdown(r *Results) string {
 		b.WriteString(summarize(field(good, func(t Trial) float64 { return t.GraceToEvicted })).row("heartbeat loss past grace → all pods force-deleted", "≤ 2 s median"))
 		b.WriteString(summarize(field(good, func(t Trial) float64 { return t.TotalRecovery })).row("total recovery (last renewal → all replacements Running)", ""))
 		b.WriteString("\n")
+		b.WriteString(milestones(good))
 		for _, t := range r.Single.Trials {
 			if t.Error != "" {
 				fmt.Fprintf(&b, "- trial on %s failed: %s\n", t.Node, t.Error)
@@ -119,10 +125,24 @@ func markdown(r *Results) string {
 	}
 	if r.Baseline != nil {
 		bl := r.Baseline
-		fmt.Fprintf(&b, "## Baseline: Kubernetes alone\n\nThe same death (%d nodes, %d StatefulSet pods on the dying node) with no fenced, default Kubernetes timings, watched for %s. "+
-			"The node was marked NotReady after %.0f s; the first pod got a deletion timestamp after %.0f s.\n\n", bl.Nodes, bl.Pods, bl.Watched, bl.NotReadyAfter, bl.TerminatingAfter)
+		fmt.Fprintf(&b, "## Baseline: Kubernetes alone\n\nThe same death (%d nodes, %d StatefulSet pods on the dying node) with no fenced, default Kubernetes timings, watched for %s. Seconds.\n\n",
+			bl.Nodes, bl.Pods, bl.Watched)
+		fr := bl.fromRenewal()
+		never := "never (watched " + bl.Watched + ")"
+		b.WriteString("| Milestone | from power-off | from the last renewal |\n|---|---|---|\n")
+		renewalNever := "—" // an older run did not read the renewal
+		if !bl.LastRenew.IsZero() && !bl.PowerOff.IsZero() {
+			renewalNever = never
+		}
+		fmt.Fprintf(&b, "| node marked NotReady | %s | %s |\n", orNever(bl.NotReadyAfter, never), orNever(fr.NotReady, renewalNever))
+		fmt.Fprintf(&b, "| first pod given a deletion timestamp (taint-based eviction) | %s | %s |\n", orNever(bl.TerminatingAfter, never), orNever(fr.Terminating, renewalNever))
+		replaced := orNever(bl.ReplacedAfter, never)
+		if bl.PowerOff.IsZero() {
+			replaced = "—" // not recorded before power-off was
+		}
+		fmt.Fprintf(&b, "| all replacements Running | %s | %s |\n\n", replaced, orNever(fr.Running, renewalNever))
 		fmt.Fprintf(&b, "Where the pods are after %s: **%s**.\n\n", bl.Watched, countsString(bl.Final))
-		b.WriteString("| after (s) | pods |\n|---|---|\n")
+		b.WriteString("| after power-off (s) | pods |\n|---|---|\n")
 		for _, s := range bl.Samples {
 			fmt.Fprintf(&b, "| %.0f | %s |\n", s.After, countsString(s.Counts))
 		}
@@ -135,6 +155,7 @@ func markdown(r *Results) string {
 		b.WriteString("| Figure | median | p90 | min | max | target |\n|---|---|---|---|---|---|\n")
 		b.WriteString(summarize(field(good, func(t Trial) float64 { return t.KillToComplete })).row("leader kill → fence complete (evicted)", "≤ 5 s"))
 		b.WriteString(summarize(field(good, func(t Trial) float64 { return t.TotalRecovery })).row("total recovery (last renewal → all replacements Running)", ""))
+		b.WriteString(summarize(present(field(good, func(t Trial) float64 { return t.fromPowerOff().Running }))).row("total recovery from power-off (power-off → all replacements Running)", ""))
 		b.WriteString("\n")
 		for _, t := range r.Failover.Trials {
 			if t.Error != "" {
@@ -153,10 +174,26 @@ func markdown(r *Results) string {
 	if r.Storm != nil {
 		s := r.Storm
 		fmt.Fprintf(&b, "## %d of %d nodes die at once\n\nStorm limit raised to %d.%s Seconds after the last renewal of the dying nodes' Leases "+
-			"(\"opened\": the leader's status shows a fence of the node, in any phase).\n\n"+
-			"| first opened | all opened | all fenced | all evicted | all replacements Running | target |\n|---|---|---|---|---|---|\n"+
-			"| %s | %s | %.1f | %.1f | %.1f | fenced and evicted within grace + 15 s |\n\n",
-			s.Dying, s.Nodes, max(s.Limit, s.Dying), niceNote(s.ControlPlaneNice), orDash(s.FirstOpened), orDash(s.AllOpened), s.AllFenced, s.AllEvicted, s.AllRunning)
+			"(the latest of them) and after the power-off (when the harness began stopping them); "+
+			"\"opened\": the leader's status shows a fence of the node, in any phase.\n\n"+
+			"| from | first opened | all opened | all fenced | all evicted | all replacements Running | target |\n|---|---|---|---|---|---|---|\n",
+			s.Dying, s.Nodes, max(s.Limit, s.Dying), niceNote(s.ControlPlaneNice))
+		for _, row := range []struct {
+			name   string
+			fig    StormSince
+			target string
+		}{
+			{"last renewal", s.fromRenewal(), "fenced and evicted within grace + 15 s"},
+			{"power-off", s.fromPowerOff(), ""},
+		} {
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s |\n", row.name, orDash(row.fig.FirstOpened), orDash(row.fig.AllOpened),
+				orDash(row.fig.AllFenced), orDash(row.fig.AllEvicted), orDash(row.fig.AllRunning), row.target)
+		}
+		b.WriteString("\n")
+		b.WriteString(stormPowerOff(s))
+		if len(s.Unread) > 0 {
+			fmt.Fprintf(&b, "The per-node and per-family figures lack: %s.\n\n", strings.Join(s.Unread, "; "))
+		}
 		if s.Error != "" {
 			fmt.Fprintf(&b, "Incomplete: %s\n\n", s.Error)
 		}
@@ -180,6 +217,104 @@ func niceNote(nice int) string {
 	return fmt.Sprintf(" The control plane and kwok ran at nice %d: on this machine they share the cores with the three replicas and the "+
 		"simulators, and a Lease renewal that lags past the grace makes a live node late, which real kubelets on their own machines do not. "+
 		"fenced's CPU is counted in CPU time, which priority does not change.", nice)
+}
+
+// orNever prints a figure, or never where it was not reached.
+func orNever(v float64, never string) string {
+	if v == 0 {
+		return never
+	}
+	return fmt.Sprintf("%.1f", v)
+}
+
+// cells are a sample's median, p90, min and max as table cells, or dashes.
+func cells(s stats) string {
+	if s.n == 0 {
+		return "— | — | — | —"
+	}
+	return fmt.Sprintf("%.2f | %.2f | %.2f | %.2f", s.med, s.p90, s.min, s.max)
+}
+
+// milestones is the single-node table of every milestone from the
+// power-off and from the last renewal.
+func milestones(trials []Trial) string {
+	var b strings.Builder
+	ages := summarize(present(field(trials, Trial.leaseAge)))
+	b.WriteString("Every milestone from the power-off and from the last renewal")
+	if ages.n > 0 {
+		fmt.Fprintf(&b, " (the last renewal came %.2f s before the power-off in the median, %.2f to %.2f s)", ages.med, ages.min, ages.max)
+	}
+	b.WriteString(". Seconds.\n\n| Milestone | from power-off: median | p90 | min | max | from last renewal: median | p90 | min | max |\n" +
+		"|---|---|---|---|---|---|---|---|---|\n")
+	rows := []struct {
+		name string
+		fig  func(Since) float64
+	}{
+		{"Failed verdict", func(s Since) float64 { return s.Verdict }},
+		{"fence opened (intent)", func(s Since) float64 { return s.Opened }},
+		{"fenced (every array fenced and read back)", func(s Since) float64 { return s.Fenced }},
+		{"evicted (all pods force-deleted)", func(s Since) float64 { return s.Evicted }},
+		{"all replacement pods Running", func(s Since) float64 { return s.Running }},
+	}
+	for _, row := range rows {
+		off := summarize(present(field(trials, func(t Trial) float64 { return row.fig(t.fromPowerOff()) })))
+		ren := summarize(present(field(trials, func(t Trial) float64 { return row.fig(t.fromRenewal()) })))
+		fmt.Fprintf(&b, "| %s | %s | %s |\n", row.name, cells(off), cells(ren))
+	}
+	b.WriteString("\n")
+	return b.String()
+}
+
+// stormPowerOff is the storm's power-off, per-node spread and per-family
+// sections; empty for a run from before they were recorded.
+func stormPowerOff(s *StormResult) string {
+	var b strings.Builder
+	if !s.PowerOff.IsZero() {
+		fmt.Fprintf(&b, "The harness stopped the %d nodes over %.1f s; the last renewal of their Leases came %s.\n\n",
+			s.Dying, secondsAfter(s.PowerOff, s.PowerOffDone), beforeAfter(secondsAfter(s.LastRenew, s.PowerOff), "it began"))
+	}
+	if len(s.Steps) > 0 {
+		b.WriteString("Per node, from the ledger's step times: the first-to-last spread over the dying nodes, and the times after each node's own power-off and own last renewal. Seconds.\n\n" +
+			"| Step | nodes | first → last | from power-off: median | p90 | max | from last renewal: median | p90 | max |\n|---|---|---|---|---|---|---|---|---|\n")
+		for _, st := range s.Steps {
+			fmt.Fprintf(&b, "| %s | %d | %.1f | %.1f | %.1f | %.1f | %s | %s | %s |\n", st.Step, st.Nodes, st.Spread,
+				st.PowerOffMedian, st.PowerOffP90, st.PowerOffMax, orDash(st.RenewalMedian), orDash(st.RenewalP90), orDash(st.RenewalMax))
+		}
+		b.WriteString("\n")
+	}
+	if len(s.Families) > 0 {
+		ops := []string{"plan", "apply", "verify", "health"}
+		b.WriteString("Where the time goes per array family: over the dying nodes' fences, the time from the fence's intent to the read-back " +
+			"that confirmed the family's array fenced, the array operations the fences recorded (failed), and the array requests of " +
+			"every replica during the storm (count, mean seconds; `fenced_array_request_duration_seconds`).\n\n" +
+			"| Family | fences | done after intent: median | p90 | max | operations (failed) |")
+		for _, op := range ops {
+			fmt.Fprintf(&b, " %s requests |", op)
+		}
+		b.WriteString("\n|---|---|---|---|---|---|" + strings.Repeat("---|", len(ops)) + "\n")
+		for _, f := range s.Families {
+			fmt.Fprintf(&b, "| %s | %d | %s | %s | %s | %d (%d) |", f.Family, f.Fences, orDash(f.DoneMedian), orDash(f.DoneP90), orDash(f.DoneMax), f.Attempts, f.Failures)
+			for _, op := range ops {
+				if c, ok := f.Calls[op]; ok {
+					fmt.Fprintf(&b, " %.0f, %.2f |", c.Count, c.mean())
+				} else {
+					b.WriteString(" — |")
+				}
+			}
+			b.WriteString("\n")
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+// beforeAfter says how far before (positive) or after (negative) what a
+// moment came.
+func beforeAfter(v float64, what string) string {
+	if v < 0 {
+		return fmt.Sprintf("%.1f s after %s", -v, what)
+	}
+	return fmt.Sprintf("%.1f s before %s", v, what)
 }
 
 // orDash prints a figure, or "—" where an older run did not measure it.

@@ -22,8 +22,9 @@ import (
 // Trial is one node death.
 type Trial struct {
 	Node string `json:"node"`
-	// LastRenew is the victim's last Lease renewal; Grace fenced's
-	// heartbeat grace.
+	// LastRenew is the victim's last Lease renewal; Killed its power-off,
+	// the moment the harness stopped it (its kubelet port closes and its
+	// Lease is no longer renewed).
 	LastRenew time.Time `json:"lastRenew"`
 	Killed    time.Time `json:"killed"`
 	// Verdict is when the acting leader logged the Failed verdict; Intent,
@@ -47,6 +48,12 @@ type Trial struct {
 	GraceToEvicted    float64 `json:"graceToAllDeletedSeconds"`
 	TotalRecovery     float64 `json:"totalRecoverySeconds"`
 	KillToComplete    float64 `json:"leaderKillToFenceCompleteSeconds,omitempty"`
+	// FromPowerOff and FromRenewal are the milestones (verdict, fence
+	// opened, fenced, evicted, replacements Running) in seconds after the
+	// power-off and after the last renewal; absent in older runs, whose
+	// timestamps give them.
+	FromPowerOff *Since `json:"fromPowerOff,omitempty"`
+	FromRenewal  *Since `json:"fromLastRenewal,omitempty"`
 }
 
 // SingleResults are the single-node trials.
@@ -120,7 +127,8 @@ func (tr Trial) line() string {
 	if tr.Error != "" {
 		return tr.Node + ": " + tr.Error
 	}
-	return fmt.Sprintf("%s: fence %s, recovered %.1fs after the last renewal", tr.Node, tr.FenceID, tr.Recovered.Sub(tr.LastRenew).Seconds())
+	return fmt.Sprintf("%s: fence %s, recovered %.1fs after the power-off, %.1fs after the last renewal", tr.Node, tr.FenceID,
+		tr.Recovered.Sub(tr.Killed).Seconds(), tr.Recovered.Sub(tr.LastRenew).Seconds())
 }
 
 // trial kills one node carrying p.Pods protected pods and waits until the
@@ -320,4 +328,6 @@ func (tr *Trial) fill(f *ledger.Fence, verdicts map[string]map[string][]time.Tim
 	if !tr.LeaderKilled.IsZero() {
 		tr.KillToComplete = tr.Evicted.Sub(tr.LeaderKilled).Seconds()
 	}
+	off, renew := tr.since(tr.Killed), tr.since(tr.LastRenew)
+	tr.FromPowerOff, tr.FromRenewal = &off, &renew
 }

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"strconv"
 	"time"
@@ -11,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/fenced-project/fenced/tests/e2e"
+	"github.com/fenced-project/fenced/tests/invariants"
 	"github.com/fenced-project/fenced/tests/testbed"
 )
 
@@ -31,6 +34,25 @@ type StormResult struct {
 	Error       string  `json:"error,omitempty"`
 	// ControlPlaneNice is the nice value the control plane and kwok ran at.
 	ControlPlaneNice int `json:"controlPlaneNice,omitempty"`
+	// LastRenew is the last renewal of the dying nodes' Leases, the
+	// reference of the figures above. PowerOff is when the harness began
+	// stopping the dying nodes, PowerOffDone when it had stopped the last.
+	LastRenew    time.Time `json:"lastRenew,omitzero"`
+	PowerOff     time.Time `json:"powerOff,omitzero"`
+	PowerOffDone time.Time `json:"powerOffDone,omitzero"`
+	// At are the instants of the figures above; FromPowerOff the same
+	// figures in seconds after PowerOff (absent in older runs).
+	At           StormInstants `json:"at,omitzero"`
+	FromPowerOff *StormSince   `json:"fromPowerOff,omitempty"`
+	// DyingNodes are each dying node's power-off, last renewal and fence
+	// steps from the ledger; Steps summarises them (first-to-last spread,
+	// times after each node's own power-off and last renewal).
+	DyingNodes []StormNode  `json:"dyingNodes,omitempty"`
+	Steps      []StepSpread `json:"steps,omitempty"`
+	// Families are where the time went per array family.
+	Families []FamilyTime `json:"arrayFamilies,omitempty"`
+	// Unread is what the per-node and per-family figures could not read.
+	Unread []string `json:"unread,omitempty"`
 }
 
 func runStorm(t *e2e.Standalone, p params) (*StormResult, error) {
@@ -73,20 +95,32 @@ func runStorm(t *e2e.Standalone, p params) (*StormResult, error) {
 			return nil, err
 		}
 	}
-	var last time.Time
-	for _, v := range victims {
+	before := scrapeRequests(ctx, h)
+	nodes := make([]StormNode, len(victims))
+	res.PowerOff = time.Now()
+	for i, v := range victims {
+		nodes[i] = StormNode{Node: v, PowerOff: time.Now()}
 		h.KillNode(v)
 	}
-	for _, v := range victims {
-		if r, err := h.CP.LeaseRenewTime(ctx, v); err == nil && r.After(last) {
-			last = r
+	res.PowerOffDone = time.Now()
+	for i, v := range victims {
+		if r, err := h.CP.LeaseRenewTime(ctx, v); err == nil {
+			nodes[i].LastRenew = r
+			if r.After(res.LastRenew) {
+				res.LastRenew = r
+			}
 		}
 	}
 	opened, fenced, evicted := map[string]bool{}, map[string]bool{}, map[string]bool{}
-	for res.AllRunning == 0 {
+	seen := func(at *time.Time, ok bool) {
+		if at.IsZero() && ok {
+			*at = time.Now()
+		}
+	}
+	for res.At.AllRunning.IsZero() {
 		if ctx.Err() != nil {
 			res.Error = fmt.Sprintf("gave up: %d fenced, %d evicted", len(fenced), len(evicted))
-			return res, nil
+			break
 		}
 		if st, err := leaderStatus(ctx, h); err == nil {
 			for _, f := range st.Fences {
@@ -99,24 +133,89 @@ func runStorm(t *e2e.Standalone, p params) (*StormResult, error) {
 				}
 			}
 		}
-		if res.FirstOpened == 0 && len(opened) > 0 {
-			res.FirstOpened = time.Since(last).Seconds()
-		}
-		if res.AllOpened == 0 && len(opened) >= p.StormDying {
-			res.AllOpened = time.Since(last).Seconds()
-		}
-		if res.AllFenced == 0 && len(fenced) >= p.StormDying {
-			res.AllFenced = time.Since(last).Seconds()
-		}
-		if res.AllEvicted == 0 && len(evicted) >= p.StormDying {
-			res.AllEvicted = time.Since(last).Seconds()
-		}
-		if res.AllEvicted > 0 && waitRunning(ctx, h, "storm", p.StormDying, "worker-") == nil {
-			res.AllRunning = time.Since(last).Seconds()
+		seen(&res.At.FirstOpened, len(opened) > 0)
+		seen(&res.At.AllOpened, len(opened) >= p.StormDying)
+		seen(&res.At.AllFenced, len(fenced) >= p.StormDying)
+		seen(&res.At.AllEvicted, len(evicted) >= p.StormDying)
+		if !res.At.AllEvicted.IsZero() && waitRunning(ctx, h, "storm", p.StormDying, "worker-") == nil {
+			res.At.AllRunning = time.Now()
 		}
 		time.Sleep(200 * time.Millisecond) // polling interval
 	}
+	fromRenewal, fromPowerOff := res.At.since(res.LastRenew), res.At.since(res.PowerOff)
+	res.FirstOpened, res.AllOpened, res.AllFenced, res.AllEvicted, res.AllRunning =
+		fromRenewal.FirstOpened, fromRenewal.AllOpened, fromRenewal.AllFenced, fromRenewal.AllEvicted, fromRenewal.AllRunning
+	res.FromPowerOff = &fromPowerOff
+	stormLedger(context.WithoutCancel(ctx), h, res, nodes, before)
 	return res, nil
+}
+
+// stormLedger fills the storm's per-node steps and per-family times: it
+// scrapes the replicas' array request figures, then stops the replicas
+// and reads their ledgers. What it cannot read goes into the result's
+// error.
+func stormLedger(ctx context.Context, h *e2e.Harness, res *StormResult, nodes []StormNode, before []map[arrayOp]OpTime) {
+	after := scrapeRequests(ctx, h)
+	var calls map[arrayOp]OpTime
+	if before != nil && after != nil {
+		calls = requestsDelta(before, after)
+	} else {
+		res.Unread = append(res.Unread, "the array requests (a replica's /metrics could not be read)")
+	}
+	var hs []*invariants.History
+	for _, id := range h.IDs {
+		_ = h.Replicas[id].Stop()
+		hist, err := invariants.ReplayDataDir(h.Replicas[id].DataDir, 10*time.Second)
+		if err != nil {
+			res.Unread = append(res.Unread, "ledger of replica "+id+": "+err.Error())
+			continue
+		}
+		hs = append(hs, hist)
+	}
+	fences := invariants.Merge(hs...).Fences
+	stormNodeSteps(nodes, fences)
+	family := map[string]string{}
+	for name, a := range h.Arrays {
+		family[name] = a.Family
+	}
+	res.DyingNodes, res.Steps, res.Families = nodes, stepSpreads(nodes), familyTimes(nodes, fences, family, calls)
+}
+
+// scrapeRequests reads every replica's array request figures; nil when a
+// replica cannot be read.
+func scrapeRequests(ctx context.Context, h *e2e.Harness) []map[arrayOp]OpTime {
+	hc := &http.Client{Timeout: 10 * time.Second}
+	var out []map[arrayOp]OpTime
+	for _, id := range h.IDs {
+		m, err := scrapeReplica(ctx, hc, h.Replicas[id].HTTPURL)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "storm: replica %s: %v\n", id, err)
+			return nil
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// scrapeReplica reads one replica's /metrics.
+func scrapeReplica(ctx context.Context, hc *http.Client, base string) (map[arrayOp]OpTime, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/metrics", nil)
+	if err != nil {
+		return nil, fmt.Errorf("scrape metrics: %w", err)
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("scrape metrics: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("scrape metrics: %s", resp.Status)
+	}
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 32<<20))
+	if err != nil {
+		return nil, fmt.Errorf("scrape metrics: %w", err)
+	}
+	return parseArrayRequests(string(b))
 }
 
 // waitRunning checks (avoid non-empty: once) or waits until n pods of the

@@ -87,8 +87,17 @@ func targets(r *Results) string {
 	} else {
 		const bound = 40 + 15 // the default heartbeatGrace the storm runs with, plus 15 s
 		done := s.Error == "" && s.AllEvicted > 0
-		fmt.Fprintf(&b, "- **%d of %d nodes fenced and evicted within grace + 15 s (%d s after the last renewal)**: %s (all fenced %.0f s, all evicted %.0f s).",
+		fmt.Fprintf(&b, "- **%d of %d nodes fenced and evicted within grace + 15 s (%d s after the last renewal)**: %s (all fenced %.0f s, all evicted %.0f s",
 			s.Dying, s.Nodes, bound, met(done && s.AllEvicted <= bound), s.AllFenced, s.AllEvicted)
+		if off := s.fromPowerOff(); off.AllEvicted != 0 {
+			fmt.Fprintf(&b, "; from power-off %.0f s and %.0f s", off.AllFenced, off.AllEvicted)
+		}
+		for _, st := range s.Steps {
+			if strings.HasPrefix(st.Step, "evicted") {
+				fmt.Fprintf(&b, "; first to last eviction %.0f s", st.Spread)
+			}
+		}
+		b.WriteString(").")
 		if !done || s.AllEvicted > bound {
 			b.WriteString(" Time goes to array calls. Each fence makes a plan, a write and a read-back on each of five arrays; " +
 				"they read the node's own objects and its footprint volumes by ID (no array-wide scans: Unity reads the host's " +
