@@ -2,7 +2,8 @@
 // for the real github.com/dell/goscaleio client: token login, version,
 // systems, SDCs with their connection state and I/O statistics, volumes with
 // their SDC mappings (access mode and limits) and the mapping actions a fence
-// and an unfence use, and PowerFlex file: NAS servers, file systems and NFS
+// and an unfence use (addMappedSdc/removeMappedSdc for SDCs,
+// addMappedHost/removeMappedHost for NVMe/TCP hosts), and PowerFlex file: NAS servers, file systems and NFS
 // exports with their host lists (nfs.go). It implements simcore.Family.
 package powerflex
 
