@@ -10,12 +10,8 @@ import (
 // then reads the volume to confirm the cut or find a gap (not on the
 // array, given to another identity).
 
-func unsupported(f Family, v VolumeRef, what string) (Cut, *Gap) {
-	return "", &Gap{Reason: GapCutUnsupported, Detail: fmt.Sprintf("%s: fenced cannot cut a node's access to %s %s volumes yet",
-		v.Volume, f, what)}
-}
-
-// Cover: PowerFlex block volumes are unmapped from the node's SDC; NFS
+// Cover: PowerFlex block volumes are unmapped from the node's SDC (or
+// NVMe host, powerflex_nvme.go); NFS
 // volumes' exports lose the node's IPs (powerflex_nfs.go).
 func (a *PowerFlexAdapter) Cover(id Identity, v VolumeRef) (Cut, *Gap) {
 	if v.Protocol == ProtocolNFS {
@@ -24,6 +20,9 @@ func (a *PowerFlexAdapter) Cover(id Identity, v VolumeRef) (Cut, *Gap) {
 	if id.Kind == PowerFlexKindNFSClient {
 		return "", &Gap{Reason: GapIdentityNotFound, Detail: fmt.Sprintf("%s: the node has no SDC on PowerFlex array %s "+
 			"(its csi-vxflexos node ID names none), so its access to a block volume cannot be cut", v.Volume, a.cfg.Name)}
+	}
+	if id.Kind == PowerFlexKindNVMeHost {
+		return CutNVMeUnmap, nil
 	}
 	return CutSDCUnmap, nil
 }

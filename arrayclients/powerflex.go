@@ -30,12 +30,19 @@ type PowerFlexAdapter struct {
 
 var _ Adapter = (*PowerFlexAdapter)(nil)
 
-// PowerFlexEntries is Plan.Entries for PowerFlex: the SDC and every volume
-// mapping a fence removes.
+// PowerFlexEntries is Plan.Entries for PowerFlex: the SDC (or NVMe host)
+// and every volume mapping a fence removes.
 type PowerFlexEntries struct {
-	SystemID string             `json:"systemID"`
-	SdcID    string             `json:"sdcID"`
-	SdcGUID  string             `json:"sdcGUID"`
+	SystemID string `json:"systemID"`
+	// SdcID is the SDC's ID, or the NVMe host's (the MDM lists NVMe hosts
+	// among the SDCs).
+	SdcID   string `json:"sdcID"`
+	SdcGUID string `json:"sdcGUID"`
+	// HostType is NVMeHost for an NVMe/TCP host (powerflex_nvme.go), empty
+	// for an SDC; HostName is the NVMe host's name, read back to make sure
+	// the ID still names the node's host.
+	HostType string             `json:"hostType,omitempty"`
+	HostName string             `json:"hostName,omitempty"`
 	Mappings []PowerFlexMapping `json:"mappings"`
 	// HoldersRecorded: each mapping lists the other SDCs the volume was
 	// mapped to when the plan was read. Plans written before footprints
@@ -150,13 +157,16 @@ func (a *PowerFlexAdapter) selectSystem(all []*siotypes.System) (*siotypes.Syste
 	}
 }
 
-// Resolve finds the SDC whose GUID is the node's csi-vxflexos node ID, or,
-// with an override, the SDC whose ID, name, GUID or one of whose IPs is
-// exactly the override. Exactly one SDC must match. The identity's Keys
-// are the GUID, the SDC's IPs and the node's addresses (what NFS exports
-// name it by). A node ID that names no SDC is a node without one
-// (csi-vxflexos reports the Node UID then): its identity, of kind
-// PowerFlexKindNFSClient, is its addresses.
+// Resolve finds the SDC whose GUID is the node's csi-vxflexos node ID, or
+// the NVMe host whose name is exactly the node ID (an NVMe/TCP node,
+// powerflex_nvme.go), or, with an override, the SDC or NVMe host whose ID,
+// name, GUID or one of whose IPs is exactly the override. Exactly one must
+// match. The identity's Keys are the GUID, the SDC's IPs and the node's
+// addresses (what NFS exports name it by); an NVMe host's identity, of
+// kind PowerFlexKindNVMeHost, has the node's addresses only. A node ID
+// that names neither is a node without one (csi-vxflexos reports the
+// Node UID then): its identity, of kind PowerFlexKindNFSClient, is its
+// addresses.
 func (a *PowerFlexAdapter) Resolve(ctx context.Context, node Node) (Identity, error) {
 	key, byOverride := node.Override, node.Override != ""
 	if !byOverride {
@@ -177,12 +187,12 @@ func (a *PowerFlexAdapter) Resolve(ctx context.Context, node Node) (Identity, er
 		}
 		var match []siotypes.Sdc
 		for _, s := range sdcs {
-			if strings.EqualFold(s.SdcGUID, key) ||
+			if strings.EqualFold(s.SdcGUID, key) || (!byOverride && nvmeHostMatches(s, key)) ||
 				(byOverride && (s.ID == key || s.Name == key || slices.Contains(sdcIPs(s), key))) {
 				match = append(match, s)
 			}
 		}
-		what := "GUID " + key
+		what := "GUID " + key + " nor NVMe host named so"
 		if byOverride {
 			what = "ID, name, GUID or IP " + key
 		}
@@ -203,6 +213,11 @@ func (a *PowerFlexAdapter) Resolve(ctx context.Context, node Node) (Identity, er
 			return fmt.Errorf("%w: %d SDCs match %s: %s", ErrAmbiguousIdentity, len(match), what, strings.Join(ids, "; "))
 		}
 		s := match[0]
+		if s.HostType == pflexHostTypeNVMe {
+			id = a.nvmeIdentity(node, s)
+			id.ResolvedAt = time.Now().UTC()
+			return nil
+		}
 		id = Identity{
 			Array: a.cfg.Name, Family: PowerFlex, Node: node.Name, ObjectID: s.ID, ObjectName: s.Name,
 			Keys: append([]string{s.SdcGUID}, addIPs(sdcIPs(s), nodeIPs(node))...), ResolvedAt: time.Now().UTC(),
@@ -291,6 +306,9 @@ func (a *PowerFlexAdapter) current(k powerFlexCall, sdcID, guid string) (maps []
 // planEntries records every volume mapped to the identity's SDC with its
 // access mode, limits and other holders.
 func (a *PowerFlexAdapter) planEntries(k powerFlexCall, id Identity) (PowerFlexEntries, error) {
+	if id.Kind == PowerFlexKindNVMeHost {
+		return a.planEntriesNVMe(k, id)
+	}
 	guid := ""
 	if len(id.Keys) > 0 {
 		guid = id.Keys[0]
@@ -326,10 +344,14 @@ func (a *PowerFlexAdapter) entries(p Plan) (PowerFlexEntries, error) {
 	if (e.SdcID == "" && !nfsOnly) || e.SdcID != p.Identity.ObjectID {
 		return e, fmt.Errorf("%w: entries name SDC %q, identity %q", ErrPlanMismatch, e.SdcID, p.Identity.ObjectID)
 	}
+	if e.isNVMe() != (p.Identity.Kind == PowerFlexKindNVMeHost) {
+		return e, fmt.Errorf("%w: entries name host type %q, identity kind %q", ErrPlanMismatch, e.HostType, p.Identity.Kind)
+	}
 	return e, nil
 }
 
-// Apply unmaps every planned volume still mapped to the SDC, and removes
+// Apply unmaps every planned volume still mapped to the SDC (or NVMe
+// host), and removes
 // the node's entries from the NFS footprint volumes' exports (applyNFS).
 // A mapping that is already gone (or whose volume is gone) counts as done.
 func (a *PowerFlexAdapter) Apply(ctx context.Context, p Plan) error {
@@ -347,14 +369,14 @@ func (a *PowerFlexAdapter) Apply(ctx context.Context, p Plan) error {
 	})
 }
 
-// applySDC unmaps the plan's volumes from the SDC.
+// applySDC unmaps the plan's volumes from the SDC (or NVMe host).
 func (a *PowerFlexAdapter) applySDC(k powerFlexCall, p Plan, e PowerFlexEntries) error {
-	cur, found, err := a.current(k, e.SdcID, e.SdcGUID)
+	cur, found, err := a.hostMappings(k, e)
 	if err != nil {
 		return err
 	}
 	if !found {
-		a.logger.Info("SDC no longer exists: nothing to unmap", "node", p.Identity.Node, "sdc", e.SdcID)
+		a.logger.Info("host no longer exists: nothing to unmap", "node", p.Identity.Node, "host", e.hostLabel())
 		return nil
 	}
 	// The plan's mappings, and each footprint volume with a cut that
@@ -373,7 +395,7 @@ func (a *PowerFlexAdapter) applySDC(k powerFlexCall, p Plan, e PowerFlexEntries)
 		if !slices.ContainsFunc(cur, func(c PowerFlexMapping) bool { return c.VolumeID == vol }) {
 			continue
 		}
-		err := k.unmap(vol, e.SdcID)
+		err := a.unmapHost(k, e, vol)
 		if powerFlexIs(err, pflexMsgNotMapped) || powerFlexIs(err, pflexMsgNoVolume) {
 			continue
 		}
@@ -394,7 +416,7 @@ func powerFlexVerify(planned, cur []PowerFlexMapping, found bool) Verification {
 		i := slices.IndexFunc(cur, func(c PowerFlexMapping) bool { return c.VolumeID == m.VolumeID })
 		switch {
 		case !found:
-			v.Missing = append(v.Missing, m.String()+": SDC no longer exists")
+			v.Missing = append(v.Missing, m.String()+": host no longer exists")
 		case i < 0:
 			v.Missing = append(v.Missing, m.String())
 		case cur[i].AccessMode != m.AccessMode || cur[i].LimitIops != m.LimitIops || cur[i].LimitBwInMbps != m.LimitBwInMbps:

@@ -3,6 +3,7 @@ package arrayclients
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -41,9 +42,13 @@ func (k powerFlexCall) volumeAccess(volID, sdcID string) (pflexVolumeAccess, err
 			acc.mapping = m
 		default:
 			acc.others = append(acc.others, m.SdcID)
-			h := "sdc " + m.SdcID
+			kind := "sdc "
+			if m.HostType == pflexHostTypeNVMe {
+				kind = "nvme-host "
+			}
+			h := kind + m.SdcID
 			if m.SdcName != "" {
-				h = "sdc " + m.SdcName + " (" + m.SdcID + ")"
+				h = kind + m.SdcName + " (" + m.SdcID + ")"
 			}
 			acc.holders = append(acc.holders, h)
 		}
@@ -120,7 +125,7 @@ func (a *PowerFlexAdapter) Plan(ctx context.Context, id Identity, vols []VolumeR
 					slices.SortFunc(e.Mappings, func(x, y PowerFlexMapping) int { return strings.Compare(x.VolumeID, y.VolumeID) })
 				}
 			case len(acc.holders) > 0 && v.Attached:
-				vc.Gap = otherIdentityGap(PowerFlex, v, "SDC "+id.ObjectName+" ("+id.ObjectID+")", acc.holders)
+				vc.Gap = otherIdentityGap(PowerFlex, v, pflexIdentityLabel(id), acc.holders)
 			default:
 				vc.Cut = CutNotMapped
 			}
@@ -133,7 +138,7 @@ func (a *PowerFlexAdapter) Plan(ctx context.Context, id Identity, vols []VolumeR
 		p = Plan{Array: a.cfg.Name, Family: PowerFlex, Identity: id, Entries: raw, Volumes: cuts, CreatedAt: time.Now().UTC()}
 		var parts []string
 		if !nfsOnly {
-			parts = append(parts, fmt.Sprintf("unmap %d volume(s) from SDC %s (%s)", len(e.Mappings), id.ObjectName, id.ObjectID))
+			parts = append(parts, fmt.Sprintf("unmap %d volume(s) from %s", len(e.Mappings), pflexIdentityLabel(id)))
 		}
 		if n := pflexNFSEntryCount(e); n > 0 || nfsOnly {
 			parts = append(parts, fmt.Sprintf("remove %d host entries (IPs %s) from %d NFS export(s)", n,
@@ -163,7 +168,7 @@ func (a *PowerFlexAdapter) Verify(ctx context.Context, p Plan) (Verification, er
 			v = Verification{Fenced: true, Restored: true, CheckedAt: time.Now().UTC()}
 			return a.verifyNFS(k, p, e, &v)
 		}
-		cur, found, err := a.current(k, e.SdcID, e.SdcGUID)
+		cur, found, err := a.hostMappings(k, e)
 		if err != nil {
 			return err
 		}
@@ -183,7 +188,7 @@ func (a *PowerFlexAdapter) Verify(ctx context.Context, p Plan) (Verification, er
 			if chk.NodeAccess {
 				v.Fenced = false
 				if !slices.ContainsFunc(cur, func(c PowerFlexMapping) bool { return c.VolumeID == vc.Object }) {
-					v.Remaining = append(v.Remaining, fmt.Sprintf("footprint volume %s (%s) mapped to SDC %s", vc.Volume, vc.Object, e.SdcID))
+					v.Remaining = append(v.Remaining, fmt.Sprintf("footprint volume %s (%s) mapped to %s", vc.Volume, vc.Object, e.hostLabel()))
 				}
 			}
 			v.Volumes = append(v.Volumes, chk)
@@ -286,13 +291,13 @@ func (a *PowerFlexAdapter) Undo(ctx context.Context, p Plan, scope RestoreScope)
 		if e.SdcID == "" {
 			return nil
 		}
-		cur, found, err := a.current(k, e.SdcID, e.SdcGUID)
+		cur, found, err := a.hostMappings(k, e)
 		if err != nil {
 			return err
 		}
 		if !found {
-			return fmt.Errorf("%w: SDC %s no longer exists; cannot map %d volume(s) back",
-				ErrNoIdentity, e.SdcID, len(e.Mappings))
+			return fmt.Errorf("%w: %s no longer exists; cannot map %d volume(s) back",
+				ErrNoIdentity, e.hostLabel(), len(e.Mappings))
 		}
 		plan, err := a.reconcile(k, p, e, scope)
 		if err != nil {
@@ -305,7 +310,7 @@ func (a *PowerFlexAdapter) Undo(ctx context.Context, p Plan, scope RestoreScope)
 				if i < 0 {
 					continue
 				}
-				err := k.unmap(m.VolumeID, e.SdcID)
+				err := a.unmapHost(k, e, m.VolumeID)
 				if err != nil && !powerFlexIs(err, pflexMsgNotMapped) && !powerFlexIs(err, pflexMsgNoVolume) {
 					return fmt.Errorf("unmap %s (%s): %w", m, r.why, err)
 				}
@@ -325,8 +330,8 @@ func (a *PowerFlexAdapter) Undo(ctx context.Context, p Plan, scope RestoreScope)
 				return fmt.Errorf("%s is mapped with access mode %s, not %s: refusing to change it", m, have.AccessMode, m.AccessMode)
 			}
 			if i < 0 {
-				err := k.mapVolume(m.VolumeID, e.SdcID, m.AccessMode, r.allowMultiple)
-				if powerFlexIs(err, pflexMsgNoVolume) {
+				err := a.mapHost(k, e, m.VolumeID, m.AccessMode, r.allowMultiple)
+				if powerFlexIs(err, pflexMsgNoVolume) || errors.Is(err, errPflexVolumeGone) {
 					continue
 				}
 				if err != nil && !powerFlexIs(err, pflexMsgAlreadyMapped) {
@@ -357,7 +362,7 @@ func (a *PowerFlexAdapter) VerifyRestore(ctx context.Context, p Plan, scope Rest
 			v = Verification{Fenced: true, Restored: true, CheckedAt: time.Now().UTC()}
 			return a.verifyRestoreNFS(k, p, e, scope, &v)
 		}
-		cur, found, err := a.current(k, e.SdcID, e.SdcGUID)
+		cur, found, err := a.hostMappings(k, e)
 		if err != nil {
 			return err
 		}
@@ -390,8 +395,8 @@ func (a *PowerFlexAdapter) VerifyRestore(ctx context.Context, p Plan, scope Rest
 				chk.Note = leftAsItWasNote(vc.VolumeRef, scope, acc.holders)
 				if chk.NodeAccess {
 					violation = true
-					v.Remaining = append(v.Remaining, fmt.Sprintf("footprint volume %s (%s) is mapped to SDC %s but is %s",
-						vc.Volume, vc.Object, e.SdcID, chk.Note))
+					v.Remaining = append(v.Remaining, fmt.Sprintf("footprint volume %s (%s) is mapped to %s but is %s",
+						vc.Volume, vc.Object, e.hostLabel(), chk.Note))
 				}
 			}
 			if chk.NodeAccess {

@@ -6,7 +6,8 @@ import (
 	"time"
 )
 
-// Health reports the SDC's mdmConnectionState (Connected / Disconnected)
+// Health reports, for an NVMe host, unknown connectivity and I/O (see the
+// reason). For an SDC it reports its mdmConnectionState (Connected / Disconnected)
 // and whether its statistics window shows reads or writes (csi-powerflex's
 // signals). When the array cannot be read, both are unknown with the
 // reason and the error wraps ErrUnreachable.
@@ -14,6 +15,14 @@ func (a *PowerFlexAdapter) Health(ctx context.Context, id Identity) (Health, err
 	h := Health{Array: a.cfg.Name, Node: id.Node, Connectivity: ConnectivityUnknown, IO: IOUnknown}
 	if id.Array == a.cfg.Name && id.Family == PowerFlex && id.Kind == PowerFlexKindNFSClient {
 		h.Reason = "the node has no SDC: PowerFlex shows no connection or I/O of an NFS client"
+		h.SampledAt = time.Now().UTC()
+		return h, nil
+	}
+	if id.Array == a.cfg.Name && id.Family == PowerFlex && id.Kind == PowerFlexKindNVMeHost {
+		// goscaleio's NVMe host has no mdmConnectionState and no
+		// statistics; its NVMe controllers (Host::<id>/relationships/
+		// NvmeController) are not read yet.
+		h.Reason = "the node is an NVMe/TCP host: fenced reads no connection or I/O signal of a PowerFlex NVMe host"
 		h.SampledAt = time.Now().UTC()
 		return h, nil
 	}

@@ -194,9 +194,10 @@ func pflexRows() []variantRow {
 			b.cfgs["pflex-1"].CSIDefault = true
 			b.attach(vbPV, arrayclients.DriverPowerFlex, "0000000000000101")
 		}},
-		{name: "powerflex/nvme-tcp-host", fixture: vbPFlexFixture,
-			want: gap(arrayclients.GapIdentityNotFound, "issue 18: resolve NVMe hosts by name, cut nvme-unmap"),
+		{name: "powerflex/nvme-tcp-host", fixture: vbPFlexFixture, want: cut(arrayclients.CutNVMeUnmap),
 			build: func(b *variantBed) {
+				// The node ID names the NVMe host: its volume is unmapped
+				// from that host (RemoveMappedHost).
 				b.node = vbNode("worker-2", "127.0.10.2", arrayclients.DriverPowerFlex, pflexNVMeNodeID("127.0.10.2", vbPFlexUID))
 				b.attach(vbPV, arrayclients.DriverPowerFlex, vbPFlexSystem+"-0000000000000102")
 			}},

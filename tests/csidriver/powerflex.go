@@ -45,7 +45,8 @@ type PowerFlexConfig struct {
 }
 
 // PowerFlex emulates the csi-vxflexos controller for one system: block
-// volumes mapped to the node's SDC (node ID = SDC GUID), and NFS volumes
+// volumes mapped to the node's SDC (node ID = SDC GUID) or, for an
+// NVMe/TCP node, to its NVMe host (node ID = the host's name), and NFS volumes
 // (PowerFlex file) whose export lists the node's IPs (powerflex_nfs.go).
 type PowerFlex struct {
 	cfg PowerFlexConfig
@@ -180,10 +181,37 @@ func (p *PowerFlex) sdcID(ctx context.Context, nodeID string) (string, error) {
 	return sdc.Sdc.ID, nil
 }
 
+// pflexHost is the node's host on the array: an SDC, or an NVMe host.
+type pflexHost struct {
+	id, name string
+	nvme     bool
+}
+
+// hostOf finds the node's host as the controller does
+// (service/service.go getHostIDAndType): the SDC whose GUID is the node
+// ID, else the host (an NVMe host, listed among the SDCs) whose name is
+// the node ID (FindSdc("Name", nodeID)). The caller holds p.mu.
+func (p *PowerFlex) hostOf(ctx context.Context, nodeID string) (pflexHost, error) {
+	id, err := p.sdcID(ctx, nodeID)
+	if err == nil {
+		return pflexHost{id: id}, nil
+	}
+	p.c.WithContext(ctx)
+	h, nerr := p.sys.FindSdc("Name", nodeID)
+	if nerr != nil {
+		return pflexHost{}, fmt.Errorf("no SDC or NVMe host for node ID %s: %w: %w", nodeID, ErrNotFound, errors.Join(err, nerr))
+	}
+	return pflexHost{id: h.Sdc.ID, name: h.Sdc.Name, nvme: h.Sdc.HostType == "NVMeHost"}, nil
+}
+
 // ControllerPublish maps a block volume to the node's SDC
 // (service/publisher.go SDCPublisher.Publish): already mapped to it
 // succeeds; mapped to another SDC is refused for a single-node volume;
 // otherwise addMappedSdc, with allowMultipleMappings for a multi-node one.
+// A node whose node ID names an NVMe host publishes over NVMe/TCP
+// (NVMePublisher.Publish): already mapped to the host (by name) succeeds;
+// mapped to any other SDC or NVMe host is refused for a single-node
+// volume; otherwise MapVolumeNVMe (addMappedHost with hostId).
 // An NFS volume's export gets the node's IPs (exportFilesystem).
 func (p *PowerFlex) ControllerPublish(ctx context.Context, handle, nodeID string, multiNode bool) error {
 	if strings.Contains(handle, "/") {
@@ -199,10 +227,14 @@ func (p *PowerFlex) ControllerPublish(ctx context.Context, handle, nodeID string
 	if err != nil {
 		return fmt.Errorf("emulated %s: publish %s to %s: %w", p.cfg.Driver, handle, nodeID, err)
 	}
-	sdc, err := p.sdcID(ctx, nodeID)
+	host, err := p.hostOf(ctx, nodeID)
 	if err != nil {
 		return fmt.Errorf("emulated %s: publish %s to %s: %w", p.cfg.Driver, handle, nodeID, err)
 	}
+	if host.nvme {
+		return p.publishNVMe(ctx, vol, host, handle, nodeID, multiNode)
+	}
+	sdc := host.id
 	for _, m := range vol.MappedSdcInfo {
 		if m.SdcID == sdc {
 			return nil
@@ -224,9 +256,10 @@ func (p *PowerFlex) ControllerPublish(ctx context.Context, handle, nodeID string
 	return nil
 }
 
-// ControllerUnpublish unmaps a block volume from the node's SDC
-// (service/controller.go ControllerUnpublishVolume): a deleted volume or
-// one not mapped to the SDC succeeds. An NFS volume's export loses the
+// ControllerUnpublish unmaps a block volume from the node's SDC, or from
+// its NVMe host with RemoveMappedHost (service/controller.go
+// ControllerUnpublishVolume): a deleted volume or one not mapped to the
+// host succeeds. An NFS volume's export loses the
 // node's IPs (unexportFilesystem).
 func (p *PowerFlex) ControllerUnpublish(ctx context.Context, handle, nodeID string) error {
 	if strings.Contains(handle, "/") {
@@ -245,10 +278,11 @@ func (p *PowerFlex) ControllerUnpublish(ctx context.Context, handle, nodeID stri
 	if err != nil {
 		return fmt.Errorf("emulated %s: unpublish %s from %s: %w", p.cfg.Driver, handle, nodeID, err)
 	}
-	sdc, err := p.sdcID(ctx, nodeID)
+	host, err := p.hostOf(ctx, nodeID)
 	if err != nil {
 		return fmt.Errorf("emulated %s: unpublish %s from %s: %w", p.cfg.Driver, handle, nodeID, err)
 	}
+	sdc := host.id
 	mapped := false
 	for _, m := range vol.MappedSdcInfo {
 		mapped = mapped || m.SdcID == sdc
@@ -258,8 +292,41 @@ func (p *PowerFlex) ControllerUnpublish(ctx context.Context, handle, nodeID stri
 	}
 	tv := goscaleio.NewVolume(p.c.WithContext(ctx))
 	tv.Volume = vol
+	if host.nvme {
+		if err := tv.RemoveMappedHost(&siotypes.UnmapVolumeNVMeParam{HostID: host.id}); err != nil {
+			return fmt.Errorf("emulated %s: unpublish %s from %s: Error unmapping volume from NVMe host: %w", p.cfg.Driver, handle, nodeID, err)
+		}
+		return nil
+	}
 	if err := tv.UnmapVolumeSdc(&siotypes.UnmapVolumeSdcParam{SdcID: sdc}); err != nil {
 		return fmt.Errorf("emulated %s: unpublish %s from %s: %w", p.cfg.Driver, handle, nodeID, err)
+	}
+	return nil
+}
+
+// publishNVMe is NVMePublisher.Publish (service/publisher.go): the
+// mapping to the NVMe host is recognised by host name; any other mapping
+// refuses a single-node volume ("volume already published to NVMe host");
+// otherwise MapVolumeNVMe with the host ID and allowMultipleMappings for a
+// multi-node volume. The caller holds p.mu.
+func (p *PowerFlex) publishNVMe(ctx context.Context, vol *siotypes.Volume, host pflexHost, handle, nodeID string, multiNode bool) error {
+	for _, m := range vol.MappedSdcInfo {
+		if m.SdcName == host.name {
+			return nil
+		}
+	}
+	if len(vol.MappedSdcInfo) > 0 && !multiNode {
+		return fmt.Errorf("emulated %s: publish %s to %s: volume already published to NVMe host: %s: %w",
+			p.cfg.Driver, handle, nodeID, vol.MappedSdcInfo[0].SdcName, ErrAlreadyPublished)
+	}
+	allow := "FALSE"
+	if multiNode {
+		allow = "TRUE"
+	}
+	tv := goscaleio.NewVolume(p.c.WithContext(ctx))
+	tv.Volume = &siotypes.Volume{ID: vol.ID}
+	if err := tv.MapVolumeNVMe(&siotypes.MapVolumeNVMeParam{HostID: host.id, AllowMultipleMappings: allow}); err != nil {
+		return fmt.Errorf("emulated %s: publish %s to %s: error mapping volume to nvme host: %w", p.cfg.Driver, handle, nodeID, err)
 	}
 	return nil
 }

@@ -27,7 +27,7 @@ func MakeFixture(nodes []testbed.NodeSpec, arraysYAML []byte) (*fixture.Fixture,
 	fx := &fixture.Fixture{}
 	for _, n := range nodes {
 		fx.Nodes = append(fx.Nodes, fixture.Node{Name: n.Name, IP: n.IP, FQDN: n.FQDN, MachineID: n.MachineID,
-			SDCGUID: n.SDCGUID, IQN: n.IQN, WWPNs: n.WWPNs})
+			SDCGUID: n.SDCGUID, NVMeHost: n.NVMeHost, NQN: n.NQN, IQN: n.IQN, WWPNs: n.WWPNs})
 	}
 	if err := yaml.Unmarshal(arraysYAML, &fx.Arrays); err != nil {
 		return nil, fmt.Errorf("decode the arrays of the fixture: %w", err)

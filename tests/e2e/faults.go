@@ -226,7 +226,7 @@ func (h *Harness) signalHosts(node string, a *Array) []string {
 			fn = n
 		}
 	}
-	hosts := []string{fn.Name, fn.FQDN, fn.IP, fn.SDCGUID}
+	hosts := []string{fn.Name, fn.FQDN, fn.IP, fn.SDCGUID, fn.NVMeHost}
 	switch a.Family {
 	case fixture.PowerStore:
 		hosts = append(hosts, "csi-node-"+fn.MachineID+"-"+fn.IP)

@@ -53,6 +53,10 @@ type Options struct {
 	// test bed cluster, SecondClusterName, protected by the same replicas
 	// and arrays. Default 0: no second cluster.
 	SecondCluster int
+	// NVMeTCPNodes is how many of ClusterName's first nodes are PowerFlex
+	// NVMe/TCP nodes: an NVMe host named by their csi-vxflexos node ID on
+	// the PowerFlex simulator instead of an SDC (testbed.NodeSpec.NVMeTCP).
+	NVMeTCPNodes int
 }
 
 // TB is what the harness needs of a test. *testing.T satisfies it, and so
@@ -147,7 +151,13 @@ func Start(t TB, opts Options) *Harness {
 		if opts.ControlPlaneNice != 0 {
 			require.NoError(t, cp.SetNice(opts.ControlPlaneNice), "favour the control plane of %s", c.name)
 		}
-		nodes, err := cp.AddNodes(ctx, testbed.NodeSpecs(c.prefix, c.nodes)...)
+		nodeSpecs := testbed.NodeSpecs(c.prefix, c.nodes)
+		if c.name == ClusterName {
+			for i := range min(opts.NVMeTCPNodes, len(nodeSpecs)) {
+				nodeSpecs[i].NVMeTCP = true
+			}
+		}
+		nodes, err := cp.AddNodes(ctx, nodeSpecs...)
 		require.NoError(t, err)
 		var names []string
 		for _, n := range nodes {

@@ -87,8 +87,8 @@ func csiNodeID(t *testing.T, h *Harness, node, driver string) string {
 	return ""
 }
 
-// givenTo returns the identities (SDC IDs, host IDs, CSI node IDs of the
-// NFS clients) the array's state
+// givenTo returns the identities (SDC and NVMe host IDs, host IDs, CSI
+// node IDs of the NFS clients) the array's state
 // gives the volume to, and the identity the driver's node ID names on it.
 func givenTo(t *testing.T, h *Harness, v podVolume, node string) (holders []string, nodeIdentity string) {
 	t.Helper()
@@ -103,8 +103,10 @@ func givenTo(t *testing.T, h *Harness, v podVolume, node string) (holders []stri
 		case v.Family == arrayclients.PowerFlex && a.Family == "powerflex":
 			var st struct {
 				Sdcs []struct {
-					ID   string `json:"id"`
-					GUID string `json:"sdcGuid"`
+					ID       string `json:"id"`
+					Name     string `json:"name"`
+					GUID     string `json:"sdcGuid"`
+					HostType string `json:"hostType"`
 				} `json:"sdcs"`
 				Volumes []struct {
 					ID     string `json:"id"`
@@ -115,7 +117,9 @@ func givenTo(t *testing.T, h *Harness, v podVolume, node string) (holders []stri
 			}
 			require.NoError(t, json.Unmarshal(raw, &st))
 			for _, s := range st.Sdcs {
-				if strings.EqualFold(s.GUID, nodeID) {
+				// An SDC by GUID; an NVMe/TCP node's NVMe host by its name
+				// (csi-vxflexos: FindSdc("Name", nodeID)).
+				if (s.GUID != "" && strings.EqualFold(s.GUID, nodeID)) || (s.HostType == "NVMeHost" && s.Name == nodeID) {
 					nodeIdentity = s.ID
 				}
 			}

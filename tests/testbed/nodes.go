@@ -2,6 +2,8 @@ package testbed
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -218,6 +220,12 @@ func (cp *ControlPlane) registerNode(ctx context.Context, n *Node) error {
 	if err != nil {
 		return fmt.Errorf("create node %s: %w", s.Name, err)
 	}
+	if s.NVMeTCP {
+		if err := cp.nameNVMeHost(ctx, n, string(created.UID)); err != nil {
+			return err
+		}
+		s = n.Spec
+	}
 	if err := cp.patchNodeStatus(ctx, s.Name, nodeStatus(s, n.BootID())); err != nil {
 		return err
 	}
@@ -368,4 +376,26 @@ func (cp *ControlPlane) LeaseRenewTime(ctx context.Context, name string) (time.T
 		return time.Time{}, nil
 	}
 	return l.Spec.RenewTime.Time, nil
+}
+
+// nameNVMeHost sets an NVMe/TCP node's csi-vxflexos node ID from its Node
+// UID, "<IP>-<hex sha256(UID)>" cut to 31 characters (dell/csi-powerflex
+// service/service.go generateNodeID), and writes it into the Node's
+// node-ID annotation as the kubelet does when the driver registers.
+func (cp *ControlPlane) nameNVMeHost(ctx context.Context, n *Node, uid string) error {
+	sum := sha256.Sum256([]byte(uid))
+	n.Spec.NVMeHost = (n.Spec.IP + "-" + hex.EncodeToString(sum[:]))[:31]
+	ids, err := json.Marshal(n.Spec.CSINodeIDs())
+	if err != nil {
+		return fmt.Errorf("encode CSI node IDs of %s: %w", n.Spec.Name, err)
+	}
+	data, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{
+		"csi.volume.kubernetes.io/nodeid": string(ids)}}})
+	if err != nil {
+		return fmt.Errorf("encode node-ID annotation of %s: %w", n.Spec.Name, err)
+	}
+	if _, err := cp.Client.CoreV1().Nodes().Patch(ctx, n.Spec.Name, types.MergePatchType, data, metav1.PatchOptions{}); err != nil {
+		return fmt.Errorf("set the node-ID annotation of %s: %w", n.Spec.Name, err)
+	}
+	return nil
 }

@@ -48,7 +48,17 @@ type NodeSpec struct {
 	// MachineID is the content of /etc/machine-id (32 lowercase hex digits).
 	MachineID string
 	// SDCGUID is the GUID of the node's PowerFlex SDC (upper-case UUID).
+	// Empty for an NVMe/TCP node.
 	SDCGUID string
+	// NVMeTCP makes the node a PowerFlex NVMe/TCP node: no SDC, an NVMe
+	// host named by its csi-vxflexos node ID instead. NQN is its NVMe
+	// qualified name (default generated). NVMeHost is the node ID,
+	// "<IP>-<sha256(Node UID)>" cut to 31 characters (dell/csi-powerflex
+	// service/service.go generateNodeID); the Node UID is the API
+	// server's, so ControlPlane.AddNodes sets it when it creates the Node.
+	NVMeTCP  bool
+	NQN      string
+	NVMeHost string
 	// IQN is the node's iSCSI initiator name.
 	IQN string
 	// WWPNs are the node's Fibre Channel port names (16 hex digits each).
@@ -82,7 +92,12 @@ func (s NodeSpec) Complete() (NodeSpec, error) {
 	if s.MachineID == "" {
 		s.MachineID = randomHex(16)
 	}
-	if s.SDCGUID == "" {
+	switch {
+	case s.NVMeTCP && s.SDCGUID != "":
+		return s, fmt.Errorf("node spec %s: an NVMe/TCP node has no SDC GUID", s.Name)
+	case s.NVMeTCP && s.NQN == "":
+		s.NQN = "nqn.2014-08.org.nvmexpress:uuid:" + newUUID()
+	case !s.NVMeTCP && s.SDCGUID == "":
 		s.SDCGUID = strings.ToUpper(newUUID())
 	}
 	if s.IQN == "" {
@@ -108,7 +123,8 @@ func (s NodeSpec) Complete() (NodeSpec, error) {
 
 // CSINodeIDs returns the node ID each Dell CSI driver reports for this node,
 // keyed by driver name, in the format the driver builds it:
-//   - PowerFlex: the SDC GUID;
+//   - PowerFlex: the SDC GUID, or for an NVMe/TCP node its NVMe host's
+//     name (empty until the Node exists);
 //   - PowerStore: <prefix>-<machine ID>-<IP>;
 //   - PowerScale: <name>=#=#=<FQDN>=#=#=<IP>;
 //   - PowerMax: the node name;
@@ -118,8 +134,12 @@ func (s NodeSpec) CSINodeIDs() map[string]string {
 	if prefix == "" {
 		prefix = DefaultPowerStorePrefix
 	}
+	pflex := s.SDCGUID
+	if s.NVMeTCP {
+		pflex = s.NVMeHost
+	}
 	return map[string]string{
-		DriverPowerFlex:  s.SDCGUID,
+		DriverPowerFlex:  pflex,
 		DriverPowerStore: prefix + "-" + s.MachineID + "-" + s.IP,
 		DriverPowerScale: s.Name + "=#=#=" + s.FQDN + "=#=#=" + s.IP,
 		DriverPowerMax:   s.Name,

@@ -201,3 +201,17 @@ func FuzzParseAuditLog(f *testing.F) {
 		_, _ = ParseAuditLog(strings.NewReader(s), AuditFilter{Verb: "delete", Resource: "pods", Since: time.Unix(1, 0)})
 	})
 }
+
+// An NVMe/TCP node has no SDC: it gets an NQN, and its PowerFlex node ID is
+// its NVMe host's name once AddNodes has set it from the Node UID.
+func TestNodeSpecNVMeTCP(t *testing.T) {
+	s, err := NodeSpec{Name: "n1", IP: "127.0.10.9", NVMeTCP: true}.Complete()
+	require.NoError(t, err)
+	assert.Empty(t, s.SDCGUID)
+	assert.Regexp(t, `^nqn\.2014-08\.org\.nvmexpress:uuid:[0-9a-f-]{36}$`, s.NQN)
+	assert.Empty(t, s.CSINodeIDs()[DriverPowerFlex], "named when the Node exists")
+	s.NVMeHost = "127.0.10.9-0123456789abcdef0123"
+	assert.Equal(t, s.NVMeHost, s.CSINodeIDs()[DriverPowerFlex])
+	_, err = NodeSpec{Name: "n2", NVMeTCP: true, SDCGUID: "6B1E5A2C-0D4F-4E1A-9C3B-2A1D0E9F8C7B"}.Complete()
+	require.Error(t, err)
+}

@@ -17,6 +17,10 @@ type actionParams struct {
 	IgnoreScsiInitiators  string  `json:"ignoreScsiInitiators"`
 	BandwidthLimitInKbps  *string `json:"bandwidthLimitInKbps"`
 	IopsLimit             *string `json:"iopsLimit"`
+	// HostID and AllHosts are addMappedHost's and removeMappedHost's
+	// (goscaleio MapVolumeNVMeParam, UnmapVolumeNVMeParam).
+	HostID   string `json:"hostId"`
+	AllHosts string `json:"allHosts"`
 }
 
 // action performs POST /api/instances/<typ>::<id>/action/<name>.
@@ -46,6 +50,10 @@ func (s *Sim) action(w http.ResponseWriter, r *http.Request, typ, id, name strin
 		s.addMappedSdc(w, v, p)
 	case "removeMappedSdc":
 		s.removeMappedSdc(w, v, p)
+	case "addMappedHost":
+		s.addMappedHost(w, v, p)
+	case "removeMappedHost":
+		s.removeMappedHost(w, v, p)
 	case "setMappedSdcLimits":
 		s.setMappedSdcLimits(w, v, p)
 	default:
@@ -180,4 +188,35 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// addMappedHost maps the volume to a host by its ID: PowerFlex >= 4.0's
+// call for NVMe hosts (goscaleio MapVolumeNVMe, POST
+// /api/instances/Volume::<id>/action/addMappedHost with hostId, which
+// csi-vxflexos' NVMePublisher sends: dell/csi-powerflex
+// service/publisher.go). NVMe hosts are instances of Sdc (goscaleio
+// GetNvmeHostByID reads Sdc::<id>), so a host ID is looked up like an SDC
+// ID and the mapping is kept, shown and audited like an SDC's; the same
+// MDM rules apply (already mapped; a second host only with
+// allowMultipleMappings). The caller holds s.mu.
+func (s *Sim) addMappedHost(w http.ResponseWriter, v *volume, p actionParams) {
+	if p.HostID == "" {
+		writeError(w, http.StatusBadRequest, codeNone, msgInvalidRequest+": hostId is required")
+		return
+	}
+	p.SdcID = p.HostID
+	s.addMappedSdc(w, v, p)
+}
+
+// removeMappedHost unmaps the volume from one host by its ID (or from all
+// with allHosts=TRUE): goscaleio RemoveMappedHost, POST
+// /api/instances/Volume::<id>/action/removeMappedHost with hostId, which
+// csi-vxflexos' unpublish sends for an NVMe host (service/controller.go
+// ControllerUnpublishVolume). The caller holds s.mu.
+func (s *Sim) removeMappedHost(w http.ResponseWriter, v *volume, p actionParams) {
+	if !strings.EqualFold(p.AllHosts, "TRUE") && p.HostID == "" {
+		writeError(w, http.StatusBadRequest, codeNone, msgInvalidRequest+": hostId or allHosts is required")
+		return
+	}
+	s.removeMappedSdc(w, v, actionParams{SdcID: p.HostID, AllSdcs: p.AllHosts})
 }

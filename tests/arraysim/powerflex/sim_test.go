@@ -447,3 +447,57 @@ func TestNVMeHostListedWithSDCs(t *testing.T) {
 	assert.Equal(t, found.Sdc.ID, vols[0].MappedSdcInfo[0].SdcID)
 	assert.Equal(t, "NVMeHost", vols[0].MappedSdcInfo[0].HostType)
 }
+
+// goscaleio's NVMe calls (MapVolumeNVMe: addMappedHost; RemoveMappedHost:
+// removeMappedHost) map and unmap a volume to an NVMe host by host ID,
+// under the MDM's rules (already mapped; a second host only with
+// allowMultipleMappings), and are audited as array writes.
+func TestNVMeHostMapping(t *testing.T) {
+	nvme := powerflex.SDCSpec{Name: "127.0.10.4-4f2d9b1c7e0a5d3b8c6", HostType: powerflex.HostTypeNVMe,
+		NQN: "nqn.2014-08.org.nvmexpress:uuid:worker-4"}
+	other := powerflex.SDCSpec{Name: "127.0.10.5-0a1b2c3d4e5f60718293", HostType: powerflex.HostTypeNVMe,
+		NQN: "nqn.2014-08.org.nvmexpress:uuid:worker-5"}
+	sim, err := powerflex.NewFromSpec(powerflex.Spec{
+		Systems: []powerflex.SystemSpec{{ID: "1a2b3c4d5e6f7a8b"}}, SDCs: []powerflex.SDCSpec{nvme, other},
+		Volumes: []powerflex.VolumeSpec{{Name: "nvme-vol"}},
+	}, nil)
+	require.NoError(t, err)
+	srv := simcore.New("pflex-1", sim, nil)
+	l, err := simcore.Serve(srv, "127.0.0.1:0", false, t.TempDir())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = l.Close() })
+	b := &bed{sim: sim, srv: srv, url: l.URL}
+	c := b.client(t)
+	sys := system(t, c)
+	host, err := sys.FindSdc("Name", nvme.Name)
+	require.NoError(t, err)
+	host2, err := sys.FindSdc("Name", other.Name)
+	require.NoError(t, err)
+	volID, ok := sim.VolumeID("nvme-vol")
+	require.True(t, ok)
+	vol := sio.NewVolume(c)
+	vol.Volume.ID = volID
+
+	require.NoError(t, vol.MapVolumeNVMe(&siotypes.MapVolumeNVMeParam{HostID: host.Sdc.ID, AllowMultipleMappings: "FALSE"}))
+	assert.Equal(t, []string{volID}, sim.MappedVolumes(nvme.Name))
+	vols, err := c.GetVolume("", volID, "", "", false)
+	require.NoError(t, err)
+	require.Len(t, vols[0].MappedSdcInfo, 1)
+	assert.Equal(t, "NVMeHost", vols[0].MappedSdcInfo[0].HostType)
+	assert.Equal(t, nvme.Name, vols[0].MappedSdcInfo[0].SdcName)
+	assert.Equal(t, "ReadWrite", vols[0].MappedSdcInfo[0].AccessMode)
+
+	err = vol.MapVolumeNVMe(&siotypes.MapVolumeNVMeParam{HostID: host.Sdc.ID})
+	require.Error(t, err, "already mapped")
+	err = vol.MapVolumeNVMe(&siotypes.MapVolumeNVMeParam{HostID: host2.Sdc.ID, AllowMultipleMappings: "FALSE"})
+	require.Error(t, err, "a second host needs allowMultipleMappings")
+
+	srv.ClearAudit()
+	require.NoError(t, vol.RemoveMappedHost(&siotypes.UnmapVolumeNVMeParam{HostID: host.Sdc.ID}))
+	assert.Empty(t, sim.MappedVolumes(nvme.Name))
+	writes := srv.AuditWrites()
+	require.Len(t, writes, 1)
+	assert.Contains(t, writes[0].Path, "/action/removeMappedHost")
+	assert.Contains(t, writes[0].Change, "mappedSdcInfo")
+	require.Error(t, vol.RemoveMappedHost(&siotypes.UnmapVolumeNVMeParam{HostID: host.Sdc.ID}), "not mapped")
+}

@@ -2,7 +2,8 @@
 // for the real github.com/dell/goscaleio client: token login, version,
 // systems, SDCs with their connection state and I/O statistics, volumes with
 // their SDC mappings (access mode and limits) and the mapping actions a fence
-// and an unfence use, and PowerFlex file: NAS servers, file systems and NFS
+// and an unfence use (addMappedSdc/removeMappedSdc for SDCs,
+// addMappedHost/removeMappedHost for NVMe/TCP hosts), and PowerFlex file: NAS servers, file systems and NFS
 // exports with their host lists (nfs.go). It implements simcore.Family.
 package powerflex
 
@@ -126,7 +127,8 @@ type MappingSpec struct {
 	LimitBwInMbps int    `yaml:"limitBwInMbps"`
 }
 
-// PerNodeSpec generates one SDC per fixture node and volumes mapped to it.
+// PerNodeSpec generates one SDC per fixture node (an NVMe host for a node
+// with nvmeHost and no sdcGUID) and volumes mapped to it.
 type PerNodeSpec struct {
 	// Volumes is how many volumes each node's SDC has mapped.
 	Volumes int `yaml:"volumes"`
@@ -225,10 +227,19 @@ func (s *Sim) generate(pn PerNodeSpec, nodes []fixture.Node, systemID string) er
 	connected := pn.Connected == nil || *pn.Connected
 	io := pn.IOActive == nil || *pn.IOActive
 	for _, n := range nodes {
-		if n.SDCGUID == "" {
+		sd := SDCSpec{Name: n.Name, GUID: n.SDCGUID, IPs: []string{n.IP}, Connected: &connected, IOActive: io}
+		host := n.SDCGUID
+		switch {
+		case n.SDCGUID != "":
+		case n.NVMeHost != "":
+			// csi-vxflexos' node plugin creates the NVMe host, named by
+			// the node ID, with the node's NQN (service/service.go
+			// setupNVMeHost).
+			sd = SDCSpec{Name: n.NVMeHost, HostType: HostTypeNVMe, NQN: n.NQN, Connected: &connected, IOActive: io}
+			host = n.NVMeHost
+		default:
 			continue
 		}
-		sd := SDCSpec{Name: n.Name, GUID: n.SDCGUID, IPs: []string{n.IP}, Connected: &connected, IOActive: io}
 		if err := s.addSDC(sd, systemID); err != nil {
 			return fmt.Errorf("node %s: %w", n.Name, err)
 		}
@@ -237,7 +248,7 @@ func (s *Sim) generate(pn PerNodeSpec, nodes []fixture.Node, systemID string) er
 				Name:   fmt.Sprintf("%s-vol-%d", n.Name, i),
 				SizeGB: 8,
 				Mappings: []MappingSpec{{
-					SDC: n.SDCGUID, AccessMode: pn.AccessMode,
+					SDC: host, AccessMode: pn.AccessMode,
 					LimitIops: pn.LimitIops, LimitBwInMbps: pn.LimitBwInMbps,
 				}},
 			}
