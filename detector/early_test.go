@@ -130,7 +130,7 @@ func TestEarlyPolicyValidation(t *testing.T) {
 	} {
 		p := earlyPolicy()
 		c.mutate(&p.Early)
-		assert.ErrorContains(t, p.Validate(), c.want)
+		require.ErrorContains(t, p.Validate(), c.want)
 		p.Early.Enabled = false
 		assert.NoError(t, p.Validate(), "checked only when enabled")
 	}
