@@ -93,3 +93,7 @@ func (a *UnityAdapter) Holds(loc VolumeLocation) bool { return a.cfg.Holds(loc) 
 
 // Holds reports whether a volume at loc is on this array.
 func (a *PowerScaleAdapter) Holds(loc VolumeLocation) bool { return a.cfg.Holds(loc) }
+
+// HoldsArray reports whether a volume at loc is on this PowerScale
+// cluster, whatever its access zone (ZoneHolder).
+func (a *PowerScaleAdapter) HoldsArray(loc VolumeLocation) bool { return a.cfg.HoldsArray(loc) }

@@ -105,6 +105,9 @@ func (d *decorated) Family() Family { return d.family }
 // Holds reports whether a volume at loc is on this array (Config.Holds).
 func (d *decorated) Holds(loc VolumeLocation) bool { return d.cfg.Holds(loc) }
 
+// HoldsArray is Holds without the PowerScale access zone (ZoneHolder).
+func (d *decorated) HoldsArray(loc VolumeLocation) bool { return d.cfg.HoldsArray(loc) }
+
 // Cover is the family's static choice of cut; it does no I/O.
 func (d *decorated) Cover(id Identity, v VolumeRef) (Cut, *Gap) { return d.inner.Cover(id, v) }
 

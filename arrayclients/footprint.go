@@ -284,14 +284,7 @@ func parsePowerScaleHandle(h string) (VolumeLocation, error) {
 // is the driver's default (CSIDefault); for PowerScale also the same access
 // zone. It does no I/O.
 func (c Config) Holds(loc VolumeLocation) bool {
-	if loc.Family != c.Family {
-		return false
-	}
-	if loc.ArrayID == "" {
-		if !c.CSIDefault {
-			return false
-		}
-	} else if !slices.ContainsFunc(c.ArrayIDs, func(id string) bool { return strings.EqualFold(id, loc.ArrayID) }) {
+	if !c.HoldsArray(loc) {
 		return false
 	}
 	if c.Family == PowerScale {
@@ -302,6 +295,18 @@ func (c Config) Holds(loc VolumeLocation) bool {
 		return strings.EqualFold(zone, loc.Zone)
 	}
 	return true
+}
+
+// HoldsArray is Holds without the PowerScale access zone: whether the
+// handle names this array (or, naming none, this is the driver's default).
+func (c Config) HoldsArray(loc VolumeLocation) bool {
+	if loc.Family != c.Family {
+		return false
+	}
+	if loc.ArrayID == "" {
+		return c.CSIDefault
+	}
+	return slices.ContainsFunc(c.ArrayIDs, func(id string) bool { return strings.EqualFold(id, loc.ArrayID) })
 }
 
 // KubeVolume is one volume Kubernetes has attached or is attaching to a

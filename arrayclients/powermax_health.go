@@ -11,13 +11,21 @@ import (
 	pmaxtypes "github.com/dell/gopowermax/v2/types/v100"
 )
 
-// PowerMax I/O rule (csi-powermax's): I/O is in progress when one of the
-// last pmaxIOSamples volume samples has IoRate > 0 and is younger than
-// pmaxIOFreshness.
+// PowerMax I/O rule: I/O is in progress when one of the last
+// pmaxIOSamples volume samples has IoRate > 0 and is younger than
+// pmaxIOFreshness; idle when the newest sample is younger than it and no
+// such sample has I/O; unknown otherwise. csi-powermax takes the same
+// last 4 samples but a 60 s bound, which a real array rarely meets:
+// Unisphere serves performance samples at 5-minute granularity, stamped
+// on 5-minute boundaries, the newest being the last completed interval
+// (0 to 5 minutes old, more with Unisphere's processing lag). Two
+// intervals is the bound: a newest sample older than that means
+// Unisphere has stopped collecting, and it says nothing about now.
 const (
-	pmaxIOSamples   = 4
-	pmaxIOFreshness = 60 * time.Second
-	pmaxIOWindow    = 5 * time.Minute
+	pmaxIOSamples    = 4
+	pmaxPerfInterval = 5 * time.Minute
+	pmaxIOFreshness  = 2 * pmaxPerfInterval
+	pmaxIOWindow     = pmaxIOSamples * pmaxPerfInterval
 )
 
 // Health reads the array's view of the node: connected when one of its

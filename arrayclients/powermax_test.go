@@ -267,7 +267,8 @@ func TestPowerMaxHealth(t *testing.T) {
 	requireReadOnlyProbes(t, e.srv)
 	assert.Equal(t, arrayclients.Connected, h.Connectivity, h.Reason)
 	assert.Equal(t, arrayclients.IOIdle, h.IO, h.Reason)
-	assert.WithinDuration(t, time.Now(), h.SampledAt, time.Minute)
+	// Unisphere's newest sample is the last completed 5-minute interval.
+	assert.WithinDuration(t, time.Now(), h.SampledAt, 5*time.Minute)
 
 	require.NoError(t, e.sim.SetSignals(id.ObjectID, simcore.Signals{IOActive: simcore.Bool(true)}))
 	h, err = e.adapter.Health(ctx, id)
@@ -304,6 +305,40 @@ func TestPowerMaxHealth(t *testing.T) {
 	assert.Equal(t, arrayclients.IOUnknown, h.IO)
 	assert.NotEmpty(t, h.Reason)
 	assert.False(t, e.adapter.Check(ctx).Reachable)
+}
+
+// TestPowerMaxIOStaleSamples: Unisphere serves samples at 5-minute
+// granularity, the newest a few minutes old. Such a sample still tells
+// idle from active; one older than two intervals is unknown, whatever it
+// says, never "no I/O".
+func TestPowerMaxIOStaleSamples(t *testing.T) {
+	e := startPowerMax(t, pmaxFixture, 2*time.Second)
+	ctx := context.Background()
+	id, err := e.adapter.Resolve(ctx, pmaxNode("worker-1"))
+	require.NoError(t, err)
+	health := func(ago time.Duration, busy bool) arrayclients.Health {
+		t.Helper()
+		e.sim.SetClock(func() time.Time { return time.Now().Add(-ago) })
+		require.NoError(t, e.sim.SetSignals(id.ObjectID, simcore.Signals{IOActive: simcore.Bool(busy)}))
+		h, err := e.adapter.Health(ctx, id)
+		require.NoError(t, err)
+		return h
+	}
+	// A newest sample 3 to 8 minutes old: as a real array usually answers.
+	h := health(3*time.Minute, false)
+	assert.Equal(t, arrayclients.IOIdle, h.IO, h.Reason)
+	assert.Less(t, time.Since(h.SampledAt), 10*time.Minute)
+	assert.GreaterOrEqual(t, time.Since(h.SampledAt), 3*time.Minute)
+	h = health(3*time.Minute, true)
+	assert.Equal(t, arrayclients.IOActive, h.IO, h.Reason)
+
+	// 12 to 17 minutes old: unknown, busy or not.
+	for _, busy := range []bool{false, true} {
+		h = health(12*time.Minute, busy)
+		assert.Equal(t, arrayclients.IOUnknown, h.IO, "busy=%v: %s", busy, h.Reason)
+		assert.Contains(t, h.Reason, "newest volume sample is")
+		assert.Equal(t, arrayclients.Connected, h.Connectivity, "connectivity does not depend on the samples")
+	}
 }
 
 func TestPowerMaxCheckAndAuth(t *testing.T) {

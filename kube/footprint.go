@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -33,6 +34,7 @@ type Footprints struct {
 
 	mu       sync.Mutex
 	onChange []func(node string)
+	onPV     []func()
 }
 
 // NewFootprints prepares the VolumeAttachment and PersistentVolume
@@ -68,6 +70,14 @@ func NewFootprints(cs kubernetes.Interface) (*Footprints, error) {
 	}); err != nil {
 		return nil, fmt.Errorf("footprints: volume attachment handler: %w", err)
 	}
+	pvChanged := func(any) { f.pvChanged() }
+	if _, err := f.pvInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    pvChanged,
+		UpdateFunc: func(_, obj any) { pvChanged(obj) },
+		DeleteFunc: pvChanged,
+	}); err != nil {
+		return nil, fmt.Errorf("footprints: persistent volume handler: %w", err)
+	}
 	return f, nil
 }
 
@@ -86,6 +96,48 @@ func (f *Footprints) changed(node string) {
 	for _, fn := range fns {
 		fn(node)
 	}
+}
+
+// OnPVChange registers fn, called whenever a PersistentVolume is added,
+// changed or deleted. fn must only enqueue.
+func (f *Footprints) OnPVChange(fn func()) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.onPV = append(f.onPV, fn)
+}
+
+func (f *Footprints) pvChanged() {
+	f.mu.Lock()
+	fns := slices.Clone(f.onPV)
+	f.mu.Unlock()
+	for _, fn := range fns {
+		fn()
+	}
+}
+
+// PersistentVolumes returns every CSI PersistentVolume, attached or not,
+// sorted by name, with its driver, handle, file-system type and access
+// modes (Attachment empty, Attached false). It fails until the informers
+// have synced.
+func (f *Footprints) PersistentVolumes() ([]arrayclients.KubeVolume, error) {
+	if !f.Synced() {
+		return nil, fmt.Errorf("persistent volumes: the persistent volume cache has not synced")
+	}
+	pvs, err := f.pvs.List(labels.Everything())
+	if err != nil {
+		return nil, fmt.Errorf("persistent volumes: %w", err)
+	}
+	out := make([]arrayclients.KubeVolume, 0, len(pvs))
+	for _, pv := range pvs {
+		if pv.Spec.CSI == nil {
+			continue
+		}
+		kv := arrayclients.KubeVolume{PV: pv.Name}
+		fillFromSpec(&kv, &pv.Spec)
+		out = append(out, kv)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].PV < out[j].PV })
+	return out, nil
 }
 
 // Start runs the informers until ctx ends.
@@ -179,13 +231,19 @@ func (f *Footprints) fromAttachment(va *storagev1.VolumeAttachment) arrayclients
 		kv.PV = "attachment:" + va.Name
 	}
 	if spec != nil {
-		if spec.CSI != nil {
-			kv.Driver, kv.Handle, kv.FSType = spec.CSI.Driver, spec.CSI.VolumeHandle, spec.CSI.FSType
-		}
-		kv.MultiNode = slices.ContainsFunc(spec.AccessModes, func(m corev1.PersistentVolumeAccessMode) bool {
-			return m == corev1.ReadWriteMany || m == corev1.ReadOnlyMany
-		})
+		fillFromSpec(&kv, spec)
 	}
 	kv.Driver = strings.TrimSpace(kv.Driver)
 	return kv
+}
+
+// fillFromSpec sets a KubeVolume's CSI driver, handle, file-system type
+// and multi-node flag from a PersistentVolume spec.
+func fillFromSpec(kv *arrayclients.KubeVolume, spec *corev1.PersistentVolumeSpec) {
+	if spec.CSI != nil {
+		kv.Driver, kv.Handle, kv.FSType = strings.TrimSpace(spec.CSI.Driver), spec.CSI.VolumeHandle, spec.CSI.FSType
+	}
+	kv.MultiNode = slices.ContainsFunc(spec.AccessModes, func(m corev1.PersistentVolumeAccessMode) bool {
+		return m == corev1.ReadWriteMany || m == corev1.ReadOnlyMany
+	})
 }

@@ -39,6 +39,11 @@ type Controller struct {
 	reports  map[string]*nodeReport
 	// protection holds the unprotected nodes (every replica's own view).
 	protection map[string]*protectionState
+	// drift holds, by cluster and PersistentVolume name, the volumes no
+	// configured array holds (every replica's own view); driftKick asks
+	// WatchProtection for a scan.
+	drift     map[string]map[string]*Unplaced
+	driftKick chan struct{}
 }
 
 type clusterRuntime struct {
@@ -66,6 +71,7 @@ func New(cfg Config) (*Controller, error) {
 		cfg: cfg, clusters: map[string]*clusterRuntime{}, log: cfg.Logger.With("component", "stonith"),
 		clk: cfg.Clock, verdicts: map[string]verdictEntry{}, reports: map[string]*nodeReport{},
 		protection: map[string]*protectionState{},
+		drift:      map[string]map[string]*Unplaced{}, driftKick: make(chan struct{}, 1),
 	}
 	for _, cl := range cfg.Clusters {
 		sel := labels.Nothing()

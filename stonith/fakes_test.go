@@ -269,7 +269,8 @@ func (a *fakeArray) hasAccess(node string) bool {
 type fakeFootprints struct {
 	mu     sync.Mutex
 	vols   map[string][]arrayclients.KubeVolume
-	gone   map[string]bool // PVs whose attachment is being deleted
+	gone   map[string]bool           // PVs whose attachment is being deleted
+	pvs    []arrayclients.KubeVolume // PersistentVolumes attached to no node
 	broken error
 }
 
@@ -310,6 +311,27 @@ func (f *fakeFootprints) Wanted(node string) ([]string, error) {
 		if !f.gone[v.PV] {
 			out = append(out, v.PV)
 		}
+	}
+	return out, f.broken
+}
+
+// PersistentVolumes returns every attached volume and the unattached
+// ones (pvs), by name.
+func (f *fakeFootprints) PersistentVolumes() ([]arrayclients.KubeVolume, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	byName := map[string]arrayclients.KubeVolume{}
+	for _, vols := range f.vols {
+		for _, v := range vols {
+			byName[v.PV] = arrayclients.KubeVolume{PV: v.PV, Driver: v.Driver, Handle: v.Handle, FSType: v.FSType, MultiNode: v.MultiNode}
+		}
+	}
+	for _, v := range f.pvs {
+		byName[v.PV] = v
+	}
+	var out []arrayclients.KubeVolume
+	for _, k := range slices.Sorted(maps.Keys(byName)) {
+		out = append(out, byName[k])
 	}
 	return out, f.broken
 }

@@ -88,6 +88,9 @@ type FootprintSource interface {
 	Wanted(node string) ([]string, error)
 	// Nodes names every node with a volume attachment.
 	Nodes() []string
+	// PersistentVolumes returns every CSI PersistentVolume, attached or
+	// not; it fails while the caches have not synced.
+	PersistentVolumes() ([]arrayclients.KubeVolume, error)
 }
 
 var _ FootprintSource = (*kube.Footprints)(nil)

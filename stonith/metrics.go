@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/fenced-project/fenced/arrayclients"
 )
 
 // Results counted by fenced_fences_total.
@@ -31,6 +33,7 @@ type metrics struct {
 	needsReboot *prometheus.GaugeVec
 	callsQueued *prometheus.GaugeVec
 	unprotected *prometheus.GaugeVec
+	unplaced    *prometheus.GaugeVec
 }
 
 func newMetrics(reg *prometheus.Registry) (*metrics, error) {
@@ -70,13 +73,17 @@ func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 			Name: "fenced_nodes_unprotected",
 			Help: "Nodes whose storage footprint fenced cannot fully cut, by the reason of a gap (a node counts once per reason): they are never fenced, tainted or evicted on a verdict. /status names the volumes.",
 		}, []string{"cluster", "reason"}),
+		unplaced: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "fenced_volumes_unplaced",
+			Help: "PersistentVolumes of a Dell CSI driver whose handle names an array, access zone or metro partner no configured array holds (configuration drift), by reason (array, default-array, zone, metro-partner, ambiguous); attached or not. This replica's view; /status names them.",
+		}, []string{"cluster", "reason"}),
 		callsQueued: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "fenced_array_calls_queued",
 			Help: "Pipeline calls waiting in fenced for a free call slot of the array (arrays[].maxConcurrentCalls are in flight).",
 		}, []string{"array"}),
 	}
 	if reg != nil {
-		for _, col := range []prometheus.Collector{m.fences, m.stepSeconds, m.commitSecs, m.podsDeleted, m.toEviction, m.blocked, m.needsReboot, m.callsQueued, m.unprotected} {
+		for _, col := range []prometheus.Collector{m.fences, m.stepSeconds, m.commitSecs, m.podsDeleted, m.toEviction, m.blocked, m.needsReboot, m.callsQueued, m.unprotected, m.unplaced} {
 			if err := reg.Register(col); err != nil {
 				return nil, fmt.Errorf("stonith: register metrics: %w", err)
 			}
@@ -95,6 +102,9 @@ func (m *metrics) initCluster(cluster string) {
 	m.toEviction.WithLabelValues(cluster)
 	m.blocked.WithLabelValues(cluster).Set(0)
 	m.needsReboot.WithLabelValues(cluster).Set(0)
+	for _, r := range arrayclients.DriftReasons() {
+		m.unplaced.WithLabelValues(cluster, string(r)).Set(0)
+	}
 }
 
 func (m *metrics) fence(cluster, result string) { m.fences.WithLabelValues(cluster, result).Inc() }

@@ -41,6 +41,11 @@ type NodePlan struct {
 	// Gaps lists every footprint volume (or the whole node) fenced could
 	// not cut.
 	Gaps []VolumeGap `json:"gaps,omitempty"`
+	// Drift lists the cluster's PersistentVolumes, attached to this node or
+	// not, whose handle names an array, access zone or metro partner no
+	// configured array holds (configuration drift). A drifted volume makes
+	// this node unprotected only when it is in its footprint (Gaps).
+	Drift []arrayclients.Drift `json:"drift,omitempty"`
 	// OpenFence is the open fence record of the node, if any: its footprint
 	// and plans are then the record's, not this reading.
 	OpenFence string    `json:"openFence,omitempty"`
@@ -127,6 +132,7 @@ func (c *Controller) PlanNode(ctx context.Context, req PlanRequest) (NodePlan, e
 		out.Arrays = append(out.Arrays, plans[a])
 	}
 	out.Protected = len(out.Gaps) == 0 && !unread
+	out.Drift = c.clusterDrift(cl)
 	return out, nil
 }
 

@@ -51,16 +51,24 @@ func gapKey(gaps []VolumeGap) string {
 // node's protection once per resync interval: its footprint from the
 // informers and its identities from the ledger, placed and covered
 // without asking an array. A node with an open fence is left to the
-// pipeline. The daemon runs it next to FollowCluster.
+// pipeline. It also scans every PersistentVolume for configuration drift
+// (scanDrift) each interval and whenever VolumesChanged is called. The
+// daemon runs it next to FollowCluster.
 func (c *Controller) WatchProtection(ctx context.Context) {
 	t := c.clk.NewTicker(c.cfg.Resync)
 	defer t.Stop()
 	for {
 		c.sweepProtection(ctx)
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C():
+		c.scanDrift()
+		for waiting := true; waiting; {
+			select {
+			case <-ctx.Done():
+				return
+			case <-c.driftKick:
+				c.scanDrift()
+			case <-t.C():
+				waiting = false
+			}
 		}
 	}
 }

@@ -29,6 +29,10 @@ type Status struct {
 	// Unprotected lists the nodes whose footprint fenced cannot fully cut,
 	// with every gap (this replica's view).
 	Unprotected []Unprotected `json:"unprotected,omitempty"`
+	// Unplaced lists the PersistentVolumes whose handle names an array,
+	// access zone or metro partner no configured array holds, attached or
+	// not: configuration drift (this replica's view).
+	Unplaced []Unplaced `json:"unplaced,omitempty"`
 }
 
 // FenceStatus is one open fence record.
@@ -107,6 +111,7 @@ func (c *Controller) Status() Status {
 	})
 	sort.Strings(st.PausedClusters)
 	st.Unprotected = c.unprotectedList()
+	st.Unplaced = c.unplacedList()
 	c.mu.Lock()
 	reports := make([]nodeReport, 0, len(c.reports))
 	for _, r := range c.reports {

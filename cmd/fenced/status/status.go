@@ -129,6 +129,11 @@ type Cluster struct {
 	// fully cut, with why (one gap per volume and array): such a node is
 	// never fenced, tainted or evicted, whatever its health.
 	Unprotected []UnprotectedNode `json:"unprotected,omitempty"`
+	// Unplaced lists the PersistentVolumes of a Dell CSI driver whose
+	// handle names an array, PowerScale access zone or metro partner that
+	// no configured array holds, attached or not: configuration drift. A
+	// node such a volume is attached to is unprotected.
+	Unplaced []UnplacedVolume `json:"unplaced,omitempty"`
 	// CheckedAt is when the cluster was last observed.
 	CheckedAt *time.Time `json:"checkedAt,omitempty"`
 }
@@ -155,6 +160,20 @@ type UnprotectedNode struct {
 	Name string `json:"name"`
 	Gaps []Gap  `json:"gaps"`
 	// Since is when this replica first saw the node unprotected.
+	Since time.Time `json:"since"`
+}
+
+// UnplacedVolume is a PersistentVolume on no configured array.
+type UnplacedVolume struct {
+	PV     string `json:"pv"`
+	Driver string `json:"driver"`
+	Handle string `json:"handle"`
+	// Reason is array, default-array, zone, metro-partner or ambiguous
+	// (the reason label of fenced_volumes_unplaced).
+	Reason string `json:"reason"`
+	// Missing says what the configuration lacks.
+	Missing string `json:"missing"`
+	// Since is when this replica first saw the volume unplaced.
 	Since time.Time `json:"since"`
 }
 

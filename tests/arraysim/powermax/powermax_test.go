@@ -182,7 +182,19 @@ func TestVolumeMetricsFollowSignals(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, keys.ArrayInfos, 1)
 	last := keys.ArrayInfos[0].LastAvailableDate
-	assert.InDelta(t, time.Now().UnixMilli(), last, float64(31*time.Second/time.Millisecond))
+	// Unisphere's 5-minute granularity: the newest sample is the last
+	// completed 5-minute interval, on a boundary, 0 to 5 minutes old.
+	fiveMin := (5 * time.Minute).Milliseconds()
+	assert.Zero(t, last%fiveMin, "on a 5-minute boundary")
+	assert.LessOrEqual(t, last, time.Now().UnixMilli())
+	assert.Greater(t, last, time.Now().UnixMilli()-fiveMin)
+	hour, err := c.GetVolumesMetricsByID(ctx, sym, "00100", []string{"IoRate"}, last-time.Hour.Milliseconds(), last)
+	require.NoError(t, err)
+	samples := hour.ResultList.Result[0].VolumeResult
+	require.GreaterOrEqual(t, len(samples), 12, "an hour holds 12 intervals")
+	for i := 1; i < len(samples); i++ {
+		assert.Equal(t, fiveMin, samples[i].Timestamp-samples[i-1].Timestamp)
+	}
 
 	rate := func() float64 {
 		m, err := c.GetVolumesMetricsByID(ctx, sym, "00100", []string{"IoRate"}, last-5*60*1000, last)

@@ -37,7 +37,14 @@ type Spec struct {
 	// Version is what /univmax/restapi/version reports (default V10.1.0.2).
 	Version string `yaml:"version"`
 	// MetricsIntervalSeconds is the spacing of performance samples
-	// (default 30).
+	// (default 300). Unisphere keeps its performance database at 5-minute
+	// ("diagnostic") granularity and serves REST metrics from it: samples
+	// are 5 minutes apart, stamped on 5-minute boundaries, and the newest
+	// is the last completed interval, so it is 0 to 5 minutes old (Dell's
+	// "Unisphere for VMAX REST API examples, episode 4: gathering
+	// performance data via REST": "extracted via REST calls at 5 minute
+	// granularity"; Unisphere's performance metrics help: "5 min
+	// diagnostic"). A shorter interval is a test knob, not an array.
 	MetricsIntervalSeconds int `yaml:"metricsIntervalSeconds"`
 	// Generate creates a csi-powermax style host per fixture node.
 	Generate *GenerateSpec `yaml:"generate"`
@@ -119,7 +126,7 @@ func decodeSpec(node *yaml.Node) (Spec, error) {
 		s.Version = "V10.1.0.2"
 	}
 	if s.MetricsIntervalSeconds == 0 {
-		s.MetricsIntervalSeconds = 30
+		s.MetricsIntervalSeconds = 300
 	}
 	if s.MetricsIntervalSeconds < 1 || s.MetricsIntervalSeconds > 300 {
 		return s, fmt.Errorf("powermax spec: metricsIntervalSeconds %d: want 1..300", s.MetricsIntervalSeconds)

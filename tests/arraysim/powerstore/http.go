@@ -120,8 +120,13 @@ func (s *Sim) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, errf(http.StatusNotFound, "no such resource %s", r.URL.Path))
 		return
 	}
+	withSelect(w, r, func(w http.ResponseWriter) { s.dispatch(w, r, parts[0], id, action, body) })
+}
+
+// dispatch serves one request by resource type.
+func (s *Sim) dispatch(w http.ResponseWriter, r *http.Request, kind, id, action string, body []byte) {
 	var e *apiError
-	switch parts[0] {
+	switch kind {
 	case "host":
 		e = s.serveHost(w, r, id, action, body)
 	case "host_group":
@@ -139,9 +144,9 @@ func (s *Sim) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case "nfs_export":
 		e = s.serveNFSExports(w, r, id, action, body)
 	case "software_installed", "cluster", "appliance":
-		e = s.serveSystem(w, r, parts[0], id)
+		e = s.serveSystem(w, r, kind, id)
 	default:
-		e = errf(http.StatusNotFound, "no such resource type %q", parts[0])
+		e = errf(http.StatusNotFound, "no such resource type %q", kind)
 	}
 	if e != nil {
 		s.writeError(w, e)
@@ -207,8 +212,9 @@ func randomHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-// listQuery is a parsed collection query: eq/not.eq/in filters, limit,
-// offset and order (select is accepted; every field is returned).
+// listQuery is a parsed collection query: eq/not.eq/in filters (case
+// insensitive, as the array's), limit, offset and order (select is applied
+// to the answer by withSelect).
 type listQuery struct {
 	filters []filter
 	limit   int
@@ -226,7 +232,9 @@ type filter struct {
 func (f filter) match(v string) bool {
 	in := false
 	for _, want := range f.values {
-		if v == want {
+		// "Filtering is case insensitive" (PowerStore REST API Developers
+		// Guide, "Request parameters").
+		if strings.EqualFold(v, want) {
 			in = true
 			break
 		}

@@ -4,8 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
 	"net"
+	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -316,4 +319,55 @@ func TestRealClientFaults(t *testing.T) {
 	require.NoError(t, err, "one-shot faults are gone")
 	var ne net.Error
 	assert.NotErrorAs(t, err, &ne)
+}
+
+// TestSelectAndCaseInsensitiveFilters: as the array, a query returns only
+// the attributes it selects (only id without select, related resources'
+// attributes in parentheses) and filters ignore case (PowerStore REST API
+// Developers Guide, "Request parameters").
+func TestSelectAndCaseInsensitiveFilters(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	get := func(path string) []map[string]any {
+		t.Helper()
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.url+"/api/rest/"+path, nil)
+		require.NoError(t, err)
+		req.SetBasicAuth(powerstore.DefaultUsername, powerstore.DefaultPassword)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		var out []map[string]any
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&out))
+		return out
+	}
+	name := nodeHostName(e.nodes[0])
+	hosts := get("host?name=eq." + name)
+	require.Len(t, hosts, 1)
+	assert.Equal(t, []string{"id"}, slices.Sorted(maps.Keys(hosts[0])), "without select, only id")
+
+	hosts = get("host?name=eq." + name + "&select=name,host_initiators(port_name)")
+	require.Len(t, hosts, 1)
+	assert.Equal(t, []string{"host_initiators", "name"}, slices.Sorted(maps.Keys(hosts[0])))
+	inits, ok := hosts[0]["host_initiators"].([]any)
+	require.True(t, ok)
+	require.NotEmpty(t, inits)
+	assert.Equal(t, []string{"port_name"}, slices.Sorted(maps.Keys(inits[0].(map[string]any))))
+
+	all := get("host?name=eq." + name + "&select=*")
+	require.Len(t, all, 1)
+	assert.Contains(t, all[0], "host_initiators")
+	assert.Contains(t, all[0], "os_type")
+
+	// Filters ignore case: the client's GetHostByName finds the host by
+	// its name in upper case (the adapter compares names exactly itself).
+	h, err := e.client.GetHostByName(ctx, strings.ToUpper(name))
+	require.NoError(t, err)
+	assert.Equal(t, name, h.Name)
+	mappings := get("host_volume_mapping?host_id=eq." + strings.ToUpper(h.ID) + "&select=volume(appliance_id),volume_id")
+	require.NotEmpty(t, mappings)
+	assert.Equal(t, []string{"volume", "volume_id"}, slices.Sorted(maps.Keys(mappings[0])))
+	vol, ok := mappings[0]["volume"].(map[string]any)
+	require.True(t, ok)
+	assert.Equal(t, []string{"appliance_id"}, slices.Sorted(maps.Keys(vol)))
 }

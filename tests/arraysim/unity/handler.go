@@ -96,9 +96,9 @@ func (s *Sim) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	parts := strings.Split(strings.TrimPrefix(path, "/api/"), "/")
 	switch {
 	case len(parts) == 3 && parts[0] == "types" && parts[2] == "instances":
-		s.serveType(w, r, parts[1])
+		withFields(w, r, func(w http.ResponseWriter) { s.serveType(w, r, parts[1]) })
 	case len(parts) == 3 && parts[0] == "instances":
-		s.serveInstance(w, r, parts[1], parts[2])
+		withFields(w, r, func(w http.ResponseWriter) { s.serveInstance(w, r, parts[1], parts[2]) })
 	case len(parts) == 4 && parts[0] == "types" && parts[1] == "storageResource" && parts[2] == "action" && parts[3] == "createLun":
 		if r.Method != http.MethodPost {
 			s.fail(w, http.StatusMethodNotAllowed, CodeBadRequest, "Method %s not allowed", r.Method)

@@ -501,3 +501,57 @@ func TestHostLUNs(t *testing.T) {
 		require.Error(t, err, bad)
 	}
 }
+
+// TestFieldsReturnOnlyTheNamedAttributes: as the array, a query with
+// fields returns id and the named attributes only: related resources'
+// attributes in dot notation, and a name with gounity's literal '?' read
+// as the name before it (Unity REST API Programmer's Guide, "Request
+// parameters"). gounity's own calls still decode.
+func TestFieldsReturnOnlyTheNamedAttributes(t *testing.T) {
+	e := start(t, false)
+	c := e.apiClient(t)
+	ctx := context.Background()
+	get := func(uri string) map[string]any {
+		t.Helper()
+		var out map[string]any
+		require.NoError(t, c.DoWithHeaders(ctx, http.MethodGet, uri, map[string]string{api.XEmcRestClient: "true"}, nil, &out))
+		return out
+	}
+	lun := get("/api/instances/lun/name:shared?fields=name,hostAccess.hlu,originalParentLun?fields,health")
+	content, ok := lun["content"].(map[string]any)
+	require.True(t, ok, "%v", lun)
+	assert.Subset(t, []string{"id", "name", "hostAccess", "health"}, keysOf(content))
+	assert.Contains(t, content, "id")
+	assert.Contains(t, content, "name")
+	assert.NotContains(t, content, "wwn", "not asked for")
+	access, ok := content["hostAccess"].([]any)
+	require.True(t, ok)
+	require.NotEmpty(t, access)
+	assert.Equal(t, []string{"hlu"}, keysOf(access[0].(map[string]any)), "only the related attribute asked for")
+
+	list := get("/api/types/host/instances?fields=name")
+	entries, ok := list["entries"].([]any)
+	require.True(t, ok)
+	require.NotEmpty(t, entries)
+	for _, en := range entries {
+		assert.Subset(t, []string{"id", "name"}, keysOf(en.(map[string]any)["content"].(map[string]any)))
+	}
+
+	// gounity's field lists decode as before.
+	gc := e.client(t)
+	h, err := gc.FindHostByName(ctx, "worker-1.cluster.local")
+	require.NoError(t, err)
+	assert.NotEmpty(t, h.HostContent.IscsiInitiators)
+	v, err := gc.FindVolumeByName(ctx, "shared")
+	require.NoError(t, err)
+	assert.NotEmpty(t, v.VolumeContent.Wwn)
+	assert.Len(t, v.VolumeContent.HostAccessResponse, 2)
+}
+
+func keysOf(m map[string]any) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}

@@ -99,6 +99,11 @@ func wireFencing(d *daemon.Daemon, node *cluster.Node, order *stopOrder) (*fenci
 		fp := cr.footprints
 		if err := d.AddComponent("footprints/"+cr.cfg.Name, func(ctx context.Context) error {
 			fp.Start(ctx)
+			// Once synced, scan every PersistentVolume for configuration
+			// drift at once rather than at the next resync.
+			if fp.WaitForSync(ctx) && f.ctrl != nil {
+				f.ctrl.VolumesChanged()
+			}
 			<-ctx.Done()
 			return nil
 		}); err != nil {
@@ -231,6 +236,7 @@ func (f *fencing) newController() error {
 		if cr.footprints != nil {
 			name := cr.cfg.Name
 			cr.footprints.OnChange(func(node string) { ctrl.FootprintChanged(name, node) })
+			cr.footprints.OnPVChange(ctrl.VolumesChanged)
 		}
 	}
 	return nil

@@ -171,6 +171,12 @@ func (f *fencing) clusterStatus(cr *clusterRuntime, ps stonith.Status, pause *st
 		}
 		out.Unprotected = append(out.Unprotected, n)
 	}
+	for _, u := range ps.Unplaced {
+		if u.Cluster == cr.cfg.Name {
+			out.Unplaced = append(out.Unplaced, status.UnplacedVolume{PV: u.PV, Driver: u.Driver, Handle: u.Handle,
+				Reason: string(u.Reason), Missing: u.Missing, Since: u.Since})
+		}
+	}
 	if !ds.EvaluatedAt.IsZero() {
 		t := ds.EvaluatedAt.UTC()
 		out.CheckedAt = &t

@@ -81,5 +81,13 @@ func Plan(out io.Writer, p stonith.NodePlan) error {
 		}
 		section(out, "Gaps (see docs/footprint.md for what to do)", rows)
 	}
+	if len(p.Drift) > 0 {
+		rows := [][]string{{"VOLUME", "DRIVER", "HANDLE", "MISSING"}}
+		for _, d := range p.Drift {
+			rows = append(rows, []string{d.PV, d.Driver, d.Handle, d.Missing})
+		}
+		section(out, fmt.Sprintf("Configuration drift in cluster %s (volumes on no configured array; a node they attach to is unprotected)",
+			p.Cluster), rows)
+	}
 	return nil
 }

@@ -39,4 +39,13 @@ func TestWritePlanNamesCutsAndGaps(t *testing.T) {
 	require.NoError(t, Plan(&b, p))
 	assert.Contains(t, b.String(), "PROTECTED: a fence would cut every volume")
 	assert.NotContains(t, b.String(), "Gaps")
+	assert.NotContains(t, b.String(), "Configuration drift")
+
+	// The cluster's drift is listed whatever the node.
+	p.Drift = []arrayclients.Drift{{PV: "pvc-7", Driver: arrayclients.DriverPowerStore, Handle: "u/PSffff/scsi",
+		Reason: arrayclients.DriftArray, Missing: "powerstore array PSffff is not configured"}}
+	b.Reset()
+	require.NoError(t, Plan(&b, p))
+	assert.Contains(t, b.String(), "Configuration drift in cluster prod")
+	assert.Regexp(t, `pvc-7\s+csi-powerstore.dellemc.com\s+u/PSffff/scsi\s+powerstore array PSffff is not configured`, b.String())
 }

@@ -85,7 +85,7 @@ func Status(out io.Writer, st status.Status, now time.Time) error {
 	}
 	if len(st.Clusters) > 0 {
 		rows := [][]string{{"CLUSTER", "READY", "NODES", "HEALTHY", "SUSPECT", "FAILED", "BLOCKED", "FENCED", "UNPROTECTED", "PAUSED", "DRY RUN", "API SERVER", "ERROR"}}
-		var nodes, gaps, pauses [][]string
+		var nodes, gaps, pauses, unplaced [][]string
 		for _, c := range st.Clusters {
 			counts := []string{"-", "-", "-", "-", "-", "-", "-"}
 			if n := c.Nodes; n != nil {
@@ -107,6 +107,9 @@ func Status(out io.Writer, st status.Status, now time.Time) error {
 			for _, n := range c.Unhealthy {
 				nodes = append(nodes, []string{c.Name, n.Name, n.Verdict, dash(n.Reason), n.Since.Local().Format(time.RFC3339)})
 			}
+			for _, u := range c.Unplaced {
+				unplaced = append(unplaced, []string{c.Name, u.PV, u.Driver, u.Handle, u.Missing})
+			}
 			for _, n := range c.Unprotected {
 				for _, g := range n.Gaps {
 					gaps = append(gaps, []string{c.Name, n.Name, dash(g.Volume), dash(g.Array), g.Reason, dash(g.Detail)})
@@ -123,6 +126,10 @@ func Status(out io.Writer, st status.Status, now time.Time) error {
 		if len(gaps) > 0 {
 			section(out, "Nodes unprotected (never fenced until every volume can be cut)",
 				append([][]string{{"CLUSTER", "NODE", "VOLUME", "ARRAY", "GAP", "DETAIL"}}, gaps...))
+		}
+		if len(unplaced) > 0 {
+			section(out, "Configuration drift (volumes on no configured array; a node they attach to is unprotected)",
+				append([][]string{{"CLUSTER", "VOLUME", "DRIVER", "HANDLE", "MISSING"}}, unplaced...))
 		}
 	}
 	if len(st.Fences) > 0 {

@@ -35,7 +35,9 @@ func TestStatusTableShowsWhatOperatorsActOn(t *testing.T) {
 		Clusters: []status.Cluster{
 			{Name: "prod", Paused: true, Pause: &status.Pause{Scope: status.PauseScopeAll, Operator: "alice@mgmt2"},
 				Error: "first line\nsecond line", Nodes: &status.NodeCounts{Total: 3, Healthy: 3, Unprotected: 1},
-				Unprotected: []status.UnprotectedNode{{Name: "w-2", Gaps: []status.Gap{{Volume: "pvc-9", Array: "unity-1", Reason: "cut-unsupported", Detail: "NFS share\nwithout host access"}}}}},
+				Unprotected: []status.UnprotectedNode{{Name: "w-2", Gaps: []status.Gap{{Volume: "pvc-9", Array: "unity-1", Reason: "cut-unsupported", Detail: "NFS share\nwithout host access"}}}},
+				Unplaced: []status.UnplacedVolume{{PV: "pvc-5", Driver: "csi-unity.dellemc.com", Handle: "v-iSCSI-APM009-sv_5", Reason: "array",
+					Missing: "unity array APM009 is not configured (arrays[].unity.arrayID)"}}},
 			{Name: "lab", Paused: true, Pause: &status.Pause{Scope: "lab", Operator: "bob@mgmt1", Reason: "rebuild", At: now.Add(-time.Minute)}},
 		},
 		Arrays: []status.Array{{Name: "unity-1", Family: "unity", Error: "line one\nline two"}},
@@ -50,6 +52,7 @@ func TestStatusTableShowsWhatOperatorsActOn(t *testing.T) {
 	assert.Regexp(t, `mgmt1\s+10\.0\.0\.1:7441\s+Voter\s+yes\s+-\s+\(this replica\)\n`, out)
 	assert.Regexp(t, `lab\s+bob@mgmt1\s+\S+\s+rebuild\n`, out)
 	assert.Regexp(t, `w-2\s+pvc-9\s+unity-1\s+cut-unsupported\s+NFS share \| without host access\n`, out)
+	assert.Regexp(t, `Configuration drift[^\n]*\n\s*CLUSTER\s+VOLUME\s+DRIVER\s+HANDLE\s+MISSING\n\s*prod\s+pvc-5\s+csi-unity.dellemc.com\s+v-iSCSI-APM009-sv_5\s+unity array APM009 is not configured`, out)
 	assert.Contains(t, out, "[-] cluster/prod: Get \"https://api:6443/version\": | dial tcp: i/o timeout\n")
 	assert.Regexp(t, `unity-1\s+unity\s+no\s+-\s+line one \| line two\n`, out)
 	for _, l := range strings.Split(out, "\n") {
