@@ -11,20 +11,22 @@ import (
 	pmaxtypes "github.com/dell/gopowermax/v2/types/v100"
 )
 
-// PowerMax I/O rule: I/O is in progress when one of the last
-// pmaxIOSamples volume samples has IoRate > 0 and is younger than
+// PowerMax I/O rule (csi-powermax's): I/O is in progress when one of the
+// last pmaxIOSamples volume samples has IoRate > 0 and is younger than
 // pmaxIOFreshness; idle when the newest sample is younger than it and no
-// such sample has I/O; unknown otherwise. csi-powermax takes the same
-// last 4 samples but a 60 s bound, which a real array rarely meets:
-// Unisphere serves performance samples at 5-minute granularity, stamped
-// on 5-minute boundaries, the newest being the last completed interval
-// (0 to 5 minutes old, more with Unisphere's processing lag). Two
-// intervals is the bound: a newest sample older than that means
-// Unisphere has stopped collecting, and it says nothing about now.
+// such sample has I/O; unknown otherwise. Unisphere serves performance
+// samples at 5-minute granularity, stamped on 5-minute boundaries, the
+// newest being the last completed interval (0 to 5 minutes old): so on a
+// real array the signal is unknown most of the time, and that is what it
+// says. A sample minutes old tells nothing about the last minute: a busy
+// node's idle interval would read as "no I/O", a dead node's last busy
+// one as "I/O". Detection then relies on the kubelet probes
+// (corroboration either or kubelet) for nodes with a PowerMax identity,
+// and no early verdict is taken on them.
 const (
 	pmaxIOSamples    = 4
 	pmaxPerfInterval = 5 * time.Minute
-	pmaxIOFreshness  = 2 * pmaxPerfInterval
+	pmaxIOFreshness  = 60 * time.Second
 	pmaxIOWindow     = pmaxIOSamples * pmaxPerfInterval
 )
 
