@@ -238,3 +238,19 @@ func (p *PowerStore) ControllerUnpublish(ctx context.Context, handle, nodeID str
 	}
 	return nil
 }
+
+// RegisterNode registers a node's host as csi-powerstore's node plugin
+// does when no host has the node's initiators (dell/csi-powerstore
+// pkg/node/node.go setupHost and registerHost): a host named by the node
+// ID, os_type Linux, with the given initiators of one protocol. A node
+// that comes back with a new IP reports a new node ID and so registers a
+// new host; the array refuses it while another host still holds one of
+// the initiators. It returns the new host's ID.
+func (p *PowerStore) RegisterNode(ctx context.Context, nodeID string, initiators []gopowerstore.InitiatorCreateModify) (string, error) {
+	os := gopowerstore.OSTypeEnumLinux
+	resp, err := p.c.CreateHost(ctx, &gopowerstore.HostCreate{Name: &nodeID, OsType: &os, Initiators: &initiators})
+	if err != nil {
+		return "", fmt.Errorf("emulated %s: register host %s: %w", p.cfg.Driver, nodeID, err)
+	}
+	return resp.ID, nil
+}

@@ -18,7 +18,7 @@ import (
 // sha256 of the Node UID>" cut to 31 characters.
 var pflexNVMeNodeIDRE = regexp.MustCompile(`^127\.[0-9.]+-[0-9a-f]+$`)
 
-// TestPowerFlexNVMeNode (invariants 1 and 5 for PowerFlex NVMe/TCP): two
+// powerflexNVMeNode (invariants 1 and 5 for PowerFlex NVMe/TCP): two
 // nodes attach PowerFlex volumes over NVMe/TCP, so their csi-vxflexos node
 // ID is the name of an NVMe host on the array, not an SDC GUID. One of them
 // dies with a StatefulSet pod: fenced unmaps its volumes from its NVMe
@@ -26,7 +26,7 @@ var pflexNVMeNodeIDRE = regexp.MustCompile(`^127\.[0-9.]+-[0-9a-f]+$`)
 // NVMe node (the emulated driver maps the volume to that host). The dead
 // node reboots and is unfenced: its NVMe host gets back the volumes no
 // other host took, never the moved one.
-func TestPowerFlexNVMeNode(t *testing.T) {
+func powerflexNVMeNode(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end: starts a control plane and three fenced processes")
 	}

@@ -414,3 +414,24 @@ func TestDetachedVolumeNotGivenBack(t *testing.T) {
 	rep = withEnd(true)
 	assert.NotEmpty(t, rep.ByRule(RuleArrayRestored), rep.String())
 }
+
+// A node that came back with a new IP registered a new host (a CSI
+// driver's write) with the initiators fenced had removed from its old
+// host: the old host's missing initiator is explained by the new host
+// holding it. The same initiator on a host fenced itself wrote, or a
+// different initiator on the driver's host, explains nothing.
+func TestReregisteredInitiatorsExplainTheOldHost(t *testing.T) {
+	removed := Difference{Path: "$.hosts[h1].initiators[iqn.a]", Before: `{"port_name":"iqn.a","portType":"iSCSI"}`}
+	newHost := Difference{Path: "$.hosts[h2]", After: `{"id":"h2","initiators":[{"port_name":"iqn.a","portType":"iSCSI"}],"name":"csi-node-m-10.0.0.9"}`}
+	other := Difference{Path: "$.hosts[h2]", After: `{"id":"h2","initiators":[{"port_name":"iqn.b","portType":"iSCSI"}],"name":"csi-node-m-10.0.0.9"}`}
+	checker := func(remote string) *checker {
+		return &checker{in: Inputs{Arrays: map[string][]simcore.AuditEntry{"ps": {
+			{Seq: 1, Remote: "a/127.0.0.1:1", Method: "PATCH", Changed: true, Change: "~$.hosts[h1].initiators"},
+			{Seq: 2, Remote: remote, Method: "POST", Changed: true, Change: "+$.hosts[h2]"},
+		}}}, opts: Options{DriverRemotes: []string{"csi"}}}
+	}
+	assert.True(t, checker("csi/127.0.0.1:2").reregistered("ps", removed, []Difference{removed, newHost}))
+	assert.False(t, checker("a/127.0.0.1:3").reregistered("ps", removed, []Difference{removed, newHost}), "fenced wrote the new host")
+	assert.False(t, checker("csi/127.0.0.1:2").reregistered("ps", removed, []Difference{removed, other}), "another initiator")
+	assert.False(t, checker("csi/127.0.0.1:2").reregistered("ps", newHost, []Difference{removed, newHost}), "an addition is not a removal")
+}

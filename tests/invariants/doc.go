@@ -62,7 +62,9 @@
 //     object of a footprint volume Kubernetes no longer wanted on the node
 //     when its unfence was restored (held by another node, or detached:
 //     invariant 5 gives it back to neither), or was last written by a CSI
-//     driver (Options.DriverRemotes).
+//     driver (Options.DriverRemotes), or removed an element that a CSI
+//     driver's write now shows under another object (a node registered
+//     again under a new host, with the initiators the fence removed).
 //   - no-action-on-doubt (invariant 4): no verdict record enters fencing
 //     while the harness had the storm condition in place for its cluster,
 //     and no record enters fencing by a replica while that replica could not

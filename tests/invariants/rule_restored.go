@@ -64,11 +64,39 @@ func (c *checker) checkArrayRestored() {
 				// publishing a volume that moved): not fenced's to restore.
 				explained = true
 			}
+			if !explained && c.reregistered(arr, d, diffs) {
+				// Removed here and now under another object that a CSI
+				// driver wrote: the node registered again under a new
+				// name (a new IP) with what fenced had removed.
+				explained = true
+			}
 			if !explained {
 				c.violate(RuleArrayRestored, timeZero, arr, "state differs from the start at %s, and no node still fenced explains it", d)
 			}
 		}
 	}
+}
+
+// reregistered reports whether difference d removed an element (a host's
+// initiator) that another difference shows added under another object
+// whose last write was a CSI driver's: csi-powerstore's node plugin
+// registering a node that came back with a new IP under a new host, with
+// the initiators the fence left free. What fenced removed then belongs to
+// the node's new host; giving it back to the old one is what the array
+// refuses.
+func (c *checker) reregistered(array string, d Difference, diffs []Difference) bool {
+	if d.Before == "" || d.After != "" {
+		return false
+	}
+	for _, o := range diffs {
+		if o.Path == d.Path || strings.HasPrefix(o.Path, d.Path) || strings.HasPrefix(d.Path, o.Path) || o.After == "" {
+			continue
+		}
+		if strings.Contains(o.After, d.Before) && c.driverWrote(array, o.Path) {
+			return true
+		}
+	}
+	return false
 }
 
 // driverWrote reports whether the last audited write that changed path (or
