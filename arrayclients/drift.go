@@ -102,8 +102,8 @@ func locationDrift(loc VolumeLocation, arrays []Holder) (DriftReason, string, bo
 		case len(names) == 1:
 			continue
 		case l != &loc:
-			return DriftMetroPartner, fmt.Sprintf("metro partner %s is not a configured array (arrays[].%s)",
-				l.ArrayID, arrayIDField(l.Family)), true
+			return DriftMetroPartner, fmt.Sprintf("%s %s is not a configured array (arrays[].%s)",
+				remoteKind(l.Family), l.ArrayID, arrayIDField(l.Family)), true
 		case l.ArrayID == "":
 			return DriftDefaultArray, fmt.Sprintf("the handle names no array and no configured %s array is the "+
 				"driver's default (arrays[].csiDefault)", l.Family), true

@@ -406,7 +406,7 @@ func Place(v KubeVolume, drivers map[string]Family, arrays []Holder) FootprintVo
 		case 0:
 			what := "array"
 			if l != &loc {
-				what = "metro partner"
+				what = remoteKind(fam)
 			}
 			fv.Gap = &Gap{Reason: GapArrayNotConfigured, Detail: fmt.Sprintf("the %s of %s (%s) is not one of the cluster's "+
 				"arrays (arrays[].%s)", what, v.PV, l, arrayIDField(fam))}
@@ -627,3 +627,12 @@ type RestoreScope struct {
 
 // Wants reports whether Kubernetes still wants the volume on the node.
 func (s RestoreScope) Wants(volume string) bool { return slices.Contains(s.Wanted, volume) }
+
+// remoteKind names the second array of a replicated volume as its family
+// calls it: PowerMax's SRDF partner, PowerStore's metro partner.
+func remoteKind(f Family) string {
+	if f == PowerMax {
+		return "SRDF partner"
+	}
+	return "metro partner"
+}

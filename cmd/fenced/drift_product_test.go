@@ -107,7 +107,7 @@ func TestProductConfigurationDriftAtStart(t *testing.T) {
 	tokenFile := filepath.Join(dir, "api-token")
 	_, out = cli(t, bin, "plan", "drift-1", "--cluster", productCluster, "--addr", base, "--token-file", tokenFile)
 	assert.Contains(t, out, "Configuration drift in cluster "+productCluster, out)
-	assert.Regexp(t, `pv-drift-partner\s+csi-powermax.dellemc.com\s+\S+\s+metro partner 000197900099`, out)
+	assert.Regexp(t, `pv-drift-partner\s+csi-powermax.dellemc.com\s+\S+\s+SRDF partner 000197900099`, out)
 
 	// A volume created later is reported; a deleted one is forgotten.
 	_, err := pvs.Create(ctx, csiPV("pv-drift-late", arrayclients.DriverUnity, "pv-late-iSCSI-APM00000000009-sv_9"), metav1.CreateOptions{})
