@@ -94,6 +94,7 @@ func powerstoreNodeWithNewIP(t *testing.T) {
 			writes++
 		}
 	}
+	t.Logf("fenced's write requests to the old host %s: %d", oldHost.ID, writes)
 	assert.LessOrEqual(t, writes, 6, "fenced's write requests to the old host %s", oldHost.ID)
 	h.Check()
 }
