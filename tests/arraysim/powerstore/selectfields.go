@@ -1,9 +1,10 @@
 package powerstore
 
 import (
-	"bytes"
 	"encoding/json"
+	"maps"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 )
 
@@ -91,28 +92,6 @@ func (sel selection) project(v any) any {
 	return v
 }
 
-// selectWriter holds a GET response so that its body can be projected.
-type selectWriter struct {
-	header http.Header
-	status int
-	body   bytes.Buffer
-}
-
-func (w *selectWriter) Header() http.Header { return w.header }
-
-func (w *selectWriter) WriteHeader(code int) {
-	if w.status == 0 {
-		w.status = code
-	}
-}
-
-func (w *selectWriter) Write(b []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
-	return w.body.Write(b)
-}
-
 // withSelect serves a GET query through fn and writes its answer with only
 // the selected attributes (only id without a select parameter). Errors
 // and non-JSON answers pass unchanged.
@@ -121,14 +100,12 @@ func withSelect(w http.ResponseWriter, r *http.Request, fn func(w http.ResponseW
 		fn(w)
 		return
 	}
-	sw := &selectWriter{header: w.Header()}
+	sw := httptest.NewRecorder() // holds the answer so that its body can be projected
 	fn(sw)
-	if sw.status == 0 {
-		sw.status = http.StatusOK
-	}
-	body := sw.body.Bytes()
+	maps.Copy(w.Header(), sw.Header())
+	body := sw.Body.Bytes()
 	var v any
-	if (sw.status == http.StatusOK || sw.status == http.StatusPartialContent) && json.Unmarshal(body, &v) == nil {
+	if (sw.Code == http.StatusOK || sw.Code == http.StatusPartialContent) && json.Unmarshal(body, &v) == nil {
 		sel := selection{"id": nil}
 		if vals, ok := r.URL.Query()["select"]; ok {
 			sel = parseSelect(vals[len(vals)-1])
@@ -137,6 +114,6 @@ func withSelect(w http.ResponseWriter, r *http.Request, fn func(w http.ResponseW
 			body = b
 		}
 	}
-	w.WriteHeader(sw.status)
+	w.WriteHeader(sw.Code)
 	_, _ = w.Write(body)
 }

@@ -1,9 +1,10 @@
 package unity
 
 import (
-	"bytes"
 	"encoding/json"
+	"maps"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 )
 
@@ -96,28 +97,6 @@ func (fs fieldSet) projectContent(doc map[string]any) {
 	}
 }
 
-// fieldsWriter holds a GET answer so that its body can be projected.
-type fieldsWriter struct {
-	header http.Header
-	status int
-	body   bytes.Buffer
-}
-
-func (w *fieldsWriter) Header() http.Header { return w.header }
-
-func (w *fieldsWriter) WriteHeader(code int) {
-	if w.status == 0 {
-		w.status = code
-	}
-}
-
-func (w *fieldsWriter) Write(b []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
-	return w.body.Write(b)
-}
-
 // withFields serves a GET with a fields parameter through fn and writes
 // its answer with only the named attributes and id. Other requests, errors
 // and non-JSON answers pass unchanged.
@@ -127,19 +106,17 @@ func withFields(w http.ResponseWriter, r *http.Request, fn func(w http.ResponseW
 		fn(w)
 		return
 	}
-	fw := &fieldsWriter{header: w.Header()}
+	fw := httptest.NewRecorder() // holds the answer so that its body can be projected
 	fn(fw)
-	if fw.status == 0 {
-		fw.status = http.StatusOK
-	}
-	body := fw.body.Bytes()
+	maps.Copy(w.Header(), fw.Header())
+	body := fw.Body.Bytes()
 	var doc map[string]any
-	if fw.status == http.StatusOK && json.Unmarshal(body, &doc) == nil {
+	if fw.Code == http.StatusOK && json.Unmarshal(body, &doc) == nil {
 		parseFields(vals[len(vals)-1]).projectContent(doc)
 		if b, err := json.Marshal(doc); err == nil {
 			body = b
 		}
 	}
-	w.WriteHeader(fw.status)
+	w.WriteHeader(fw.Code)
 	_, _ = w.Write(body)
 }
