@@ -67,6 +67,10 @@ func TestEarlyVerdictFallsBackToTheGrace(t *testing.T) {
 			w.arrays["node-02"]["pmax"] = arrayclients.Health{Connectivity: arrayclients.Connected, IO: arrayclients.IOActive}
 			w.m.ObserveIdentities(IdentityObservation{Node: "node-02", Arrays: []string{"pmax", "pstore"}, ObservedAt: w.now})
 		}},
+		{"a footprint volume that cannot be placed or cut", func(w *world) {
+			w.m.ObserveIdentities(IdentityObservation{Node: "node-02", Arrays: []string{"pstore"},
+				FootprintRead: true, Footprint: []string{"pstore"}, FootprintComplete: false, ObservedAt: w.now})
+		}},
 		{"no identity on any array", func(w *world) {
 			w.m.ObserveIdentities(IdentityObservation{Node: "node-02", ObservedAt: w.now})
 		}},
@@ -91,6 +95,43 @@ func TestEarlyVerdictFallsBackToTheGrace(t *testing.T) {
 		w.run(3 * time.Minute)
 		assert.Empty(t, w.ever(Failed))
 	})
+}
+
+// The arrays that must agree are those holding the node's storage
+// footprint: an array where the node has an identity but no volume, and
+// whose signal is unknown (PowerScale has no session state), does not hold
+// the verdict back; the same array holding a footprint volume does; a node
+// without volumes needs every array where it has an identity.
+func TestEarlyVerdictWitnessesAreTheFootprintArrays(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		footprint []string
+		early     bool
+	}{
+		{"footprint on the array that sees the node gone", []string{"pstore"}, true},
+		{"footprint also on the array without session state", []string{"pscale", "pstore"}, false},
+		{"no volumes: every identity array", nil, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			w := newWorld(t, earlyPolicy(), 5)
+			w.replicas = []string{"r1", "r2", "r3"}
+			w.arrays["node-02"]["pscale"] = arrayclients.Health{Connectivity: arrayclients.ConnectivityUnknown, IO: arrayclients.IOUnknown}
+			w.m.ObserveIdentities(IdentityObservation{Node: "node-02", Arrays: []string{"pscale", "pstore"},
+				FootprintRead: true, Footprint: c.footprint, FootprintComplete: true, ObservedAt: w.now})
+			w.run(30 * time.Second)
+			w.kill("node-02")
+			w.arrays["node-02"]["pscale"] = arrayclients.Health{Connectivity: arrayclients.ConnectivityUnknown, IO: arrayclients.IOUnknown}
+			w.run(90 * time.Second)
+			v := w.verdict("node-02")
+			require.Equal(t, Failed, v.State, "verdict %+v", v)
+			assert.Equal(t, c.early, v.Evidence.Early, "verdict %+v", v)
+			if c.early {
+				assert.Less(t, failedAfter(t, w, "node-02"), w.policy.HeartbeatGrace)
+			} else {
+				assert.GreaterOrEqual(t, failedAfter(t, w, "node-02"), w.policy.HeartbeatGrace)
+			}
+		})
+	}
 }
 
 // The guards hold an early verdict as they hold one at the grace: with the

@@ -272,8 +272,10 @@ func (m *Machine) decide(n *nodeState, v *Verdict, self Self, now time.Time) {
 // node, whose heartbeat missed a renewal but is not stale yet, is dead
 // (see EarlyPolicy): its kubelet unreachable from a majority of the
 // replicas, and reachable from none, for KubeletProbes consecutive polls;
-// and every array where it has an identity reporting it disconnected with
-// no I/O, in a fresh sample, for the early I/O window. Anything unknown,
+// and every array holding part of its storage footprint (every array
+// where it has an identity, for a node without volumes) reporting it
+// disconnected with no I/O, in a fresh sample, for the early I/O window.
+// A footprint volume that cannot be placed or cut says no. Anything unknown,
 // stale or disagreeing says no.
 func (m *Machine) witnessesAgree(n *nodeState, e Evidence, now time.Time) bool {
 	p := m.policy
@@ -288,10 +290,10 @@ func (m *Machine) witnessesAgree(n *nodeState, e Evidence, now time.Time) bool {
 			agree++
 		}
 	}
-	if agree < k.Replicas/2+1 || len(n.idArrays) == 0 {
+	if agree < k.Replicas/2+1 || !n.witnessesOK || len(n.witnesses) == 0 {
 		return false
 	}
-	for _, name := range n.idArrays {
+	for _, name := range n.witnesses {
 		st, ok := n.arrays[name]
 		if !ok || st.last.Err != "" || st.last.Health.Connectivity != arrayclients.Disconnected ||
 			st.last.Health.IO != arrayclients.IOIdle || now.Sub(st.last.ObservedAt) > p.EvidenceMaxAge ||

@@ -48,6 +48,15 @@ type IdentitySource interface {
 	NodeIdentities(cluster, node string) (ids []arrayclients.Identity, ambiguous []string)
 }
 
+// FootprintSource names the arrays that hold part of a node's storage
+// footprint as Kubernetes shows it now, the early verdict's array
+// witnesses. complete is false when some footprint volume cannot be placed
+// on a configured array or has no identity to cut there: such a node never
+// gets an early verdict.
+type FootprintSource interface {
+	WitnessArrays(cluster, node string) (arrays []string, complete bool)
+}
+
 // ObservationSink records what this replica learned, through the ledger:
 // its kubelet probes (vantage observations the other replicas read back
 // through a VantageSource) and the identity inputs of healthy nodes.

@@ -55,6 +55,11 @@ type nodeState struct {
 	arrays           map[string]*arrayState
 	idArrays         []string
 	ambiguous        []string
+	// witnesses are the arrays an early verdict needs in agreement (see
+	// witnessArrays); witnessesOK is false when the footprint cannot be
+	// witnessed whole.
+	witnesses   []string
+	witnessesOK bool
 
 	phase          phase
 	staleSince     time.Time
@@ -262,6 +267,24 @@ func (m *Machine) ObserveIdentities(o IdentityObservation) {
 	}
 	n.idArrays = sortedCopy(o.Arrays)
 	n.ambiguous = sortedCopy(o.Ambiguous)
+	n.witnesses, n.witnessesOK = witnessArrays(o)
+}
+
+// witnessArrays returns the arrays whose view of the node an early verdict
+// needs: those holding part of its storage footprint, where it is known;
+// the arrays where it has an identity when its footprint is empty (a node
+// without volumes still needs an array that sees it gone) or not read.
+// ok is false when part of the footprint cannot be witnessed.
+func witnessArrays(o IdentityObservation) ([]string, bool) {
+	switch {
+	case !o.FootprintRead:
+		return sortedCopy(o.Arrays), true
+	case !o.FootprintComplete:
+		return nil, false
+	case len(o.Footprint) == 0:
+		return sortedCopy(o.Arrays), true
+	}
+	return sortedCopy(o.Footprint), true
 }
 
 func sortedCopy(s []string) []string {

@@ -61,10 +61,16 @@ type ArrayObservation struct {
 // IdentityObservation says on which arrays a node has a learned identity and
 // where that identity is ambiguous.
 type IdentityObservation struct {
-	Node       string
-	Arrays     []string
-	Ambiguous  []string
-	ObservedAt time.Time
+	Node      string
+	Arrays    []string
+	Ambiguous []string
+	// Footprint, when FootprintRead is set, names the arrays holding part
+	// of the node's storage footprint (FootprintSource); FootprintComplete
+	// is false when part of it cannot be witnessed.
+	Footprint         []string
+	FootprintRead     bool
+	FootprintComplete bool
+	ObservedAt        time.Time
 }
 
 // Self is this replica's view of itself and its group at evaluation time.

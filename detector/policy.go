@@ -146,8 +146,10 @@ type Policy struct {
 // every independent witness agrees that it is dead: its Lease missed a
 // renewal (heartbeat older than After), its kubelet has been unreachable
 // from a majority of the replicas, and from none, for KubeletProbes
-// consecutive polls, and every array where it has an identity reports it
-// disconnected with no I/O, freshly, for IOWindow. An unknown, stale or
+// consecutive polls, and every array holding part of its storage footprint
+// (every array where it has an identity, for a node without volumes)
+// reports it disconnected with no I/O, freshly, for IOWindow. A footprint
+// volume fenced cannot place or cut, or an unknown, stale or
 // disagreeing signal (an array without session state, PowerMax's
 // minutes-old performance samples, an array error) falls back to the full
 // grace. The storm guard, pause, quorum and Lease read-back apply as at

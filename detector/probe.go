@@ -101,6 +101,10 @@ func (r *Runner) probeArrays(pctx context.Context, name string) {
 	for _, id := range ids {
 		idObs.Arrays = append(idObs.Arrays, id.Array)
 	}
+	if fs := r.cfg.Footprints; fs != nil {
+		idObs.Footprint, idObs.FootprintComplete = fs.WitnessArrays(r.cfg.Cluster, name)
+		idObs.FootprintRead = true
+	}
 	r.enqueue(func(m *Machine) { m.ObserveIdentities(idObs) }, false)
 	var wg sync.WaitGroup
 	for _, id := range ids {

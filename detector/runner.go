@@ -30,6 +30,10 @@ type RunnerConfig struct {
 	// Identities gives the identities learned for a node; without it the
 	// array corroboration can never hold.
 	Identities IdentitySource
+	// Footprints names the arrays holding a node's storage footprint: the
+	// early verdict's array witnesses. Without it they are the arrays
+	// where the node has an identity.
+	Footprints FootprintSource
 	// Vantage gives the other replicas' fresh kubelet probes; a replica it
 	// leaves out does not count (see VantageBoard).
 	Vantage VantageSource

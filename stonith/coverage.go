@@ -202,3 +202,25 @@ func uncut(f *ledger.Fence) []VolumeGap {
 	}
 	return out
 }
+
+// WitnessArrays names the arrays that hold part of the node's storage
+// footprint as the informers show it now: the arrays whose view of the
+// node an early verdict needs (detector.FootprintSource). complete is
+// false when the footprint cannot be read or has a gap (a volume not
+// placed, or without an identity to cut on its array): such a node waits
+// for its full grace.
+func (c *Controller) WitnessArrays(cluster, node string) (arrays []string, complete bool) {
+	cl, err := c.cluster(cluster)
+	if err != nil {
+		return nil, false
+	}
+	kvols, err := cl.Footprints.Volumes(node)
+	if err != nil {
+		return nil, false
+	}
+	cv := cover(kvols, cl.Drivers, cl.arrays, c.readNode(cl.Name, node).identities())
+	if len(cv.Gaps) > 0 {
+		return nil, false
+	}
+	return slices.Sorted(maps.Keys(cv.Vols)), true
+}

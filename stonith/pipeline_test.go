@@ -732,3 +732,39 @@ func TestEvictedFenceCutsAVolumeAttachedAfterEviction(t *testing.T) {
 	assert.InDelta(t, 1.0, value(w.ctrl.metrics.fences.WithLabelValues("c1", ResultEvicted)), 0,
 		"a refence is not a second fence")
 }
+
+// WitnessArrays names the arrays holding the node's footprint (the early
+// verdict's array witnesses), and says the footprint cannot be witnessed
+// whole when a volume has a gap, the node's identities were never learned
+// or the informers cannot be read.
+func TestWitnessArraysAreTheFootprintArrays(t *testing.T) {
+	w := newWorld(t)
+	got, ok := w.ctrl.WitnessArrays("c1", "n1")
+	assert.True(t, ok)
+	assert.Equal(t, []string{"a1", "a2", "a3"}, got)
+
+	w.fp.detach("n1")
+	w.fp.attach("n1", "pv-x", "a2")
+	got, ok = w.ctrl.WitnessArrays("c1", "n1")
+	assert.True(t, ok)
+	assert.Equal(t, []string{"a2"}, got, "only the array holding a volume")
+
+	w.fp.attach("n1", "pv-y", "a9")
+	_, ok = w.ctrl.WitnessArrays("c1", "n1")
+	assert.False(t, ok, "a volume on an array not configured")
+
+	w.fp.detach("n1")
+	got, ok = w.ctrl.WitnessArrays("c1", "n1")
+	assert.True(t, ok)
+	assert.Empty(t, got, "no volumes: the detector falls back to the identity arrays")
+
+	w.fp.attach("n2", "pv-z", "a1")
+	_, ok = w.ctrl.WitnessArrays("c1", "n2")
+	assert.False(t, ok, "identities never learned")
+
+	w.fp.broken = errors.New("informers not synced")
+	_, ok = w.ctrl.WitnessArrays("c1", "n1")
+	assert.False(t, ok)
+	_, ok = w.ctrl.WitnessArrays("c9", "n1")
+	assert.False(t, ok, "unknown cluster")
+}

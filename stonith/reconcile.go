@@ -16,6 +16,10 @@ import (
 )
 
 // reconcile reads the node's record and does the one next step.
+// EarlyReason ends the reason of a fence opened on an early verdict (every
+// witness agreed the node was dead before its heartbeat grace ran out).
+const EarlyReason = "early verdict: every witness agreed before the grace"
+
 func (c *Controller) reconcile(ctx context.Context, l Leadership, cl *clusterRuntime, node string) (result, error) {
 	v := c.readNode(cl.Name, node)
 	f := v.Fence
@@ -241,6 +245,9 @@ func (c *Controller) maybeOpen(ctx context.Context, l Leadership, cl *clusterRun
 	reason := fmt.Sprintf("verdict failed (%s) since %s", ve.Reason, ve.Since.UTC().Format("2006-01-02T15:04:05.000Z"))
 	if len(ve.Evidence.CorroboratedBy) > 0 {
 		reason += ", corroborated by " + strings.Join(ve.Evidence.CorroboratedBy, ", ")
+	}
+	if ve.Evidence.Early {
+		reason += ", " + EarlyReason
 	}
 	err = c.commit(ctx, l, &ledger.OpenFence{Meta: c.meta(l), Cluster: cl.Name, Node: node,
 		Origin: ledger.OriginVerdict, Reason: reason, BootID: d.BootID, PodUIDs: d.PodUIDs, Plans: d.plans.list,

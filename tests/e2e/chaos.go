@@ -35,6 +35,11 @@ type ChaosConfig struct {
 	Settle time.Duration
 	// Out receives the seed, every fault as it is injected and the summary.
 	Out io.Writer
+	// Transient limits the schedule to the faults that must never fence
+	// (see stepTransient), each shorter than the heartbeat grace, plus
+	// real node deaths; a fence of a node that was not dead is then a
+	// false fence and fails the run.
+	Transient bool
 }
 
 // ChaosResult is what a chaos run did and found.
@@ -50,11 +55,19 @@ type ChaosResult struct {
 	Unsettled []string
 	// Report is the invariant checker's report over the run's evidence.
 	Report *invariants.Report
+	// Transient is set for a run of the transient profile; FalseFences then
+	// lists the fences of nodes that were not dead when they were opened.
+	Transient   bool
+	FalseFences []string
+	// EarlyVerdicts counts the fences opened on an early verdict,
+	// GraceVerdicts those opened on a verdict at the heartbeat grace.
+	EarlyVerdicts, GraceVerdicts int
 }
 
-// OK reports whether the run broke no invariant and settled.
+// OK reports whether the run broke no invariant, settled and, in the
+// transient profile, fenced no node that was not dead.
 func (r *ChaosResult) OK() bool {
-	return r.Report != nil && r.Report.OK() && len(r.Unsettled) == 0
+	return r.Report != nil && r.Report.OK() && len(r.Unsettled) == 0 && len(r.FalseFences) == 0
 }
 
 // chaos is one run's state: what is currently broken.
@@ -71,6 +84,22 @@ type chaos struct {
 	nodeState   map[string]testbed.NodeState
 	// healed are the nodes rebooted while healing.
 	healed map[string]bool
+	// dead are, per node, the times it was killed or hung and came back
+	// (an open window has a zero end).
+	dead map[string][]window
+	// pending are the heals of faults that end on their own (a kubelet
+	// restart, a management network cut), by when they are due.
+	pending []pendingHeal
+	// kubeletDown are the nodes whose kubelet the transient profile
+	// stopped.
+	kubeletDown map[string]bool
+}
+
+type window struct{ from, to time.Time }
+
+type pendingHeal struct {
+	at  time.Time
+	run func()
 }
 
 // RunChaos injects a seeded random schedule of faults — replica kill -9 and
@@ -96,18 +125,32 @@ func RunChaos(h *Harness, cfg ChaosConfig) (*ChaosResult, error) {
 	}
 	c := &chaos{h: h, cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)),
 		replicaDown: map[string]bool{}, replicaCut: map[string]bool{}, apiCut: map[string]bool{},
-		arrayCut: map[string]bool{}, nodeState: map[string]testbed.NodeState{}, healed: map[string]bool{}}
+		arrayCut: map[string]bool{}, nodeState: map[string]testbed.NodeState{}, healed: map[string]bool{},
+		dead: map[string][]window{}, kubeletDown: map[string]bool{}}
 	for name := range h.Nodes {
 		c.nodeState[name] = testbed.NodeUp
 	}
-	fmt.Fprintf(cfg.Out, "chaos: seed %d, duration %s, %d nodes, replicas %v\n", cfg.Seed, cfg.Duration, len(h.Nodes), h.IDs)
-	h.WaitLeader(time.Minute)
-	if _, err := h.CP.CreateStatefulSet(h.ctx, testbed.StatefulSetSpec{Namespace: "db", Name: "chaos",
-		Replicas: int32(max(1, len(h.Nodes)-cfg.MaxNodesDown)), AntiAffinity: true}); err != nil {
-		return nil, fmt.Errorf("chaos: deploy the StatefulSet: %w", err)
+	profile := "all faults"
+	if cfg.Transient {
+		profile = "transient faults and node deaths"
 	}
-	if err := c.waitDeployed(); err != nil {
-		return nil, err
+	fmt.Fprintf(cfg.Out, "chaos: seed %d, duration %s, %d nodes, replicas %v, %s\n", cfg.Seed, cfg.Duration, len(h.Nodes), h.IDs, profile)
+	h.WaitLeader(time.Minute)
+	sets := []testbed.StatefulSetSpec{{Namespace: "db", Name: "chaos",
+		Replicas: int32(max(1, len(h.Nodes)-cfg.MaxNodesDown)), AntiAffinity: true}}
+	if cfg.Transient {
+		// Some nodes also hold a PowerScale volume: an array without
+		// session state, so their verdicts wait for the grace.
+		sets = append(sets, testbed.StatefulSetSpec{Namespace: "db", Name: "chaos-nfs", Driver: testbed.DriverPowerScale,
+			Replicas: int32(max(1, len(h.Nodes)/3)), AntiAffinity: true})
+	}
+	for _, set := range sets {
+		if _, err := h.CP.CreateStatefulSet(h.ctx, set); err != nil {
+			return nil, fmt.Errorf("chaos: deploy the StatefulSet %s: %w", set.Name, err)
+		}
+		if err := c.waitDeployed(set.Name); err != nil {
+			return nil, err
+		}
 	}
 	h.SettleArrays()
 	c.start = time.Now()
@@ -115,17 +158,19 @@ func RunChaos(h *Harness, cfg ChaosConfig) (*ChaosResult, error) {
 	for time.Now().Before(end) {
 		gap := time.Duration(c.rng.ExpFloat64() * float64(cfg.MeanGap))
 		gap = min(max(gap, 500*time.Millisecond), 4*cfg.MeanGap)
-		select {
-		case <-h.ctx.Done():
-			return nil, h.ctx.Err()
-		case <-time.After(min(gap, time.Until(end))):
+		if err := c.sleep(time.Now().Add(gap), end); err != nil {
+			return nil, err
 		}
 		if time.Now().After(end) {
 			break
 		}
-		c.step()
+		if cfg.Transient {
+			c.stepTransient()
+		} else {
+			c.step()
+		}
 	}
-	res := &ChaosResult{Seed: cfg.Seed}
+	res := &ChaosResult{Seed: cfg.Seed, Transient: cfg.Transient}
 	c.logf("healing everything")
 	c.healAll()
 	res.Unsettled = c.settle()
@@ -149,6 +194,7 @@ func RunChaos(h *Harness, cfg ChaosConfig) (*ChaosResult, error) {
 			res.Unfences++
 		}
 	}
+	c.classify(res, in.Ledger.Fences)
 	res.Report = invariants.Check(in, opts)
 	c.summary(res)
 	return res, nil
@@ -274,24 +320,28 @@ func (c *chaos) step() {
 		c.logf("node %s dies", n)
 		h.KillNode(n)
 		c.nodeState[n] = testbed.NodeKilled
+		c.markDead(n)
 	})
 	add(len(down) < c.cfg.MaxNodesDown && len(up) > 0, 2, func() {
 		n := c.pick(up)
 		c.logf("node %s hangs (kubelet up, heartbeat lost)", n)
 		h.HangNode(n)
 		c.nodeState[n] = testbed.NodeHung
+		c.markDead(n)
 	})
 	add(len(down) > 0, 4, func() {
 		n := c.pick(down)
 		c.logf("node %s reboots", n)
 		h.RebootNode(n)
 		c.nodeState[n] = testbed.NodeUp
+		c.markUp(n)
 	})
 	add(len(down) > 0, 2, func() {
 		n := c.pick(down)
 		c.logf("node %s returns without a reboot", n)
 		h.ReturnNode(n)
 		c.nodeState[n] = testbed.NodeUp
+		c.markUp(n)
 	})
 	total := 0
 	for _, a := range acts {
@@ -339,6 +389,10 @@ func (c *chaos) leaderOrAny() string {
 // back, and every node that is not up rebooted.
 func (c *chaos) healAll() {
 	h := c.h
+	for _, p := range c.pending {
+		p.run()
+	}
+	c.pending = nil
 	for _, id := range keys(c.replicaCut) {
 		h.HealReplica(id)
 	}
@@ -360,6 +414,7 @@ func (c *chaos) healAll() {
 		h.RebootNode(n)
 		c.healed[n] = true
 		c.nodeState[n] = testbed.NodeUp
+		c.markUp(n)
 	}
 }
 
@@ -411,6 +466,13 @@ func (c *chaos) summary(r *ChaosResult) {
 		fmt.Fprintf(w, "  %s  %-22s %s\n", e.Time.Format("15:04:05.000"), e.Kind, e.Detail)
 	}
 	fmt.Fprintf(w, "fences performed: %d fenced, %d evicted, %d unfenced\n", r.Fences, r.Evictions, r.Unfences)
+	fmt.Fprintf(w, "verdicts that opened a fence: %d early, %d at the grace\n", r.EarlyVerdicts, r.GraceVerdicts)
+	if r.Transient {
+		fmt.Fprintf(w, "false fences (a node that was not dead): %d\n", len(r.FalseFences))
+		for _, f := range r.FalseFences {
+			fmt.Fprintf(w, "FALSE FENCE: %s\n", f)
+		}
+	}
 	fmt.Fprintf(w, "invariants: %s\n", r.Report)
 	for _, u := range r.Unsettled {
 		fmt.Fprintf(w, "UNSETTLED: %s\n", u)
@@ -418,7 +480,7 @@ func (c *chaos) summary(r *ChaosResult) {
 	if r.OK() {
 		fmt.Fprintln(w, "result: OK, no violation")
 	} else {
-		fmt.Fprintf(w, "result: FAILED, %d violation(s), %d unsettled fence(s)\n", len(r.Report.Violations), len(r.Unsettled))
+		fmt.Fprintf(w, "result: FAILED, %d violation(s), %d unsettled fence(s), %d false fence(s)\n", len(r.Report.Violations), len(r.Unsettled), len(r.FalseFences))
 	}
 }
 
@@ -430,7 +492,7 @@ func (r *ChaosResult) Err() error {
 	if r.OK() {
 		return nil
 	}
-	return fmt.Errorf("%w: seed %d: %d violation(s), %d unsettled", errChaos, r.Seed, len(r.Report.Violations), len(r.Unsettled))
+	return fmt.Errorf("%w: seed %d: %d violation(s), %d unsettled, %d false fence(s)", errChaos, r.Seed, len(r.Report.Violations), len(r.Unsettled), len(r.FalseFences))
 }
 
 // ChaosTiming is the cluster timing of chaos runs: a dead node fails
@@ -443,13 +505,13 @@ func ChaosTiming() ClusterTiming {
 
 // waitDeployed waits until every pod of the chaos StatefulSet runs (its
 // volumes created and published by the drivers).
-func (c *chaos) waitDeployed() error {
+func (c *chaos) waitDeployed(name string) error {
 	ctx, cancel := context.WithTimeout(c.h.ctx, 3*time.Minute)
 	defer cancel()
 	for {
-		sts, err := c.h.CP.Client.AppsV1().StatefulSets("db").Get(ctx, "chaos", metav1.GetOptions{})
+		sts, err := c.h.CP.Client.AppsV1().StatefulSets("db").Get(ctx, name, metav1.GetOptions{})
 		if err == nil && sts.Spec.Replicas != nil {
-			pods, err := c.h.CP.Client.CoreV1().Pods("db").List(ctx, metav1.ListOptions{LabelSelector: "app=chaos"})
+			pods, err := c.h.CP.Client.CoreV1().Pods("db").List(ctx, metav1.ListOptions{LabelSelector: "app=" + name})
 			running := 0
 			if err == nil {
 				for _, p := range pods.Items {
@@ -464,7 +526,7 @@ func (c *chaos) waitDeployed() error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("chaos: the StatefulSet's pods did not all run: %w", ctx.Err())
+			return fmt.Errorf("chaos: the pods of StatefulSet %s did not all run: %w", name, ctx.Err())
 		case <-time.After(500 * time.Millisecond):
 		}
 	}

@@ -23,6 +23,9 @@ type ClusterTiming struct {
 	StormLimit    string
 	Corroboration string
 	DryRun        bool
+	// EarlyVerdict turns clusters[].earlyVerdict on with the product's
+	// defaults (after 12s, kubeletProbes 3, ioWindow 6s).
+	EarlyVerdict bool
 }
 
 // replicaConfig is what one replica's configuration file needs.
@@ -126,6 +129,9 @@ func (c replicaConfig) cluster(ref clusterRef, arrays []string) map[string]any {
 	set("corroboration", c.Timing.Corroboration)
 	if c.Timing.DryRun {
 		cluster["dryRun"] = true
+	}
+	if c.Timing.EarlyVerdict {
+		cluster["earlyVerdict"] = map[string]any{"enabled": true}
 	}
 	return cluster
 }

@@ -30,6 +30,8 @@ const (
 	APIServerStart = "apiserver-restart"
 	ArrayDownStart = "array-down-start"
 	ArrayDownEnd   = "array-down-end"
+	KubeletStop    = "kubelet-stop"
+	KubeletStart   = "kubelet-start"
 )
 
 // Leader returns the replica that says it leads, if exactly one running
@@ -261,6 +263,46 @@ func (h *Harness) HangNode(name string) {
 	h.t.Helper()
 	h.Timeline.Record(invariants.NodeHang, h.ClusterOf(name)+"/"+name)
 	require.NoError(h.t, h.Nodes[name].Hang(h.ctx))
+}
+
+// StopKubelet stops a node's kubelet, as a kubelet restart or a cut of the
+// node's management network does: its port closes and its Lease is no
+// longer renewed, while its storage paths stay up (the arrays still see it
+// connected, doing I/O). StartKubelet ends it.
+func (h *Harness) StopKubelet(name string) {
+	h.t.Helper()
+	h.Timeline.Record(KubeletStop, h.ClusterOf(name)+"/"+name)
+	require.NoError(h.t, h.Nodes[name].Kill(h.ctx))
+}
+
+// StartKubelet starts a node's kubelet stopped by StopKubelet: the same
+// boot, its port and heartbeat back.
+func (h *Harness) StartKubelet(name string) {
+	h.t.Helper()
+	h.Timeline.Record(KubeletStart, h.ClusterOf(name)+"/"+name)
+	require.NoError(h.t, h.Nodes[name].Return(h.ctx))
+}
+
+// APIServerOutage stops the apiserver for d (every replica and every
+// kubelet loses it: no Lease is renewed meanwhile) and starts it again,
+// waiting until it is ready.
+func (h *Harness) APIServerOutage(d time.Duration) error {
+	ctx, cancel := context.WithTimeout(h.ctx, 2*time.Minute+d)
+	defer cancel()
+	if err := h.CP.StopAPIServer(); err != nil {
+		return fmt.Errorf("stop the apiserver: %w", err)
+	}
+	h.Timeline.Record(invariants.APIDownStart, ClusterName)
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+	err := h.CP.StartAPIServer(ctx)
+	h.Timeline.Record(invariants.APIDownEnd, ClusterName)
+	if err != nil {
+		return fmt.Errorf("start the apiserver: %w", err)
+	}
+	return nil
 }
 
 // ReturnNode brings a node back without a reboot.

@@ -262,6 +262,7 @@ func (f *fencing) newRunner(cr *clusterRuntime, metrics *detector.Metrics) error
 	}
 	if f.ctrl != nil {
 		rc.Publisher = f.ctrl
+		rc.Footprints = f.ctrl
 	}
 	var others []string
 	for _, p := range f.d.Config().Peers {
