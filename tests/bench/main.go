@@ -24,6 +24,11 @@
 //   - storm: -storm-dying of -storm-nodes nodes die at once with the storm
 //     limit raised to allow it.
 //
+// -early turns early verdicts on (clusters[].earlyVerdict with its
+// defaults) in the single-node, failover and storm runs; the single-node
+// trials are then written to their own section, so that one results file
+// holds the figures with and without them.
+//
 // Every figure is given from two moments: the power-off, when the harness
 // stops the node (its kubelet port closes and its Lease is no longer
 // renewed), and the last renewal of the node's Lease, which comes up to
@@ -64,10 +69,13 @@ type params struct {
 	StormDying   int           `json:"stormDying"`
 	// ControlPlaneNice is the nice value of the control plane and kwok in
 	// the steady and storm runs (see e2e.Options.ControlPlaneNice).
-	ControlPlaneNice int           `json:"controlPlaneNice"`
-	Keep             string        `json:"-"`
-	Merge            bool          `json:"-"`
-	TrialDeadline    time.Duration `json:"-"`
+	ControlPlaneNice int `json:"controlPlaneNice"`
+	// Early turns early verdicts on (clusters[].earlyVerdict with its
+	// defaults) in the single-node, failover and storm runs.
+	Early         bool          `json:"earlyVerdicts,omitempty"`
+	Keep          string        `json:"-"`
+	Merge         bool          `json:"-"`
+	TrialDeadline time.Duration `json:"-"`
 }
 
 func main() {
@@ -85,6 +93,7 @@ func main() {
 	flag.IntVar(&p.StormNodes, "storm-nodes", 0, "nodes of the mass-death run (0: skip; the issue asks for 1000)")
 	flag.IntVar(&p.StormDying, "storm-dying", 100, "nodes that die at once in the mass-death run")
 	flag.IntVar(&p.ControlPlaneNice, "control-plane-nice", 0, "nice value of the control plane and kwok in the steady and storm runs, so that kwok's renewals keep time on a small machine (0: leave as is)")
+	flag.BoolVar(&p.Early, "early", false, "early verdicts on (clusters[].earlyVerdict, default settings) in the single-node, failover and storm runs; the single-node trials then go to their own section")
 	flag.StringVar(&p.Keep, "keep", "", "keep the runs' directories here")
 	flag.DurationVar(&p.TrialDeadline, "trial-deadline", 5*time.Minute, "give up on a trial after this long")
 	render := flag.Bool("render", false, "only render results.md again from the results.json in -out")
@@ -105,16 +114,18 @@ func main() {
 
 // Results is the JSON document.
 type Results struct {
-	StartedAt time.Time       `json:"startedAt"`
-	Duration  string          `json:"duration"`
-	Host      Host            `json:"host"`
-	Params    params          `json:"params"`
-	Single    *SingleResults  `json:"single,omitempty"`
-	Failover  *FailoverResult `json:"failover,omitempty"`
-	Baseline  *BaselineResult `json:"baseline,omitempty"`
-	Steady    *SteadyResult   `json:"steady,omitempty"`
-	Storm     *StormResult    `json:"storm,omitempty"`
-	Notes     []string        `json:"notes,omitempty"`
+	StartedAt time.Time      `json:"startedAt"`
+	Duration  string         `json:"duration"`
+	Host      Host           `json:"host"`
+	Params    params         `json:"params"`
+	Single    *SingleResults `json:"single,omitempty"`
+	// SingleEarly are single-node trials with early verdicts on (-early).
+	SingleEarly *SingleResults  `json:"singleEarly,omitempty"`
+	Failover    *FailoverResult `json:"failover,omitempty"`
+	Baseline    *BaselineResult `json:"baseline,omitempty"`
+	Steady      *SteadyResult   `json:"steady,omitempty"`
+	Storm       *StormResult    `json:"storm,omitempty"`
+	Notes       []string        `json:"notes,omitempty"`
 }
 
 func run(p params) error {
@@ -131,6 +142,7 @@ func run(p params) error {
 				return fmt.Errorf("merge: decode results.json: %w", err)
 			}
 			res.Single, res.Failover, res.Baseline, res.Steady, res.Storm = old.Single, old.Failover, old.Baseline, old.Steady, old.Storm
+			res.SingleEarly = old.SingleEarly
 			res.StartedAt, res.Duration, res.Host, res.Params, res.Notes = old.StartedAt, old.Duration, old.Host, old.Params, old.Notes
 			res.Params.SteadyNodes, res.Params.StormNodes = max(old.Params.SteadyNodes, p.SteadyNodes), max(old.Params.StormNodes, p.StormNodes)
 			mergeNote = len(res.Notes)
@@ -181,7 +193,10 @@ func run(p params) error {
 		err := standalone(p.Keep, "single", func(t *e2e.Standalone) error {
 			s, f, err := runSingle(t, p)
 			mu.Lock()
-			if p.Trials > 0 {
+			switch {
+			case p.Trials > 0 && p.Early:
+				res.SingleEarly = s
+			case p.Trials > 0:
 				res.Single = s
 			}
 			if p.Failover > 0 {

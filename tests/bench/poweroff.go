@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fenced-project/fenced/cluster/ledger"
+	"github.com/fenced-project/fenced/stonith"
 )
 
 // The bench gives its times from two references. The power-off is the
@@ -143,6 +144,8 @@ type StormNode struct {
 	Intent    time.Time `json:"intent,omitzero"`
 	Fenced    time.Time `json:"fenced,omitzero"`
 	Evicted   time.Time `json:"evicted,omitzero"`
+	// Early is set when the fence was opened on an early verdict.
+	Early bool `json:"early,omitempty"`
 }
 
 // StepSpread is one fence step over the storm's dying nodes: how many
@@ -232,6 +235,7 @@ func stormNodeSteps(nodes []StormNode, fences []*ledger.Fence) {
 			continue
 		}
 		n.FenceID, n.Intent = pick.ID, pick.OpenedAt
+		n.Early = strings.Contains(pick.Reason, stonith.EarlyReason)
 		for _, s := range pick.Steps {
 			switch s.To {
 			case ledger.StateIntent:

@@ -104,24 +104,10 @@ func markdown(r *Results) string {
 		"A figure an older run did not record is shown as —.\n\n")
 	p := r.Params
 	if r.Single != nil {
-		good := ok(r.Single.Trials)
-		fmt.Fprintf(&b, "## Single node death\n\n%d-node cluster, %d protected StatefulSet pods on the dying node, %s added round trip on every array request (toxiproxy), "+
-			"fenced's default configuration (heartbeatGrace %s, pollInterval 2s, corroboration either, ioWindow 30s), kube's default Lease (40 s, renewed every 10 s). "+
-			"%d trials, %d complete. Seconds.\n\n", p.Nodes, p.Pods, p.Latency, r.Single.Grace, len(r.Single.Trials), len(good))
-		b.WriteString("| Figure | median | p90 | min | max | target |\n|---|---|---|---|---|---|\n")
-		b.WriteString(summarize(field(good, func(t Trial) float64 { return t.DetectionOverhead })).row("detection overhead (Failed verdict − (last renewal + grace))", "≤ 1 s median"))
-		b.WriteString(summarize(field(good, func(t Trial) float64 { return t.FenceTime })).row("fence time (intent → fenced: every array fenced and read back)", ""))
-		b.WriteString(summarize(field(good, func(t Trial) float64 { return t.EvictionTime })).row("eviction time (fenced → evicted: tainted, pods force-deleted)", ""))
-		b.WriteString(summarize(field(good, func(t Trial) float64 { return t.GraceToEvicted })).row("heartbeat loss past grace → all pods force-deleted", "≤ 2 s median"))
-		b.WriteString(summarize(field(good, func(t Trial) float64 { return t.TotalRecovery })).row("total recovery (last renewal → all replacements Running)", ""))
-		b.WriteString("\n")
-		b.WriteString(milestones(good))
-		for _, t := range r.Single.Trials {
-			if t.Error != "" {
-				fmt.Fprintf(&b, "- trial on %s failed: %s\n", t.Node, t.Error)
-			}
-		}
-		b.WriteString("\n")
+		b.WriteString(singleSection(p, r.Single))
+	}
+	if r.SingleEarly != nil {
+		b.WriteString(singleSection(p, r.SingleEarly))
 	}
 	if r.Baseline != nil {
 		bl := r.Baseline
@@ -190,6 +176,9 @@ func markdown(r *Results) string {
 				orDash(row.fig.AllFenced), orDash(row.fig.AllEvicted), orDash(row.fig.AllRunning), row.target)
 		}
 		b.WriteString("\n")
+		if s.Early {
+			fmt.Fprintf(&b, "Early verdicts on: %d of the %d dying nodes' fences were opened on an early verdict.\n\n", s.EarlyFences, s.Dying)
+		}
 		b.WriteString(stormPowerOff(s))
 		if len(s.Unread) > 0 {
 			fmt.Fprintf(&b, "The per-node and per-family figures lack: %s.\n\n", strings.Join(s.Unread, "; "))
@@ -206,6 +195,47 @@ func markdown(r *Results) string {
 		}
 		b.WriteString("\n")
 	}
+	return b.String()
+}
+
+// singleSection renders the single-node trials, with early verdicts on or
+// off.
+func singleSection(p params, sr *SingleResults) string {
+	var b strings.Builder
+	good := ok(sr.Trials)
+	title, config := "Single node death", fmt.Sprintf("fenced's default configuration (heartbeatGrace %s, pollInterval 2s, corroboration either, ioWindow 30s)", sr.Grace)
+	if sr.Early {
+		title = "Single node death, early verdicts on"
+		config = fmt.Sprintf("fenced's default configuration with early verdicts on (earlyVerdict: after 12s, kubeletProbes 3, ioWindow 6s; heartbeatGrace %s, pollInterval 2s, corroboration either, ioWindow 30s); "+
+			"the dying node's volumes are on PowerFlex, whose SDC state and I/O counters are the array witnesses", sr.Grace)
+	}
+	fmt.Fprintf(&b, "## %s\n\n%d-node cluster, %d protected StatefulSet pods on the dying node, %s added round trip on every array request (toxiproxy), "+
+		"%s, kube's default Lease (40 s, renewed every 10 s). %d trials, %d complete.", title, p.Nodes, p.Pods, p.Latency, config, len(sr.Trials), len(good))
+	if sr.Early {
+		early := 0
+		for _, t := range good {
+			if t.Early {
+				early++
+			}
+		}
+		fmt.Fprintf(&b, " %d of the %d fences were opened on an early verdict; the others waited for the grace.", early, len(good))
+	}
+	b.WriteString(" Seconds.\n\n")
+	b.WriteString("| Figure | median | p90 | min | max | target |\n|---|---|---|---|---|---|\n")
+	b.WriteString(summarize(field(good, func(t Trial) float64 { return t.DetectionOverhead })).row("detection overhead (Failed verdict − (last renewal + grace))", "≤ 1 s median"))
+	b.WriteString(summarize(field(good, func(t Trial) float64 { return t.FenceTime })).row("fence time (intent → fenced: every array fenced and read back)", ""))
+	b.WriteString(summarize(field(good, func(t Trial) float64 { return t.EvictionTime })).row("eviction time (fenced → evicted: tainted, pods force-deleted)", ""))
+	b.WriteString(summarize(field(good, func(t Trial) float64 { return t.GraceToEvicted })).row("heartbeat loss past grace → all pods force-deleted", "≤ 2 s median"))
+	b.WriteString(summarize(field(good, func(t Trial) float64 { return t.TotalRecovery })).row("total recovery (last renewal → all replacements Running)", ""))
+	b.WriteString(summarize(present(field(good, func(t Trial) float64 { return t.fromPowerOff().Running }))).row("total recovery from power-off (power-off → all replacements Running)", "≤ 15 s median"))
+	b.WriteString("\n")
+	b.WriteString(milestones(good))
+	for _, t := range sr.Trials {
+		if t.Error != "" {
+			fmt.Fprintf(&b, "- trial on %s failed: %s\n", t.Node, t.Error)
+		}
+	}
+	b.WriteString("\n")
 	return b.String()
 }
 

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/fenced-project/fenced/cluster/ledger"
+	"github.com/fenced-project/fenced/stonith"
 	"github.com/fenced-project/fenced/tests/e2e"
 	"github.com/fenced-project/fenced/tests/testbed"
 )
@@ -40,7 +41,9 @@ type Trial struct {
 	FenceID      string    `json:"fenceID"`
 	// Corroboration is what confirmed the verdict, from the fence's reason.
 	Corroboration string `json:"corroboration,omitempty"`
-	Error         string `json:"error,omitempty"`
+	// Early is set when the fence was opened on an early verdict.
+	Early bool   `json:"early,omitempty"`
+	Error string `json:"error,omitempty"`
 	// Derived figures, in seconds.
 	DetectionOverhead float64 `json:"detectionOverheadSeconds"`
 	FenceTime         float64 `json:"fenceSeconds"`
@@ -58,7 +61,9 @@ type Trial struct {
 
 // SingleResults are the single-node trials.
 type SingleResults struct {
-	Grace  string  `json:"grace"`
+	Grace string `json:"grace"`
+	// Early is set when early verdicts were on.
+	Early  bool    `json:"earlyVerdicts,omitempty"`
 	Trials []Trial `json:"trials"`
 }
 
@@ -72,7 +77,7 @@ const defaultGrace = 40 * time.Second
 
 func runSingle(t *e2e.Standalone, p params) (*SingleResults, *FailoverResult, error) {
 	fmt.Fprintf(os.Stderr, "single: starting %d nodes, three replicas, five arrays\n", p.Nodes)
-	h := e2e.Start(t, e2e.Options{Nodes: p.Nodes})
+	h := e2e.Start(t, e2e.Options{Nodes: p.Nodes, Timing: e2e.ClusterTiming{EarlyVerdict: p.Early}})
 	var names []string
 	for _, a := range h.Arrays {
 		names = append(names, a.Name)
@@ -86,7 +91,7 @@ func runSingle(t *e2e.Standalone, p params) (*SingleResults, *FailoverResult, er
 		}
 	}
 	h.WaitLeader(2 * time.Minute)
-	single := &SingleResults{Grace: defaultGrace.String()}
+	single := &SingleResults{Grace: defaultGrace.String(), Early: p.Early}
 	fail := &FailoverResult{}
 	victim := 0
 	next := func() (string, string) {
@@ -294,8 +299,9 @@ func (tr *Trial) fill(f *ledger.Fence, verdicts map[string]map[string][]time.Tim
 		return
 	}
 	if i := strings.Index(f.Reason, "corroborated by "); i >= 0 {
-		tr.Corroboration = f.Reason[i+len("corroborated by "):]
+		tr.Corroboration, _, _ = strings.Cut(f.Reason[i+len("corroborated by "):], ", "+stonith.EarlyReason)
 	}
+	tr.Early = strings.Contains(f.Reason, stonith.EarlyReason)
 	var intentBy string
 	for _, s := range f.Steps {
 		switch s.To {

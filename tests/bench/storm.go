@@ -34,6 +34,10 @@ type StormResult struct {
 	Error       string  `json:"error,omitempty"`
 	// ControlPlaneNice is the nice value the control plane and kwok ran at.
 	ControlPlaneNice int `json:"controlPlaneNice,omitempty"`
+	// Early is set when early verdicts were on; EarlyFences counts the
+	// dying nodes' fences opened on an early verdict.
+	Early       bool `json:"earlyVerdicts,omitempty"`
+	EarlyFences int  `json:"earlyFences,omitempty"`
 	// LastRenew is the last renewal of the dying nodes' Leases, the
 	// reference of the figures above. PowerOff is when the harness began
 	// stopping the dying nodes, PowerOffDone when it had stopped the last.
@@ -62,7 +66,7 @@ func runStorm(t *e2e.Standalone, p params) (*StormResult, error) {
 	// a moment, and one more unhealthy node than the limit rightly trips
 	// the storm guard, which would hold the last fences for its cooldown.
 	limit := p.StormDying + max(1, p.StormDying/5)
-	h := e2e.Start(t, e2e.Options{Nodes: p.StormNodes, Timing: e2e.ClusterTiming{StormLimit: strconv.Itoa(limit)},
+	h := e2e.Start(t, e2e.Options{Nodes: p.StormNodes, Timing: e2e.ClusterTiming{StormLimit: strconv.Itoa(limit), EarlyVerdict: p.Early},
 		ControlPlaneNice: p.ControlPlaneNice})
 	h.WaitLeader(5 * time.Minute)
 	h.WaitHealthy(p.StormNodes, 10*time.Minute)
@@ -73,7 +77,7 @@ func runStorm(t *e2e.Standalone, p params) (*StormResult, error) {
 	if err := waitLearned(ctx, h, p.StormNodes); err != nil {
 		return nil, fmt.Errorf("storm: %w", err)
 	}
-	res := &StormResult{Nodes: p.StormNodes, Dying: p.StormDying, Limit: limit, ControlPlaneNice: p.ControlPlaneNice}
+	res := &StormResult{Nodes: p.StormNodes, Dying: p.StormDying, Limit: limit, ControlPlaneNice: p.ControlPlaneNice, Early: p.Early}
 	var victims []string
 	for i := 1; i <= p.StormDying; i++ {
 		v := fmt.Sprintf("worker-%d", i)
@@ -179,6 +183,11 @@ func stormLedger(ctx context.Context, h *e2e.Harness, res *StormResult, nodes []
 		family[name] = a.Family
 	}
 	res.DyingNodes, res.Steps, res.Families = nodes, stepSpreads(nodes), familyTimes(nodes, fences, family, calls)
+	for _, n := range nodes {
+		if n.Early {
+			res.EarlyFences++
+		}
+	}
 }
 
 // scrapeRequests reads every replica's array request figures; nil when a

@@ -51,6 +51,26 @@ func targets(r *Results) string {
 		fmt.Fprintf(&b, "Of it, fencing five arrays and reading them back takes %.2f s and tainting plus force-deleting %d pods %.2f s (medians); the rest is the detection overhead above.\n",
 			fenceMed, r.Params.Pods, evictMed)
 	}
+	for _, sr := range []*SingleResults{r.Single, r.SingleEarly} {
+		if sr == nil {
+			continue
+		}
+		good := ok(sr.Trials)
+		rec := summarize(present(field(good, func(t Trial) float64 { return t.fromPowerOff().Running })))
+		if rec.n == 0 {
+			continue
+		}
+		mode := "early verdicts off"
+		if sr.Early {
+			mode = "early verdicts on"
+		}
+		fmt.Fprintf(&b, "- **Power-off → all replacements Running ≤ 15 s median** (%s): %s (median %.2f s, p90 %.2f s over %d trials).", mode,
+			met(rec.med <= 15), rec.med, rec.p90, rec.n)
+		if !sr.Early && rec.med > 15 {
+			b.WriteString(" Why: the verdict waits for the heartbeat grace (40 s after the last renewal) even when every witness agrees; early verdicts (`earlyVerdict`) are what shortens it.")
+		}
+		b.WriteString("\n")
+	}
 	if r.Failover != nil {
 		good := ok(r.Failover.Trials)
 		fo := summarize(field(good, func(t Trial) float64 { return t.KillToComplete }))
