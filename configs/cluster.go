@@ -112,9 +112,10 @@ type StoragePathLoss struct {
 // EarlyVerdict is the early verdict on agreeing witnesses: a node whose
 // Lease missed a renewal is declared failed before heartbeatGrace when its
 // kubelet has been unreachable from a majority of the replicas (and from
-// none) for KubeletProbes polls and every array where it has an identity
-// has reported it disconnected with no I/O for IOWindow. Anything unknown
-// or disagreeing waits for the grace.
+// none) for KubeletProbes polls and every array holding part of its
+// storage footprint (every array where it has an identity, for a node
+// without volumes) has reported it disconnected with no I/O for IOWindow.
+// Anything unknown or disagreeing waits for the grace.
 type EarlyVerdict struct {
 	// Enabled turns it on. Default false.
 	Enabled bool `mapstructure:"enabled"`
