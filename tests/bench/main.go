@@ -215,7 +215,9 @@ func run(p params) error {
 		defer mu.Unlock()
 		res.Notes = append(res.Notes, s)
 	}
-	bin, err := e2e.BuildFenced(ctx, mustTemp())
+	binDir := mustTemp()
+	defer func() { _ = os.RemoveAll(binDir) }()
+	bin, err := e2e.BuildFenced(ctx, binDir)
 	if err != nil {
 		return err
 	}
