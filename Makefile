@@ -43,6 +43,8 @@ vet: ## Run go vet
 # 2-minute chaos run; these run everything.
 CHAOS_DURATION ?= 30m
 CHAOS_SEED     ?= 0
+# The issue's figures: BENCHFLAGS='-steady-nodes 250,500,1000,2000 -clusters 5
+# -cluster-nodes 200 -storm-nodes 1000' (tests/bench/main.go lists the flags).
 BENCHFLAGS     ?=
 
 .PHONY: e2e chaos bench testbed

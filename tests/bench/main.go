@@ -4,6 +4,8 @@
 //
 //	go run ./tests/bench -out bench            # make bench
 //	go run ./tests/bench -trials 5 -baseline=false -failover 0
+//	go run ./tests/bench -trials 0 -baseline=false -failover 0 \
+//		-steady-nodes 250,500,1000,2000 -clusters 5 -cluster-nodes 200
 //
 // What it runs, each over the end-to-end harness (tests/e2e: three fenced
 // processes built from this tree, a real kube-apiserver, controller
@@ -19,8 +21,19 @@
 //   - failover: like single, but the leader is killed with SIGKILL as soon
 //     as the fence is opened; the time from the kill to the fence's
 //     completion;
-//   - steady: fenced idle over -steady-nodes nodes, the leader's and a
-//     follower's CPU and RSS;
+//   - steady (the growth curve): fenced idle in one cluster of each size
+//     of -steady-nodes (a comma-separated list, smallest first, each size
+//     a harness of its own torn down before the next), the leader's and a
+//     follower's CPU over -steady-window and RSS; a size that fails keeps
+//     its error and the next one runs. With two sizes or more complete,
+//     a least-squares line through each figure against the node count and
+//     its projection to 2,000 and 10,000 nodes (results.json: growth,
+//     growthFit; steady is the largest size that completed);
+//   - multi-cluster: one fenced group protecting -clusters clusters of
+//     -cluster-nodes nodes, each with its own control plane and kwok (the
+//     first is the harness's cluster, the others e2e.Options.ExtraClusters),
+//     idle over -steady-window: the same figures, and the time until every
+//     node of every cluster had its identities learned;
 //   - storm: -storm-dying of -storm-nodes nodes die at once with the storm
 //     limit raised to allow it.
 //
@@ -34,10 +47,16 @@
 // renewed), and the last renewal of the node's Lease, which comes up to
 // one renewal interval before it and from which fenced's grace counts.
 //
-// -control-plane-nice N runs the control plane and kwok of the steady and
-// storm runs at nice N (off by default). On a small machine it keeps kwok's
-// Lease renewals on time, at the cost of the replicas' CPU: at 2,000 nodes
-// on two cores they starved and Raft elections repeated.
+// -control-plane-nice N runs the control plane and kwok of the steady,
+// multi-cluster and storm runs at nice N (off by default). On a small
+// machine it keeps kwok's Lease renewals on time, at the cost of the
+// replicas' CPU: at 2,000 nodes on two cores they starved and Raft
+// elections repeated.
+//
+// -merge keeps the sections of the existing results.json that this run
+// does not measure; the steady-state sizes measured now join the earlier
+// ones (a size measured again replaces its earlier figures), so the
+// growth curve can be measured a size at a time.
 package main
 
 import (
@@ -47,6 +66,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -63,12 +83,21 @@ type params struct {
 	Baseline     bool          `json:"baseline"`
 	BaselineWait time.Duration `json:"baselineWait"`
 	Failover     int           `json:"failoverTrials"`
-	SteadyNodes  int           `json:"steadyNodes"`
+	// SteadyNodes is the largest of SteadySizes (in older runs the only
+	// steady-state size).
+	SteadyNodes int `json:"steadyNodes"`
+	// SteadySizes are the node counts of the steady-state runs.
+	SteadySizes  sizes         `json:"steadySizes,omitempty"`
 	SteadyWindow time.Duration `json:"steadyWindow"`
-	StormNodes   int           `json:"stormNodes"`
-	StormDying   int           `json:"stormDying"`
+	// Clusters and ClusterNodes are the multi-cluster run's clusters and
+	// nodes in each.
+	Clusters     int `json:"clusters,omitempty"`
+	ClusterNodes int `json:"nodesPerCluster,omitempty"`
+	StormNodes   int `json:"stormNodes"`
+	StormDying   int `json:"stormDying"`
 	// ControlPlaneNice is the nice value of the control plane and kwok in
-	// the steady and storm runs (see e2e.Options.ControlPlaneNice).
+	// the steady, multi-cluster and storm runs (see
+	// e2e.Options.ControlPlaneNice).
 	ControlPlaneNice int `json:"controlPlaneNice"`
 	// Early turns early verdicts on (clusters[].earlyVerdict with its
 	// defaults) in the single-node, failover and storm runs.
@@ -88,17 +117,27 @@ func main() {
 	flag.BoolVar(&p.Baseline, "baseline", true, "run the baseline without fenced")
 	flag.DurationVar(&p.BaselineWait, "baseline-wait", 10*time.Minute, "how long the baseline observes the pods")
 	flag.IntVar(&p.Failover, "failover", 5, "leader-killed-during-a-fence trials")
-	flag.IntVar(&p.SteadyNodes, "steady-nodes", 0, "nodes of the steady-state measurement (0: skip; the issue asks for 2000)")
-	flag.DurationVar(&p.SteadyWindow, "steady-window", time.Minute, "how long CPU is sampled in steady state")
+	flag.Var(&p.SteadySizes, "steady-nodes", "nodes of the steady-state measurements, comma-separated, one run each, "+
+		"fitted into a growth curve when two or more complete (empty or 0: skip; the issue asks for 250,500,1000,2000)")
+	flag.DurationVar(&p.SteadyWindow, "steady-window", time.Minute, "how long CPU is sampled in steady state (also in the multi-cluster run)")
+	flag.IntVar(&p.Clusters, "clusters", 0, "clusters of the multi-cluster run, one fenced group protecting them all (0: skip; the issue asks for 5)")
+	flag.IntVar(&p.ClusterNodes, "cluster-nodes", 0, "nodes of each cluster of the multi-cluster run (the issue asks for 200)")
 	flag.IntVar(&p.StormNodes, "storm-nodes", 0, "nodes of the mass-death run (0: skip; the issue asks for 1000)")
 	flag.IntVar(&p.StormDying, "storm-dying", 100, "nodes that die at once in the mass-death run")
-	flag.IntVar(&p.ControlPlaneNice, "control-plane-nice", 0, "nice value of the control plane and kwok in the steady and storm runs, so that kwok's renewals keep time on a small machine (0: leave as is)")
+	flag.IntVar(&p.ControlPlaneNice, "control-plane-nice", 0, "nice value of the control plane and kwok in the steady, multi-cluster and storm runs, so that kwok's renewals keep time on a small machine (0: leave as is)")
 	flag.BoolVar(&p.Early, "early", false, "early verdicts on (clusters[].earlyVerdict, default settings) in the single-node, failover and storm runs; the single-node trials then go to their own section")
 	flag.StringVar(&p.Keep, "keep", "", "keep the runs' directories here")
 	flag.DurationVar(&p.TrialDeadline, "trial-deadline", 5*time.Minute, "give up on a trial after this long")
 	render := flag.Bool("render", false, "only render results.md again from the results.json in -out")
 	flag.BoolVar(&p.Merge, "merge", false, "keep the sections of the existing results.json that this run does not measure")
 	flag.Parse()
+	if len(p.SteadySizes) > 0 {
+		p.SteadyNodes = p.SteadySizes[len(p.SteadySizes)-1]
+	}
+	if p.Clusters > 0 && p.ClusterNodes <= 0 {
+		fmt.Fprintln(os.Stderr, "bench: -clusters needs -cluster-nodes, the nodes of each cluster")
+		os.Exit(2)
+	}
 	if *render {
 		if err := rerender(p.Out); err != nil {
 			fmt.Fprintln(os.Stderr, "bench:", err)
@@ -123,9 +162,16 @@ type Results struct {
 	SingleEarly *SingleResults  `json:"singleEarly,omitempty"`
 	Failover    *FailoverResult `json:"failover,omitempty"`
 	Baseline    *BaselineResult `json:"baseline,omitempty"`
-	Steady      *SteadyResult   `json:"steady,omitempty"`
-	Storm       *StormResult    `json:"storm,omitempty"`
-	Notes       []string        `json:"notes,omitempty"`
+	// Steady is the largest completed size of Growth; older runs have
+	// only it.
+	Steady *SteadyResult `json:"steady,omitempty"`
+	// Growth are the steady-state runs, one per size, ascending; GrowthFit
+	// is the straight line through their figures (two sizes or more).
+	Growth       []SteadyResult      `json:"growth,omitempty"`
+	GrowthFit    *GrowthFit          `json:"growthFit,omitempty"`
+	MultiCluster *MultiClusterResult `json:"multiCluster,omitempty"`
+	Storm        *StormResult        `json:"storm,omitempty"`
+	Notes        []string            `json:"notes,omitempty"`
 }
 
 func run(p params) error {
@@ -135,6 +181,9 @@ func run(p params) error {
 	// A merged run keeps the first run's start, duration and host in the
 	// header; its own go into a note, rewritten at each save.
 	mergeNote, mergeStart, mergeHost := -1, res.StartedAt, res.Host
+	// earlier are the steady-state sizes of the run merged with, which the
+	// sizes measured now join.
+	var earlier []SteadyResult
 	if p.Merge {
 		if b, err := os.ReadFile(filepath.Join(p.Out, "results.json")); err == nil {
 			var old Results
@@ -143,8 +192,19 @@ func run(p params) error {
 			}
 			res.Single, res.Failover, res.Baseline, res.Steady, res.Storm = old.Single, old.Failover, old.Baseline, old.Steady, old.Storm
 			res.SingleEarly = old.SingleEarly
+			res.Growth, res.MultiCluster = old.Growth, old.MultiCluster
 			res.StartedAt, res.Duration, res.Host, res.Params, res.Notes = old.StartedAt, old.Duration, old.Host, old.Params, old.Notes
 			res.Params.SteadyNodes, res.Params.StormNodes = max(old.Params.SteadyNodes, p.SteadyNodes), max(old.Params.StormNodes, p.StormNodes)
+			res.Params.SteadySizes = append(slices.Clone(old.Params.SteadySizes), p.SteadySizes...)
+			slices.Sort(res.Params.SteadySizes)
+			res.Params.SteadySizes = slices.Compact(res.Params.SteadySizes)
+			if p.Clusters > 0 {
+				res.Params.Clusters, res.Params.ClusterNodes = p.Clusters, p.ClusterNodes
+			}
+			earlier = old.Growth
+			if len(earlier) == 0 && old.Steady != nil { // a run from before the growth curve
+				earlier = []SteadyResult{*old.Steady}
+			}
 			mergeNote = len(res.Notes)
 			res.Notes = append(res.Notes, "")
 		}
@@ -167,7 +227,9 @@ func run(p params) error {
 		defer mu.Unlock()
 		res.Notes = append(res.Notes, s)
 	}
-	bin, err := e2e.BuildFenced(ctx, mustTemp())
+	binDir := mustTemp()
+	defer func() { _ = os.RemoveAll(binDir) }()
+	bin, err := e2e.BuildFenced(ctx, binDir)
 	if err != nil {
 		return err
 	}
@@ -210,17 +272,34 @@ func run(p params) error {
 			note("single/failover: " + err.Error())
 		}
 	}
-	if p.SteadyNodes > 0 {
-		err := standalone(p.Keep, "steady", func(t *e2e.Standalone) error {
-			s, err := runSteady(t, p)
-			mu.Lock()
-			res.Steady = s
-			mu.Unlock()
-			return err
-		})
+	// One steady run per size, smallest first, each on its own harness; a
+	// size that fails keeps its error and the next size runs.
+	var measured []SteadyResult
+	for _, n := range p.SteadySizes {
+		s := SteadyResult{Nodes: n, Window: p.SteadyWindow.String(), ControlPlaneNice: p.ControlPlaneNice}
+		err := standalone(p.Keep, fmt.Sprintf("steady-%d", n), func(t *e2e.Standalone) error { return runSteady(t, p, &s) })
 		if err != nil {
-			note("steady: " + err.Error())
+			s.Error = err.Error()
+			fmt.Fprintf(os.Stderr, "steady: %d nodes failed: %v\n", n, err)
 		}
+		measured = append(measured, s)
+		mu.Lock()
+		res.Growth = mergeGrowth(earlier, measured)
+		res.Steady = largest(res.Growth)
+		mu.Unlock()
+		_ = save()
+	}
+	if p.Clusters > 0 {
+		m := &MultiClusterResult{Clusters: p.Clusters, NodesPerCluster: p.ClusterNodes, Window: p.SteadyWindow.String(),
+			ControlPlaneNice: p.ControlPlaneNice}
+		err := standalone(p.Keep, "multi-cluster", func(t *e2e.Standalone) error { return runMultiCluster(t, p, m) })
+		if err != nil {
+			m.Error = err.Error()
+			fmt.Fprintf(os.Stderr, "multi-cluster: %v\n", err)
+		}
+		mu.Lock()
+		res.MultiCluster = m
+		mu.Unlock()
 		_ = save()
 	}
 	if p.StormNodes > 0 {
@@ -266,6 +345,7 @@ func write(dir string, r *Results) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("results directory: %w", err)
 	}
+	r.GrowthFit = fitGrowth(r.Growth)
 	b, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encode results: %w", err)

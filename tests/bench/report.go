@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/fenced-project/fenced/cmd/fenced/status"
@@ -150,12 +152,17 @@ func markdown(r *Results) string {
 		}
 		b.WriteString("\n")
 	}
-	if r.Steady != nil {
+	if len(r.Growth) > 0 {
+		b.WriteString(growthSection(r.Growth))
+	} else if r.Steady != nil { // a run from before the growth curve
 		s := r.Steady
 		fmt.Fprintf(&b, "## Steady state, %d nodes\n\nfenced idle (every node healthy, every node's array identities learned) over %s. "+
 			"Cold start: the leader knew every node's identities %.0f s after the replicas started.%s\n\n| Replica | CPU (%% of a core) | RSS (MB) | target |\n|---|---|---|---|\n", s.Nodes, s.Window, s.Learned, niceNote(s.ControlPlaneNice))
 		fmt.Fprintf(&b, "| leader (%s) | %.1f | %.0f | ≤ 5 %%, ≤ 200 MB |\n", s.Leader.Replica, s.Leader.CPUPercent, float64(s.Leader.RSSBytes)/1e6)
 		fmt.Fprintf(&b, "| follower (%s) | %.1f | %.0f | |\n\n", s.Follower.Replica, s.Follower.CPUPercent, float64(s.Follower.RSSBytes)/1e6)
+	}
+	if r.MultiCluster != nil {
+		b.WriteString(multiClusterSection(r.MultiCluster, fitGrowth(r.Growth)))
 	}
 	if r.Storm != nil {
 		s := r.Storm
@@ -353,4 +360,117 @@ func orDash(v float64) string {
 		return "—"
 	}
 	return fmt.Sprintf("%.1f", v)
+}
+
+// growthSection is the steady state at each size measured, and the line
+// fitted through the figures with where it leads.
+func growthSection(growth []SteadyResult) string {
+	var b strings.Builder
+	var windows []string
+	nice := 0
+	for _, g := range growth {
+		if !slices.Contains(windows, g.Window) {
+			windows = append(windows, g.Window)
+		}
+		nice = max(nice, g.ControlPlaneNice)
+	}
+	fmt.Fprintf(&b, "## Growth: steady state by cluster size\n\nfenced idle (every node healthy, every node's array identities learned) "+
+		"in one cluster of each size, CPU sampled over %s; each size is a run of its own (its own control plane, replicas and "+
+		"simulators, torn down before the next). Identities learned: seconds from the replicas' start until the leader knew every "+
+		"node's identities on every array (cold start); the window begins after it.%s\n\n", strings.Join(windows, " or "), niceNote(nice))
+	b.WriteString("| Nodes | leader CPU (% of a core) | leader RSS (MB) | follower CPU (% of a core) | follower RSS (MB) | identities learned (s) |\n" +
+		"|---|---|---|---|---|---|\n")
+	var failed []string
+	for _, g := range growth {
+		if g.Error != "" {
+			fmt.Fprintf(&b, "| %d | — | — | — | — | %s |\n", g.Nodes, orDash(g.Learned))
+			failed = append(failed, fmt.Sprintf("- %d nodes did not complete: %s\n", g.Nodes, g.Error))
+			continue
+		}
+		fmt.Fprintf(&b, "| %d | %.1f | %.0f | %.1f | %.0f | %.0f |\n", g.Nodes, g.Leader.CPUPercent, float64(g.Leader.RSSBytes)/1e6,
+			g.Follower.CPUPercent, float64(g.Follower.RSSBytes)/1e6, g.Learned)
+	}
+	b.WriteString("\n")
+	if len(failed) > 0 {
+		b.WriteString(strings.Join(failed, "") + "\n")
+	}
+	fit := fitGrowth(growth)
+	if fit == nil {
+		b.WriteString("No growth fit: it takes two sizes or more that complete.\n\n")
+		return b.String()
+	}
+	b.WriteString("The fitted growth, figure = intercept + slope × nodes (ordinary least squares):\n\n" +
+		"| Figure | intercept | per 1,000 nodes | R² | projected at 2,000 nodes | projected at 10,000 nodes |\n|---|---|---|---|---|---|\n")
+	for _, f := range fit.Figures {
+		fmt.Fprintf(&b, "| %s | %.2f | %.2f | %.3f | %.1f | %.1f |\n", f.Figure, f.Intercept, f.SlopePer1000, f.R2, f.At2000, f.At10000)
+	}
+	fmt.Fprintf(&b, "\nThe projections are a linear extrapolation from the sizes measured, %s nodes%s: they hold only as far as "+
+		"fenced's idle cost keeps growing in proportion to the nodes, which these runs do not show beyond %s nodes.\n\n",
+		sizeList(fit.Sizes), twoSizes(fit.Sizes), thousands(fit.Sizes[len(fit.Sizes)-1]))
+	for _, f := range fit.Figures {
+		if f.SlopePer1000 < 0 {
+			b.WriteString("A negative slope or projection is where a falling line leads, not a possible figure: that figure did not grow " +
+				"over the sizes measured.\n\n")
+			break
+		}
+	}
+	return b.String()
+}
+
+// twoSizes warns that a line through two sizes fits them exactly.
+func twoSizes(sizes []int) string {
+	if len(sizes) == 2 {
+		return " (with two sizes the line passes through both, so R² is 1 by construction)"
+	}
+	return ""
+}
+
+// sizeList names node counts in prose: "250, 500 and 1,000".
+func sizeList(sizes []int) string {
+	parts := make([]string, len(sizes))
+	for i, n := range sizes {
+		parts[i] = thousands(n)
+	}
+	if len(parts) < 2 {
+		return strings.Join(parts, "")
+	}
+	return strings.Join(parts[:len(parts)-1], ", ") + " and " + parts[len(parts)-1]
+}
+
+// thousands writes a whole number with a comma between thousands.
+func thousands(n int) string {
+	s := strconv.Itoa(n)
+	for i := len(s) - 3; i > 0 && s[i-1] != '-'; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
+
+// multiClusterSection is one group idle over several clusters; fit, when
+// there is one, gives the single-cluster line's value at the same total.
+func multiClusterSection(m *MultiClusterResult, fit *GrowthFit) string {
+	var b strings.Builder
+	total := m.Clusters * m.NodesPerCluster
+	fmt.Fprintf(&b, "## One group, %d clusters of %d nodes\n\nOne fenced group (three replicas) protecting %d test bed clusters of %d nodes "+
+		"(%s nodes in all), each cluster with its own control plane (etcd, API server, controller manager, scheduler) and kwok, "+
+		"over the same five array simulators; fenced idle over %s.", m.Clusters, m.NodesPerCluster, m.Clusters, m.NodesPerCluster,
+		thousands(total), m.Window)
+	if m.Learned > 0 {
+		fmt.Fprintf(&b, " Cold start: the leader knew the identities of every node of every cluster %.0f s after the replicas started.", m.Learned)
+	}
+	b.WriteString(niceNote(m.ControlPlaneNice) + "\n\n")
+	if m.Error != "" {
+		fmt.Fprintf(&b, "Incomplete: %s\n\n", m.Error)
+		if m.Leader.Replica == "" {
+			return b.String()
+		}
+	}
+	b.WriteString("| Replica | CPU (% of a core) | RSS (MB) |\n|---|---|---|\n")
+	fmt.Fprintf(&b, "| leader (%s) | %.1f | %.0f |\n", m.Leader.Replica, m.Leader.CPUPercent, float64(m.Leader.RSSBytes)/1e6)
+	fmt.Fprintf(&b, "| follower (%s) | %.1f | %.0f |\n\n", m.Follower.Replica, m.Follower.CPUPercent, float64(m.Follower.RSSBytes)/1e6)
+	if fit != nil {
+		fmt.Fprintf(&b, "For comparison, the single-cluster growth fit above gives the leader %.1f %% of a core and %.0f MB at %s nodes in one cluster.\n\n",
+			fit.figure(figLeaderCPU).at(total), fit.figure(figLeaderRSS).at(total), thousands(total))
+	}
+	return b.String()
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fenced-project/fenced/cmd/fenced/status"
 	"github.com/fenced-project/fenced/tests/e2e"
 )
 
@@ -24,6 +25,9 @@ type SteadyResult struct {
 	Leader           Process `json:"leader"`
 	// Follower is one follower.
 	Follower Process `json:"follower"`
+	// Error is why the run did not complete; the figures are then partial
+	// and left out of the growth fit.
+	Error string `json:"error,omitempty"`
 }
 
 // Process is one replica's resource use.
@@ -34,53 +38,69 @@ type Process struct {
 	RSSBytes   int64   `json:"rssBytes"`
 }
 
-func runSteady(t *e2e.Standalone, p params) (*SteadyResult, error) {
-	fmt.Fprintf(os.Stderr, "steady: starting %d nodes\n", p.SteadyNodes)
-	h := e2e.Start(t, e2e.Options{Nodes: p.SteadyNodes, ControlPlaneNice: p.ControlPlaneNice})
+// runSteady measures fenced idle over one cluster of res.Nodes nodes and
+// fills in res.
+func runSteady(t *e2e.Standalone, p params, res *SteadyResult) error {
+	n := res.Nodes
+	fmt.Fprintf(os.Stderr, "steady: starting %d nodes\n", n)
+	h := e2e.Start(t, e2e.Options{Nodes: n, ControlPlaneNice: p.ControlPlaneNice})
 	started := time.Now()
 	h.WaitLeader(5 * time.Minute)
 	// Steady means after the cold start: every node healthy and its
 	// identities learned on every array.
-	h.WaitHealthy(p.SteadyNodes, 10*time.Minute)
+	h.WaitHealthy(n, 10*time.Minute)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
-	if err := waitLearned(ctx, h, p.SteadyNodes); err != nil {
-		return nil, fmt.Errorf("steady: %w", err)
+	if err := waitLearned(ctx, h, map[string]int{e2e.ClusterName: n}); err != nil {
+		return fmt.Errorf("steady, %d nodes: %w", n, err)
 	}
-	res := &SteadyResult{Nodes: p.SteadyNodes, Window: p.SteadyWindow.String(), Learned: time.Since(started).Seconds(),
-		ControlPlaneNice: p.ControlPlaneNice}
-	fmt.Fprintf(os.Stderr, "steady: identities of %d nodes learned after %.0f s\n", p.SteadyNodes, res.Learned)
+	res.Learned = time.Since(started).Seconds()
+	fmt.Fprintf(os.Stderr, "steady: identities of %d nodes learned after %.0f s\n", n, res.Learned)
+	var err error
+	if res.Leader, res.Follower, err = measureIdle(ctx, h, p.SteadyWindow); err != nil {
+		return fmt.Errorf("steady, %d nodes: %w", n, err)
+	}
+	return nil
+}
+
+// measureIdle waits for the last ledger writes of the cold start to
+// settle, then samples the CPU time of the leader and one follower over
+// window, and their RSS at its end.
+func measureIdle(ctx context.Context, h *e2e.Harness, window time.Duration) (leader, follower Process, err error) {
 	time.Sleep(10 * time.Second) // let the last ledger writes settle
-	leader, err := h.Leader(ctx)
+	lead, err := h.Leader(ctx)
 	if err != nil {
-		return nil, err
+		return leader, follower, fmt.Errorf("find the leader: %w", err)
 	}
-	follower := h.Follower(leader)
-	pids := map[string]int{leader: h.Replicas[leader].PID(), follower: h.Replicas[follower].PID()}
+	fol := h.Follower(lead)
+	if fol == "" {
+		return leader, follower, fmt.Errorf("no follower running beside leader %s", lead)
+	}
+	pids := map[string]int{lead: h.Replicas[lead].PID(), fol: h.Replicas[fol].PID()}
 	before := map[string]float64{}
 	for id, pid := range pids {
 		before[id], _ = cpuSeconds(pid)
 	}
 	start := time.Now()
-	time.Sleep(p.SteadyWindow) // the measurement window itself
+	time.Sleep(window) // the measurement window itself
 	elapsed := time.Since(start).Seconds()
 	for id, pid := range pids {
 		after, err := cpuSeconds(pid)
 		if err != nil {
-			return nil, err
+			return leader, follower, err
 		}
 		rss, err := rssBytes(pid)
 		if err != nil {
-			return nil, err
+			return leader, follower, err
 		}
 		pr := Process{Replica: id, CPUPercent: 100 * (after - before[id]) / elapsed, RSSBytes: rss}
-		if id == leader {
-			res.Leader = pr
+		if id == lead {
+			leader = pr
 		} else {
-			res.Follower = pr
+			follower = pr
 		}
 	}
-	return res, nil
+	return leader, follower, nil
 }
 
 // cpuSeconds reads a process's user+system CPU time from /proc.
@@ -112,21 +132,53 @@ func rssBytes(pid int) (int64, error) {
 	return 0, fmt.Errorf("rss of %d: no VmRSS", pid)
 }
 
-// waitLearned waits until the leader knows the array identities of all n
-// nodes (status: no node unprotected).
-func waitLearned(ctx context.Context, h *e2e.Harness, n int) error {
+// waitLearned waits until the leader knows the array identities of every
+// node of the clusters in want (cluster name → node count): each cluster's
+// status counts its nodes and none unprotected.
+func waitLearned(ctx context.Context, h *e2e.Harness, want map[string]int) error {
+	return waitCounts(ctx, h, want, "identities of every node never learned", func(c *status.NodeCounts, n int) bool {
+		return c.Total == n && c.Unprotected == 0
+	})
+}
+
+// waitHealthy waits until the leader reports every node of the clusters in
+// want healthy.
+func waitHealthy(ctx context.Context, h *e2e.Harness, want map[string]int) error {
+	return waitCounts(ctx, h, want, "not every node healthy", func(c *status.NodeCounts, n int) bool {
+		return c.Total == n && c.Healthy == n
+	})
+}
+
+// waitCounts polls the leader's status every second until ok holds for the
+// node counts of every cluster in want; failed says what never happened.
+func waitCounts(ctx context.Context, h *e2e.Harness, want map[string]int, failed string, ok func(*status.NodeCounts, int) bool) error {
 	for {
 		st, err := leaderStatus(ctx, h)
-		if err == nil && len(st.Clusters) > 0 && st.Clusters[0].Nodes != nil && st.Clusters[0].Nodes.Unprotected == 0 &&
-			st.Clusters[0].Nodes.Total == n {
+		if err == nil && countsHold(st, want, ok) {
 			return nil
 		}
 		if ctx.Err() != nil {
 			if err != nil {
-				return fmt.Errorf("identities of every node never learned: last status read: %w", err)
+				return fmt.Errorf("%s: last status read: %w", failed, err)
 			}
-			return fmt.Errorf("identities of every node never learned: %w", ctx.Err())
+			return fmt.Errorf("%s: %w", failed, ctx.Err())
 		}
 		time.Sleep(time.Second)
 	}
+}
+
+// countsHold reports whether ok holds for every cluster of want in st.
+func countsHold(st *status.Status, want map[string]int, ok func(*status.NodeCounts, int) bool) bool {
+	held := 0
+	for _, c := range st.Clusters {
+		n, wanted := want[c.Name]
+		if !wanted {
+			continue
+		}
+		if c.Nodes == nil || !ok(c.Nodes, n) {
+			return false
+		}
+		held++
+	}
+	return held == len(want)
 }

@@ -74,7 +74,7 @@ func runStorm(t *e2e.Standalone, p params) (*StormResult, error) {
 	defer cancel()
 	// A node whose identities are not learned cannot be fenced: start
 	// from a group that knows every node.
-	if err := waitLearned(ctx, h, p.StormNodes); err != nil {
+	if err := waitLearned(ctx, h, map[string]int{e2e.ClusterName: p.StormNodes}); err != nil {
 		return nil, fmt.Errorf("storm: %w", err)
 	}
 	res := &StormResult{Nodes: p.StormNodes, Dying: p.StormDying, Limit: limit, ControlPlaneNice: p.ControlPlaneNice, Early: p.Early}

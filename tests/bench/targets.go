@@ -90,6 +90,11 @@ func targets(r *Results) string {
 		if s.Nodes < target {
 			fmt.Fprintf(&b, "not measured at 2,000 nodes; at %d nodes %s (%.1f %%, %.0f MB). ", s.Nodes,
 				within(s.Leader.CPUPercent <= 5 && s.Leader.RSSBytes <= 200e6), s.Leader.CPUPercent, float64(s.Leader.RSSBytes)/1e6)
+			if fit := fitGrowth(r.Growth); fit != nil {
+				cpu, rss := fit.figure(figLeaderCPU).At2000, fit.figure(figLeaderRSS).At2000
+				fmt.Fprintf(&b, "The growth fit over %s nodes projects %.1f %% and %.0f MB at 2,000 nodes, %s (a linear extrapolation, "+
+					"not a measurement). ", sizeList(fit.Sizes), cpu, rss, within(cpu <= 5 && rss <= 200))
+			}
 			b.WriteString("This machine cannot hold 2,000 kwok nodes beside the control plane, three replicas and five simulators on two cores " +
 				"(see the notes below: either kwok's renewals lag and healthy nodes turn suspect, or, with the control plane favoured, the " +
 				"replicas starve and Raft elections repeat), so the bench never reaches its measurement window there. The leader's idle work " +

@@ -21,12 +21,31 @@ type clusterSpec struct {
 	nodes        int
 }
 
+// ExtraClusterName is the name of the i-th (from 0) of
+// Options.ExtraClusters: e2e-x1, e2e-x2, ...
+func ExtraClusterName(i int) string { return fmt.Sprintf("e2e-x%d", i+1) }
+
+// ExtraClusterNode is the name of the n-th (from 1) node of the i-th (from
+// 0) of Options.ExtraClusters: x1-worker-1, ... The prefix keeps node names
+// unique across the run's clusters, as the harness keys nodes by name.
+func ExtraClusterNode(i, n int) string { return fmt.Sprintf("%s-%d", extraClusterPrefix(i), n) }
+
+func extraClusterPrefix(i int) string { return fmt.Sprintf("x%d-worker", i+1) }
+
 // clusterSpecs lists the run's clusters: ClusterName with worker-N nodes,
-// and SecondClusterName with other-N nodes when asked for.
+// SecondClusterName with other-N nodes when asked for, then the extra
+// clusters.
 func (h *Harness) clusterSpecs() []clusterSpec {
-	out := []clusterSpec{{ClusterName, "worker", h.opts.Nodes}}
-	if h.opts.SecondCluster > 0 {
-		out = append(out, clusterSpec{SecondClusterName, "other", h.opts.SecondCluster})
+	return clusterSpecs(h.opts)
+}
+
+func clusterSpecs(opts Options) []clusterSpec {
+	out := []clusterSpec{{ClusterName, "worker", opts.Nodes}}
+	if opts.SecondCluster > 0 {
+		out = append(out, clusterSpec{SecondClusterName, "other", opts.SecondCluster})
+	}
+	for i, n := range opts.ExtraClusters {
+		out = append(out, clusterSpec{ExtraClusterName(i), extraClusterPrefix(i), n})
 	}
 	return out
 }

@@ -53,6 +53,12 @@ type Options struct {
 	// test bed cluster, SecondClusterName, protected by the same replicas
 	// and arrays. Default 0: no second cluster.
 	SecondCluster int
+	// ExtraClusters are the worker node counts of further test bed
+	// clusters, each with its own control plane and protected by the same
+	// replicas and arrays: the i-th (from 0) is ExtraClusterName(i), its
+	// nodes ExtraClusterNode(i, 1) onwards. They come after ClusterName and
+	// SecondClusterName and name no node of either. Default none.
+	ExtraClusters []int
 	// NVMeTCPNodes is how many of ClusterName's first nodes are PowerFlex
 	// NVMe/TCP nodes: an NVMe host named by their csi-vxflexos node ID on
 	// the PowerFlex simulator instead of an SDC (testbed.NodeSpec.NVMeTCP).
