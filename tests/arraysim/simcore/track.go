@@ -177,3 +177,29 @@ func (l *ChangeLog) Collect(all bool, root any, sources []Source) Changes {
 	}
 	return ch
 }
+
+// MapSource is a Source over a family's map of objects by ID: value gives
+// an object's Snapshot value, order its Order (nil: by ID).
+func MapSource[V any](c Collection, m map[string]V, value func(V) any, order func(V) string) Source {
+	return Source{
+		Collection: c,
+		IDs: func() []string {
+			ids := make([]string, 0, len(m))
+			for id := range m {
+				ids = append(ids, id)
+			}
+			return ids
+		},
+		Get: func(id string) (any, string, bool) {
+			v, ok := m[id]
+			if !ok {
+				return nil, "", false
+			}
+			o := ""
+			if order != nil {
+				o = order(v)
+			}
+			return value(v), o, true
+		},
+	}
+}
