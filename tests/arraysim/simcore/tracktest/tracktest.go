@@ -35,17 +35,20 @@ func New(t testing.TB, name string, fam simcore.Family) *Bed {
 	return &Bed{Srv: srv, Header: http.Header{}}
 }
 
-// Call is one request.
+// Call is one request; Header adds to the bed's.
 type Call struct {
 	Method, Path, Body string
+	Header             http.Header
 }
 
 // Do serves one request with the bed's header and returns the answer.
 func (b *Bed) Do(t testing.TB, c Call) *httptest.ResponseRecorder {
 	t.Helper()
 	r := httptest.NewRequest(c.Method, c.Path, strings.NewReader(c.Body))
-	for k, v := range b.Header {
-		r.Header[k] = v
+	for _, h := range []http.Header{b.Header, c.Header} {
+		for k, v := range h {
+			r.Header[k] = v
+		}
 	}
 	if c.Body != "" {
 		r.Header.Set("Content-Type", "application/json")
