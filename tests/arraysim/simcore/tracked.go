@@ -309,7 +309,7 @@ func (c *trackedColl) diff(path string, st collState) ([]string, error) {
 		return []string{path}, nil
 	}
 	var out []string
-	ok := true
+	var ok bool
 	switch {
 	case st.keyedBefore && c.keyed():
 		ok = c.diffKeyed(path, st.updates, changed, &out)

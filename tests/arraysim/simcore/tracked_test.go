@@ -312,7 +312,7 @@ func TestAuditCheckComparesEveryWrite(t *testing.T) {
 	rep = srv.AuditCheckReport()
 	require.Len(t, rep.Mismatches, 1)
 	m := rep.Mismatches[0]
-	assert.Equal(t, "", m.Tracked)
+	assert.Empty(t, m.Tracked)
 	assert.Contains(t, m.Full, "$.paths")
 	assert.NotEmpty(t, m.StaleAfter)
 	last := srv.Audit()[len(srv.Audit())-1]

@@ -44,7 +44,7 @@ type Call struct {
 // Do serves one request with the bed's header and returns the answer.
 func (b *Bed) Do(t testing.TB, c Call) *httptest.ResponseRecorder {
 	t.Helper()
-	r := httptest.NewRequest(c.Method, c.Path, strings.NewReader(c.Body))
+	r := httptest.NewRequestWithContext(t.Context(), c.Method, c.Path, strings.NewReader(c.Body))
 	for _, h := range []http.Header{b.Header, c.Header} {
 		for k, v := range h {
 			r.Header[k] = v
@@ -73,7 +73,7 @@ func (b *Bed) Signals(t testing.TB, host string, connected, ioActive bool) {
 		Signals: simcore.Signals{Connected: simcore.Bool(connected), IOActive: simcore.Bool(ioActive)}})
 	require.NoError(t, err)
 	w := httptest.NewRecorder()
-	b.Srv.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/_sim/signals", strings.NewReader(string(body))))
+	b.Srv.ServeHTTP(w, httptest.NewRequestWithContext(t.Context(), http.MethodPost, "/_sim/signals", strings.NewReader(string(body))))
 	require.Equal(t, http.StatusNoContent, w.Code, w.Body.String())
 }
 
