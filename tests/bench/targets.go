@@ -128,12 +128,12 @@ func targets(r *Results) string {
 				"they read the node's own objects and its footprint volumes by ID (no array-wide scans: Unity reads the host's " +
 				"hostLUN objects), and fenced bounds the calls in flight per array (`maxConcurrentCalls`, 8), so the slowest " +
 				"array sets the pace. On this 2-core machine the five simulators, a thousand kwok nodes, the API server and three " +
-				"replicas share the cores, and each simulated write is audited against snapshots of the whole array, so a call " +
-				"that takes 0.1 s at 100 nodes can run into the 5 s call timeout at 1,000; a timed-out read-back is retried with " +
+				"replicas share the cores (the simulators audit a write by the objects it changed, not by snapshots of the whole " +
+				"array), so a call that takes 0.1 s at 100 nodes can run into the 5 s call timeout at 1,000; a timed-out read-back is retried with " +
 				"backoff and the node's pods wait for it. A lagging kwok can also make live nodes late at the moment of the storm, " +
 				"which trips the storm guard and holds every verdict for its cooldown: the notes from the run say what set the pace. " +
-				"What would help: serving the fences furthest along first, batching what an array API batches, per-object change " +
-				"tracking in the simulators and a machine with more cores.")
+				"What would help: serving the fences furthest along first, batching what an array API batches and a machine with " +
+				"more cores.")
 		}
 		b.WriteString("\n")
 	}

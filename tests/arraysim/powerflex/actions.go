@@ -45,6 +45,8 @@ func (s *Sim) action(w http.ResponseWriter, r *http.Request, typ, id, name strin
 		writeError(w, http.StatusInternalServerError, codeVolumeNotFound, msgVolumeNotFound)
 		return
 	}
+	// Every action changes at most the volume's mappings.
+	s.changes.Touch(collVolumes, v.ID)
 	switch name {
 	case "addMappedSdc":
 		s.addMappedSdc(w, v, p)

@@ -85,5 +85,6 @@ func (s *Sim) createVolume(w http.ResponseWriter, r *http.Request) {
 	}
 	id := derivedID("volume", p.Name)
 	s.volumes[id] = &volume{ID: id, Name: p.Name, SizeInKb: size, SystemID: systemID}
+	s.changes.Touch(collVolumes, id)
 	writeJSON(w, map[string]string{"id": id})
 }

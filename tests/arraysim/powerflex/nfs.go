@@ -239,6 +239,7 @@ func (s *Sim) createFileSystem(w http.ResponseWriter, r *http.Request) {
 	id := uuidLike("fs", p.Name)
 	s.fileSystems[id] = &FileSystem{ID: id, Name: p.Name, StoragePoolID: p.StoragePoolID, NasServerID: p.NasServerID,
 		SizeTotal: p.SizeTotal, SystemID: systemID}
+	s.changes.Touch(collFileSystems, id)
 	w.Header().Set("Content-Type", "application/json;charset=UTF-8")
 	w.WriteHeader(http.StatusCreated)
 	_ = json.NewEncoder(w).Encode(map[string]string{"id": id})
@@ -285,6 +286,7 @@ func (s *Sim) createNFSExport(w http.ResponseWriter, r *http.Request) {
 		addHosts(x.list(name), add)
 	}
 	s.exports[id] = x
+	s.changes.Touch(collNFSExports, id)
 	w.Header().Set("Content-Type", "application/json;charset=UTF-8")
 	w.WriteHeader(http.StatusCreated)
 	_ = json.NewEncoder(w).Encode(map[string]string{"id": id})
@@ -347,6 +349,7 @@ func (s *Sim) modifyNFSExport(w http.ResponseWriter, r *http.Request, id string)
 		}
 	}
 	*x = next
+	s.changes.Touch(collNFSExports, id)
 	w.WriteHeader(http.StatusNoContent)
 }
 

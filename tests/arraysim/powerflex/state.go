@@ -36,12 +36,16 @@ type Sim struct {
 	// fileSystems and exports are PowerFlex file's, by ID (nfs.go).
 	fileSystems map[string]*FileSystem
 	exports     map[string]*NFSExport
+	// changes records the objects of State changed since the audit last
+	// asked (track.go).
+	changes simcore.ChangeLog
 }
 
 var (
 	_ simcore.Family         = (*Sim)(nil)
 	_ simcore.Querier        = (*Sim)(nil)
 	_ simcore.SessionExpirer = (*Sim)(nil)
+	_ simcore.Tracker        = (*Sim)(nil)
 )
 
 type system struct {
@@ -138,18 +142,10 @@ func (s *Sim) State() State {
 		st.Systems = append(st.Systems, *s.systems[id])
 	}
 	for _, id := range sortedKeys(s.sdcs) {
-		c := *s.sdcs[id]
-		c.IPs = slices.Clone(c.IPs)
-		st.SDCs = append(st.SDCs, c)
+		st.SDCs = append(st.SDCs, s.sdcs[id].state())
 	}
 	for _, id := range sortedKeys(s.volumes) {
-		v := s.volumes[id]
-		out := Volume{ID: v.ID, Name: v.Name, SizeInKb: v.SizeInKb, SystemID: v.SystemID, Mappings: []Mapping{}}
-		for _, m := range v.Mappings {
-			out.Mappings = append(out.Mappings, *m)
-		}
-		slices.SortFunc(out.Mappings, func(a, b Mapping) int { return strings.Compare(a.SdcID, b.SdcID) })
-		st.Volumes = append(st.Volumes, out)
+		st.Volumes = append(st.Volumes, s.volumes[id].state())
 	}
 	for _, id := range sortedKeys(s.fileSystems) {
 		st.FileSystems = append(st.FileSystems, *s.fileSystems[id])
@@ -158,6 +154,23 @@ func (s *Sim) State() State {
 		st.NFSExports = append(st.NFSExports, s.exports[id].clone())
 	}
 	return st
+}
+
+// state is the SDC as State lists it.
+func (c *sdc) state() SDC {
+	out := *c
+	out.IPs = slices.Clone(c.IPs)
+	return out
+}
+
+// state is the volume as State lists it, mappings sorted by SDC ID.
+func (v *volume) state() Volume {
+	out := Volume{ID: v.ID, Name: v.Name, SizeInKb: v.SizeInKb, SystemID: v.SystemID, Mappings: []Mapping{}}
+	for _, m := range v.Mappings {
+		out.Mappings = append(out.Mappings, *m)
+	}
+	slices.SortFunc(out.Mappings, func(a, b Mapping) int { return strings.Compare(a.SdcID, b.SdcID) })
+	return out
 }
 
 // MappedVolumes returns the IDs of the volumes mapped to the SDC (by ID,
@@ -228,6 +241,7 @@ func (s *Sim) SetSignals(host string, sig simcore.Signals) error {
 	if sig.IOActive != nil {
 		found[0].IOActive = *sig.IOActive
 	}
+	s.changes.Touch(collSDCs, found[0].ID)
 	return nil
 }
 

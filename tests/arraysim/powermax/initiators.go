@@ -146,6 +146,7 @@ func (s *Sim) putHost(w http.ResponseWriter, r *http.Request, id string) {
 				return
 			}
 		}
+		s.changes.Touch(collHosts, h.ID)
 		h.Initiators = append(h.Initiators, list...)
 		sort.Strings(h.Initiators)
 		h.Initiators = slices.Compact(h.Initiators)
@@ -168,6 +169,7 @@ func (s *Sim) putHost(w http.ResponseWriter, r *http.Request, id string) {
 				h.ID, strings.Join(h.Views, ", "))
 			return
 		}
+		s.changes.Touch(collHosts, h.ID)
 		h.Initiators = left
 		s.setPathHostLocked(list, "")
 	}
@@ -188,6 +190,7 @@ func (s *Sim) setPathHostLocked(initiators []string, hostID string) {
 	for _, p := range s.paths {
 		if slices.Contains(initiators, p.Initiator) {
 			p.Host = hostID
+			s.changes.Touch(collInitiators, p.ID)
 		}
 	}
 }

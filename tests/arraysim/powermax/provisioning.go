@@ -85,6 +85,7 @@ func (s *Sim) createStorageGroup(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.groups[sg.ID] = sg
+	s.changes.Touch(collStorageGroups, sg.ID)
 	s.writeStorageGroupLocked(w, sg)
 }
 
@@ -103,6 +104,7 @@ func (s *Sim) deleteStorageGroup(w http.ResponseWriter, id string) {
 		s.fail(w, http.StatusBadRequest, "Storage Group %s still has %d volumes", id, len(sg.Volumes))
 	default:
 		delete(s.groups, id)
+		s.changes.Touch(collStorageGroups, id)
 		w.WriteHeader(http.StatusNoContent)
 	}
 }
@@ -160,6 +162,8 @@ func (s *Sim) createVolumesLocked(w http.ResponseWriter, sg *storageGroup, p *ad
 		id := s.nextVolumeIDLocked()
 		s.volumes[id] = &volume{ID: id, Groups: []string{sg.ID}, Identifier: wv.ident, Cylinders: wv.cyl}
 		sg.Volumes = append(sg.Volumes, id)
+		s.changes.Touch(collVolumes, id)
+		s.changes.Touch(collStorageGroups, sg.ID)
 	}
 	return true
 }
@@ -235,5 +239,8 @@ func (s *Sim) createMaskingView(w http.ResponseWriter, r *http.Request) {
 	s.views[mv.ID] = mv
 	h.Views = append(h.Views, mv.ID)
 	sg.Views = append(sg.Views, mv.ID)
+	s.changes.Touch(collMaskingViews, mv.ID)
+	s.changes.Touch(collHosts, h.ID)
+	s.changes.Touch(collStorageGroups, sg.ID)
 	simcore.WriteJSON(w, http.StatusOK, mv)
 }

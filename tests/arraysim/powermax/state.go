@@ -30,11 +30,15 @@ type Sim struct {
 	volumes  map[string]*volume
 	interval time.Duration
 	now      func() time.Time
+	// changes records the objects of the Snapshot changed since the audit
+	// last asked (track.go).
+	changes simcore.ChangeLog
 }
 
 var (
 	_ simcore.Family  = (*Sim)(nil)
 	_ simcore.Querier = (*Sim)(nil)
+	_ simcore.Tracker = (*Sim)(nil)
 )
 
 type host struct {
@@ -186,26 +190,31 @@ func (s *Sim) SetSignals(name string, sig simcore.Signals) error {
 	if sig.IOActive != nil {
 		h.IOActive = *sig.IOActive
 	}
+	s.touchHostLocked(h.ID)
 	return nil
+}
+
+// hostSnap is a host in the Snapshot.
+type hostSnap struct {
+	ID         string   `json:"hostId"`
+	Type       string   `json:"type"`
+	Initiators []string `json:"initiator"`
+	Views      []string `json:"maskingview"`
+	Connected  bool     `json:"connected"`
+	IOActive   bool     `json:"ioActive"`
+}
+
+// pathSnap is an initiator path in the Snapshot.
+type pathSnap struct {
+	ID       string `json:"initiatorId"`
+	Host     string `json:"host"`
+	LoggedIn bool   `json:"logged_in"`
 }
 
 // Snapshot is the full state in a deterministic order.
 func (s *Sim) Snapshot() any {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	type hostSnap struct {
-		ID         string   `json:"hostId"`
-		Type       string   `json:"type"`
-		Initiators []string `json:"initiator"`
-		Views      []string `json:"maskingview"`
-		Connected  bool     `json:"connected"`
-		IOActive   bool     `json:"ioActive"`
-	}
-	type pathSnap struct {
-		ID       string `json:"initiatorId"`
-		Host     string `json:"host"`
-		LoggedIn bool   `json:"logged_in"`
-	}
 	out := struct {
 		SymmetrixID   string         `json:"symmetrixId"`
 		Hosts         []hostSnap     `json:"hosts"`
@@ -215,27 +224,44 @@ func (s *Sim) Snapshot() any {
 		Volumes       []volume       `json:"volumes"`
 	}{SymmetrixID: s.spec.SymmetrixID, Hosts: []hostSnap{}, Initiators: []pathSnap{}}
 	for _, id := range sortedKeys(s.hosts) {
-		h := s.hosts[id]
-		out.Hosts = append(out.Hosts, hostSnap{h.ID, h.Type, slices.Clone(h.Initiators), slices.Clone(h.Views), h.Connected, h.IOActive})
+		out.Hosts = append(out.Hosts, s.hosts[id].snap())
 	}
 	for _, id := range sortedKeys(s.paths) {
-		p := s.paths[id]
-		out.Initiators = append(out.Initiators, pathSnap{p.ID, p.Host, s.loggedIn(p)})
+		out.Initiators = append(out.Initiators, s.pathSnapLocked(s.paths[id]))
 	}
 	for _, id := range sortedKeys(s.views) {
 		out.MaskingViews = append(out.MaskingViews, *s.views[id])
 	}
 	for _, id := range sortedKeys(s.groups) {
-		g := *s.groups[id]
-		g.Volumes = slices.Sorted(slices.Values(g.Volumes))
-		g.Views = slices.Sorted(slices.Values(g.Views))
-		out.StorageGroups = append(out.StorageGroups, g)
+		out.StorageGroups = append(out.StorageGroups, s.groups[id].snap())
 	}
 	for _, id := range sortedKeys(s.volumes) {
-		v := *s.volumes[id]
-		v.Groups = slices.Sorted(slices.Values(v.Groups))
-		out.Volumes = append(out.Volumes, v)
+		out.Volumes = append(out.Volumes, s.volumes[id].snap())
 	}
+	return out
+}
+
+// snap is the host as the Snapshot lists it.
+func (h *host) snap() hostSnap {
+	return hostSnap{h.ID, h.Type, slices.Clone(h.Initiators), slices.Clone(h.Views), h.Connected, h.IOActive}
+}
+
+// pathSnapLocked is the path as the Snapshot lists it: logged in while
+// its owner's node is connected.
+func (s *Sim) pathSnapLocked(p *initPath) pathSnap { return pathSnap{p.ID, p.Host, s.loggedIn(p)} }
+
+// snap is the storage group as the Snapshot lists it.
+func (g *storageGroup) snap() storageGroup {
+	out := *g
+	out.Volumes = slices.Sorted(slices.Values(g.Volumes))
+	out.Views = slices.Sorted(slices.Values(g.Views))
+	return out
+}
+
+// snap is the volume as the Snapshot lists it.
+func (v *volume) snap() volume {
+	out := *v
+	out.Groups = slices.Sorted(slices.Values(v.Groups))
 	return out
 }
 

@@ -99,6 +99,9 @@ func (s *Sim) putStorageGroup(w http.ResponseWriter, r *http.Request, id string)
 		s.fail(w, http.StatusBadRequest, "Cannot remove the last volumes of Storage Group %s: it is in masking view %s", id, sg.Views[0])
 		return
 	}
+	s.changes.Touch(collStorageGroups, id)
+	s.changes.Touch(collVolumes, add...)
+	s.changes.Touch(collVolumes, remove...)
 	for _, v := range add {
 		if !slices.Contains(sg.Volumes, v) {
 			sg.Volumes = append(sg.Volumes, v)
@@ -124,6 +127,9 @@ func (s *Sim) deleteMaskingView(w http.ResponseWriter, id string) {
 		return
 	}
 	delete(s.views, id)
+	s.changes.Touch(collMaskingViews, id)
+	s.changes.Touch(collHosts, mv.Host)
+	s.changes.Touch(collStorageGroups, mv.StorageGroup)
 	if h := s.hosts[mv.Host]; h != nil {
 		h.Views = slices.DeleteFunc(h.Views, func(v string) bool { return v == id })
 	}

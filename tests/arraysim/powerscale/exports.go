@@ -85,6 +85,7 @@ func (s *Sim) serveExports(w http.ResponseWriter, r *http.Request, path string, 
 		if ae != nil {
 			return ae
 		}
+		s.changes.Touch(collExports, exportID(id))
 		if ae := applyExportFields(e, fields); ae != nil {
 			return ae
 		}
@@ -92,6 +93,7 @@ func (s *Sim) serveExports(w http.ResponseWriter, r *http.Request, path string, 
 		return nil
 	case http.MethodDelete:
 		delete(s.exports, id)
+		s.changes.Touch(collExports, exportID(id))
 		w.WriteHeader(http.StatusNoContent)
 		return nil
 	}
@@ -250,6 +252,7 @@ func (s *Sim) createExportLocked(w http.ResponseWriter, zone string, body []byte
 	}
 	s.exports[e.ID] = e
 	s.nextID++
+	s.changes.Touch(collExports, exportID(e.ID))
 	simcore.WriteJSON(w, http.StatusCreated, map[string]int{"id": e.ID})
 	return nil
 }

@@ -51,6 +51,7 @@ func (s *Sim) serveNamespace(w http.ResponseWriter, r *http.Request, p string) *
 		status := http.StatusOK
 		if !s.dirs[dir] {
 			s.dirs[dir] = true
+			s.changes.Touch(collDirectories, dir)
 			status = http.StatusCreated
 		}
 		w.WriteHeader(status)

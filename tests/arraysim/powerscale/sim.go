@@ -39,11 +39,15 @@ type Sim struct {
 
 	// sessions maps an isisessid to its CSRF token.
 	sessions map[string]string
+	// changes records the objects of a Snapshot changed since the audit
+	// last asked (track.go).
+	changes simcore.ChangeLog
 }
 
 var (
 	_ simcore.Family         = (*Sim)(nil)
 	_ simcore.SessionExpirer = (*Sim)(nil)
+	_ simcore.Tracker        = (*Sim)(nil)
 )
 
 // export is one NFS export.
@@ -113,17 +117,26 @@ func (s *Sim) State() Snapshot {
 	}
 	sort.Strings(snap.Zones)
 	for _, e := range s.sortedExportsLocked("") {
-		snap.Exports = append(snap.Exports, ExportState{ID: e.ID, Zone: e.Zone, Paths: clone(e.Paths),
-			Clients: clone(e.Lists["clients"]), RootClients: clone(e.Lists["root_clients"]),
-			ReadWriteClients: clone(e.Lists["read_write_clients"]), ReadOnlyClients: clone(e.Lists["read_only_clients"])})
+		snap.Exports = append(snap.Exports, e.state())
 	}
 	for _, c := range s.clients {
-		snap.Clients = append(snap.Clients, ClientState{IP: c.IP, Name: c.Name, FQDN: c.FQDN,
-			Connected: c.Connected, IOActive: c.IOActive})
+		snap.Clients = append(snap.Clients, c.state())
 	}
 	sort.Slice(snap.Clients, func(i, j int) bool { return snap.Clients[i].IP < snap.Clients[j].IP })
 	snap.Directories = s.sortedDirsLocked()
 	return snap
+}
+
+// state is the export as a Snapshot lists it.
+func (e *export) state() ExportState {
+	return ExportState{ID: e.ID, Zone: e.Zone, Paths: clone(e.Paths),
+		Clients: clone(e.Lists["clients"]), RootClients: clone(e.Lists["root_clients"]),
+		ReadWriteClients: clone(e.Lists["read_write_clients"]), ReadOnlyClients: clone(e.Lists["read_only_clients"])}
+}
+
+// state is the client as a Snapshot lists it.
+func (c *client) state() ClientState {
+	return ClientState{IP: c.IP, Name: c.Name, FQDN: c.FQDN, Connected: c.Connected, IOActive: c.IOActive}
 }
 
 func clone(l []string) []string {
@@ -161,6 +174,7 @@ func (s *Sim) SetSignals(host string, sig simcore.Signals) error {
 	if sig.IOActive != nil {
 		c.IOActive = *sig.IOActive
 	}
+	s.changes.Touch(collClients, c.IP)
 	return nil
 }
 

@@ -131,11 +131,15 @@ func (s *Sim) modifyGroupLocked(id string, mod hostGroupModify) *apiError {
 			add = append(add, hid)
 		}
 	}
+	// A host's group shows in the host and in the group's member list.
+	s.changes.Touch(collHostGroups, id)
 	for hid := range remove {
 		s.hosts[hid].GroupID = ""
+		s.changes.Touch(collHosts, hid)
 	}
 	for _, hid := range add {
 		s.hosts[hid].GroupID = id
+		s.changes.Touch(collHosts, hid)
 	}
 	if mod.Name != nil {
 		g.Name = *mod.Name

@@ -239,6 +239,7 @@ func (s *Sim) createHost(w http.ResponseWriter, body []byte) *apiError {
 		}
 	}
 	s.hosts[id] = h
+	s.changes.Touch(collHosts, id)
 	simcore.WriteJSON(w, http.StatusCreated, map[string]string{"id": id})
 	return nil
 }
@@ -303,6 +304,7 @@ func (s *Sim) modifyHostLocked(id string, mod hostModify) *apiError {
 			adds = append(adds, in)
 		}
 	}
+	s.changes.Touch(collHosts, h.ID)
 	for p := range removing {
 		delete(h.Initiators, p)
 	}
@@ -336,6 +338,7 @@ func (s *Sim) attachDetachLocked(hostID, groupID, action string, b attachBody) *
 			return errf(http.StatusBadRequest, "volume %s is not attached to this host or host group", volID)
 		}
 		delete(s.mappings, mid)
+		s.changes.Touch(collMappings, mid)
 		return nil
 	}
 	var lun int64
@@ -371,6 +374,7 @@ func (s *Sim) attachLocked(hostID, groupID, volID string, lun int64) (string, in
 		return "logical unit number is already in use on this host or host group", http.StatusBadRequest
 	}
 	s.mappings[mid] = &mapping{ID: mid, HostID: hostID, GroupID: groupID, VolumeID: volID, LUN: lun}
+	s.changes.Touch(collMappings, mid)
 	return "", 0
 }
 
@@ -481,6 +485,7 @@ func (s *Sim) createVolume(w http.ResponseWriter, body []byte) *apiError {
 	id := uuidFor("volume", *b.Name)
 	wwn := "naa.68ccf098" + strings.ReplaceAll(id, "-", "")[:24]
 	s.volumes[id] = &volume{ID: id, Name: *b.Name, Size: *b.Size, WWN: wwn}
+	s.changes.Touch(collVolumes, id)
 	simcore.WriteJSON(w, http.StatusCreated, map[string]string{"id": id})
 	return nil
 }

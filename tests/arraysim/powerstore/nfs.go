@@ -213,6 +213,7 @@ func (s *Sim) newExportLocked(name, fsID, path string) *nfsExport {
 		x.Lists[l] = []string{}
 	}
 	s.exports[x.ID] = x
+	s.changes.Touch(collNFSExports, x.ID)
 	return x
 }
 
@@ -315,6 +316,7 @@ func (s *Sim) createFS(w http.ResponseWriter, body []byte) *apiError {
 	}
 	id := uuidFor("file_system", b.Name)
 	s.fileSystems[id] = &fileSystem{ID: id, Name: b.Name, NASServer: b.NASServerID, Size: b.Size}
+	s.changes.Touch(collFileSystems, id)
 	simcore.WriteJSON(w, http.StatusCreated, map[string]string{"id": id})
 	return nil
 }
@@ -576,6 +578,7 @@ func (s *Sim) modifyExportLocked(id string, mod exportModify) *apiError {
 		}
 	}
 	x.Lists = next
+	s.changes.Touch(collNFSExports, x.ID)
 	if mod.Description != nil {
 		x.Description = *mod.Description
 	}
@@ -602,19 +605,29 @@ func (s *Sim) modifyExportLocked(id string, mod exportModify) *apiError {
 func (s *Sim) fileSystemsSnapshotLocked() ([]FileSystemState, []NFSExportState) {
 	var fss []FileSystemState
 	for _, fs := range s.fileSystems {
-		fss = append(fss, FileSystemState{ID: fs.ID, Name: fs.Name, NASServerID: fs.NASServer, Size: fs.Size})
+		fss = append(fss, fs.state())
 	}
 	slices.SortFunc(fss, func(a, b FileSystemState) int { return strings.Compare(a.Name, b.Name) })
 	var xs []NFSExportState
 	for _, x := range s.exports {
-		xs = append(xs, NFSExportState{ID: x.ID, Name: x.Name, FileSystemID: x.FileSystemID, Path: x.Path,
-			DefaultAccess: x.DefaultAccess, IsNoSUID: x.IsNoSUID,
-			ReadOnlyHosts: slices.Clone(x.Lists[listRO]), ReadOnlyRootHosts: slices.Clone(x.Lists[listRORoot]),
-			ReadWriteHosts: slices.Clone(x.Lists[listRW]), ReadWriteRootHosts: slices.Clone(x.Lists[listRWRoot]),
-			NoAccessHosts: slices.Clone(x.Lists[listNoAccess])})
+		xs = append(xs, x.state())
 	}
 	slices.SortFunc(xs, func(a, b NFSExportState) int { return strings.Compare(a.Name, b.Name) })
 	return fss, xs
+}
+
+// state is the file system as a Snapshot lists it.
+func (fs *fileSystem) state() FileSystemState {
+	return FileSystemState{ID: fs.ID, Name: fs.Name, NASServerID: fs.NASServer, Size: fs.Size}
+}
+
+// state is the export as a Snapshot lists it.
+func (x *nfsExport) state() NFSExportState {
+	return NFSExportState{ID: x.ID, Name: x.Name, FileSystemID: x.FileSystemID, Path: x.Path,
+		DefaultAccess: x.DefaultAccess, IsNoSUID: x.IsNoSUID,
+		ReadOnlyHosts: slices.Clone(x.Lists[listRO]), ReadOnlyRootHosts: slices.Clone(x.Lists[listRORoot]),
+		ReadWriteHosts: slices.Clone(x.Lists[listRW]), ReadWriteRootHosts: slices.Clone(x.Lists[listRWRoot]),
+		NoAccessHosts: slices.Clone(x.Lists[listNoAccess])}
 }
 
 // SetExportHosts replaces one host list of the NFS export of the file
@@ -640,6 +653,7 @@ func (s *Sim) SetExportHosts(fsName, list string, hosts []string) error {
 			out = append(out, n)
 		}
 		x.Lists[list] = out
+		s.changes.Touch(collNFSExports, x.ID)
 		return nil
 	}
 	return fmt.Errorf("powerstore sim: no NFS export of a file system named %q", fsName)

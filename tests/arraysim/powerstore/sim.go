@@ -60,12 +60,16 @@ type Sim struct {
 
 	// now is the clock used for metric timestamps (tests may replace it).
 	now func() time.Time
+	// changes records the objects of Snapshot changed since the audit
+	// last asked (track.go).
+	changes simcore.ChangeLog
 }
 
 var (
 	_ simcore.Family         = (*Sim)(nil)
 	_ simcore.Querier        = (*Sim)(nil)
 	_ simcore.SessionExpirer = (*Sim)(nil)
+	_ simcore.Tracker        = (*Sim)(nil)
 )
 
 // host is a PowerStore host object.
@@ -221,35 +225,52 @@ func (s *Sim) snapshotLocked() Snapshot {
 		Mappings:   make([]MappingState, 0, len(s.mappings)),
 	}
 	for _, h := range s.hosts {
-		hs := HostState{ID: h.ID, Name: h.Name, OSType: h.OSType, HostGroupID: h.GroupID,
-			Connected: h.Connected, IOActive: h.IOActive, Initiators: []InitiatorState{}}
-		for _, in := range h.Initiators {
-			hs.Initiators = append(hs.Initiators, InitiatorState{
-				PortName: in.PortName, PortType: in.PortType,
-				ChapSingleUsername: in.ChapSingleUsername, ChapSingleSecret: secretFingerprint(in.ChapSinglePassword),
-				ChapMutualUsername: in.ChapMutualUsername, ChapMutualSecret: secretFingerprint(in.ChapMutualPassword),
-			})
-		}
-		slices.SortFunc(hs.Initiators, func(a, b InitiatorState) int { return strings.Compare(a.PortName, b.PortName) })
-		snap.Hosts = append(snap.Hosts, hs)
+		snap.Hosts = append(snap.Hosts, h.state())
 	}
 	slices.SortFunc(snap.Hosts, func(a, b HostState) int { return strings.Compare(a.Name, b.Name) })
 	for _, g := range s.groups {
-		gs := HostGroupState{ID: g.ID, Name: g.Name, HostIDs: s.groupMembersLocked(g.ID)}
-		snap.HostGroups = append(snap.HostGroups, gs)
+		snap.HostGroups = append(snap.HostGroups, s.groupStateLocked(g))
 	}
 	slices.SortFunc(snap.HostGroups, func(a, b HostGroupState) int { return strings.Compare(a.Name, b.Name) })
 	for _, v := range s.volumes {
-		snap.Volumes = append(snap.Volumes, VolumeState{ID: v.ID, Name: v.Name, Size: v.Size})
+		snap.Volumes = append(snap.Volumes, v.state())
 	}
 	slices.SortFunc(snap.Volumes, func(a, b VolumeState) int { return strings.Compare(a.Name, b.Name) })
 	for _, m := range s.mappings {
-		snap.Mappings = append(snap.Mappings, MappingState{ID: m.ID, HostID: m.HostID,
-			HostGroupID: m.GroupID, VolumeID: m.VolumeID, LUN: m.LUN})
+		snap.Mappings = append(snap.Mappings, m.state())
 	}
 	slices.SortFunc(snap.Mappings, func(a, b MappingState) int { return strings.Compare(a.ID, b.ID) })
 	snap.FileSystems, snap.NFSExports = s.fileSystemsSnapshotLocked()
 	return snap
+}
+
+// state is the host as a Snapshot lists it.
+func (h *host) state() HostState {
+	hs := HostState{ID: h.ID, Name: h.Name, OSType: h.OSType, HostGroupID: h.GroupID,
+		Connected: h.Connected, IOActive: h.IOActive, Initiators: []InitiatorState{}}
+	for _, in := range h.Initiators {
+		hs.Initiators = append(hs.Initiators, InitiatorState{
+			PortName: in.PortName, PortType: in.PortType,
+			ChapSingleUsername: in.ChapSingleUsername, ChapSingleSecret: secretFingerprint(in.ChapSinglePassword),
+			ChapMutualUsername: in.ChapMutualUsername, ChapMutualSecret: secretFingerprint(in.ChapMutualPassword),
+		})
+	}
+	slices.SortFunc(hs.Initiators, func(a, b InitiatorState) int { return strings.Compare(a.PortName, b.PortName) })
+	return hs
+}
+
+// groupStateLocked is the host group as a Snapshot lists it: its hosts
+// are the hosts whose GroupID it is.
+func (s *Sim) groupStateLocked(g *hostGroup) HostGroupState {
+	return HostGroupState{ID: g.ID, Name: g.Name, HostIDs: s.groupMembersLocked(g.ID)}
+}
+
+// state is the volume as a Snapshot lists it.
+func (v *volume) state() VolumeState { return VolumeState{ID: v.ID, Name: v.Name, Size: v.Size} }
+
+// state is the mapping as a Snapshot lists it.
+func (m *mapping) state() MappingState {
+	return MappingState{ID: m.ID, HostID: m.HostID, HostGroupID: m.GroupID, VolumeID: m.VolumeID, LUN: m.LUN}
 }
 
 // groupMembersLocked lists the sorted ids of a group's hosts.
@@ -280,6 +301,7 @@ func (s *Sim) SetSignals(hostRef string, sig simcore.Signals) error {
 	if sig.IOActive != nil {
 		h.IOActive = *sig.IOActive
 	}
+	s.changes.Touch(collHosts, h.ID)
 	return nil
 }
 

@@ -88,7 +88,12 @@ func (s *Server) adminSignals(w http.ResponseWriter, r *http.Request) {
 		adminError(w, http.StatusBadRequest, "signals: field host is required")
 		return
 	}
-	if err := s.fam.SetSignals(req.Host, req.Signals); err != nil {
+	// Serialised with writes, so a write's audit never shows a signal
+	// change that happened while it was served.
+	s.writeMu.Lock()
+	err := s.fam.SetSignals(req.Host, req.Signals)
+	s.writeMu.Unlock()
+	if err != nil {
 		adminError(w, http.StatusNotFound, "signals: %v", err)
 		return
 	}

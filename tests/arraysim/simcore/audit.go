@@ -70,12 +70,18 @@ func diffSnapshots(before, after []byte) string {
 	if !diffRaw("$", before, after, &paths) {
 		return "$"
 	}
+	return formatChange(paths)
+}
+
+// formatChange joins the paths of a change as AuditEntry.Change shows
+// them: at most maxChangePaths, then how many more.
+func formatChange(paths []string) string {
 	if len(paths) == 0 {
 		return ""
 	}
 	if len(paths) > maxChangePaths {
 		extra := len(paths) - maxChangePaths
-		paths = append(paths[:maxChangePaths], fmt.Sprintf("(+%d more)", extra))
+		paths = append(paths[:maxChangePaths:maxChangePaths], fmt.Sprintf("(+%d more)", extra))
 	}
 	return strings.Join(paths, " ")
 }
@@ -164,46 +170,12 @@ func diffRawList(path string, a, b [][]byte, out *[]string) bool {
 var keyFields = []string{"id", "name", "sdcId", "port_name", "initiatorId"}
 
 // keyedRaw indexes a list of objects by their key field (see keyFields).
-// It reports false when an element is not an object with a unique key. It
-// decodes each element one level deep, and only the key's value fully.
+// It reports false when an element is not an object with a unique key.
 func keyedRaw(list [][]byte) (map[string][]byte, bool) {
 	m := make(map[string][]byte, len(list))
 	for _, e := range list {
-		if jsonKind(e) != '{' {
-			return nil, false
-		}
-		// The first key field present wins; a repeated member, its last
-		// value (as encoding/json decodes it).
-		best, bestRaw := len(keyFields), []byte(nil)
-		badName := false
-		if !eachMember(e, func(name, raw []byte) {
-			n, ok := memberName(name)
-			if !ok {
-				badName = true
-				return
-			}
-			for i, f := range keyFields {
-				if i <= best && n == f {
-					best, bestRaw = i, raw
-				}
-			}
-		}) || badName {
-			return nil, false
-		}
-		if bestRaw == nil {
-			return nil, false
-		}
-		var key string
-		if s, ok := memberName(bestRaw); ok && jsonKind(bestRaw) == '"' {
-			key = s
-		} else {
-			var v any
-			if json.Unmarshal(bestRaw, &v) != nil {
-				return nil, false
-			}
-			key = fmt.Sprint(v)
-		}
-		if key == "" {
+		key, ok := elementKey(e)
+		if !ok {
 			return nil, false
 		}
 		if _, dup := m[key]; dup {
@@ -212,6 +184,49 @@ func keyedRaw(list [][]byte) (map[string][]byte, bool) {
 		m[key] = e
 	}
 	return m, true
+}
+
+// elementKey is the key a list element is diffed by: the value of its
+// first key field (see keyFields). It reports false when the element is
+// not an object or has no non-empty key, which makes its whole list
+// compared by position. It decodes the element one level deep, and only
+// the key's value fully.
+func elementKey(e []byte) (string, bool) {
+	if jsonKind(e) != '{' {
+		return "", false
+	}
+	// The first key field present wins; a repeated member, its last
+	// value (as encoding/json decodes it).
+	best, bestRaw := len(keyFields), []byte(nil)
+	badName := false
+	if !eachMember(e, func(name, raw []byte) {
+		n, ok := memberName(name)
+		if !ok {
+			badName = true
+			return
+		}
+		for i, f := range keyFields {
+			if i <= best && n == f {
+				best, bestRaw = i, raw
+			}
+		}
+	}) || badName {
+		return "", false
+	}
+	if bestRaw == nil {
+		return "", false
+	}
+	var key string
+	if s, ok := memberName(bestRaw); ok && jsonKind(bestRaw) == '"' {
+		key = s
+	} else {
+		var v any
+		if json.Unmarshal(bestRaw, &v) != nil {
+			return "", false
+		}
+		key = fmt.Sprint(v)
+	}
+	return key, key != ""
 }
 
 // jsonKind is the first non-space byte of a JSON value ('{', '[', or

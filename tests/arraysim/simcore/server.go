@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -26,8 +27,15 @@ type Server struct {
 	logger *slog.Logger
 
 	// writeMu serialises write requests so each audit entry's before/after
-	// snapshots show exactly that request's change.
+	// snapshots show exactly that request's change. It guards tracked,
+	// check and checks.
 	writeMu sync.Mutex
+	// tracked is the per-object copy of a Tracker family's state (nil: the
+	// family is not one, or tracking failed and full snapshots took over).
+	tracked *trackedState
+	// check compares tracked audits with full snapshots (SetAuditCheck).
+	check  AuditCheck
+	checks AuditCheckReport
 
 	mu         sync.Mutex
 	faults     []*activeFault
@@ -42,12 +50,21 @@ func New(name string, fam Family, logger *slog.Logger) *Server {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Server{
+	s := &Server{
 		name:       name,
 		fam:        fam,
 		logger:     logger.With("array", name),
 		auditLimit: DefaultAuditLimit,
 	}
+	if t, ok := fam.(Tracker); ok {
+		s.tracked = newTrackedState(t)
+	}
+	check, err := ParseAuditCheck(os.Getenv(AuditCheckEnv))
+	if err != nil {
+		s.logger.Error("audit check not turned on", "error", err)
+	}
+	s.check = check
+	return s
 }
 
 // Name is the simulated array's name.
@@ -225,10 +242,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
-	before := snapshotJSON(s.fam.Snapshot())
-	s.fam.ServeHTTP(rec, r)
-	after := snapshotJSON(s.fam.Snapshot())
-	entry.Change = diffSnapshots(before, after)
+	entry.Change = s.serveWrite(rec, r)
 	entry.Changed = entry.Change != ""
 	// Record while still holding writeMu so writes appear in audit order.
 	s.record(entry, rec.status)

@@ -114,6 +114,7 @@ func (s *Sim) createLun(w http.ResponseWriter, r *http.Request) {
 	}
 	l := &lun{ID: fmt.Sprintf("sv_%d", n), Name: body.Name, Size: size, WWN: lunWWN(n - 1)}
 	s.luns[l.ID] = l
+	s.changes.Touch(collLUNs, l.ID)
 	simcore.WriteJSON(w, http.StatusCreated, one(map[string]any{"storageResource": idRef{l.ID}}))
 }
 

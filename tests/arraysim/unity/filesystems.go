@@ -145,6 +145,7 @@ func (s *Sim) newFilesystemLocked(name string, size uint64) *filesystem {
 	n := s.lastFS
 	f := &filesystem{ID: fmt.Sprintf("fs_%d", n), Name: name, StorageResource: fmt.Sprintf("res_%d", n), NASServer: nasServerID, Size: size}
 	s.filesystems[f.ID] = f
+	s.changes.Touch(collFilesystems, f.ID)
 	return f
 }
 
@@ -460,18 +461,22 @@ func (s *Sim) modifyFilesystem(w http.ResponseWriter, r *http.Request, res strin
 	}
 	if body.Description != nil {
 		f.Description = *body.Description
+		s.changes.Touch(collFilesystems, f.ID)
 	}
 	for _, sh := range creates {
 		sh.ID = s.nextShareIDLocked()
 		s.shares[sh.ID] = sh
+		s.changes.Touch(collNFSShares, sh.ID)
 	}
 	for _, c := range changes {
 		for name, ids := range c.lists {
 			*c.share.list(name) = ids
 		}
+		s.changes.Touch(collNFSShares, c.share.ID)
 	}
 	for _, id := range deletes {
 		delete(s.shares, id)
+		s.changes.Touch(collNFSShares, id)
 	}
 	w.WriteHeader(http.StatusNoContent)
 }

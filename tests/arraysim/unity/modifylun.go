@@ -86,6 +86,7 @@ func (s *Sim) modifyLun(w http.ResponseWriter, r *http.Request, id string) {
 			next = append(next, access{Host: p.host, HLU: l.HostAccess[i].HLU, AccessMask: p.mask})
 		}
 	}
+	s.changes.Touch(collLUNs, l.ID)
 	// New hosts pick their HLUs after the kept ones are settled.
 	old := l.HostAccess
 	l.HostAccess = next

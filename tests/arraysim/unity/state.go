@@ -41,11 +41,15 @@ type Sim struct {
 	nextQuery         int
 	logins            int
 	now               func() time.Time
+	// changes records the objects of the Snapshot changed since the audit
+	// last asked (track.go).
+	changes simcore.ChangeLog
 }
 
 var (
 	_ simcore.Family  = (*Sim)(nil)
 	_ simcore.Querier = (*Sim)(nil)
+	_ simcore.Tracker = (*Sim)(nil)
 )
 
 type host struct {
@@ -255,6 +259,7 @@ func (s *Sim) SetSignals(name string, sig simcore.Signals) error {
 	if sig.IOActive != nil {
 		h.IOActive = *sig.IOActive
 	}
+	s.changes.Touch(collHosts, h.ID)
 	return nil
 }
 
@@ -274,22 +279,16 @@ func (s *Sim) Snapshot() any {
 		NFSShares   []nfsShare   `json:"nfsShares"`
 	}{Hosts: []host{}, Initiators: []initiator{}, IPPorts: []ipPort{}, LUNs: []lun{}, Filesystems: []filesystem{}, NFSShares: []nfsShare{}}
 	for _, id := range sortedIDs(s.hosts) {
-		h := *s.hosts[id]
-		h.FC, h.ISCSI, h.IPPorts = slices.Clone(h.FC), slices.Clone(h.ISCSI), slices.Clone(h.IPPorts)
-		out.Hosts = append(out.Hosts, h)
+		out.Hosts = append(out.Hosts, s.hosts[id].snapshot())
 	}
 	for _, id := range sortedIDs(s.initiators) {
-		in := *s.initiators[id]
-		in.Paths = slices.Clone(in.Paths)
-		out.Initiators = append(out.Initiators, in)
+		out.Initiators = append(out.Initiators, s.initiators[id].snapshot())
 	}
 	for _, id := range sortedIDs(s.ipPorts) {
 		out.IPPorts = append(out.IPPorts, *s.ipPorts[id])
 	}
 	for _, id := range sortedIDs(s.luns) {
-		l := *s.luns[id]
-		l.HostAccess = sortedAccess(l.HostAccess)
-		out.LUNs = append(out.LUNs, l)
+		out.LUNs = append(out.LUNs, s.luns[id].snapshot())
 	}
 	for _, id := range sortedIDs(s.filesystems) {
 		out.Filesystems = append(out.Filesystems, *s.filesystems[id])
@@ -297,6 +296,27 @@ func (s *Sim) Snapshot() any {
 	for _, id := range sortedIDs(s.shares) {
 		out.NFSShares = append(out.NFSShares, s.shares[id].snapshot())
 	}
+	return out
+}
+
+// snapshot copies the host as the Snapshot lists it.
+func (h *host) snapshot() host {
+	out := *h
+	out.FC, out.ISCSI, out.IPPorts = slices.Clone(h.FC), slices.Clone(h.ISCSI), slices.Clone(h.IPPorts)
+	return out
+}
+
+// snapshot copies the initiator as the Snapshot lists it.
+func (in *initiator) snapshot() initiator {
+	out := *in
+	out.Paths = slices.Clone(in.Paths)
+	return out
+}
+
+// snapshot copies the LUN as the Snapshot lists it, host access by host.
+func (l *lun) snapshot() lun {
+	out := *l
+	out.HostAccess = sortedAccess(l.HostAccess)
 	return out
 }
 
