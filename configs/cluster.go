@@ -1,6 +1,7 @@
 package configs
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/fenced-project/fenced/arrayclients"
@@ -117,8 +118,10 @@ type StoragePathLoss struct {
 // without volumes) has reported it disconnected with no I/O for IOWindow.
 // Anything unknown or disagreeing waits for the grace.
 type EarlyVerdict struct {
-	// Enabled turns it on. Default false.
-	Enabled bool `mapstructure:"enabled"`
+	// Enabled turns it on (true) or off (false). Unset, the default, it is
+	// on wherever it can apply (see Cluster.EarlyVerdictOn): a cluster
+	// with arrays whose HeartbeatGrace is longer than After.
+	Enabled *bool `mapstructure:"enabled"`
 	// After is the heartbeat age from which a node may be declared failed
 	// early (a missed renewal: kubelets renew every 10s). Default 12s; less
 	// than heartbeatGrace.
@@ -129,6 +132,26 @@ type EarlyVerdict struct {
 	// IOWindow is how long the arrays must have reported the node
 	// disconnected with no I/O. Default 6s.
 	IOWindow time.Duration `mapstructure:"ioWindow"`
+}
+
+// EarlyVerdictOn reports whether early verdicts apply to the cluster, and
+// why when they do not: set enabled, or left unset (the default) on a
+// cluster that lists arrays with a heartbeatGrace longer than
+// earlyVerdict.after. A cluster that sets enabled: true without arrays, or
+// with an after not shorter than the grace, is refused by Validate.
+func (c Cluster) EarlyVerdictOn() (bool, string) {
+	e := c.EarlyVerdict
+	switch {
+	case e.Enabled != nil && !*e.Enabled:
+		return false, "earlyVerdict.enabled is false"
+	case e.Enabled != nil:
+		return true, ""
+	case len(c.Arrays) == 0:
+		return false, "the cluster lists no arrays to witness a death"
+	case c.HeartbeatGrace > 0 && e.After >= c.HeartbeatGrace:
+		return false, fmt.Sprintf("earlyVerdict.after %v is not shorter than heartbeatGrace %v", e.After, c.HeartbeatGrace)
+	}
+	return true, ""
 }
 
 // NodeOverride pins a node's identity on arrays where CSINode-based

@@ -78,11 +78,29 @@ func TestValidConfigAndDefaults(t *testing.T) {
 	assert.Equal(t, CorroborateEither, c.Corroboration)
 	assert.Equal(t, "33%", c.StormLimit.String())
 	assert.False(t, c.StoragePathLoss.Enabled)
+	assert.Nil(t, c.EarlyVerdict.Enabled, "earlyVerdict.enabled unset")
+	on, why := c.EarlyVerdictOn()
+	assert.True(t, on, "early verdicts on by default for a cluster with arrays: %s", why)
 	a := cfg.Arrays[0]
 	assert.Equal(t, 10*time.Second, a.RequestTimeout)
 	assert.Equal(t, FenceModeInitiators, a.PowerStore.FenceMode)
 	assert.Equal(t, DefaultConfig().Raft, cfg.Raft)
 	assert.Equal(t, "replica r1, 1 peer, 1 cluster, 1 array (powerstore)", cfg.Summary())
+
+	// Left unset, early verdicts give way to a grace too short for them;
+	// set false, they are off.
+	short := strings.Replace(string(render(validYAML, dir)), "    arrays: [pstore-1]\n", "    arrays: [pstore-1]\n    heartbeatGrace: 10s\n", 1)
+	cfg, err = Parse([]byte(short), dir, Options{})
+	require.NoError(t, err)
+	on, why = cfg.Clusters[0].EarlyVerdictOn()
+	assert.False(t, on)
+	assert.Equal(t, "earlyVerdict.after 12s is not shorter than heartbeatGrace 10s", why)
+	off := strings.Replace(string(render(validYAML, dir)), "    arrays: [pstore-1]\n", "    arrays: [pstore-1]\n    earlyVerdict: {enabled: false}\n", 1)
+	cfg, err = Parse([]byte(off), dir, Options{})
+	require.NoError(t, err)
+	on, why = cfg.Clusters[0].EarlyVerdictOn()
+	assert.False(t, on)
+	assert.Equal(t, "earlyVerdict.enabled is false", why)
 }
 
 // TestBrokenConfigs is the table of broken configurations: each must name

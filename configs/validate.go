@@ -492,12 +492,16 @@ func (c *checker) clusters(cfg *Config, root *yaml.Node, arrays map[string]bool)
 				c.add(base+".storagePathLoss.maxDisconnected", "required: a count or a percentage")
 			}
 		}
-		if e := cl.EarlyVerdict; e.Enabled {
-			if len(cl.Arrays) == 0 {
+		if e := cl.EarlyVerdict; e.Enabled == nil || *e.Enabled {
+			// Unset (the default), a cluster without arrays or with a
+			// short grace simply has no early verdicts; asked for
+			// explicitly, it is a mistake to name.
+			explicit := e.Enabled != nil
+			if explicit && len(cl.Arrays) == 0 {
 				c.add(base+".earlyVerdict.enabled", "needs arrays: the cluster lists none (every array must agree the node is dead)")
 			}
 			c.atLeast(base+".earlyVerdict.after", e.After, time.Second)
-			if e.After >= cl.HeartbeatGrace && cl.HeartbeatGrace > 0 {
+			if explicit && e.After >= cl.HeartbeatGrace && cl.HeartbeatGrace > 0 {
 				c.add(base+".earlyVerdict.after", "%v is not shorter than heartbeatGrace %v", e.After, cl.HeartbeatGrace)
 			}
 			if e.KubeletProbes < 1 || e.KubeletProbes > 100 {

@@ -138,7 +138,9 @@ type Policy struct {
 	// that the watch has not delivered before the watches count as stale.
 	// Default 5s.
 	WatchLagTolerance time.Duration
-	// Early is the early verdict on agreeing witnesses. Off by default.
+	// Early is the early verdict on agreeing witnesses. Off in
+	// DefaultPolicy; the configuration turns it on by default (see
+	// configs.Cluster.EarlyVerdictOn).
 	Early EarlyPolicy
 }
 

@@ -319,6 +319,15 @@ func run(p params) error {
 	return save()
 }
 
+// earlyMode is the runs' early verdict setting: on with -early, else off
+// (not the product's default), so that the figures say which they measure.
+func earlyMode(on bool) e2e.EarlyMode {
+	if on {
+		return e2e.EarlyOn
+	}
+	return e2e.EarlyOff
+}
+
 // standalone runs f over a fresh harness stand-in.
 func standalone(keep, name string, f func(*e2e.Standalone) error) error {
 	dir := ""

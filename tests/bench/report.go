@@ -210,10 +210,11 @@ func markdown(r *Results) string {
 func singleSection(p params, sr *SingleResults) string {
 	var b strings.Builder
 	good := ok(sr.Trials)
-	title, config := "Single node death", fmt.Sprintf("fenced's default configuration (heartbeatGrace %s, pollInterval 2s, corroboration either, ioWindow 30s)", sr.Grace)
+	title, config := "Single node death, early verdicts off", fmt.Sprintf("fenced's default configuration but early verdicts (heartbeatGrace %s, pollInterval 2s, corroboration either, ioWindow 30s; "+
+		"every verdict waits for the grace: the default before early verdicts, and what a cluster with earlyVerdict.enabled: false gets)", sr.Grace)
 	if sr.Early {
-		title = "Single node death, early verdicts on"
-		config = fmt.Sprintf("fenced's default configuration with early verdicts on (earlyVerdict: after 12s, kubeletProbes 3, ioWindow 6s; heartbeatGrace %s, pollInterval 2s, corroboration either, ioWindow 30s); "+
+		title = "Single node death, default configuration (early verdicts on)"
+		config = fmt.Sprintf("fenced's default configuration (earlyVerdict on: after 12s, kubeletProbes 3, ioWindow 6s; heartbeatGrace %s, pollInterval 2s, corroboration either, ioWindow 30s); "+
 			"the dying node's volumes are on PowerFlex, whose SDC state and I/O counters are the array witnesses", sr.Grace)
 	}
 	fmt.Fprintf(&b, "## %s\n\n%d-node cluster, %d protected StatefulSet pods on the dying node, %s added round trip on every array request (toxiproxy), "+

@@ -66,7 +66,7 @@ func runStorm(t *e2e.Standalone, p params) (*StormResult, error) {
 	// a moment, and one more unhealthy node than the limit rightly trips
 	// the storm guard, which would hold the last fences for its cooldown.
 	limit := p.StormDying + max(1, p.StormDying/5)
-	h := e2e.Start(t, e2e.Options{Nodes: p.StormNodes, Timing: e2e.ClusterTiming{StormLimit: strconv.Itoa(limit), EarlyVerdict: p.Early},
+	h := e2e.Start(t, e2e.Options{Nodes: p.StormNodes, Timing: e2e.ClusterTiming{StormLimit: strconv.Itoa(limit), EarlyVerdict: earlyMode(p.Early)},
 		ControlPlaneNice: p.ControlPlaneNice})
 	h.WaitLeader(5 * time.Minute)
 	h.WaitHealthy(p.StormNodes, 10*time.Minute)

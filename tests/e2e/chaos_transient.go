@@ -26,9 +26,12 @@ const (
 
 // TransientTiming is the cluster timing of the transient profile: the
 // product's defaults (heartbeat grace 40 s, kubelet Leases renewed every
-// 10 s) with early verdicts on.
+// 10 s) with early verdicts on, but a storm cooldown of 30 s instead of
+// 5 minutes: a cut of the management network from most nodes rightly
+// trips the storm guard, and its default cooldown would then hold every
+// verdict, and so every chance of a false one, for most of the run.
 func TransientTiming() ClusterTiming {
-	return ClusterTiming{EarlyVerdict: true}
+	return ClusterTiming{EarlyVerdict: EarlyOn, StormCooldown: 30 * time.Second}
 }
 
 // sleep waits until next (or end), running the pending heals that fall
@@ -204,7 +207,7 @@ func (c *chaos) stepTransient() {
 		})
 		c.logf("node %s: kubelet restart (%s)", n, d)
 	})
-	add(quiet && len(up) > 1, 2, func() {
+	add(quiet && len(up) > 1, 1, func() {
 		cut := slices.Clone(up)
 		c.rng.Shuffle(len(cut), func(i, j int) { cut[i], cut[j] = cut[j], cut[i] })
 		cut = cut[:len(cut)-1] // most nodes: every node up but one
@@ -222,7 +225,7 @@ func (c *chaos) stepTransient() {
 		})
 		c.logf("management network cut from %s (%s)", strings.Join(cut, ", "), d)
 	})
-	add(len(down) < c.cfg.MaxNodesDown && len(up) > 0 && len(c.pending) == 0, 2, func() {
+	add(len(down) < c.cfg.MaxNodesDown && len(up) > 0 && len(c.pending) == 0, 3, func() {
 		n := c.pick(up)
 		c.logf("node %s dies", n)
 		h.KillNode(n)

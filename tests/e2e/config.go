@@ -23,10 +23,21 @@ type ClusterTiming struct {
 	StormLimit    string
 	Corroboration string
 	DryRun        bool
-	// EarlyVerdict turns clusters[].earlyVerdict on with the product's
-	// defaults (after 12s, kubeletProbes 3, ioWindow 6s).
-	EarlyVerdict bool
+	// EarlyVerdict sets clusters[].earlyVerdict.enabled: EarlyOn or
+	// EarlyOff; EarlyDefault leaves it unset (the product's default: on
+	// where it can apply, with after 12s, kubeletProbes 3, ioWindow 6s).
+	EarlyVerdict EarlyMode
 }
+
+// EarlyMode is how a run sets clusters[].earlyVerdict.enabled.
+type EarlyMode int
+
+// Early verdict settings of a run.
+const (
+	EarlyDefault EarlyMode = iota
+	EarlyOn
+	EarlyOff
+)
 
 // replicaConfig is what one replica's configuration file needs.
 type replicaConfig struct {
@@ -130,8 +141,11 @@ func (c replicaConfig) cluster(ref clusterRef, arrays []string) map[string]any {
 	if c.Timing.DryRun {
 		cluster["dryRun"] = true
 	}
-	if c.Timing.EarlyVerdict {
+	switch c.Timing.EarlyVerdict {
+	case EarlyOn:
 		cluster["earlyVerdict"] = map[string]any{"enabled": true}
+	case EarlyOff:
+		cluster["earlyVerdict"] = map[string]any{"enabled": false}
 	}
 	return cluster
 }

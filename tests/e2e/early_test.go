@@ -30,7 +30,7 @@ func TestEarlyVerdicts(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end: starts a control plane and three fenced processes")
 	}
-	h := Start(t, Options{Nodes: 6, Timing: ClusterTiming{EarlyVerdict: true, StormLimit: "3"}})
+	h := Start(t, Options{Nodes: 6, Timing: ClusterTiming{EarlyVerdict: EarlyOn, StormLimit: "3"}})
 	h.WaitLeader(waitLeader)
 	nodes := h.NodesOf(ClusterName)
 	require.GreaterOrEqual(t, len(nodes), 6)

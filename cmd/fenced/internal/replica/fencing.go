@@ -248,6 +248,11 @@ func (f *fencing) newRunner(cr *clusterRuntime, metrics *detector.Metrics) error
 	if err != nil {
 		return err
 	}
+	if on, why := cr.cfg.EarlyVerdictOn(); on {
+		f.log.Info("early verdicts on", "cluster", cr.cfg.Name, "after", pol.Early.After, "kubeletProbes", pol.Early.KubeletProbes, "ioWindow", pol.Early.IOWindow)
+	} else {
+		f.log.Info("early verdicts off: every verdict waits for the heartbeat grace", "cluster", cr.cfg.Name, "reason", why)
+	}
 	arrays := map[string]detector.HealthSource{}
 	for _, name := range cr.cfg.Arrays {
 		if a, ok := f.reg.Get(name); ok {

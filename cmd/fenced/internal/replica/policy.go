@@ -41,7 +41,8 @@ func detectorPolicy(c configs.Cluster) (detector.Policy, error) {
 		}
 		p.MaxUnhealthy = l
 	}
-	if e := c.EarlyVerdict; e.Enabled {
+	if on, _ := c.EarlyVerdictOn(); on {
+		e := c.EarlyVerdict
 		p.Early = detector.EarlyPolicy{Enabled: true, After: e.After, KubeletProbes: e.KubeletProbes, IOWindow: e.IOWindow}
 	}
 	p.ProbeAfter = min(p.ProbeAfter, p.HeartbeatGrace/2)

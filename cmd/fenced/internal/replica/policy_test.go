@@ -44,8 +44,19 @@ func TestDetectorPolicyFromConfig(t *testing.T) {
 	c.Name = "c1"
 	p, err = detectorPolicy(c)
 	require.NoError(t, err)
-	assert.False(t, p.Early.Enabled, "early verdicts are off by default")
-	c.EarlyVerdict.Enabled, c.EarlyVerdict.KubeletProbes = true, 4
+	assert.False(t, p.Early.Enabled, "the default is on only for a cluster with arrays to witness")
+	c.Arrays = []string{"pflex-1"}
+	p, err = detectorPolicy(c)
+	require.NoError(t, err)
+	assert.True(t, p.Early.Enabled, "early verdicts are on by default on a cluster with arrays")
+	off := false
+	c.EarlyVerdict.Enabled = &off
+	p, err = detectorPolicy(c)
+	require.NoError(t, err)
+	assert.False(t, p.Early.Enabled, "turned off")
+	on := true
+	c.Arrays = nil
+	c.EarlyVerdict.Enabled, c.EarlyVerdict.KubeletProbes = &on, 4
 	p, err = detectorPolicy(c)
 	require.NoError(t, err)
 	assert.Equal(t, detector.EarlyPolicy{Enabled: true, After: 12 * time.Second, KubeletProbes: 4, IOWindow: 6 * time.Second}, p.Early)
