@@ -78,8 +78,8 @@ func TestSizesFlag(t *testing.T) {
 	assert.Equal(t, "250,500,1000", s.String())
 	require.NoError(t, s.Set("0"))
 	assert.Empty(t, s, "0: skip")
-	assert.Error(t, s.Set("250,many"))
-	assert.Error(t, s.Set("-5"))
+	require.Error(t, s.Set("250,many"))
+	require.Error(t, s.Set("-5"))
 
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	var p params

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
@@ -88,9 +87,9 @@ func TestEarlyVerdicts(t *testing.T) {
 	early, grace := opened[pf], opened[nfs]
 	t.Logf("PowerFlex node opened %.1f s after its last renewal (%s); PowerScale node %.1f s (%s)",
 		early.OpenedAt.Sub(renewPF).Seconds(), early.Reason, grace.OpenedAt.Sub(renewNFS).Seconds(), grace.Reason)
-	assert.True(t, strings.Contains(early.Reason, stonith.EarlyReason), "the PowerFlex node's fence: %s", early.Reason)
+	assert.Contains(t, early.Reason, stonith.EarlyReason, "the PowerFlex node's fence")
 	assert.Less(t, early.OpenedAt.Sub(renewPF), 40*time.Second, "the early verdict came before the grace")
-	assert.False(t, strings.Contains(grace.Reason, stonith.EarlyReason), "the PowerScale node's fence: %s", grace.Reason)
+	assert.NotContains(t, grace.Reason, stonith.EarlyReason, "the PowerScale node's fence")
 	assert.GreaterOrEqual(t, grace.OpenedAt.Sub(renewNFS), 40*time.Second, "a witness without session state waits for the grace")
 
 	rep := h.Check()
