@@ -69,6 +69,15 @@ func targets(r *Results) string {
 		if !sr.Early && rec.med > 15 {
 			b.WriteString(" Why: the verdict waits for the heartbeat grace (40 s after the last renewal) even when every witness agrees; early verdicts (`earlyVerdict`) are what shortens it.")
 		}
+		if sr.Early && rec.med > 15 {
+			verdict := summarize(present(field(good, func(t Trial) float64 { return t.fromRenewal().Verdict })))
+			fence := summarize(field(good, func(t Trial) float64 { return t.FenceTime }))
+			evict := summarize(field(good, func(t Trial) float64 { return t.EvictionTime }))
+			fmt.Fprintf(&b, " Why: the early verdict comes %.1f s after the last renewal (medians): the heartbeat must be `after` (12 s) old, then the "+
+				"arrays must report the node gone for `ioWindow` (6 s), sampled from then on, plus up to one poll (2 s); the fence then takes %.2f s "+
+				"(PowerFlex unmaps and reads back the node's volumes one at a time) and the eviction %.2f s. The power-off comes a renewal phase "+
+				"after the last renewal, so what the workload sees is that much shorter.", verdict.med, fence.med, evict.med)
+		}
 		b.WriteString("\n")
 	}
 	if r.Failover != nil {
