@@ -247,21 +247,83 @@ func (c *chaos) nodesIn(states ...testbed.NodeState) []string {
 // step injects or heals one fault, chosen at random among those that make
 // sense in the current state.
 func (c *chaos) step() {
-	type action struct {
-		weight int
-		run    func()
-	}
-	var acts []action
-	add := func(ok bool, w int, f func()) {
-		if ok {
-			acts = append(acts, action{w, f})
-		}
-	}
+	var acts actions
+	add := acts.add
 	h := c.h
 	down := c.nodesIn(testbed.NodeKilled, testbed.NodeHung)
 	up := c.nodesIn(testbed.NodeUp)
+	c.groupFaults(add, 3)
+	add(len(down) < c.cfg.MaxNodesDown && len(up) > 0, 5, func() {
+		n := c.pick(up)
+		c.logf("node %s dies", n)
+		h.KillNode(n)
+		c.nodeState[n] = testbed.NodeKilled
+		c.markDead(n)
+	})
+	add(len(down) < c.cfg.MaxNodesDown && len(up) > 0, 2, func() {
+		n := c.pick(up)
+		c.logf("node %s hangs (kubelet up, heartbeat lost)", n)
+		h.HangNode(n)
+		c.nodeState[n] = testbed.NodeHung
+		c.markDead(n)
+	})
+	add(len(down) > 0, 4, func() {
+		n := c.pick(down)
+		c.logf("node %s reboots", n)
+		h.RebootNode(n)
+		c.nodeState[n] = testbed.NodeUp
+		c.markUp(n)
+	})
+	add(len(down) > 0, 2, func() {
+		n := c.pick(down)
+		c.logf("node %s returns without a reboot", n)
+		h.ReturnNode(n)
+		c.nodeState[n] = testbed.NodeUp
+		c.markUp(n)
+	})
+	acts.runOne(c.rng)
+}
+
+// actions are the faults a step may inject, each with its weight.
+type actions []action
+
+type action struct {
+	weight int
+	run    func()
+}
+
+// add offers f with weight w when ok.
+func (a *actions) add(ok bool, w int, f func()) {
+	if ok {
+		*a = append(*a, action{w, f})
+	}
+}
+
+// runOne runs one action, drawn in proportion to the weights.
+func (a actions) runOne(rng *rand.Rand) {
+	total := 0
+	for _, x := range a {
+		total += x.weight
+	}
+	r := rng.IntN(total)
+	for _, x := range a {
+		if r < x.weight {
+			x.run()
+			return
+		}
+		r -= x.weight
+	}
+}
+
+// groupFaults offers the faults of the replicas, the apiserver and the
+// arrays, common to both profiles, in a fixed order (seeded schedules
+// replay): replica kill -9 (weight kill) and restart, partitions and
+// heals, apiserver cuts and reconnections, array outages and returns, an
+// apiserver restart.
+func (c *chaos) groupFaults(add func(bool, int, func()), kill int) {
+	h := c.h
 	calm := c.disturbedReplicas() == 0
-	add(calm, 3, func() {
+	add(calm, kill, func() {
 		id := c.leaderOrAny()
 		c.logf("kill -9 replica %s", id)
 		h.KillReplica(id)
@@ -315,46 +377,6 @@ func (c *chaos) step() {
 			c.logf("  restart failed: %v", err)
 		}
 	})
-	add(len(down) < c.cfg.MaxNodesDown && len(up) > 0, 5, func() {
-		n := c.pick(up)
-		c.logf("node %s dies", n)
-		h.KillNode(n)
-		c.nodeState[n] = testbed.NodeKilled
-		c.markDead(n)
-	})
-	add(len(down) < c.cfg.MaxNodesDown && len(up) > 0, 2, func() {
-		n := c.pick(up)
-		c.logf("node %s hangs (kubelet up, heartbeat lost)", n)
-		h.HangNode(n)
-		c.nodeState[n] = testbed.NodeHung
-		c.markDead(n)
-	})
-	add(len(down) > 0, 4, func() {
-		n := c.pick(down)
-		c.logf("node %s reboots", n)
-		h.RebootNode(n)
-		c.nodeState[n] = testbed.NodeUp
-		c.markUp(n)
-	})
-	add(len(down) > 0, 2, func() {
-		n := c.pick(down)
-		c.logf("node %s returns without a reboot", n)
-		h.ReturnNode(n)
-		c.nodeState[n] = testbed.NodeUp
-		c.markUp(n)
-	})
-	total := 0
-	for _, a := range acts {
-		total += a.weight
-	}
-	r := c.rng.IntN(total)
-	for _, a := range acts {
-		if r < a.weight {
-			a.run()
-			return
-		}
-		r -= a.weight
-	}
 }
 
 func mapKeys[V any](m map[string]V) []string {

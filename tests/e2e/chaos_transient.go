@@ -113,16 +113,8 @@ func (c *chaos) wasDead(node string, t time.Time) bool {
 // their nodes' storage paths up all along) — and real node deaths and
 // reboots, so that verdicts, early or at the grace, are taken too.
 func (c *chaos) stepTransient() {
-	type action struct {
-		weight int
-		run    func()
-	}
-	var acts []action
-	add := func(ok bool, w int, f func()) {
-		if ok {
-			acts = append(acts, action{w, f})
-		}
-	}
+	var acts actions
+	add := acts.add
 	h := c.h
 	down := c.nodesIn(testbed.NodeKilled, testbed.NodeHung)
 	var up []string
@@ -131,62 +123,8 @@ func (c *chaos) stepTransient() {
 			up = append(up, n)
 		}
 	}
-	calm := c.disturbedReplicas() == 0
 	quiet := len(c.pending) == 0 && len(down) == 0
-	add(calm, 2, func() {
-		id := c.leaderOrAny()
-		c.logf("kill -9 replica %s", id)
-		h.KillReplica(id)
-		c.replicaDown[id] = true
-	})
-	add(len(keys(c.replicaDown)) > 0, 4, func() {
-		id := c.pick(keys(c.replicaDown))
-		c.logf("restart replica %s", id)
-		h.StartReplica(id)
-		c.replicaDown[id] = false
-	})
-	add(calm, 2, func() {
-		id := c.leaderOrAny()
-		c.logf("partition replica %s from its peers", id)
-		h.PartitionReplica(id)
-		c.replicaCut[id] = true
-	})
-	add(len(keys(c.replicaCut)) > 0, 4, func() {
-		id := c.pick(keys(c.replicaCut))
-		c.logf("heal the partition of replica %s", id)
-		h.HealReplica(id)
-		c.replicaCut[id] = false
-	})
-	add(len(keys(c.apiCut)) == 0, 2, func() {
-		id := c.leaderOrAny()
-		c.logf("cut replica %s from the apiserver", id)
-		h.CutAPIServer(id)
-		c.apiCut[id] = true
-	})
-	add(len(keys(c.apiCut)) > 0, 4, func() {
-		id := c.pick(keys(c.apiCut))
-		c.logf("reconnect replica %s to the apiserver", id)
-		h.HealAPIServer(id)
-		c.apiCut[id] = false
-	})
-	add(len(keys(c.arrayCut)) == 0, 2, func() {
-		name := c.pick(mapKeys(h.Arrays))
-		c.logf("array %s API down", name)
-		h.ArrayDown(name)
-		c.arrayCut[name] = true
-	})
-	add(len(keys(c.arrayCut)) > 0, 4, func() {
-		name := c.pick(keys(c.arrayCut))
-		c.logf("array %s API back", name)
-		h.ArrayUp(name)
-		c.arrayCut[name] = false
-	})
-	add(true, 1, func() {
-		c.logf("restart the apiserver")
-		if err := h.RestartAPIServer(); err != nil {
-			c.logf("  restart failed: %v", err)
-		}
-	})
+	c.groupFaults(add, 2)
 	// An outage blocks the schedule while it lasts, so it starts only
 	// when nothing is due to heal meanwhile.
 	add(quiet, 1, func() {
@@ -247,18 +185,7 @@ func (c *chaos) stepTransient() {
 		c.nodeState[n] = testbed.NodeUp
 		c.markUp(n)
 	})
-	total := 0
-	for _, a := range acts {
-		total += a.weight
-	}
-	r := c.rng.IntN(total)
-	for _, a := range acts {
-		if r < a.weight {
-			a.run()
-			return
-		}
-		r -= a.weight
-	}
+	acts.runOne(c.rng)
 }
 
 // classify counts the fences opened on early verdicts and at the grace
