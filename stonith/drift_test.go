@@ -122,3 +122,30 @@ func TestScanDriftWaitsForSyncAndRunsOnChange(t *testing.T) {
 	w.ctrl.VolumesChanged()
 	require.Eventually(t, func() bool { return len(w.ctrl.Status().Unplaced) == 1 }, 5*time.Second, 5*time.Millisecond)
 }
+
+// TestUnprotectedGaugeFollowsEachNode: the gauge changes with the node's
+// entry in /status, not at the end of a sweep over every node, so a
+// scrape never disagrees with the status read just before it.
+func TestUnprotectedGaugeFollowsEachNode(t *testing.T) {
+	w := newWorld(t)
+	w.fp.mu.Lock()
+	w.fp.pvs = []arrayclients.KubeVolume{{PV: "pv-far", Driver: arrayclients.DriverPowerFlex, Handle: "a9-0001"}}
+	w.fp.mu.Unlock()
+	w.fp.attach("n1", "pv-far", "a9")
+	gauge := func() float64 {
+		return testutil.ToFloat64(w.ctrl.metrics.unprotected.WithLabelValues("c1", string(arrayclients.GapArrayNotConfigured)))
+	}
+	cl := w.ctrl.clusters["c1"]
+	require.NotNil(t, cl)
+
+	w.ctrl.evaluateProtection(t.Context(), cl, "n1")
+	st := w.ctrl.Status()
+	require.Len(t, st.Unprotected, 1, "%+v", st.Unprotected)
+	assert.Equal(t, "n1", st.Unprotected[0].Node)
+	assert.InDelta(t, 1.0, gauge(), 0, "the gauge moved with the status entry")
+
+	w.fp.detach("n1")
+	w.ctrl.evaluateProtection(t.Context(), cl, "n1")
+	assert.Empty(t, w.ctrl.Status().Unprotected)
+	assert.InDelta(t, 0.0, gauge(), 0, "the gauge moved back with the status entry")
+}

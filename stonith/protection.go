@@ -159,7 +159,13 @@ func (c *Controller) setProtection(ctx context.Context, cl *clusterRuntime, node
 	if len(gaps) == 0 {
 		delete(c.protection, k)
 		c.mu.Unlock()
-		if st != nil && st.reported != "" && leading {
+		if st == nil {
+			return
+		}
+		// The gauge follows the map at once, so /status and
+		// /metrics never disagree for a whole sweep.
+		c.updateUnprotectedGauge()
+		if st.reported != "" && leading {
 			c.log.Info("node is protected again: every volume of its footprint can be cut", "cluster", cl.Name, "node", node)
 		}
 		return
@@ -168,6 +174,7 @@ func (c *Controller) setProtection(ctx context.Context, cl *clusterRuntime, node
 		st = &protectionState{Unprotected: Unprotected{Cluster: cl.Name, Node: node, Since: c.clk.Now().UTC()}}
 		c.protection[k] = st
 	}
+	changed := st.key != key
 	st.key = key
 	st.Gaps = slices.Clone(gaps)
 	report := leading && st.reported != key
@@ -175,6 +182,9 @@ func (c *Controller) setProtection(ctx context.Context, cl *clusterRuntime, node
 		st.reported = key
 	}
 	c.mu.Unlock()
+	if changed {
+		c.updateUnprotectedGauge()
+	}
 	if !report {
 		return
 	}
