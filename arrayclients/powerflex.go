@@ -390,20 +390,27 @@ func (a *PowerFlexAdapter) applySDC(k powerFlexCall, p Plan, e PowerFlexEntries)
 			unmap[vc.Object] = "footprint volume " + vc.Volume + " (" + vc.Object + ")"
 		}
 	}
+	var vols []string
 	for _, vol := range slices.Sorted(maps.Keys(unmap)) {
-		m := unmap[vol]
-		if !slices.ContainsFunc(cur, func(c PowerFlexMapping) bool { return c.VolumeID == vol }) {
-			continue
-		}
-		err := a.unmapHost(k, e, vol)
-		if powerFlexIs(err, pflexMsgNotMapped) || powerFlexIs(err, pflexMsgNoVolume) {
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("unmap %s: %w", m, err)
+		if slices.ContainsFunc(cur, func(c PowerFlexMapping) bool { return c.VolumeID == vol }) {
+			vols = append(vols, vol)
 		}
 	}
-	return nil
+	// One call per volume, side by side on the pool's idle clients: the
+	// MDM takes them independently, as it does from csi-vxflexos, whose
+	// ControllerUnpublishVolume unmaps one volume per call and is driven
+	// by the external-attacher's concurrent workers (--worker-threads,
+	// 10 by default) when a node's pods move.
+	return a.pool.each(k, vols, func(k powerFlexCall, vol string) error {
+		err := a.unmapHost(k, e, vol)
+		if powerFlexIs(err, pflexMsgNotMapped) || powerFlexIs(err, pflexMsgNoVolume) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("unmap %s: %w", unmap[vol], err)
+		}
+		return nil
+	})
 }
 
 // powerFlexVerify compares the planned mappings with the current ones.

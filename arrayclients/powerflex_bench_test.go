@@ -17,16 +17,18 @@ import (
 const pflexBenchConcurrency = 8
 
 // BenchmarkPowerFlexFenceLatency measures one fence (Plan, Apply, Verify of
-// a node with three volumes; the identity is resolved beforehand, as the
-// ledger holds it) against the simulator with 20 ms of injected latency per
-// request, for one node and for 50 nodes at once with at most
+// a node; the identity is resolved beforehand, as the ledger holds it)
+// against the simulator with 20 ms of injected latency per request: one
+// node with three volumes, one with twelve (the bench's single-node
+// death), and 50 nodes of three at once with at most
 // pflexBenchConcurrency fences in flight. Each iteration is undone outside
 // the timer.
 func BenchmarkPowerFlexFenceLatency(b *testing.B) {
-	for _, nodes := range []int{1, 50} {
-		b.Run(fmt.Sprintf("nodes=%d", nodes), func(b *testing.B) {
+	for _, c := range []struct{ nodes, vols int }{{1, 3}, {1, 12}, {50, 3}} {
+		nodes := c.nodes
+		b.Run(fmt.Sprintf("nodes=%d/vols=%d", nodes, c.vols), func(b *testing.B) {
 			ctx := context.Background()
-			e := startPowerFlex(b, pflexManyNodes(nodes, 3), arrayclients.Options{}, 10*time.Second)
+			e := startPowerFlex(b, pflexManyNodes(nodes, c.vols), arrayclients.Options{}, 10*time.Second)
 			e.srv.SetAuditLimit(10000)
 			ids := make([]arrayclients.Identity, nodes)
 			for i := range nodes {

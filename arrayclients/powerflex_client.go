@@ -144,6 +144,62 @@ func (p *powerFlexPool) with(ctx context.Context, fn func(k powerFlexCall) error
 	return powerFlexClassify(fn(powerFlexCall{c: conn.c, ctx: ctx}))
 }
 
+// each runs fn for every item, on the leased call k and on as many more
+// of the pool's clients as are idle now (at most one per item): a fence's
+// per-volume calls run side by side, and the pool still bounds how many
+// calls reach the array at once. It never waits for a client, so fences
+// holding one each cannot wait on one another. It must run inside with
+// (which holds powerFlexGate shared). The error is the first item's in
+// the items' order.
+func (p *powerFlexPool) each(k powerFlexCall, items []string, fn func(k powerFlexCall, item string) error) error {
+	calls := []powerFlexCall{k}
+	var leased []*powerFlexConn
+	defer func() {
+		for _, c := range leased {
+			p.idle <- c
+		}
+	}()
+	for len(calls) < len(items) {
+		var conn *powerFlexConn
+		select {
+		case conn = <-p.idle:
+		default:
+		}
+		if conn == nil {
+			break
+		}
+		leased = append(leased, conn)
+		if !conn.authed {
+			if _, err := conn.c.WithContext(k.ctx).Authenticate(p.connectConfig()); err != nil {
+				break // the calls leased so far do the work
+			}
+			conn.authed = true
+		}
+		calls = append(calls, powerFlexCall{c: conn.c, ctx: k.ctx})
+	}
+	errs := make([]error, len(items))
+	next := make(chan int, len(items))
+	for i := range items {
+		next <- i
+	}
+	close(next)
+	var wg sync.WaitGroup
+	for _, c := range calls {
+		wg.Go(func() {
+			for i := range next {
+				errs[i] = fn(c, items[i])
+			}
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // powerFlexCall is a leased client plus the call's context.
 type powerFlexCall struct {
 	c   *goscaleio.Client

@@ -218,7 +218,8 @@ func TestPowerFlexApplyInterruptedThenRetried(t *testing.T) {
 	var entries arrayclients.PowerFlexEntries
 	require.NoError(t, json.Unmarshal(plan.Entries, &entries))
 
-	// The connection is reset when the third volume is unmapped.
+	// The connection is reset when one volume (the plan's third) is
+	// unmapped.
 	third := entries.Mappings[2].VolumeID
 	fid := e.srv.AddFault(simcore.Fault{Kind: simcore.FaultReset, Path: "Volume::" + third + "/action/removeMappedSdc$"})
 	err = e.adapter.Apply(ctx, plan)
@@ -233,7 +234,9 @@ func TestPowerFlexApplyInterruptedThenRetried(t *testing.T) {
 	v, err := e.adapter.Verify(ctx, plan)
 	require.NoError(t, err)
 	assert.False(t, v.Fenced)
-	require.Len(t, v.Remaining, 2, "the third and fourth volumes are still mapped")
+	// The unmaps run side by side: the one reset is still mapped, the
+	// others were unmapped all the same.
+	require.Len(t, v.Remaining, 1, "only the volume whose unmap was reset is still mapped")
 	assert.Contains(t, v.Remaining[0], third)
 
 	require.True(t, e.srv.RemoveFault(fid))
@@ -557,4 +560,52 @@ func TestPowerFlexHTTPWithInsecure(t *testing.T) {
 	_, err = a.Resolve(context.Background(), pflexW2)
 	require.NoError(t, err)
 	require.NotErrorIs(t, err, arrayclients.ErrNoIdentity)
+}
+
+// pflexPoolSize is the adapter's client pool (powerFlexClients): the most
+// calls it may have on one array at once.
+const pflexPoolSize = 8
+
+// TestPowerFlexUnmapsSideBySideWithinThePool: a node's volumes are
+// unmapped by concurrent calls, and however many fences run together the
+// array never sees more calls at once than the pool holds. The simulator
+// counts the requests it serves at once; 30 ms of latency per request
+// makes concurrent calls overlap.
+func TestPowerFlexUnmapsSideBySideWithinThePool(t *testing.T) {
+	ctx := context.Background()
+	const nodes, vols = 12, 12
+	e := startPowerFlex(t, pflexManyNodes(nodes, vols), arrayclients.Options{}, 10*time.Second)
+	plans := make([]arrayclients.Plan, nodes)
+	for i := range nodes {
+		id, err := e.adapter.Resolve(ctx, pflexNode(fmt.Sprintf("node-%02d", i), pflexGUID(i)))
+		require.NoError(t, err)
+		plans[i], err = e.adapter.Plan(ctx, id, nil)
+		require.NoError(t, err)
+	}
+	e.srv.AddFault(simcore.Fault{Kind: simcore.FaultLatency, Latency: 30 * time.Millisecond})
+
+	// One fence: its twelve unmaps overlap.
+	e.srv.ResetInFlightPeak()
+	require.NoError(t, e.adapter.Apply(ctx, plans[0]))
+	assert.Greater(t, e.srv.InFlightPeak(), 1, "one node's unmaps ran one at a time")
+	assert.LessOrEqual(t, e.srv.InFlightPeak(), pflexPoolSize)
+	v, err := e.adapter.Verify(ctx, plans[0])
+	require.NoError(t, err)
+	assert.True(t, v.Fenced, v.Remaining)
+	assert.Empty(t, e.sim.MappedVolumes("node-00"))
+
+	// Eleven fences at once: still no more calls than the pool.
+	e.srv.ResetInFlightPeak()
+	var wg sync.WaitGroup
+	errs := make([]error, nodes)
+	for i := 1; i < nodes; i++ {
+		wg.Go(func() { errs[i] = e.adapter.Apply(ctx, plans[i]) })
+	}
+	wg.Wait()
+	for i := 1; i < nodes; i++ {
+		require.NoError(t, errs[i], "node-%02d", i)
+		assert.Empty(t, e.sim.MappedVolumes(fmt.Sprintf("node-%02d", i)))
+	}
+	assert.LessOrEqual(t, e.srv.InFlightPeak(), pflexPoolSize, "the pool bounds the calls on the array")
+	assert.Greater(t, e.srv.InFlightPeak(), 1)
 }

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -36,6 +37,10 @@ type Server struct {
 	// check compares tracked audits with full snapshots (SetAuditCheck).
 	check  AuditCheck
 	checks AuditCheckReport
+
+	// inFlight and inFlightPeak count the array API requests being
+	// served, and the most at once (InFlightPeak).
+	inFlight, inFlightPeak atomic.Int64
 
 	mu         sync.Mutex
 	faults     []*activeFault
@@ -193,12 +198,25 @@ func (s *Server) Faults() []Fault {
 	return out
 }
 
+// InFlightPeak returns the most array API requests served at once since
+// the server started or the last ResetInFlightPeak: how many calls a
+// client had on the array together.
+func (s *Server) InFlightPeak() int { return int(s.inFlightPeak.Load()) }
+
+// ResetInFlightPeak starts the count of InFlightPeak again.
+func (s *Server) ResetInFlightPeak() { s.inFlightPeak.Store(s.inFlight.Load()) }
+
 // ServeHTTP serves /_sim/* admin endpoints; everything else goes through
 // fault injection and the audit log to the family.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path == "/_sim" || strings.HasPrefix(r.URL.Path, "/_sim/") {
 		s.serveAdmin(w, r)
 		return
+	}
+	n := s.inFlight.Add(1)
+	defer s.inFlight.Add(-1)
+	for peak := s.inFlightPeak.Load(); n > peak && !s.inFlightPeak.CompareAndSwap(peak, n); {
+		peak = s.inFlightPeak.Load()
 	}
 	body, _ := io.ReadAll(r.Body)
 	r.Body = io.NopCloser(bytes.NewReader(body))
