@@ -6,6 +6,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -153,30 +155,47 @@ func (c *Controller) stepEvict(ctx context.Context, l Leadership, cl *clusterRun
 		return done, fmt.Errorf("fence %s: %w", f.ID, err)
 	}
 	start := c.clk.Now()
-	var deleted []string
+	var evict []*corev1.Pod
 	for i := range pods {
-		p := &pods[i]
-		if !cl.evictable(p) {
-			continue
+		if cl.evictable(&pods[i]) {
+			evict = append(evict, &pods[i])
 		}
-		if err := c.verifyLeader(ctx, l); err != nil {
-			return done, err
-		}
-		kctx, cancel := context.WithTimeout(ctx, c.cfg.KubeTimeout)
-		if err := cl.Kube.Event(kctx, kube.PodTarget(p), corev1.EventTypeWarning, "FencedPodDeleted", f.ID,
-			fmt.Sprintf("force-deleting pod: node %s is fenced by %s on every array", f.Node, f.ID)); err != nil {
-			c.log.Warn("record event on pod", "cluster", cl.Name, "pod", p.Namespace+"/"+p.Name, "error", err)
-		}
-		gone, err := cl.Kube.ForceDeletePod(kctx, p.Namespace, p.Name, p.UID)
-		cancel()
-		if err != nil {
-			return done, fmt.Errorf("fence %s: %w", f.ID, err)
-		}
-		if gone {
-			c.metrics.podDeleted(cl.Name)
+	}
+	// Side by side, at most evictWorkers at once: each pod's deletion is
+	// its own leadership check, Event and UID-preconditioned delete, so
+	// their order does not matter, and one node's pods cost about one
+	// round of API calls instead of one per pod.
+	gone := make([]bool, len(evict))
+	errs := make([]error, len(evict))
+	work := make(chan int, len(evict))
+	for i := range evict {
+		work <- i
+	}
+	close(work)
+	var wg sync.WaitGroup
+	var failed atomic.Bool // after an error no further pod is started
+	for range min(evictWorkers, len(evict)) {
+		wg.Go(func() {
+			for i := range work {
+				if failed.Load() {
+					continue
+				}
+				if gone[i], errs[i] = c.deletePod(ctx, l, cl, f, evict[i]); errs[i] != nil {
+					failed.Store(true)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	var deleted []string
+	for i, p := range evict {
+		if gone[i] {
 			deleted = append(deleted, p.Namespace+"/"+p.Name)
-			c.log.Info("force-deleted pod", "cluster", cl.Name, "node", f.Node, "fenceID", f.ID, "pod", p.Namespace+"/"+p.Name,
-				"uid", string(p.UID))
+		}
+	}
+	for _, err := range errs {
+		if err != nil {
+			return done, err
 		}
 	}
 	c.metrics.stepDuration(cl.Name, "evict", c.clk.Since(start))
@@ -210,6 +229,37 @@ func (c *Controller) stepEvict(ctx context.Context, l Leadership, cl *clusterRun
 		return done, err
 	}
 	return waitFor(c.cfg.Resync), nil
+}
+
+// evictWorkers is how many of a fenced node's pods are force-deleted at
+// once. The pipeline's Kubernetes client allows bursts of 200 requests
+// (kube.Config FenceBurst), so the API server sees at most a few dozen
+// calls from one node's eviction.
+const evictWorkers = 8
+
+// deletePod force-deletes one pod of fenced node f, after checking this
+// replica still leads and recording an Event on the pod. It reports
+// whether the pod was deleted (false: already gone or replaced).
+func (c *Controller) deletePod(ctx context.Context, l Leadership, cl *clusterRuntime, f *ledger.Fence, p *corev1.Pod) (bool, error) {
+	if err := c.verifyLeader(ctx, l); err != nil {
+		return false, err
+	}
+	kctx, cancel := context.WithTimeout(ctx, c.cfg.KubeTimeout)
+	defer cancel()
+	if err := cl.Kube.Event(kctx, kube.PodTarget(p), corev1.EventTypeWarning, "FencedPodDeleted", f.ID,
+		fmt.Sprintf("force-deleting pod: node %s is fenced by %s on every array", f.Node, f.ID)); err != nil {
+		c.log.Warn("record event on pod", "cluster", cl.Name, "pod", p.Namespace+"/"+p.Name, "error", err)
+	}
+	gone, err := cl.Kube.ForceDeletePod(kctx, p.Namespace, p.Name, p.UID)
+	if err != nil {
+		return false, fmt.Errorf("fence %s: %w", f.ID, err)
+	}
+	if gone {
+		c.metrics.podDeleted(cl.Name)
+		c.log.Info("force-deleted pod", "cluster", cl.Name, "node", f.Node, "fenceID", f.ID, "pod", p.Namespace+"/"+p.Name,
+			"uid", string(p.UID))
+	}
+	return gone, nil
 }
 
 // evictedBefore reports whether the fence was evicted before: it went back

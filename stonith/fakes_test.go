@@ -358,6 +358,11 @@ type fakeKube struct {
 	detaching map[string][]string
 	// attached: node -> PVs the API server shows attached (AttachedPVs).
 	attached map[string][]string
+	// deleteDelay makes each ForceDeletePod take this long (outside the
+	// lock), so deletions that run side by side overlap; inDeletes and
+	// peakDeletes count them.
+	deleteDelay            time.Duration
+	inDeletes, peakDeletes int
 }
 
 func newFakeKube(log *opLog) *fakeKube {
@@ -520,7 +525,14 @@ func (k *fakeKube) RemoveTaints(_ context.Context, node string, taints ...corev1
 
 func (k *fakeKube) ForceDeletePod(_ context.Context, ns, name string, uid types.UID) (bool, error) {
 	k.mu.Lock()
+	k.inDeletes++
+	k.peakDeletes = max(k.peakDeletes, k.inDeletes)
+	delay := k.deleteDelay
+	k.mu.Unlock()
+	time.Sleep(delay)
+	k.mu.Lock()
 	defer k.mu.Unlock()
+	defer func() { k.inDeletes-- }()
 	if k.apiErr != nil {
 		return false, k.apiErr
 	}

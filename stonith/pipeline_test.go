@@ -3,6 +3,7 @@ package stonith
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -110,6 +111,36 @@ func TestPipelineFencesVerifiesTaintsEvicts(t *testing.T) {
 		assert.InDelta(t, 1.0, value(w.ctrl.metrics.fences.WithLabelValues("c1", ResultRestored)), 0)
 		assert.Equal(t, 1, w.kube.eventReasons()["NodeUnfenced"])
 	})
+}
+
+// TestEvictionDeletesPodsSideBySide: a fenced node's pods are deleted by
+// concurrent calls, never more than evictWorkers at once, and every one
+// gets its Event and is counted.
+func TestEvictionDeletesPodsSideBySide(t *testing.T) {
+	w := newWorld(t)
+	const extra = 12
+	for i := range extra {
+		w.kube.addPod("db", fmt.Sprintf("big-%d", i), "n1", true, nil)
+	}
+	w.kube.mu.Lock()
+	w.kube.deleteDelay = 20 * time.Millisecond
+	w.kube.mu.Unlock()
+	_, stop := w.lead()
+	defer stop()
+	w.verdict("n1", detector.Failed)
+	w.waitState(ledger.StateEvicted)
+
+	pods, _ := w.kube.PodsOnNode(t.Context(), "n1")
+	require.Len(t, pods, 1, "only the unprotected, non-StatefulSet pod stays")
+	w.kube.mu.Lock()
+	peak := w.kube.peakDeletes
+	w.kube.mu.Unlock()
+	assert.Greater(t, peak, 1, "the pods were deleted one at a time")
+	assert.LessOrEqual(t, peak, evictWorkers)
+	assert.Equal(t, extra+3, w.kube.eventReasons()["FencedPodDeleted"])
+	assert.InDelta(t, float64(extra+3), value(w.ctrl.metrics.podsDeleted.WithLabelValues("c1")), 0)
+	f := w.group.fence("c1", "n1")
+	assert.Contains(t, f.Steps[len(f.Steps)-1].Note, fmt.Sprintf("force-deleted %d pods", extra+3))
 }
 
 func TestArrayFaultBlocksTaintAndDelete(t *testing.T) {
