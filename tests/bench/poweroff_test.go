@@ -307,3 +307,23 @@ func TestResultsRoundTrip(t *testing.T) {
 	assert.Contains(t, md, "(all fenced 0 s, all evicted 51 s; from power-off 47 s and 48 s; first to last eviction 5 s).")
 	assert.Contains(t, md, "**From power-off**", "the header says what power-off means")
 }
+
+// TestKillPhasesSpreadOverTheRenewalCycle: the trials' power-offs cover
+// the renewal cycle evenly, so the figures from the power-off average
+// over where in its cycle a node dies.
+func TestKillPhasesSpreadOverTheRenewalCycle(t *testing.T) {
+	const n = 20
+	var sum time.Duration
+	prev := time.Duration(-1)
+	for i := range n {
+		ph := killPhase(i, n)
+		assert.Greater(t, ph, prev, "phases ascend")
+		assert.Positive(t, ph)
+		assert.Less(t, ph, renewInterval)
+		prev = ph
+		sum += ph
+	}
+	assert.Equal(t, renewInterval/2, sum/n, "the mean phase is half the cycle")
+	assert.Equal(t, renewInterval/2, killPhase(0, 1))
+	assert.Equal(t, renewInterval/2, killPhase(0, 0), "no trials: no division by zero")
+}

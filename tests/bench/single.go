@@ -28,6 +28,9 @@ type Trial struct {
 	// Lease is no longer renewed).
 	LastRenew time.Time `json:"lastRenew"`
 	Killed    time.Time `json:"killed"`
+	// KillPhase is when in the renewal cycle the power-off was aimed,
+	// in seconds after a renewal (killPhase).
+	KillPhase float64 `json:"killPhaseSeconds,omitempty"`
 	// Verdict is when the acting leader logged the Failed verdict; Intent,
 	// Fenced, Evicted the ledger steps' times; Recovered when every
 	// replacement pod ran.
@@ -100,13 +103,13 @@ func runSingle(t *e2e.Standalone, p params) (*SingleResults, *FailoverResult, er
 	}
 	for i := range p.Trials {
 		v, spare := next()
-		tr := trial(h, p, fmt.Sprintf("s%d", i), v, spare, false)
+		tr := trial(h, p, fmt.Sprintf("s%d", i), v, spare, killPhase(i, p.Trials), false)
 		single.Trials = append(single.Trials, tr)
 		fmt.Fprintf(os.Stderr, "single %d/%d: %s\n", i+1, p.Trials, tr.line())
 	}
 	for i := range p.Failover {
 		v, spare := next()
-		tr := trial(h, p, fmt.Sprintf("f%d", i), v, spare, true)
+		tr := trial(h, p, fmt.Sprintf("f%d", i), v, spare, killPhase(i, p.Failover), true)
 		fail.Trials = append(fail.Trials, tr)
 		fmt.Fprintf(os.Stderr, "failover %d/%d: %s\n", i+1, p.Failover, tr.line())
 	}
@@ -128,6 +131,35 @@ func runSingle(t *e2e.Standalone, p params) (*SingleResults, *FailoverResult, er
 	return single, fail, nil
 }
 
+// waitPhase returns phase after one of the node's Lease renewals: after
+// the last one if that moment is still ahead, else after the next one.
+func waitPhase(ctx context.Context, h *e2e.Harness, node string, phase time.Duration) error {
+	last, err := h.CP.LeaseRenewTime(ctx, node)
+	if err != nil {
+		return fmt.Errorf("read the Lease of %s: %w", node, err)
+	}
+	for time.Until(last.Add(phase)) <= 0 {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("wait for a renewal of %s: %w", node, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+		r, err := h.CP.LeaseRenewTime(ctx, node)
+		if err != nil {
+			return fmt.Errorf("read the Lease of %s: %w", node, err)
+		}
+		if r.After(last) {
+			last = r
+		}
+	}
+	select {
+	case <-ctx.Done():
+		return fmt.Errorf("wait for the kill phase of %s: %w", node, ctx.Err())
+	case <-time.After(time.Until(last.Add(phase))):
+	}
+	return nil
+}
+
 func (tr Trial) line() string {
 	if tr.Error != "" {
 		return tr.Node + ": " + tr.Error
@@ -136,19 +168,33 @@ func (tr Trial) line() string {
 		tr.Recovered.Sub(tr.Killed).Seconds(), tr.Recovered.Sub(tr.LastRenew).Seconds())
 }
 
-// trial kills one node carrying p.Pods protected pods and waits until the
-// pods run on spare.
-func trial(h *e2e.Harness, p params, name, victim, spare string, failover bool) Trial {
-	tr := Trial{Node: victim}
+// renewInterval is how often the test bed's kubelets (kwok) renew their
+// node Lease: a quarter of its 40 s duration, as kubelets do by default.
+const renewInterval = 10 * time.Second
+
+// killPhase is where in the victim's renewal cycle trial i of n powers it
+// off: the middles of n equal slices of renewInterval. A real node dies
+// at no particular moment of its kubelet's cycle, so the trials spread
+// evenly over it; powering off as soon as the pods run would tie the
+// phase to the test bed's timing, and the figures from the power-off
+// with it.
+func killPhase(i, n int) time.Duration {
+	return time.Duration((float64(i) + 0.5) / float64(max(n, 1)) * float64(renewInterval))
+}
+
+// trial kills one node carrying p.Pods protected pods, phase after one
+// of its Lease renewals, and waits until the pods run on spare.
+func trial(h *e2e.Harness, p params, name, victim, spare string, phase time.Duration, failover bool) Trial {
+	tr := Trial{Node: victim, KillPhase: phase.Seconds()}
 	ctx, cancel := context.WithTimeout(context.Background(), p.TrialDeadline)
 	defer cancel()
-	if err := tr.run(ctx, h, p, name, victim, spare, failover); err != nil {
+	if err := tr.run(ctx, h, p, name, victim, spare, phase, failover); err != nil {
 		tr.Error = err.Error()
 	}
 	return tr
 }
 
-func (tr *Trial) run(ctx context.Context, h *e2e.Harness, p params, name, victim, spare string, failover bool) error {
+func (tr *Trial) run(ctx context.Context, h *e2e.Harness, p params, name, victim, spare string, phase time.Duration, failover bool) error {
 	cs := h.CP.Client
 	label := "bench-" + name
 	if err := labelNode(ctx, h.CP, victim, label); err != nil {
@@ -160,6 +206,9 @@ func (tr *Trial) run(ctx context.Context, h *e2e.Harness, p params, name, victim
 	}
 	if err := labelNode(ctx, h.CP, spare, label); err != nil {
 		return err
+	}
+	if err := waitPhase(ctx, h, victim, phase); err != nil {
+		return fmt.Errorf("trial %s: %w", name, err)
 	}
 	tr.Killed = time.Now()
 	h.KillNode(victim)
