@@ -106,12 +106,12 @@ func (m *Machine) Evaluate(self Self, now time.Time) Result {
 		age                time.Duration
 		late, early, stale bool
 	}
-	hb := make(map[string]ages, len(names))
-	for _, name := range names {
+	hb := make([]ages, len(names)) // by index in names
+	for i, name := range names {
 		n := m.nodes[name]
 		ref := laterOf(laterOf(n.renewObservedAt, n.firstSeen), m.viewRestoredAt)
 		a := now.Sub(ref)
-		hb[name] = ages{age: a, late: a >= p.ProbeAfter, early: p.Early.Enabled && a >= p.Early.After, stale: a >= p.HeartbeatGrace}
+		hb[i] = ages{age: a, late: a >= p.ProbeAfter, early: p.Early.Enabled && a >= p.Early.After, stale: a >= p.HeartbeatGrace}
 		if doubt != ReasonNone {
 			continue
 		}
@@ -120,7 +120,7 @@ func (m *Machine) Evaluate(self Self, now time.Time) Result {
 			consider(ref.Add(p.Early.After))
 		}
 		consider(ref.Add(p.HeartbeatGrace))
-		if hb[name].stale {
+		if hb[i].stale {
 			if n.phase == phaseHealthy {
 				n.phase = phaseSuspect
 				n.staleSince = ref.Add(p.HeartbeatGrace)
@@ -140,11 +140,11 @@ func (m *Machine) Evaluate(self Self, now time.Time) Result {
 
 	if doubt == ReasonNone {
 		unhealthy := 0
-		for _, name := range names {
+		for i, name := range names {
 			// With early verdicts on, a node counts from the age at which
 			// it may be declared Failed: the guard must hold before the
 			// first early verdict of a storm, not after it.
-			if hb[name].late || hb[name].early || m.nodes[name].phase == phaseFailed {
+			if hb[i].late || hb[i].early || m.nodes[name].phase == phaseFailed {
 				unhealthy++
 			}
 		}
@@ -158,9 +158,10 @@ func (m *Machine) Evaluate(self Self, now time.Time) Result {
 	}
 	res.Storm = m.storm.state
 
-	for _, name := range names {
+	res.Verdicts = make([]Verdict, 0, len(names))
+	for i, name := range names {
 		n := m.nodes[name]
-		a := hb[name]
+		a := hb[i]
 		v := Verdict{Cluster: m.cluster, Node: name, EvaluatedAt: now}
 		v.Evidence = m.evidence(n, a.age, self, now)
 		if doubt == ReasonNone && (a.late || a.early) && n.phase != phaseFailed {
