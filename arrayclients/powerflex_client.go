@@ -145,21 +145,31 @@ func (p *powerFlexPool) with(ctx context.Context, fn func(k powerFlexCall) error
 }
 
 // each runs fn for every item, on the leased call k and on as many more
-// of the pool's clients as are idle now (at most one per item): a fence's
-// per-volume calls run side by side, and the pool still bounds how many
-// calls reach the array at once. It never waits for a client, so fences
-// holding one each cannot wait on one another. It must run inside with
-// (which holds powerFlexGate shared). The error is the first item's in
-// the items' order.
+// of the pool's clients as are idle now (at most one per item), each also
+// taking a spare call from the context (SpareCalls): a fence's per-volume
+// calls run side by side, and the pool and the pipeline's call slots still
+// bound how many requests reach the array at once. It never waits for a
+// client or a spare call, so fences holding one each cannot wait on one
+// another. It must run inside with (which holds powerFlexGate shared). The
+// error is the first item's in the items' order.
 func (p *powerFlexPool) each(k powerFlexCall, items []string, fn func(k powerFlexCall, item string) error) error {
 	calls := []powerFlexCall{k}
 	var leased []*powerFlexConn
+	var releases []func()
 	defer func() {
 		for _, c := range leased {
 			p.idle <- c
 		}
+		for _, r := range releases {
+			r()
+		}
 	}()
 	for len(calls) < len(items) {
+		release, ok := spareCall(k.ctx)
+		if !ok {
+			break
+		}
+		releases = append(releases, release)
 		var conn *powerFlexConn
 		select {
 		case conn = <-p.idle:

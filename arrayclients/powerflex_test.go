@@ -608,4 +608,33 @@ func TestPowerFlexUnmapsSideBySideWithinThePool(t *testing.T) {
 	}
 	assert.LessOrEqual(t, e.srv.InFlightPeak(), pflexPoolSize, "the pool bounds the calls on the array")
 	assert.Greater(t, e.srv.InFlightPeak(), 1)
+
+	// The pipeline's spare call slots bound the side-by-side requests
+	// too: none spare, one at a time; two spare, at most three at once.
+	for _, spare := range []int{0, 2} {
+		require.NoError(t, e.adapter.Undo(ctx, plans[0], arrayclients.RestoreScope{}))
+		var mu sync.Mutex
+		left := spare
+		sctx := arrayclients.WithSpareCalls(ctx, func() (func(), bool) {
+			mu.Lock()
+			defer mu.Unlock()
+			if left == 0 {
+				return nil, false
+			}
+			left--
+			return func() {
+				mu.Lock()
+				left++
+				mu.Unlock()
+			}, true
+		})
+		e.srv.ResetInFlightPeak()
+		require.NoError(t, e.adapter.Apply(sctx, plans[0]))
+		assert.LessOrEqual(t, e.srv.InFlightPeak(), spare+1, "%d spare calls", spare)
+		if spare > 0 {
+			assert.Greater(t, e.srv.InFlightPeak(), 1, "spare calls were used")
+		}
+		assert.Empty(t, e.sim.MappedVolumes("node-00"))
+		assert.Equal(t, spare, left, "every spare call was given back")
+	}
 }

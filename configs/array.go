@@ -39,7 +39,8 @@ type Array struct {
 	// MaxConcurrentCalls bounds the fencing calls (plan, apply, read-back,
 	// undo) in flight to the array at once, over every node being fenced or
 	// restored; more wait in fenced instead of timing out at a busy
-	// management API. Default 8.
+	// management API. A call runs requests side by side (a PowerFlex
+	// fence's per-volume unmaps) only on slots that are free. Default 8.
 	MaxConcurrentCalls int `mapstructure:"maxConcurrentCalls"`
 
 	// PowerFlex holds PowerFlex-only settings.

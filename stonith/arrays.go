@@ -40,8 +40,11 @@ func (c *Controller) sleep(ctx context.Context, d time.Duration) error {
 }
 
 // callArray runs one array call under the per-call deadline and times it.
-// The caller holds one of the array's slots (see arraySlots).
-func (c *Controller) callArray(ctx context.Context, cluster, step string, fn func(ctx context.Context) error) error {
+// The caller holds one of the array's slots (see arraySlots); the call may
+// take the array's free slots for requests it runs beside its own
+// (arrayclients.SpareCalls).
+func (c *Controller) callArray(ctx context.Context, cluster, array, step string, fn func(ctx context.Context) error) error {
+	ctx = arrayclients.WithSpareCalls(ctx, func() (func(), bool) { return c.slots.spare(array) })
 	cctx, cancel := context.WithTimeout(ctx, c.cfg.ArrayTimeout)
 	defer cancel()
 	start := c.clk.Now()
@@ -56,7 +59,7 @@ func (c *Controller) readArray(ctx context.Context, cluster, array string, rank 
 	fn func(ctx context.Context) error) error {
 	var callErr error
 	if err := c.slots.do(ctx, array, rank, func() error {
-		callErr = c.callArray(ctx, cluster, step, fn)
+		callErr = c.callArray(ctx, cluster, array, step, fn)
 		return nil
 	}); err != nil {
 		return err
@@ -74,7 +77,7 @@ func (c *Controller) writeArray(ctx context.Context, l Leadership, cluster, arra
 		if err := c.verifyLeader(ctx, l); err != nil {
 			return err
 		}
-		callErr = c.callArray(ctx, cluster, step, fn)
+		callErr = c.callArray(ctx, cluster, array, step, fn)
 		return nil
 	})
 	return callErr, notLeader

@@ -93,6 +93,23 @@ func (s *arraySlots) do(ctx context.Context, array string, rank time.Time, fn fu
 	return fn()
 }
 
+// spare takes one of the array's slots only if one is free and no call
+// waits for it (a spare never overtakes a waiting fence), for a part of a
+// call that runs beside it (arrayclients.SpareCalls). It never blocks.
+func (s *arraySlots) spare(array string) (release func(), ok bool) {
+	q, has := s.queues[array]
+	if !has {
+		return nil, false
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.free == 0 || q.waiters.Len() > 0 {
+		return nil, false
+	}
+	q.free--
+	return sync.OnceFunc(q.release), true
+}
+
 // release hands the slot to the first waiting call, or frees it.
 func (q *slotQueue) release() {
 	q.mu.Lock()

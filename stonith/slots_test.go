@@ -280,3 +280,51 @@ func TestArraySlotsServeTheOldestFenceFirst(t *testing.T) {
 	assert.Zero(t, queued)
 	mu.Unlock()
 }
+
+// A spare slot (for a part of a call run beside it) is taken only when
+// one is free and no call waits; it never blocks, and released twice it
+// frees one slot.
+func TestArraySlotsSpareNeverOvertakesAWaitingCall(t *testing.T) {
+	var mu sync.Mutex
+	queued := 0
+	s := newArraySlots(map[string]int{"a1": 2}, func(_ string, d int) {
+		mu.Lock()
+		queued += d
+		mu.Unlock()
+	})
+	_, ok := s.spare("nope")
+	assert.False(t, ok, "an array not configured has no spare")
+
+	rel1, ok := s.spare("a1")
+	require.True(t, ok)
+	rel2, ok := s.spare("a1")
+	require.True(t, ok)
+	_, ok = s.spare("a1")
+	assert.False(t, ok, "no slot is free")
+	rel1()
+	rel1()
+	rel3, ok := s.spare("a1")
+	require.True(t, ok, "released once, whatever the calls")
+	_, ok = s.spare("a1")
+	assert.False(t, ok, "a double release freed one slot only")
+
+	// A call waits for a slot: a freed slot goes to it, not to a spare.
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = s.do(context.Background(), "a1", time.Time{}, func() error { return nil })
+	}()
+	require.Eventually(t, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return queued == 1
+	}, 5*time.Second, time.Millisecond)
+	_, ok = s.spare("a1")
+	assert.False(t, ok, "a call waits")
+	rel2()
+	<-done
+	rel4, ok := s.spare("a1")
+	assert.True(t, ok, "the waiting call ran and gave its slot back")
+	rel3()
+	rel4()
+}
