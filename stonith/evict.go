@@ -6,9 +6,9 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"sync/atomic"
 
+	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -167,26 +167,21 @@ func (c *Controller) stepEvict(ctx context.Context, l Leadership, cl *clusterRun
 	// round of API calls instead of one per pod.
 	gone := make([]bool, len(evict))
 	errs := make([]error, len(evict))
-	work := make(chan int, len(evict))
-	for i := range evict {
-		work <- i
-	}
-	close(work)
-	var wg sync.WaitGroup
+	var g errgroup.Group
+	g.SetLimit(evictWorkers)
 	var failed atomic.Bool // after an error no further pod is started
-	for range min(evictWorkers, len(evict)) {
-		wg.Go(func() {
-			for i := range work {
-				if failed.Load() {
-					continue
-				}
-				if gone[i], errs[i] = c.deletePod(ctx, l, cl, f, evict[i]); errs[i] != nil {
-					failed.Store(true)
-				}
+	for i, p := range evict {
+		g.Go(func() error {
+			if failed.Load() {
+				return nil
 			}
+			if gone[i], errs[i] = c.deletePod(ctx, l, cl, f, p); errs[i] != nil {
+				failed.Store(true)
+			}
+			return nil
 		})
 	}
-	wg.Wait()
+	_ = g.Wait() // the errors are in errs, by pod
 	var deleted []string
 	for i, p := range evict {
 		if gone[i] {
