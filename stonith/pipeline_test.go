@@ -88,6 +88,7 @@ func TestPipelineFencesVerifiesTaintsEvicts(t *testing.T) {
 	assert.Equal(t, 1, ev["NodeFenced"])
 	assert.Equal(t, 3, ev["FencedPodDeleted"])
 	assert.Equal(t, 1, ev["FencedPodsDeleted"])
+	w.waitEvictionCounted()
 	assert.InDelta(t, 1.0, value(w.ctrl.metrics.fences.WithLabelValues("c1", ResultEvicted)), 0)
 	assert.InDelta(t, 3.0, value(w.ctrl.metrics.podsDeleted.WithLabelValues("c1")), 0)
 	assert.Equal(t, uint64(1), histCount(w.ctrl.metrics.toEviction.WithLabelValues("c1").(histogram)))
@@ -734,6 +735,7 @@ func TestEvictionWaitsForAVolumeAttachedAfterTheTaint(t *testing.T) {
 		}
 	}
 	assert.GreaterOrEqual(t, readBacks, 2, "a pod was deleted before a1 was read back again with the late volume: %v", ops)
+	w.waitEvictionCounted()
 	assert.InDelta(t, 1.0, value(w.ctrl.metrics.fences.WithLabelValues("c1", ResultEvicted)), 0)
 }
 

@@ -128,6 +128,18 @@ func (w *world) waitState(s ledger.FenceState) {
 		"fence never reached %s (is %q); ops %v", s, w.state(), w.log.list())
 }
 
+// waitEvictionCounted waits until the one fence of c1 is counted as evicted
+// with its time to eviction. Both are recorded just after the evicted step
+// commits (a result counts only once committed), so they may trail what
+// waitState saw by a moment.
+func (w *world) waitEvictionCounted() {
+	w.t.Helper()
+	require.Eventually(w.t, func() bool {
+		return value(w.ctrl.metrics.fences.WithLabelValues("c1", ResultEvicted)) == 1 &&
+			histCount(w.ctrl.metrics.toEviction.WithLabelValues("c1").(histogram)) == 1
+	}, 10*time.Second, 2*time.Millisecond, "the evicted fence is never counted with its time to eviction")
+}
+
 func (w *world) waitClosed() {
 	w.t.Helper()
 	require.Eventually(w.t, func() bool {
