@@ -276,7 +276,8 @@ func (cp *ControlPlane) startKwok(ctx context.Context) error {
 			// Pod IPs are only data here; keep them on loopback anyway.
 			"--cidr=127.244.0.1/16",
 			"--node-ip=127.0.0.1",
-			"--node-lease-duration-seconds=" + strconv.Itoa(cp.opts.NodeLeaseDurationSeconds),
+			// The nodes' Leases are the test bed's (heartbeat.go).
+			"--node-lease-duration-seconds=0",
 			"--server-address=127.0.0.1:" + strconv.Itoa(port),
 		}
 		args = append(args, cp.opts.KwokArgs...)

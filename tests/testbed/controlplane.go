@@ -31,8 +31,8 @@ type Options struct {
 	// Dir is where configuration, data and logs go. Empty: a new temporary
 	// directory, removed by Stop.
 	Dir string
-	// NodeLeaseDurationSeconds is the duration kwok sets on node Leases; it
-	// renews them every quarter of it, like the kubelet. Default 40.
+	// NodeLeaseDurationSeconds is the duration set on node Leases, renewed
+	// every quarter of it as the kubelet does. Default 40.
 	NodeLeaseDurationSeconds int
 	// AuditLeases also records Lease renewals in kube-node-lease in the audit
 	// log (left out by default: they would be most of it).
@@ -107,6 +107,7 @@ type ControlPlane struct {
 
 	mu       sync.Mutex
 	nodes    map[string]*Node
+	leases   *leaseRenewer
 	stopOnce sync.Once
 }
 
@@ -265,6 +266,11 @@ func (cp *ControlPlane) writeTokens() error {
 // writeKubeconfigs writes the admin's and the components' kubeconfig files
 // and builds the admin client.
 func (cp *ControlPlane) writeKubeconfigs() error {
+	leases, err := cp.newLeaseRenewer(cp.componentKubeconfigs[BinKwok])
+	if err != nil {
+		return err
+	}
+	cp.leases = leases
 	for _, name := range []string{BinControllerManager, BinScheduler, BinKwok} {
 		path := filepath.Join(cp.Dir, name+".kubeconfig")
 		if err := cp.WriteKubeconfig(path, cp.componentKubeconfigs[name]); err != nil {
@@ -362,6 +368,15 @@ func (cp *ControlPlane) RSS() (map[string]int64, int64, error) {
 // removes the directory if Start created it. It is safe to call twice.
 func (cp *ControlPlane) Stop() {
 	cp.stopOnce.Do(func() {
+		cp.mu.Lock()
+		up := make([]*Node, 0, len(cp.nodes))
+		for _, n := range cp.nodes {
+			up = append(up, n)
+		}
+		cp.mu.Unlock()
+		for _, n := range up {
+			n.stopHeartbeat()
+		}
 		if cp.stopAttacher != nil {
 			cp.stopAttacher()
 		}
@@ -381,6 +396,7 @@ func (cp *ControlPlane) Stop() {
 		for _, n := range nodes {
 			n.release()
 		}
+		cp.leases.close()
 		cp.spawner.close()
 		if cp.removeDir {
 			_ = os.RemoveAll(cp.Dir)
@@ -394,6 +410,8 @@ func (cp *ControlPlane) dumpLogs(t testing.TB) {
 		t.Logf("--- end of %s (%s):\n%s", p.Name, p.LogPath, logTail(p.LogPath, 3000))
 	}
 	t.Logf("--- end of the CSI attacher (%s):\n%s", cp.attacherLogPath(), logTail(cp.attacherLogPath(), 1500))
+	leases := filepath.Join(cp.Dir, "kubelet-leases.log")
+	t.Logf("--- end of the kubelets' lease log (%s):\n%s", leases, logTail(leases, 1500))
 }
 
 // testWriter sends build output to the test log.

@@ -5,15 +5,17 @@ import (
 	"fmt"
 )
 
-// Kill makes the node look dead: kwok stops renewing its heartbeat (the
-// type=kwok label is removed) and its kubelet port refuses connections.
-// The Node's pods stay as they are, as with a powered-off machine.
+// Kill makes the node look dead: its Lease is no longer renewed, kwok
+// stops writing its status (the type=kwok label is removed) and its kubelet
+// port refuses connections. The Node's pods stay as they are, as with a
+// powered-off machine.
 func (n *Node) Kill(ctx context.Context) error {
 	n.mu.Lock()
 	n.listener.close()
 	n.listener = nil
 	n.state = NodeKilled
 	n.mu.Unlock()
+	n.stopHeartbeat()
 	if err := n.cp.setKwokLabel(ctx, n.Spec.Name, false); err != nil {
 		return fmt.Errorf("kill node %s: %w", n.Spec.Name, err)
 	}
@@ -27,6 +29,7 @@ func (n *Node) Hang(ctx context.Context) error {
 		return fmt.Errorf("hang node %s: %w", n.Spec.Name, err)
 	}
 	n.setState(NodeHung)
+	n.stopHeartbeat()
 	if err := n.cp.setKwokLabel(ctx, n.Spec.Name, false); err != nil {
 		return fmt.Errorf("hang node %s: %w", n.Spec.Name, err)
 	}
@@ -42,6 +45,7 @@ func (n *Node) Return(ctx context.Context) error {
 	if err := n.cp.setKwokLabel(ctx, n.Spec.Name, true); err != nil {
 		return fmt.Errorf("return node %s: %w", n.Spec.Name, err)
 	}
+	n.startHeartbeat()
 	n.setState(NodeUp)
 	return nil
 }

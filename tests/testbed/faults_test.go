@@ -1,8 +1,10 @@
 package testbed_test
 
 import (
+	"math/rand/v2"
 	"os"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -107,4 +109,70 @@ func TestAPIServerRestart(t *testing.T) {
 
 	require.NoError(t, cp.RestartAPIServer(ctx))
 	require.NoError(t, cp.EnsureNamespace(ctx, "after-restart"))
+}
+
+// TestLeasesRenewThroughRepeatedKubeletRestarts: kubelet restarts (a kill
+// and a return) in quick succession, after a reboot and while renewals are
+// in flight, leave every node's Lease renewed as a kubelet renews it: the
+// restarted nodes' and a bystander's, never letting one lapse. (kwok's own
+// lease controller lost renewals of every node after such restarts.)
+func TestLeasesRenewThroughRepeatedKubeletRestarts(t *testing.T) {
+	t.Parallel()
+	const duration = 8 // seconds; renewed every 2 s
+	interval := duration * time.Second / 4
+	cp := testbed.Start(t, testbed.Options{NodeLeaseDurationSeconds: duration})
+	ctx := ctxFor(t, 5*time.Minute)
+	nodes, err := cp.AddNodes(ctx, testbed.NodeSpecs("node", 3)...)
+	require.NoError(t, err)
+	require.NoError(t, cp.WaitNodesReady(ctx, "node-1", "node-2", "node-3"))
+
+	_, err = nodes[0].Reboot(ctx)
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	for i, n := range nodes[:2] {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(i), 1))
+			for range 12 {
+				// Land the restarts anywhere in the renewal cycle.
+				time.Sleep(time.Duration(rng.Int64N(int64(interval))))
+				assert.NoError(t, n.Kill(ctx))
+				time.Sleep(time.Duration(rng.Int64N(int64(interval / 4))))
+				assert.NoError(t, n.Return(ctx))
+			}
+		}()
+	}
+	wg.Wait()
+	require.False(t, t.Failed())
+
+	// Watch every Lease for ten renewal intervals: each is renewed again
+	// and again, and never goes unrenewed for its duration.
+	renewals := map[string][]time.Time{}
+	deadline := time.Now().Add(10 * interval)
+	for time.Now().Before(deadline) {
+		for _, n := range nodes {
+			rt, err := cp.LeaseRenewTime(ctx, n.Name())
+			require.NoError(t, err)
+			if r := renewals[n.Name()]; len(r) == 0 || !r[len(r)-1].Equal(rt) {
+				renewals[n.Name()] = append(r, rt)
+			}
+		}
+		time.Sleep(interval / 8)
+	}
+	for _, n := range nodes {
+		r := renewals[n.Name()]
+		assert.GreaterOrEqual(t, len(r), 5, "%s: Lease renewed %d times in %s", n.Name(), len(r), 10*interval)
+		for i := 1; i < len(r); i++ {
+			assert.Less(t, r[i].Sub(r[i-1]), duration*time.Second, "%s: Lease lapsed between %s and %s",
+				n.Name(), r[i-1].Format(time.RFC3339Nano), r[i].Format(time.RFC3339Nano))
+		}
+		l, err := cp.NodeLease(ctx, n.Name())
+		require.NoError(t, err)
+		require.NotNil(t, l.Spec.HolderIdentity)
+		assert.Equal(t, n.Name(), *l.Spec.HolderIdentity, "the kubelet holds its Lease under the node's name")
+		require.Len(t, l.OwnerReferences, 1)
+		assert.Equal(t, "Node", l.OwnerReferences[0].Kind)
+		assert.Equal(t, n.Name(), l.OwnerReferences[0].Name)
+	}
 }

@@ -25,7 +25,8 @@ type NodeState string
 
 // Node states, changed by the fault methods of Node.
 const (
-	// NodeUp: kwok renews the heartbeat and the kubelet port accepts.
+	// NodeUp: the Lease is renewed, kwok keeps the Node's status and
+	// pods, and the kubelet port accepts.
 	NodeUp NodeState = "up"
 	// NodeKilled: no heartbeat and the kubelet port refuses connections.
 	NodeKilled NodeState = "killed"
@@ -41,11 +42,13 @@ type Node struct {
 
 	cp *ControlPlane
 
-	mu       sync.Mutex
-	state    NodeState
-	bootID   string
-	lock     *ipLock
-	listener *kubeletListener
+	mu        sync.Mutex
+	state     NodeState
+	bootID    string
+	uid       types.UID
+	lock      *ipLock
+	listener  *kubeletListener
+	heartbeat *heartbeat
 }
 
 // Name returns the node's name.
@@ -71,8 +74,10 @@ func (n *Node) State() NodeState {
 	return n.state
 }
 
-// release closes the listener and gives up the IP reservation.
+// release stops the heartbeat, closes the listener and gives up the IP
+// reservation.
 func (n *Node) release() {
+	n.stopHeartbeat()
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.listener.close()
@@ -193,8 +198,8 @@ func (cp *ControlPlane) AddNodes(ctx context.Context, specs ...NodeSpec) ([]*Nod
 }
 
 // registerNode creates the Node, sets its status, creates its CSINode and
-// finally labels it for kwok, so kwok's first status write keeps the
-// addresses and boot ID set here.
+// labels it for kwok, so kwok's first status write keeps the addresses and
+// boot ID set here, and finally starts renewing its Lease.
 func (cp *ControlPlane) registerNode(ctx context.Context, n *Node) error {
 	s := n.Spec
 	ids, err := json.Marshal(s.CSINodeIDs())
@@ -220,6 +225,7 @@ func (cp *ControlPlane) registerNode(ctx context.Context, n *Node) error {
 	if err != nil {
 		return fmt.Errorf("create node %s: %w", s.Name, err)
 	}
+	n.setUID(created.UID)
 	if s.NVMeTCP {
 		if err := cp.nameNVMeHost(ctx, n, string(created.UID)); err != nil {
 			return err
@@ -244,7 +250,11 @@ func (cp *ControlPlane) registerNode(ctx context.Context, n *Node) error {
 	if _, err := cp.Client.StorageV1().CSINodes().Create(ctx, csiNode, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("create CSINode %s: %w", s.Name, err)
 	}
-	return cp.setKwokLabel(ctx, s.Name, true)
+	if err := cp.setKwokLabel(ctx, s.Name, true); err != nil {
+		return err
+	}
+	n.startHeartbeat()
+	return nil
 }
 
 // nodeStatus is the part of a Node's status the kubelet would report about
