@@ -254,32 +254,16 @@ func (c *chaos) step() {
 	up := c.nodesIn(testbed.NodeUp)
 	c.groupFaults(add, 3)
 	add(len(down) < c.cfg.MaxNodesDown && len(up) > 0, 5, func() {
-		n := c.pick(up)
-		c.logf("node %s dies", n)
-		h.KillNode(n)
-		c.nodeState[n] = testbed.NodeKilled
-		c.markDead(n)
+		c.nodeDown(c.pick(up), "dies", h.KillNode, testbed.NodeKilled)
 	})
 	add(len(down) < c.cfg.MaxNodesDown && len(up) > 0, 2, func() {
-		n := c.pick(up)
-		c.logf("node %s hangs (kubelet up, heartbeat lost)", n)
-		h.HangNode(n)
-		c.nodeState[n] = testbed.NodeHung
-		c.markDead(n)
+		c.nodeDown(c.pick(up), "hangs (kubelet up, heartbeat lost)", h.HangNode, testbed.NodeHung)
 	})
 	add(len(down) > 0, 4, func() {
-		n := c.pick(down)
-		c.logf("node %s reboots", n)
-		h.RebootNode(n)
-		c.nodeState[n] = testbed.NodeUp
-		c.markUp(n)
+		c.nodeUp(c.pick(down), "reboots", h.RebootNode)
 	})
 	add(len(down) > 0, 2, func() {
-		n := c.pick(down)
-		c.logf("node %s returns without a reboot", n)
-		h.ReturnNode(n)
-		c.nodeState[n] = testbed.NodeUp
-		c.markUp(n)
+		c.nodeUp(c.pick(down), "returns without a reboot", h.ReturnNode)
 	})
 	acts.runOne(c.rng)
 }

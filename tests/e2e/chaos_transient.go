@@ -84,6 +84,23 @@ func (c *chaos) later(run func()) time.Duration {
 	return d.Round(100 * time.Millisecond)
 }
 
+// nodeDown logs what happens to a node, makes it happen (do) and records
+// the node as down in state from now.
+func (c *chaos) nodeDown(n, what string, do func(string), state testbed.NodeState) {
+	c.logf("node %s %s", n, what)
+	do(n)
+	c.nodeState[n] = state
+	c.markDead(n)
+}
+
+// nodeUp logs a node coming back, brings it back (do) and records it up.
+func (c *chaos) nodeUp(n, what string, do func(string)) {
+	c.logf("node %s %s", n, what)
+	do(n)
+	c.nodeState[n] = testbed.NodeUp
+	c.markUp(n)
+}
+
 func (c *chaos) markDead(node string) {
 	c.dead[node] = append(c.dead[node], window{from: time.Now()})
 }
@@ -164,11 +181,7 @@ func (c *chaos) stepTransient() {
 		c.logf("management network cut from %s (%s)", strings.Join(cut, ", "), d)
 	})
 	add(len(down) < c.cfg.MaxNodesDown && len(up) > 0 && len(c.pending) == 0, 3, func() {
-		n := c.pick(up)
-		c.logf("node %s dies", n)
-		h.KillNode(n)
-		c.nodeState[n] = testbed.NodeKilled
-		c.markDead(n)
+		c.nodeDown(c.pick(up), "dies", h.KillNode, testbed.NodeKilled)
 	})
 	// A dead node stays dead past its grace, so that its verdict, early
 	// or at the grace, is taken before it comes back.
@@ -179,11 +192,7 @@ func (c *chaos) stepTransient() {
 		}
 	}
 	add(len(longDead) > 0, 4, func() {
-		n := c.pick(longDead)
-		c.logf("node %s reboots", n)
-		h.RebootNode(n)
-		c.nodeState[n] = testbed.NodeUp
-		c.markUp(n)
+		c.nodeUp(c.pick(longDead), "reboots", h.RebootNode)
 	})
 	acts.runOne(c.rng)
 }
