@@ -176,3 +176,93 @@ func TestEarlyPolicyValidation(t *testing.T) {
 		assert.NoError(t, p.Validate(), "checked only when enabled")
 	}
 }
+
+// The early verdict is taken as soon as its evidence is complete, not at
+// the next poll after: here the first probe of the dead node takes 80 ms
+// and the later ones 10 ms, so the I/O window (which runs from the first
+// probe's answer) closes 70 ms after the poll that made the fourth probe.
+// The verdict comes at that moment, with every rule of witnessesAgree
+// holding, a poll interval before it would otherwise have come.
+func TestEarlyVerdictTakenWhenTheEvidenceIsComplete(t *testing.T) {
+	p := earlyPolicy()
+	w := newWorld(t, p, 5)
+	m := w.m
+	t0 := w.now
+	const dead = "node-02"
+	renew := func(at time.Time) {
+		for _, n := range w.nodes {
+			if n != dead {
+				m.ObserveLease(LeaseObservation{Node: n, RenewTime: at, Holder: n, ObservedAt: at})
+			}
+		}
+	}
+	renew(t0)
+	m.ObserveLease(LeaseObservation{Node: dead, RenewTime: t0, Holder: dead, ObservedAt: t0})
+
+	type answer struct {
+		at   time.Time
+		node string
+	}
+	var answers []answer
+	probes := 0
+	self := func(now time.Time) Self {
+		return Self{APIReachable: true, APICheckedAt: now, WatchSynced: true, Quorum: true, Replicas: 1}
+	}
+	var quietSince, failedAt time.Time
+	now, nextRenew := t0, t0.Add(10*time.Second)
+	for now.Before(t0.Add(30*time.Second)) && failedAt.IsZero() {
+		res := m.Evaluate(self(now), now)
+		for _, v := range res.Verdicts {
+			if v.Node == dead && v.State == Failed {
+				failedAt = now
+				assert.True(t, v.Evidence.Early, "an early verdict")
+			}
+		}
+		for _, name := range res.Probe {
+			lat := 10 * time.Millisecond
+			if name == dead && probes == 0 {
+				lat = 80 * time.Millisecond
+			}
+			if name == dead {
+				probes++
+			}
+			answers = append(answers, answer{at: now.Add(lat), node: name})
+		}
+		next := res.NextCheck
+		// Deliver what happens before the next evaluation, in order.
+		for {
+			at, i := next, -1
+			for j, a := range answers {
+				if !a.at.After(at) {
+					at, i = a.at, j
+				}
+			}
+			if nextRenew.Before(at) {
+				renew(nextRenew)
+				nextRenew = nextRenew.Add(10 * time.Second)
+				continue
+			}
+			if i < 0 {
+				break
+			}
+			a := answers[i]
+			answers = append(answers[:i], answers[i+1:]...)
+			if a.node != dead {
+				continue
+			}
+			m.ObserveProbe(ProbeObservation{Cluster: "c1", Node: dead, Replica: "r1", Reachable: false, At: a.at})
+			m.ObserveLease(LeaseObservation{Node: dead, RenewTime: t0, Holder: dead, ReadBack: true, ObservedAt: a.at})
+			m.ObserveArray(ArrayObservation{Node: dead, Array: "pstore", ObservedAt: a.at,
+				Health: arrayclients.Health{Connectivity: arrayclients.Disconnected, IO: arrayclients.IOIdle}})
+			if quietSince.IsZero() {
+				quietSince = a.at
+			}
+		}
+		now = next
+	}
+	require.False(t, failedAt.IsZero(), "no verdict within 30 s")
+	t.Logf("first answer %v after the renewal, verdict %v after it", quietSince.Sub(t0), failedAt.Sub(t0))
+	assert.False(t, failedAt.Before(quietSince.Add(p.Early.IOWindow)), "verdict before the I/O window closed")
+	assert.True(t, failedAt.Before(t0.Add(p.Early.After+p.Early.IOWindow+p.PollInterval)),
+		"verdict at %v, a poll after the evidence was complete at %v", failedAt.Sub(t0), quietSince.Add(p.Early.IOWindow).Sub(t0))
+}

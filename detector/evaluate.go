@@ -173,8 +173,12 @@ func (m *Machine) Evaluate(self Self, now time.Time) Result {
 			v.State, v.Reason = Blocked, doubt
 		case n.phase == phaseHealthy:
 			v.State = Healthy
-			if a.early && !a.stale && m.witnessesAgree(n, v.Evidence, now) {
-				m.decideEarly(n, &v, self, now)
+			if a.early && !a.stale {
+				if m.witnessesAgree(n, v.Evidence, now) {
+					m.decideEarly(n, &v, self, now)
+				} else {
+					m.considerEarly(n, consider)
+				}
 			}
 		case n.phase == phaseFailed:
 			v.State, v.Reason = Failed, ReasonHeartbeatStale
@@ -303,6 +307,29 @@ func (m *Machine) witnessesAgree(n *nodeState, e Evidence, now time.Time) bool {
 		}
 	}
 	return true
+}
+
+// considerEarly asks for an evaluation at each moment when a run of early
+// evidence already under way reaches its length: a replica's run of
+// unreachable kubelet probes reaching KubeletProbes polls, a witness
+// array's quiet run reaching the early I/O window. The rule is
+// witnessesAgree's; this only takes it when it can first hold. Without
+// it the verdict waited for the next poll, up to a poll interval later
+// depending on how long the first probe took (the window runs from that
+// probe's answer, the polls from its start).
+func (m *Machine) considerEarly(n *nodeState, consider func(time.Time)) {
+	p := m.policy
+	need := time.Duration(p.Early.KubeletProbes-1) * p.PollInterval
+	for _, since := range n.unreachableSince {
+		if !since.IsZero() {
+			consider(since.Add(need))
+		}
+	}
+	for _, name := range n.witnesses {
+		if st, ok := n.arrays[name]; ok && !st.quietSince.IsZero() {
+			consider(st.quietSince.Add(p.Early.IOWindow))
+		}
+	}
 }
 
 // decideEarly gives a node whose witnesses agree the verdict its grace
