@@ -75,7 +75,7 @@ func targets(r *Results) string {
 			evict := summarize(field(good, func(t Trial) float64 { return t.EvictionTime }))
 			phase := summarize(present(field(good, Trial.leaseAge)))
 			fmt.Fprintf(&b, " Why: the early verdict comes %.1f s after the last renewal (medians): the heartbeat must be `after` (12 s) old, then the "+
-				"arrays must report the node gone for `ioWindow` (6 s), sampled from then on, plus up to one poll (2 s); the fence then takes %.2f s "+
+				"arrays must report the node gone for `ioWindow` (6 s), sampled from then on (the verdict is taken the moment that window closes); the fence then takes %.2f s "+
 				"and the eviction %.2f s. The power-off came %.1f s after the last renewal in the median (the trials spread it over the 10 s "+
 				"renewal cycle), so the workload sees that much less. What is left is the verdict: the `ioWindow` outlasts the kubelet's three "+
 				"probes (4 s) by 2 s, and shortening it is a trade against false fences to be made on a chaos run of its own.",
