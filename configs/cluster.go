@@ -41,7 +41,9 @@ type Cluster struct {
 	// Default 5m.
 	StormCooldown time.Duration `mapstructure:"stormCooldown"`
 	// SettlePeriod is how long a rebooted node's heartbeats must be fresh
-	// before it is unfenced. Default 2m.
+	// before the detector calls it healthy again; the pipeline unfences it
+	// once that verdict has held for SettlePeriod more (about twice this
+	// after the node returns). Default 2m.
 	SettlePeriod time.Duration `mapstructure:"settlePeriod"`
 	// ProtectionSelector is a Kubernetes label selector: pods matching it on
 	// a fenced node are force-deleted like StatefulSet pods. Default: none.

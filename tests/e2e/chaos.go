@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/fenced-project/fenced/cluster/ledger"
+	"github.com/fenced-project/fenced/configs"
 	"github.com/fenced-project/fenced/tests/invariants"
 	"github.com/fenced-project/fenced/tests/testbed"
 )
@@ -31,7 +32,10 @@ type ChaosConfig struct {
 	// MaxNodesDown bounds the nodes that are dead or hung at once. Default 2.
 	MaxNodesDown int
 	// Settle bounds the wait, after healing, for every fence to be undone.
-	// Default 4 minutes.
+	// Default: 4 minutes, or twice the cluster's settlePeriod plus 2
+	// minutes if that is longer (a node rebooted at the heal is called
+	// healthy after settlePeriod of fresh heartbeats, and the pipeline
+	// unfences it after settlePeriod more of healthy verdicts).
 	Settle time.Duration
 	// Out receives the seed, every fault as it is injected and the summary.
 	Out io.Writer
@@ -118,7 +122,11 @@ func RunChaos(h *Harness, cfg ChaosConfig) (*ChaosResult, error) {
 		cfg.MaxNodesDown = 2
 	}
 	if cfg.Settle == 0 {
-		cfg.Settle = 4 * time.Minute
+		settle := h.opts.Timing.SettlePeriod
+		if settle == 0 {
+			settle = configs.DefaultCluster().SettlePeriod
+		}
+		cfg.Settle = max(4*time.Minute, 2*settle+2*time.Minute)
 	}
 	if cfg.Out == nil {
 		cfg.Out = io.Discard
