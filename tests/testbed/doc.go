@@ -1,7 +1,9 @@
 // Package testbed runs a real Kubernetes control plane for tests: etcd,
 // kube-apiserver (token authentication, RBAC and an audit log),
 // kube-controller-manager and kube-scheduler, with kwok playing the kubelets
-// of simulated worker nodes.
+// of simulated worker nodes. The nodes' Leases are renewed by the kubelet's
+// own lease controller, run here per node (see heartbeat.go for why not
+// kwok's).
 //
 // The binaries are built from their Go modules by the tools modules under
 // tests/tools into the git-ignored directory .cache/k8s/<version key>/bin at
