@@ -369,12 +369,12 @@ func (cp *ControlPlane) RSS() (map[string]int64, int64, error) {
 func (cp *ControlPlane) Stop() {
 	cp.stopOnce.Do(func() {
 		cp.mu.Lock()
-		up := make([]*Node, 0, len(cp.nodes))
-		for _, n := range cp.nodes {
-			up = append(up, n)
-		}
+		nodes := cp.nodes
+		cp.nodes = map[string]*Node{}
 		cp.mu.Unlock()
-		for _, n := range up {
+		// The nodes' renewals stop before the API server does, so that they
+		// do not fill the lease log with refused connections.
+		for _, n := range nodes {
 			n.stopHeartbeat()
 		}
 		if cp.stopAttacher != nil {
@@ -389,10 +389,6 @@ func (cp *ControlPlane) Stop() {
 			}()
 		}
 		wg.Wait()
-		cp.mu.Lock()
-		nodes := cp.nodes
-		cp.nodes = map[string]*Node{}
-		cp.mu.Unlock()
 		for _, n := range nodes {
 			n.release()
 		}

@@ -74,10 +74,9 @@ func (n *Node) State() NodeState {
 	return n.state
 }
 
-// release stops the heartbeat, closes the listener and gives up the IP
-// reservation.
+// release closes the listener and gives up the IP reservation; the
+// heartbeat must have been stopped.
 func (n *Node) release() {
-	n.stopHeartbeat()
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.listener.close()
