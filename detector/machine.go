@@ -209,7 +209,8 @@ func (m *Machine) renewal(n *nodeState, o LeaseObservation) {
 }
 
 // ObserveProbe records one replica's kubelet probe of a node. Only the
-// newest probe per replica is kept.
+// newest probe per replica is kept. A run of unreachable probes starts
+// again after a gap in that replica's probes (see gap).
 func (m *Machine) ObserveProbe(o ProbeObservation) {
 	n, ok := m.nodes[o.Node]
 	if !ok || o.Replica == "" {
@@ -223,7 +224,7 @@ func (m *Machine) ObserveProbe(o ProbeObservation) {
 	switch {
 	case o.Reachable:
 		delete(n.unreachableSince, o.Replica)
-	case !seen || prev.Reachable || n.unreachableSince[o.Replica].IsZero():
+	case !seen || prev.Reachable || n.unreachableSince[o.Replica].IsZero() || m.gap(prev.At, o.At):
 		if n.unreachableSince == nil {
 			n.unreachableSince = map[string]time.Time{}
 		}
@@ -234,7 +235,7 @@ func (m *Machine) ObserveProbe(o ProbeObservation) {
 // ObserveArray records one array's view of a node. A sample counts as quiet
 // when the array answered, sees no connection (disconnected, or unknown for
 // families without session state) and reports idle I/O; anything else ends
-// the quiet run.
+// the quiet run, and a gap in the samples (see gap) starts a new one.
 func (m *Machine) ObserveArray(o ArrayObservation) {
 	n, ok := m.nodes[o.Node]
 	if !ok || o.Array == "" {
@@ -252,10 +253,21 @@ func (m *Machine) ObserveArray(o ArrayObservation) {
 	switch {
 	case !quiet:
 		st.quietSince = time.Time{}
-	case st.quietSince.IsZero():
+	case st.quietSince.IsZero() || m.gap(st.last.ObservedAt, o.ObservedAt):
 		st.quietSince = o.ObservedAt
 	}
 	st.last = o
+}
+
+// gap reports whether an observation at next follows the previous one, at
+// prev, from so far that the previous one no longer counted as evidence
+// (EvidenceMaxAge): nobody was looking in between, so a run of unreachable
+// probes or quiet samples starts again at next rather than spanning the
+// gap. Without this a node probed in one episode (a missed renewal, then
+// a renewal) carried its runs into the next, whose early verdict then came
+// without a window of its own.
+func (m *Machine) gap(prev, next time.Time) bool {
+	return next.Sub(prev) > m.policy.EvidenceMaxAge
 }
 
 // ObserveIdentities records on which arrays the node has a learned identity
