@@ -128,12 +128,33 @@ type EarlyVerdict struct {
 	// early (a missed renewal: kubelets renew every 10s). Default 12s; less
 	// than heartbeatGrace.
 	After time.Duration `mapstructure:"after"`
+	// ProbeFrom is the heartbeat age from which a node is probed for an
+	// early verdict, so that the kubelet's and the arrays' runs are under
+	// way when the heartbeat reaches After. Unset (zero) it is
+	// DefaultEarlyProbeFrom, or After if that is shorter (see ProbeStart);
+	// set, at most After.
+	ProbeFrom time.Duration `mapstructure:"probeFrom"`
 	// KubeletProbes is how many consecutive polls the kubelet must have
 	// been unreachable. Default 3.
 	KubeletProbes int `mapstructure:"kubeletProbes"`
 	// IOWindow is how long the arrays must have reported the node
 	// disconnected with no I/O. Default 6s.
 	IOWindow time.Duration `mapstructure:"ioWindow"`
+}
+
+// DefaultEarlyProbeFrom is earlyVerdict.probeFrom when it is unset: a
+// kubelet renews its Lease every 10 s plus up to 4 % jitter, so a heartbeat
+// 11 s old is overdue.
+const DefaultEarlyProbeFrom = 11 * time.Second
+
+// ProbeStart is the heartbeat age from which a node is probed for an early
+// verdict: ProbeFrom when set, else DefaultEarlyProbeFrom or After,
+// whichever is shorter.
+func (e EarlyVerdict) ProbeStart() time.Duration {
+	if e.ProbeFrom != 0 {
+		return e.ProbeFrom
+	}
+	return min(DefaultEarlyProbeFrom, e.After)
 }
 
 // EarlyVerdictOn reports whether early verdicts apply to the cluster, and

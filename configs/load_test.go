@@ -81,6 +81,7 @@ func TestValidConfigAndDefaults(t *testing.T) {
 	assert.Nil(t, c.EarlyVerdict.Enabled, "earlyVerdict.enabled unset")
 	on, why := c.EarlyVerdictOn()
 	assert.True(t, on, "early verdicts on by default for a cluster with arrays: %s", why)
+	assert.Equal(t, 11*time.Second, c.EarlyVerdict.ProbeStart(), "earlyVerdict.probeFrom unset")
 	a := cfg.Arrays[0]
 	assert.Equal(t, 10*time.Second, a.RequestTimeout)
 	assert.Equal(t, FenceModeInitiators, a.PowerStore.FenceMode)
@@ -127,6 +128,16 @@ func TestBrokenConfigs(t *testing.T) {
 			yaml: sub("    arrays: [pstore-1]\n", "    arrays: [pstore-1]\n    earlyVerdict: {enabled: true, after: 40s, kubeletProbes: 0}\n"),
 			want: []string{"clusters[0].earlyVerdict.after: 40s is not shorter than heartbeatGrace 40s",
 				"clusters[0].earlyVerdict.kubeletProbes: 0: want 1 to 100"},
+		},
+		{
+			name: "early probes starting after the early verdict may come",
+			yaml: sub("    arrays: [pstore-1]\n", "    arrays: [pstore-1]\n    earlyVerdict: {after: 12s, probeFrom: 13s}\n"),
+			want: []string{"clusters[0].earlyVerdict.probeFrom: 13s is later than earlyVerdict.after 12s: a node must be probed before it may be declared failed"},
+		},
+		{
+			name: "early probes from a negative age",
+			yaml: sub("    arrays: [pstore-1]\n", "    arrays: [pstore-1]\n    earlyVerdict: {probeFrom: -1s}\n"),
+			want: []string{"clusters[0].earlyVerdict.probeFrom: -1s is too short: want at least 1s"},
 		},
 		{
 			name: "unknown top-level key",

@@ -501,6 +501,12 @@ func (c *checker) clusters(cfg *Config, root *yaml.Node, arrays map[string]bool)
 				c.add(base+".earlyVerdict.enabled", "needs arrays: the cluster lists none (every array must agree the node is dead)")
 			}
 			c.atLeast(base+".earlyVerdict.after", e.After, time.Second)
+			if e.ProbeFrom != 0 {
+				c.atLeast(base+".earlyVerdict.probeFrom", e.ProbeFrom, time.Second)
+				if e.ProbeFrom > e.After {
+					c.add(base+".earlyVerdict.probeFrom", "%v is later than earlyVerdict.after %v: a node must be probed before it may be declared failed", e.ProbeFrom, e.After)
+				}
+			}
 			if explicit && e.After >= cl.HeartbeatGrace && cl.HeartbeatGrace > 0 {
 				c.add(base+".earlyVerdict.after", "%v is not shorter than heartbeatGrace %v", e.After, cl.HeartbeatGrace)
 			}

@@ -166,6 +166,8 @@ func TestEarlyPolicyValidation(t *testing.T) {
 	}{
 		{func(e *EarlyPolicy) { e.After = 40 * time.Second }, "early.after"},
 		{func(e *EarlyPolicy) { e.After = 0 }, "early.after"},
+		{func(e *EarlyPolicy) { e.ProbeFrom = 0 }, "early.probeFrom"},
+		{func(e *EarlyPolicy) { e.ProbeFrom = e.After + time.Second }, "early.probeFrom"},
 		{func(e *EarlyPolicy) { e.KubeletProbes = 0 }, "early.kubeletProbes"},
 		{func(e *EarlyPolicy) { e.IOWindow = 0 }, "early.ioWindow"},
 	} {
@@ -182,7 +184,11 @@ func TestEarlyPolicyValidation(t *testing.T) {
 // and the later ones 10 ms, so the I/O window (which runs from the first
 // probe's answer) closes 70 ms after the poll that made the fourth probe.
 // The verdict comes at that moment, with every rule of witnessesAgree
-// holding, a poll interval before it would otherwise have come.
+// holding, a poll interval before it would otherwise have come. The node
+// is probed from probeFrom, before the age (after) at which it may be
+// declared failed, so its windows are under way by then and the verdict
+// comes probeFrom + ioWindow (plus the first probe's 80 ms) after the
+// renewal.
 func TestEarlyVerdictTakenWhenTheEvidenceIsComplete(t *testing.T) {
 	p := earlyPolicy()
 	w := newWorld(t, p, 5)
@@ -262,7 +268,47 @@ func TestEarlyVerdictTakenWhenTheEvidenceIsComplete(t *testing.T) {
 	}
 	require.False(t, failedAt.IsZero(), "no verdict within 30 s")
 	t.Logf("first answer %v after the renewal, verdict %v after it", quietSince.Sub(t0), failedAt.Sub(t0))
+	assert.Equal(t, p.Early.ProbeFrom+80*time.Millisecond, quietSince.Sub(t0), "probed from probeFrom")
 	assert.False(t, failedAt.Before(quietSince.Add(p.Early.IOWindow)), "verdict before the I/O window closed")
-	assert.True(t, failedAt.Before(t0.Add(p.Early.After+p.Early.IOWindow+p.PollInterval)),
+	assert.False(t, failedAt.Before(t0.Add(p.Early.After)), "verdict before a renewal was missed")
+	assert.True(t, failedAt.Before(t0.Add(p.Early.ProbeFrom+p.Early.IOWindow+p.PollInterval)),
 		"verdict at %v, a poll after the evidence was complete at %v", failedAt.Sub(t0), quietSince.Add(p.Early.IOWindow).Sub(t0))
+}
+
+// A run of early evidence ends where the observations stop: the kubelet
+// probes and the array samples of a node that missed a renewal, went
+// unanswered, and then renewed again, must not count towards a later
+// episode. Here node-02 is cut off from everything long enough to be
+// probed (kubelet unreachable, arrays quiet) but not to be declared
+// Failed, comes back, and a minute later dies. Its second verdict needs a
+// whole I/O window of its own, observed after its second missed renewal.
+func TestEarlyEvidenceRunsDoNotSpanAGapInObservations(t *testing.T) {
+	w := newWorld(t, earlyPolicy(), 5)
+	w.replicas = []string{"r1", "r2", "r3"}
+	const node = "node-02"
+	atRenewal := func() {
+		for w.lastRenewSeen[node] != w.now {
+			w.run(time.Second)
+		}
+	}
+	w.run(30 * time.Second)
+	atRenewal()
+	w.kill(node)
+	w.run(w.policy.Early.After + 3*time.Second) // probed twice, not Failed yet
+	e := w.verdict(node).Evidence
+	require.NotEqual(t, Failed, w.verdict(node).State)
+	require.NotZero(t, e.Kubelet.Unreachable, "the kubelet was probed unreachable: %+v", e.Kubelet)
+	require.False(t, e.Arrays[0].QuietSince.IsZero(), "the array was sampled quiet: %+v", e.Arrays)
+	w.revive(node)
+	w.run(60 * time.Second)
+	require.Equal(t, Healthy, w.verdict(node).State)
+
+	atRenewal()
+	w.kill(node)
+	w.run(60 * time.Second)
+	lat := failedAfter(t, w, node)
+	t.Logf("second episode: early verdict %v after the last renewal seen", lat)
+	assert.True(t, w.verdict(node).Evidence.Early)
+	assert.GreaterOrEqual(t, lat, w.policy.Early.ProbeFrom+w.policy.Early.IOWindow,
+		"the I/O window was observed in this episode, after its first probe")
 }

@@ -103,20 +103,22 @@ func (m *Machine) Evaluate(self Self, now time.Time) Result {
 	}
 
 	type ages struct {
-		age                time.Duration
-		late, early, stale bool
+		age                       time.Duration
+		late, probe, early, stale bool
 	}
 	hb := make([]ages, len(names)) // by index in names
 	for i, name := range names {
 		n := m.nodes[name]
 		ref := laterOf(laterOf(n.renewObservedAt, n.firstSeen), m.viewRestoredAt)
 		a := now.Sub(ref)
-		hb[i] = ages{age: a, late: a >= p.ProbeAfter, early: p.Early.Enabled && a >= p.Early.After, stale: a >= p.HeartbeatGrace}
+		hb[i] = ages{age: a, late: a >= p.ProbeAfter, stale: a >= p.HeartbeatGrace,
+			probe: p.Early.Enabled && a >= p.Early.ProbeFrom, early: p.Early.Enabled && a >= p.Early.After}
 		if doubt != ReasonNone {
 			continue
 		}
 		consider(ref.Add(p.ProbeAfter))
 		if p.Early.Enabled {
+			consider(ref.Add(p.Early.ProbeFrom))
 			consider(ref.Add(p.Early.After))
 		}
 		consider(ref.Add(p.HeartbeatGrace))
@@ -164,7 +166,7 @@ func (m *Machine) Evaluate(self Self, now time.Time) Result {
 		a := hb[i]
 		v := Verdict{Cluster: m.cluster, Node: name, EvaluatedAt: now}
 		v.Evidence = m.evidence(n, a.age, self, now)
-		if doubt == ReasonNone && (a.late || a.early) && n.phase != phaseFailed {
+		if doubt == ReasonNone && (a.late || a.probe) && n.phase != phaseFailed {
 			res.Probe = append(res.Probe, name)
 			consider(now.Add(p.PollInterval))
 		}

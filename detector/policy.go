@@ -160,9 +160,17 @@ type EarlyPolicy struct {
 	// Enabled turns early verdicts on. Default false.
 	Enabled bool
 	// After is the heartbeat age from which a node may get an early
-	// verdict and is probed for one: a missed renewal (kubelets renew
-	// every 10s). Default 12s; less than HeartbeatGrace.
+	// verdict: a missed renewal (kubelets renew every 10s). Default 12s;
+	// less than HeartbeatGrace.
 	After time.Duration
+	// ProbeFrom is the heartbeat age from which a node is probed for an
+	// early verdict, so that the runs KubeletProbes and IOWindow count
+	// are already under way when the heartbeat reaches After: the
+	// evidence asked for is the same, it is only looked for sooner.
+	// Probing does not count a node towards the storm limit. Default 11s:
+	// a kubelet renews every 10 s plus up to 4 % jitter, so an 11 s old
+	// heartbeat is overdue. Positive and at most After.
+	ProbeFrom time.Duration
 	// KubeletProbes is how many consecutive polls the kubelet must have
 	// been unreachable from each replica counted. Default 3.
 	KubeletProbes int
@@ -189,7 +197,7 @@ func DefaultPolicy() Policy {
 		APICheckTimeout:   2 * time.Second,
 		APICheckMaxAge:    15 * time.Second,
 		WatchLagTolerance: 5 * time.Second,
-		Early:             EarlyPolicy{After: 12 * time.Second, KubeletProbes: 3, IOWindow: 6 * time.Second},
+		Early:             EarlyPolicy{After: 12 * time.Second, ProbeFrom: 11 * time.Second, KubeletProbes: 3, IOWindow: 6 * time.Second},
 	}
 }
 
@@ -226,6 +234,8 @@ func (p Policy) Validate() error {
 		switch {
 		case e.After <= 0 || e.After >= p.HeartbeatGrace:
 			return fmt.Errorf("policy early.after: %v must be positive and less than heartbeatGrace %v", e.After, p.HeartbeatGrace)
+		case e.ProbeFrom <= 0 || e.ProbeFrom > e.After:
+			return fmt.Errorf("policy early.probeFrom: %v must be positive and at most early.after %v", e.ProbeFrom, e.After)
 		case e.KubeletProbes < 1 || e.KubeletProbes > 100:
 			return fmt.Errorf("policy early.kubeletProbes: %d must be 1 to 100", e.KubeletProbes)
 		case e.IOWindow <= 0:

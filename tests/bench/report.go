@@ -214,7 +214,7 @@ func singleSection(p params, sr *SingleResults) string {
 		"every verdict waits for the grace: the default before early verdicts, and what a cluster with earlyVerdict.enabled: false gets)", sr.Grace)
 	if sr.Early {
 		title = "Single node death, default configuration (early verdicts on)"
-		config = fmt.Sprintf("fenced's default configuration (earlyVerdict on: after 12s, kubeletProbes 3, ioWindow 6s; heartbeatGrace %s, pollInterval 2s, corroboration either, ioWindow 30s); "+
+		config = fmt.Sprintf("fenced's default configuration (earlyVerdict on: after 12s, probeFrom 11s, kubeletProbes 3, ioWindow 6s; heartbeatGrace %s, pollInterval 2s, corroboration either, ioWindow 30s); "+
 			"the dying node's volumes are on PowerFlex, whose SDC state and I/O counters are the array witnesses", sr.Grace)
 	}
 	fmt.Fprintf(&b, "## %s\n\n%d-node cluster, %d protected StatefulSet pods on the dying node, %s added round trip on every array request (toxiproxy), "+

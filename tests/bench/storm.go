@@ -62,7 +62,7 @@ type StormResult struct {
 func runStorm(t *e2e.Standalone, p params) (*StormResult, error) {
 	fmt.Fprintf(os.Stderr, "storm: starting %d nodes\n", p.StormNodes)
 	// The limit leaves a fifth of headroom over the dying nodes: on a
-	// loaded machine a live kwok node's renewal can lag past the grace for
+	// loaded machine a live node's renewal can lag past the grace for
 	// a moment, and one more unhealthy node than the limit rightly trips
 	// the storm guard, which would hold the last fences for its cooldown.
 	limit := p.StormDying + max(1, p.StormDying/5)

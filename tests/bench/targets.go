@@ -74,8 +74,9 @@ func targets(r *Results) string {
 			fence := summarize(field(good, func(t Trial) float64 { return t.FenceTime }))
 			evict := summarize(field(good, func(t Trial) float64 { return t.EvictionTime }))
 			phase := summarize(present(field(good, Trial.leaseAge)))
-			fmt.Fprintf(&b, " Why: the early verdict comes %.1f s after the last renewal (medians): the heartbeat must be `after` (12 s) old, then the "+
-				"arrays must report the node gone for `ioWindow` (6 s), sampled from then on (the verdict is taken the moment that window closes); the fence then takes %.2f s "+
+			fmt.Fprintf(&b, " Why: the early verdict comes %.1f s after the last renewal (medians): the node is probed once its heartbeat is `probeFrom` "+
+				"(11 s) old, and the arrays must then report it gone for `ioWindow` (6 s) from their first answer (the verdict is taken the moment that "+
+				"window closes, and never before `after`, 12 s); the fence then takes %.2f s "+
 				"and the eviction %.2f s. The power-off came %.1f s after the last renewal in the median (the trials spread it over the 10 s "+
 				"renewal cycle), so the workload sees that much less. What is left is the verdict: the `ioWindow` outlasts the kubelet's three "+
 				"probes (4 s) by 2 s, and shortening it is a trade against false fences to be made on a chaos run of its own.",
@@ -108,8 +109,9 @@ func targets(r *Results) string {
 					"not a measurement). ", sizeList(fit.Sizes), cpu, rss, within(cpu <= 5 && rss <= 200))
 			}
 			b.WriteString("This machine cannot hold 2,000 kwok nodes beside the control plane, three replicas and five simulators on two cores " +
-				"(see the notes below: either kwok's renewals lag and healthy nodes turn suspect, or, with the control plane favoured, the " +
-				"replicas starve and Raft elections repeat), so the bench never reaches its measurement window there. The leader's idle work " +
+				"(see the notes below: in the attempts so far either the Lease renewals lagged and healthy nodes turned suspect, or, with the " +
+				"control plane favoured, the replicas starved and Raft elections repeated), so the bench never reached its measurement window " +
+				"there. The leader's idle work " +
 				"grows with the nodes it watches (informers, one verdict and one identity set per node, resyncs that walk them), so the " +
 				"figures at 2,000 will be higher; whether they stay within the bound this run does not show. A machine with more cores " +
 				"would measure it (`-steady-nodes 2000`).\n")
@@ -142,8 +144,9 @@ func targets(r *Results) string {
 				"array sets the pace. On this 2-core machine the five simulators, a thousand kwok nodes, the API server and three " +
 				"replicas share the cores (the simulators audit a write by the objects it changed, not by snapshots of the whole " +
 				"array), so a call that takes 0.1 s at 100 nodes can run into the 5 s call timeout at 1,000; a timed-out read-back is retried with " +
-				"backoff and the node's pods wait for it. A lagging kwok can also make live nodes late at the moment of the storm, " +
-				"which trips the storm guard and holds every verdict for its cooldown: the notes from the run say what set the pace. " +
+				"backoff and the node's pods wait for it. A live node whose Lease renewal is late at the moment of the storm (a " +
+				"starved machine) also counts towards the storm limit and can trip the guard, which holds every verdict for its " +
+				"cooldown: the notes from the run say what set the pace. " +
 				"What would help: serving the fences furthest along first, batching what an array API batches and a machine with " +
 				"more cores.")
 		}

@@ -25,7 +25,7 @@ type ClusterTiming struct {
 	DryRun        bool
 	// EarlyVerdict sets clusters[].earlyVerdict.enabled: EarlyOn or
 	// EarlyOff; EarlyDefault leaves it unset (the product's default: on
-	// where it can apply, with after 12s, kubeletProbes 3, ioWindow 6s).
+	// where it can apply, with after 12s, probeFrom 11s, kubeletProbes 3, ioWindow 6s).
 	EarlyVerdict EarlyMode
 }
 

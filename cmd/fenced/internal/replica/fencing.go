@@ -249,7 +249,7 @@ func (f *fencing) newRunner(cr *clusterRuntime, metrics *detector.Metrics) error
 		return err
 	}
 	if on, why := cr.cfg.EarlyVerdictOn(); on {
-		f.log.Info("early verdicts on", "cluster", cr.cfg.Name, "after", pol.Early.After, "kubeletProbes", pol.Early.KubeletProbes, "ioWindow", pol.Early.IOWindow)
+		f.log.Info("early verdicts on", "cluster", cr.cfg.Name, "after", pol.Early.After, "probeFrom", pol.Early.ProbeFrom, "kubeletProbes", pol.Early.KubeletProbes, "ioWindow", pol.Early.IOWindow)
 	} else {
 		f.log.Info("early verdicts off: every verdict waits for the heartbeat grace", "cluster", cr.cfg.Name, "reason", why)
 	}

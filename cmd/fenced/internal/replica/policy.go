@@ -43,7 +43,7 @@ func detectorPolicy(c configs.Cluster) (detector.Policy, error) {
 	}
 	if on, _ := c.EarlyVerdictOn(); on {
 		e := c.EarlyVerdict
-		p.Early = detector.EarlyPolicy{Enabled: true, After: e.After, KubeletProbes: e.KubeletProbes, IOWindow: e.IOWindow}
+		p.Early = detector.EarlyPolicy{Enabled: true, After: e.After, ProbeFrom: e.ProbeStart(), KubeletProbes: e.KubeletProbes, IOWindow: e.IOWindow}
 	}
 	p.ProbeAfter = min(p.ProbeAfter, p.HeartbeatGrace/2)
 	// Evidence must outlive a few polls, and a probe must end within one.

@@ -59,7 +59,16 @@ func TestDetectorPolicyFromConfig(t *testing.T) {
 	c.EarlyVerdict.Enabled, c.EarlyVerdict.KubeletProbes = &on, 4
 	p, err = detectorPolicy(c)
 	require.NoError(t, err)
-	assert.Equal(t, detector.EarlyPolicy{Enabled: true, After: 12 * time.Second, KubeletProbes: 4, IOWindow: 6 * time.Second}, p.Early)
+	assert.Equal(t, detector.EarlyPolicy{Enabled: true, After: 12 * time.Second, ProbeFrom: 11 * time.Second, KubeletProbes: 4, IOWindow: 6 * time.Second}, p.Early)
+	// probeFrom unset follows a shorter after; set, it is taken as is.
+	c.EarlyVerdict.After = 8 * time.Second
+	p, err = detectorPolicy(c)
+	require.NoError(t, err)
+	assert.Equal(t, 8*time.Second, p.Early.ProbeFrom)
+	c.EarlyVerdict.After, c.EarlyVerdict.ProbeFrom = 12*time.Second, 10500*time.Millisecond
+	p, err = detectorPolicy(c)
+	require.NoError(t, err)
+	assert.Equal(t, 10500*time.Millisecond, p.Early.ProbeFrom)
 	c.EarlyVerdict.After = time.Minute
 	_, err = detectorPolicy(c)
 	require.ErrorContains(t, err, "cluster c1: policy early.after")
