@@ -168,20 +168,25 @@ func lost(o ArrayObservation) bool {
 }
 
 // ObserveSample records one array's view of a node. A sample that is not a
-// lost path ends the node's lost run on that array.
+// lost path ends the node's lost run on that array; so does a gap in the
+// samples longer than SampleMaxAge (the node left the sweep, say, while
+// its identity was relearned): the run the grace counts is one the array
+// was seen to report continuously, and starts again at the sample after
+// the gap.
 func (pm *PathMachine) ObserveSample(o ArrayObservation) {
 	if o.Node == "" || o.Array == "" {
 		return
 	}
 	n := pm.node(o.Node)
-	if prev, ok := n.samples[o.Array]; ok && prev.ObservedAt.After(o.ObservedAt) {
+	prev, seen := n.samples[o.Array]
+	if seen && prev.ObservedAt.After(o.ObservedAt) {
 		return
 	}
 	n.samples[o.Array] = o
 	switch {
 	case !lost(o):
 		delete(n.lostSince, o.Array)
-	case n.lostSince[o.Array].IsZero():
+	case n.lostSince[o.Array].IsZero() || (seen && o.ObservedAt.Sub(prev.ObservedAt) > pm.policy.SampleMaxAge):
 		n.lostSince[o.Array] = o.ObservedAt
 	}
 }

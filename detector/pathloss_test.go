@@ -398,3 +398,26 @@ func TestPathLossPolicy(t *testing.T) {
 	p.Enabled, p.MaxDisconnected = true, Limit{Value: 101, Percent: true}
 	assert.ErrorContains(t, p.Validate(), "storagePathLoss maxDisconnected")
 }
+
+// The grace counts a run of samples the array was seen to report: a node
+// whose samples stop for longer than the sample age (it left the sweep)
+// and resume still lost starts a new run, and is Failed a whole grace after
+// the samples resumed, not a grace after the run before the gap began.
+func TestPathLossRunDoesNotSpanAGapInSamples(t *testing.T) {
+	grace := 30 * time.Second
+	w := newPathWorld(t, 6, PathLossPolicy{Grace: grace, MaxDisconnected: Limit{Value: 1}})
+	w.run(10 * time.Second)
+	w.health["n02"]["pflex"] = hLost
+	w.run(10 * time.Second)
+	require.Equal(t, Suspect, w.last["n02"].State, "degraded")
+	delete(w.health["n02"], "pflex") // no more samples of n02 on pflex
+	w.run(w.p.SampleMaxAge + 5*time.Second)
+	w.health["n02"]["pflex"] = hLost
+	resumed := w.now
+	w.run(grace - 5*time.Second)
+	assert.NotEqual(t, Failed, w.last["n02"].State, "Failed %v after the samples resumed: the run spanned the gap", w.now.Sub(resumed))
+	w.run(20 * time.Second)
+	v := w.last["n02"]
+	require.Equal(t, Failed, v.State)
+	assert.GreaterOrEqual(t, v.Evidence.StoragePath.LostSince["pflex"].Sub(resumed), time.Duration(0), "the run began after the gap")
+}
