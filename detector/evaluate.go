@@ -21,6 +21,13 @@ type Result struct {
 	// Probe names the nodes to probe before the next evaluation (kubelet
 	// port, Lease read-back, arrays), sorted.
 	Probe []string
+	// WitnessesOnly names the nodes of Probe probed only for an early
+	// verdict (heartbeat not yet ProbeAfter old), sorted: their arrays are
+	// asked only where the early verdict needs a witness (see
+	// witnessArrays). The other arrays, which only the array
+	// corroboration at the grace reads, are asked from ProbeAfter, as
+	// without early verdicts.
+	WitnessesOnly []string
 	// Doubt is set when this replica doubts its own view; every node is then
 	// Blocked with this reason.
 	Doubt Reason
@@ -168,6 +175,9 @@ func (m *Machine) Evaluate(self Self, now time.Time) Result {
 		v.Evidence = m.evidence(n, a.age, self, now)
 		if doubt == ReasonNone && (a.late || a.probe) && n.phase != phaseFailed {
 			res.Probe = append(res.Probe, name)
+			if !a.late {
+				res.WitnessesOnly = append(res.WitnessesOnly, name)
+			}
 			consider(now.Add(p.PollInterval))
 		}
 		switch {

@@ -2,15 +2,19 @@ package detector
 
 import (
 	"context"
+	"slices"
 	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
 
 // probe starts one probe per named node that is not being probed already,
-// at most ProbeConcurrency at once. It runs on the loop goroutine.
-func (r *Runner) probe(ctx context.Context, names []string) {
+// at most ProbeConcurrency at once; of the nodes also in witnessesOnly
+// (sorted) it asks only the early verdict's witness arrays. It runs on the
+// loop goroutine.
+func (r *Runner) probe(ctx context.Context, names, witnessesOnly []string) {
 	for _, name := range names {
+		_, onlyWitnesses := slices.BinarySearch(witnessesOnly, name)
 		r.mu.Lock()
 		busy := r.inflight[name]
 		if !busy {
@@ -32,21 +36,22 @@ func (r *Runner) probe(ctx context.Context, names []string) {
 				return
 			}
 			defer func() { <-r.sem }()
-			r.probeNode(ctx, name)
+			r.probeNode(ctx, name, onlyWitnesses)
 		})
 	}
 }
 
 // probeNode probes the node's kubelet port, reads its Lease back from the
-// API server and asks the arrays, all at once, each bounded by the probe
-// timeout, and records what it saw.
-func (r *Runner) probeNode(ctx context.Context, name string) {
+// API server and asks the arrays (only the early verdict's witnesses when
+// onlyWitnesses is set), all at once, each bounded by the probe timeout,
+// and records what it saw.
+func (r *Runner) probeNode(ctx context.Context, name string, onlyWitnesses bool) {
 	pctx, cancel := context.WithTimeout(ctx, r.cfg.Policy.ProbeTimeout)
 	defer cancel()
 	var wg sync.WaitGroup
 	wg.Go(func() { r.probeKubelet(ctx, pctx, name) })
 	wg.Go(func() { r.readLease(pctx, name) })
-	wg.Go(func() { r.probeArrays(pctx, name) })
+	wg.Go(func() { r.probeArrays(pctx, name, onlyWitnesses) })
 	wg.Wait()
 	r.enqueue(func(*Machine) {}, false)
 }
@@ -92,7 +97,7 @@ func (r *Runner) readLease(pctx context.Context, name string) {
 	r.enqueue(func(m *Machine) { m.ObserveLease(obs) }, false)
 }
 
-func (r *Runner) probeArrays(pctx context.Context, name string) {
+func (r *Runner) probeArrays(pctx context.Context, name string, onlyWitnesses bool) {
 	if r.cfg.Identities == nil {
 		return
 	}
@@ -106,10 +111,14 @@ func (r *Runner) probeArrays(pctx context.Context, name string) {
 		idObs.FootprintRead = true
 	}
 	r.enqueue(func(m *Machine) { m.ObserveIdentities(idObs) }, false)
+	// Probed only for an early verdict, a node's other arrays cannot
+	// change it: ask the witnesses alone (none when the footprint cannot
+	// be witnessed whole, which rules an early verdict out).
+	witnesses, _ := witnessArrays(idObs)
 	var wg sync.WaitGroup
 	for _, id := range ids {
 		src, ok := r.cfg.Arrays[id.Array]
-		if !ok {
+		if !ok || (onlyWitnesses && !slices.Contains(witnesses, id.Array)) {
 			continue
 		}
 		wg.Go(func() {

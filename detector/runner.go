@@ -315,7 +315,7 @@ func (r *Runner) step(ctx context.Context) time.Time {
 		r.cfg.Publisher.PublishVerdicts(ctx, res.Changes)
 	}
 	r.probeSet = res.Probe
-	r.probe(ctx, res.Probe)
+	r.probe(ctx, res.Probe, res.WitnessesOnly)
 	return res.NextCheck
 }
 
