@@ -81,6 +81,11 @@ type Guard interface {
 	Paused(cluster string) bool
 }
 
+// Lead reports whether this replica leads the replica group now.
+type Lead interface {
+	Leading() bool
+}
+
 // Publisher receives verdict changes (the fencing pipeline). It is called
 // from the Runner's loop and must not block for long.
 type Publisher interface {

@@ -51,7 +51,7 @@ func (r *Runner) probeNode(ctx context.Context, name string, onlyWitnesses bool)
 	var wg sync.WaitGroup
 	wg.Go(func() { r.probeKubelet(ctx, pctx, name) })
 	wg.Go(func() { r.readLease(pctx, name) })
-	wg.Go(func() { r.probeArrays(pctx, name, onlyWitnesses) })
+	wg.Go(func() { r.probeArrays(pctx, name, onlyWitnesses, r.cfg.Lead == nil || r.cfg.Lead.Leading()) })
 	wg.Wait()
 	r.enqueue(func(*Machine) {}, false)
 }
@@ -97,7 +97,9 @@ func (r *Runner) readLease(pctx context.Context, name string) {
 	r.enqueue(func(m *Machine) { m.ObserveLease(obs) }, false)
 }
 
-func (r *Runner) probeArrays(pctx context.Context, name string, onlyWitnesses bool) {
+// probeArrays records the node's identities and witness arrays and, when
+// ask is set (this replica leads), asks its arrays for their view of it.
+func (r *Runner) probeArrays(pctx context.Context, name string, onlyWitnesses, ask bool) {
 	if r.cfg.Identities == nil {
 		return
 	}
@@ -111,6 +113,9 @@ func (r *Runner) probeArrays(pctx context.Context, name string, onlyWitnesses bo
 		idObs.FootprintRead = true
 	}
 	r.enqueue(func(m *Machine) { m.ObserveIdentities(idObs) }, false)
+	if !ask {
+		return
+	}
 	// Probed only for an early verdict, a node's other arrays cannot
 	// change it: ask the witnesses alone (none when the footprint cannot
 	// be witnessed whole, which rules an early verdict out).

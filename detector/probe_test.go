@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -66,16 +67,16 @@ func TestEarlyProbesAskOnlyTheWitnessArrays(t *testing.T) {
 	require.NoError(t, err)
 	ctx := context.Background()
 
-	r.probeArrays(ctx, "w0", true)
+	r.probeArrays(ctx, "w0", true, true)
 	assert.Equal(t, 1, pflex.count("w0"), "the witness")
 	assert.Equal(t, 0, pstore.count("w0"), "not a witness: its answer cannot change an early verdict")
-	r.probeArrays(ctx, "w1", true)
+	r.probeArrays(ctx, "w1", true, true)
 	assert.Equal(t, 0, pflex.count("w1")+pstore.count("w1"), "no early verdict possible: no array asked")
 
-	r.probeArrays(ctx, "w0", false)
+	r.probeArrays(ctx, "w0", false, true)
 	assert.Equal(t, 2, pflex.count("w0"))
 	assert.Equal(t, 1, pstore.count("w0"), "late: every identity array")
-	r.probeArrays(ctx, "w1", false)
+	r.probeArrays(ctx, "w1", false, true)
 	assert.Equal(t, 1, pflex.count("w1"))
 	assert.Equal(t, 1, pstore.count("w1"))
 }
@@ -114,4 +115,31 @@ func TestWitnessesOnlyUntilTheNodeIsLate(t *testing.T) {
 	}
 	assert.Positive(t, early, "probed for an early verdict")
 	assert.Positive(t, late, "probed as late")
+}
+
+// leading is a Lead that answers what it holds.
+type leading struct{ on atomic.Bool }
+
+func (l *leading) Leading() bool { return l.on.Load() }
+
+// Only the leader asks the arrays: a follower probes the kubelet and reads
+// the Lease back (its kubelet probes are the leader's vantage), but its
+// array samples would feed only its own status.
+func TestOnlyTheLeaderAsksTheArrays(t *testing.T) {
+	pflex := &countingArray{calls: map[string]int{}}
+	pstore := &countingArray{calls: map[string]int{}}
+	lead := &leading{}
+	r, err := NewRunner(RunnerConfig{
+		Cluster: "c1", Replica: "r1", Policy: fastPolicy(), API: newFakeAPI(2),
+		Arrays:     map[string]HealthSource{"pflex": pflex, "pstore": pstore},
+		Identities: twoArrays{}, Lead: lead, Logger: slog.New(slog.DiscardHandler),
+	})
+	require.NoError(t, err)
+	ctx := context.Background()
+	r.probeNode(ctx, "w0", false)
+	assert.Zero(t, pflex.count("w0")+pstore.count("w0"), "a follower asks no array")
+	lead.on.Store(true)
+	r.probeNode(ctx, "w0", false)
+	assert.Equal(t, 1, pflex.count("w0"))
+	assert.Equal(t, 1, pstore.count("w0"))
 }

@@ -41,7 +41,13 @@ type RunnerConfig struct {
 	Sink ObservationSink
 	// Guard reports quorum and pause; without it the group counts as having
 	// a quorum and fencing as not paused.
-	Guard     Guard
+	Guard Guard
+	// Lead reports whether this replica leads the group. Only the leader
+	// asks the arrays about a probed node: its verdicts are the ones the
+	// pipeline acts on, and a follower's array samples would feed only its
+	// own status, at two more requests per probe on every array. Without
+	// it (a single replica) the runner always asks.
+	Lead      Lead
 	Publisher Publisher
 	Metrics   *Metrics
 	Logger    *slog.Logger

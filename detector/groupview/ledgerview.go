@@ -420,6 +420,12 @@ func sameIdentity(a, b arrayclients.Identity) bool {
 		a.ObjectName == b.ObjectName && a.Kind == b.Kind && slices.Equal(a.Keys, b.Keys)
 }
 
+// Leading reports whether this replica leads the group.
+func (v *View) Leading() bool {
+	l, _ := v.node.Leadership()
+	return l.Leader
+}
+
 // Quorum reports whether the group has a leader this replica knows of.
 func (v *View) Quorum() bool {
 	_, ok := v.node.Leader()

@@ -262,7 +262,7 @@ func (f *fencing) newRunner(cr *clusterRuntime, metrics *detector.Metrics) error
 	rc := detector.RunnerConfig{
 		Cluster: cr.cfg.Name, Replica: f.d.Config().Replica.ID, Replicas: len(f.d.Config().Peers) + 1,
 		Policy: pol, API: cr.kube, Arrays: arrays,
-		Identities: cr.view, Vantage: cr.view, Sink: cr.view, Guard: cr.view,
+		Identities: cr.view, Vantage: cr.view, Sink: cr.view, Guard: cr.view, Lead: cr.view,
 		Metrics: metrics, Logger: f.log.With("component", "detector"),
 	}
 	if f.ctrl != nil {
