@@ -336,9 +336,9 @@ func regressionStale(f *ledger.Fence) []string {
 	return out
 }
 
-// regressions counts a fence's steps back to fencing on a held read-back,
+// Regressions counts a fence's steps back to fencing on a held read-back,
 // with the note of the last one (the same on every replica: the ledger's).
-func regressions(f *ledger.Fence) (int, string) {
+func Regressions(f *ledger.Fence) (int, string) {
 	n, last := 0, ""
 	for _, s := range f.Steps {
 		if s.To == ledger.StateFencing && strings.HasPrefix(s.Note, RegressionNote) {

@@ -33,7 +33,7 @@ func (w *world) waitRegressions(n int) *ledger.Fence {
 	var f *ledger.Fence
 	require.Eventually(w.t, func() bool {
 		f = w.group.fence("c1", "n1")
-		got, _ := regressions(f)
+		got, _ := Regressions(f)
 		return f != nil && got == n && f.State == ledger.StateEvicted
 	}, 10*time.Second, 2*time.Millisecond, "ops %v", w.log.list())
 	return f
@@ -173,7 +173,7 @@ func TestHeldReadFailureIsNoRegression(t *testing.T) {
 	w.waitHeldChecks(3)
 	f := w.group.fence("c1", "n1")
 	assert.Equal(t, ledger.StateEvicted, f.State)
-	n, _ := regressions(f)
+	n, _ := Regressions(f)
 	assert.Equal(t, 0, n)
 	w.arrays["a2"].set(func(fa *fakeArray) { fa.verifyErr = nil })
 	require.Eventually(t, func() bool { return w.log.count("verify a2 n1 fenced") > verifies }, 5*time.Second, 2*time.Millisecond,

@@ -157,7 +157,7 @@ func fenceStatus(f *ledger.Fence) FenceStatus {
 		OpenedAt: f.OpenedAt, UpdatedAt: f.UpdatedAt, BootID: f.BootID,
 		Steps: append([]ledger.Step(nil), f.Steps...), Arrays: []ArrayStatus{},
 	}
-	fs.Regressions, fs.LastRegression = regressions(f)
+	fs.Regressions, fs.LastRegression = Regressions(f)
 	arrays := map[string]bool{}
 	for a := range f.Identities {
 		arrays[a] = true
