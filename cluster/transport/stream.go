@@ -62,6 +62,21 @@ type Options struct {
 	// RejectLogInterval is the least time between two logged refusals
 	// (default 10s).
 	RejectLogInterval time.Duration
+	// VoteGate, when set, is told the leader's commit index of every
+	// AppendEntries request and asked before a vote or pre-vote request is
+	// passed to Raft; a request it withholds closes its connection, so the
+	// candidate counts no vote from this replica. A replica that rejoined
+	// without state withholds its vote until it has caught up.
+	VoteGate VoteGate
+}
+
+// VoteGate decides whether this replica may vote now (see Options).
+type VoteGate interface {
+	// MayVote reports whether a vote request may reach Raft.
+	MayVote() bool
+	// LeaderCommit is told the commit index an AppendEntries request
+	// carries.
+	LeaderCommit(index uint64)
 }
 
 // StreamLayer is a raft.StreamLayer over mutual TLS.
@@ -75,6 +90,7 @@ type StreamLayer struct {
 	slots     *handshakeSlots
 	peerIPs   *peerAddrs
 	rejectLog *logLimiter
+	voteLog   *logLimiter
 	closeOnce sync.Once
 	closed    chan struct{}
 	wg        sync.WaitGroup
@@ -137,6 +153,7 @@ func Listen(bind, advertise string, creds *Credentials, opts Options) (*StreamLa
 		slots:     newHandshakeSlots(opts.MaxHandshakes, opts.MaxHandshakesPerSource),
 		peerIPs:   newPeerAddrs(opts.Peers),
 		rejectLog: &logLimiter{every: opts.RejectLogInterval},
+		voteLog:   &logLimiter{every: opts.RejectLogInterval},
 	}
 	s.wg.Add(1)
 	go s.acceptLoop()
@@ -178,6 +195,14 @@ func (s *StreamLayer) acceptLoop() {
 		}
 		s.wg.Add(1)
 		go s.handshake(raw, release)
+	}
+}
+
+// withheld logs, rate-limited, a vote request this replica did not answer.
+func (s *StreamLayer) withheld(remote string) {
+	if ok, left := s.voteLog.allow(time.Now()); ok {
+		s.opts.Logger.Info("raft vote withheld: this replica rejoined without state and has not caught up with a leader yet",
+			"remote", remote, "withheldNotLogged", left)
 	}
 }
 
@@ -232,7 +257,13 @@ func (s *StreamLayer) handshake(raw net.Conn, release func()) {
 	}
 	var accepted net.Conn = conn
 	if !s.opts.AnyPeer {
-		accepted = guard(conn, s.opts.Peers, func(err error) { s.reject(remote, err) })
+		accepted = guard(conn, s.opts.Peers, s.opts.VoteGate, func(err error) {
+			if errors.Is(err, errVoteWithheld) {
+				s.withheld(remote)
+				return
+			}
+			s.reject(remote, err)
+		})
 	}
 	select {
 	case s.conns <- accepted:
