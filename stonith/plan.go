@@ -113,6 +113,12 @@ func (c *Controller) PlanNode(ctx context.Context, req PlanRequest) (NodePlan, e
 		mu.Unlock()
 		return nil
 	})
+	if v.Fence == nil {
+		// On the leader, what this reading found is the node's protection
+		// now: /status and the metric follow it at once.
+		c.recordReads(cl.Name, req.Node, planned, false)
+		c.evaluateProtection(ctx, cl, req.Node)
+	}
 	for _, p := range planned {
 		plans[p.Array] = ArrayPlan{Array: p.Array, Identity: identityText(p.Identity),
 			Summary: p.Summary, Volumes: p.Volumes}

@@ -208,6 +208,7 @@ func (f *fencing) newController() error {
 		}
 		clusters = append(clusters, stonith.ClusterConfig{
 			Name: cr.cfg.Name, Kube: cr.writer, DryRun: cr.cfg.DryRun, SettlePeriod: cr.cfg.SettlePeriod,
+			GapScanPeriod:      cr.cfg.GapScanPeriod,
 			ProtectionSelector: cr.cfg.ProtectionSelector,
 			Footprints:         cr.footprints, Arrays: cr.cfg.Arrays, Drivers: cr.cfg.DriverFamilies(),
 			Detector: stonith.DetectorStatusFunc(func() detector.Status {
