@@ -561,13 +561,18 @@ const (
 	// the identity fenced knows for the node, so the node may reach it
 	// through an identity fenced does not know.
 	GapOtherIdentity GapReason = "other-identity"
+	// GapExternalAccess: the volume's NFS export lists an external (NAT)
+	// access entry the array's configuration names (externalAccess): the
+	// driver adds it on every publish and every node behind it can mount
+	// the export, so the node's own entries are not all its access.
+	GapExternalAccess GapReason = "external-access"
 )
 
 // GapReasons lists every reason (metric series are initialised from it).
 func GapReasons() []GapReason {
 	return []GapReason{GapUnknownDriver, GapBadHandle, GapArrayNotConfigured, GapIdentitiesNotLearned,
 		GapIdentityNotFound, GapIdentityAmbiguous, GapCutUnsupported, GapNotFenceable, GapVolumeNotFound,
-		GapOtherIdentity}
+		GapOtherIdentity, GapExternalAccess}
 }
 
 // Gap is why a node's access to one volume cannot be cut.

@@ -433,6 +433,19 @@ func (c *checker) familyOptions(base string, a Array, root *yaml.Node) {
 			c.add(base+".powerstore.fenceMode", "unknown mode %q: want initiators or detach", m)
 		}
 	}
+	for key, list := range map[string][]string{"powerflex": a.PowerFlex.ExternalAccess, "powerstore": a.PowerStore.ExternalAccess} {
+		for j, e := range list {
+			if _, err := arrayclients.ParseExternalAccess([]string{e}); err != nil {
+				c.add(fmt.Sprintf("%s.%s.externalAccess[%d]", base, key, j), "%q is not an IP address or a CIDR subnet", e)
+			}
+		}
+	}
+	if len(a.PowerFlex.ExternalAccess) > 0 && a.Family != arrayclients.PowerFlex {
+		c.add(base+".powerflex.externalAccess", "set on a %s array", a.Family)
+	}
+	if len(a.PowerStore.ExternalAccess) > 0 && a.Family != arrayclients.PowerStore {
+		c.add(base+".powerstore.externalAccess", "set on a %s array", a.Family)
+	}
 }
 
 func (c *checker) clusters(cfg *Config, root *yaml.Node, arrays map[string]bool) {
