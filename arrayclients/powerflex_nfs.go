@@ -326,6 +326,8 @@ func (a *PowerFlexAdapter) planNFSVolume(f *pflexFile, id Identity, v VolumeRef)
 		vc.Gap = &Gap{Reason: GapNotFenceable, Detail: fmt.Sprintf("%s: %s", v.Volume, strings.Join(view.hazards, "; "))}
 	case externalAccessGap(PowerFlex, a.cfg.Name, a.cfg.ExternalAccess, v, view.others) != nil:
 		vc.Gap = externalAccessGap(PowerFlex, a.cfg.Name, a.cfg.ExternalAccess, v, view.others)
+	case pflexRegrantGap(a.cfg.Name, v, view.others) != nil:
+		vc.Gap = pflexRegrantGap(a.cfg.Name, v, view.others)
 	case len(view.mine) > 0:
 		vc.Cut = CutNFSExportHosts
 		others := view.others
@@ -340,6 +342,40 @@ func (a *PowerFlexAdapter) planNFSVolume(f *pflexFile, id Identity, v VolumeRef)
 		vc.Cut = CutNotMapped
 	}
 	return vc, nil, nil
+}
+
+// pflexRegrantGap is the gap of an NFS footprint volume whose exports
+// list IPs of other nodes that have no VolumeAttachment to it
+// (v.Unattached), or nil. csi-vxflexos with interfaceNames (its ConfigMap
+// map of every node's interface IPs, needed by nodes whose node ID is no
+// SDC GUID) adds the IPs of every node in the map to the export on each
+// publish (service/controller.go findNetworkInterfaceIPs,
+// service/service.go exportFilesystem): a fence that removes the node's
+// IPs is undone by the next publish of the volume to any node.
+func pflexRegrantGap(array string, v VolumeRef, entries []string) *Gap {
+	if len(v.Unattached) == 0 {
+		return nil
+	}
+	var found []string
+	for _, e := range entries {
+		for key, node := range v.Unattached {
+			ip := net.ParseIP(strings.TrimSpace(key))
+			if ip == nil {
+				continue
+			}
+			if exact, _ := pflexHostMatch(e, []net.IP{ip}); exact {
+				found = append(found, fmt.Sprintf("%s (node %s)", e, node))
+				break
+			}
+		}
+	}
+	if len(found) == 0 {
+		return nil
+	}
+	slices.Sort(found)
+	return &Gap{Reason: GapDriverRegrant, Detail: fmt.Sprintf("%s: the NFS export on PowerFlex array %s lists %s, of nodes with no "+
+		"VolumeAttachment to the volume: csi-vxflexos with interfaceNames adds every node's IPs on each publish, so the next "+
+		"publish of the volume to any node would give a fenced node its access back", v.Volume, array, strings.Join(found, ", "))}
 }
 
 func pflexIPList(ips []net.IP) string {

@@ -226,6 +226,7 @@ func (c *Controller) scanNode(ctx context.Context, cl *clusterRuntime, node stri
 		}
 	}
 	slices.Sort(arrays)
+	c.withUnattached(cl, node, cv.Vols)
 	var (
 		mu    sync.Mutex
 		plans []arrayclients.Plan

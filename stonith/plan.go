@@ -93,6 +93,7 @@ func (c *Controller) PlanNode(ctx context.Context, req PlanRequest) (NodePlan, e
 	}
 	slices.Sort(names)
 	names = slices.Compact(names)
+	c.withUnattached(cl, req.Node, cv.Vols)
 	plans := make(map[string]ArrayPlan, len(names))
 	unread := false
 	var (
