@@ -13,8 +13,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/fenced-project/fenced/arrayclients"
 	"github.com/fenced-project/fenced/detector"
 	"github.com/fenced-project/fenced/stonith"
+	"github.com/fenced-project/fenced/tests/arraysim/powerflex"
+	"github.com/fenced-project/fenced/tests/csidriver"
 	"github.com/fenced-project/fenced/tests/testbed"
 )
 
@@ -268,4 +271,83 @@ func gauge(t *testing.T, p *pipeline, reason string) float64 {
 	}
 	t.Fatalf("no fenced_nodes_unprotected series for reason %s", reason)
 	return 0
+}
+
+// TestDriverRegrantShowsWhileHealthy: csi-vxflexos with interfaceNames
+// (the emulated driver given every node's IP) publishes an NFS volume to
+// one node and lists every node's IP on the export. While the node is
+// healthy, the leader's plan names it unprotected with driver-regrant (a
+// fence would be undone by the next publish anywhere), in /status, the
+// metric, an Event and `fenced plan`. With the driver publishing the
+// node's own IPs only, it is protected again.
+func TestDriverRegrantShowsWhileHealthy(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a control plane, three array simulators and a Raft group")
+	}
+	b := startBed(t, 3)
+	ctx := t.Context()
+	b.learn()
+	s := b.sims["pflex-1"]
+	sim, ok := s.srv.Family().(*powerflex.Sim)
+	require.True(t, ok)
+	ips := map[string]string{}
+	for name, n := range b.nodes {
+		ips[name] = n.Spec.IP
+	}
+	plain, ok := b.cp.CSIControllers().Lookup(testbed.DriverPowerFlex)
+	require.True(t, ok)
+	regrant, err := csidriver.NewPowerFlex(ctx, csidriver.PowerFlexConfig{Endpoint: s.cfg.Endpoint, CAFile: s.cfg.CAFile,
+		Username: s.cfg.Username, Password: s.cfg.Password, SystemID: "1a2b3c4d5e6f7a8b", Version: sim.State().Version,
+		InterfaceIPs: ips})
+	require.NoError(t, err)
+	b.cp.RegisterCSIController(regrant)
+	_, err = b.cp.CreateStatefulSet(ctx, testbed.StatefulSetSpec{Namespace: "app", Name: "files", Replicas: 1,
+		Driver: testbed.DriverPowerFlex, NFS: true})
+	require.NoError(t, err)
+	pod := waitPods(t, b, "files-0")["files-0"]
+	waitAttachedAll(t, b)
+	node, pv := pod.Spec.NodeName, pvOf(t, b, pod)
+
+	p := b.startPipelineWith(false, nil, func(cfg *stonith.Config) { cfg.Clusters[0].GapScanPeriod = time.Second })
+	var gap stonith.VolumeGap
+	require.Eventually(t, func() bool {
+		for _, u := range p.ctrl.Status().Unprotected {
+			for _, g := range u.Gaps {
+				if u.Node == node && g.Volume == pv {
+					gap = g
+					return true
+				}
+			}
+		}
+		return false
+	}, time.Minute, 200*time.Millisecond, "%s never reported unprotected for %s", node, pv)
+	assert.Equal(t, arrayclients.GapDriverRegrant, gap.Reason)
+	assert.Equal(t, "pflex-1", gap.Array)
+	for other := range b.nodes {
+		if other != node {
+			assert.Contains(t, gap.Detail, "(node "+other+")")
+		}
+	}
+	assert.Equal(t, float64(1), gauge(t, p, string(arrayclients.GapDriverRegrant)))
+	plan, err := p.ctrl.PlanNode(ctx, stonith.PlanRequest{Cluster: clusterName, Node: node})
+	require.NoError(t, err)
+	assert.False(t, plan.Protected)
+	assert.Contains(t, plan.Gaps, gap)
+	require.Eventually(t, func() bool {
+		list, err := b.cp.Client.CoreV1().Events("default").List(ctx, metav1.ListOptions{
+			FieldSelector: "involvedObject.name=" + node + ",reason=FenceUnprotected"})
+		return err == nil && slices.ContainsFunc(list.Items, func(e corev1.Event) bool {
+			return strings.Contains(e.Message, pv) && strings.Contains(e.Message, "driver-regrant")
+		})
+	}, 30*time.Second, 200*time.Millisecond, "no FenceUnprotected Event on %s naming %s", node, pv)
+
+	// The driver without interfaceNames: the volume published again lists
+	// the node's own IPs only.
+	_, handle := podVolume(t, b, pod)
+	require.NoError(t, regrant.ControllerUnpublish(ctx, handle, csiNodeID(t, b, node, testbed.DriverPowerFlex)))
+	b.cp.RegisterCSIController(plain)
+	require.NoError(t, plain.ControllerPublish(ctx, handle, csiNodeID(t, b, node, testbed.DriverPowerFlex), false))
+	require.Eventually(t, func() bool { return len(p.ctrl.Status().Unprotected) == 0 },
+		time.Minute, 200*time.Millisecond, "%s still unprotected with the driver fixed", node)
+	assert.Zero(t, gauge(t, p, string(arrayclients.GapDriverRegrant)))
 }
