@@ -67,7 +67,9 @@ type ArrayPlan struct {
 // PlanNode reads what a fence of the node would cut now (PRODUCT.md
 // invariant 7, for operators during rollout). It never writes: the arrays
 // are only read (Adapter.Plan), and any replica answers from its own
-// informers and ledger.
+// informers and ledger. On the leader, the gaps the plans found become the
+// node's protection at once (/status, the metric, the Event), as a gap
+// scan's would (scanGaps).
 func (c *Controller) PlanNode(ctx context.Context, req PlanRequest) (NodePlan, error) {
 	if req.Cluster == "" || req.Node == "" {
 		return NodePlan{}, fmt.Errorf("%w: cluster and node are required", ErrBadRequest)
