@@ -59,6 +59,12 @@ type Config struct {
 	// PowerStoreFenceMode is "initiators" (remove the host's initiators,
 	// default) or "detach" (detach each volume from the host).
 	PowerStoreFenceMode string
+	// ExternalAccess lists the external (NAT) access addresses or CIDR
+	// subnets the PowerStore or PowerFlex CSI driver adds to NFS exports
+	// beside each node's IP (X_CSI_POWERSTORE_EXTERNAL_ACCESS, csi-vxflexos
+	// ExternalAccess). An export of a footprint volume listing one is a
+	// GapExternalAccess.
+	ExternalAccess []string
 	// ChapSecrets maps a PowerStore initiator port name to its CHAP secret,
 	// needed to re-add a CHAP initiator on unfence.
 	ChapSecrets map[string]string `json:"-"`

@@ -50,14 +50,26 @@ func (a *PowerStoreAdapter) Cover(id Identity, v VolumeRef) (Cut, *Gap) {
 // are created open to every host (csi-powermax), and a shared vSphere host
 // serves every node, so neither has a per-node cut.
 func (a *PowerMaxAdapter) Cover(id Identity, v VolumeRef) (Cut, *Gap) {
+	if g := NotFenceable(PowerMax, v); g != nil {
+		return "", g
+	}
 	if id.Kind == PowerMaxKindSharedHost {
 		return "", sharedHostGap(id, v)
 	}
-	if v.Protocol != ProtocolBlock {
-		return "", &Gap{Reason: GapNotFenceable, Detail: fmt.Sprintf("%s: csi-powermax creates NFS exports open to every "+
+	return CutHostInitiators, nil
+}
+
+// NotFenceable returns the gap of a volume that no identity's access can
+// be cut from on its family, whatever the node's identities there (it is
+// decided before any identity is looked for, so a node with no identity
+// on the array gets this gap, not identity-not-found), or nil. PowerMax
+// NFS exports are created open to every host.
+func NotFenceable(f Family, v VolumeRef) *Gap {
+	if f == PowerMax && v.Protocol != ProtocolBlock {
+		return &Gap{Reason: GapNotFenceable, Detail: fmt.Sprintf("%s: csi-powermax creates NFS exports open to every "+
 			"host (DefaultAccess ReadWrite), so one node's access to them cannot be removed", v.Volume)}
 	}
-	return CutHostInitiators, nil
+	return nil
 }
 
 // Cover: Unity LUNs lose the host's access; NFS file systems lose it from

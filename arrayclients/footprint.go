@@ -361,6 +361,13 @@ type VolumeRef struct {
 	// MultiNode and Attached come from Kubernetes (KubeVolume).
 	MultiNode bool `json:"multiNode,omitempty"`
 	Attached  bool `json:"attached"`
+	// Unattached maps the identity keys (IPs) on this array of the
+	// cluster's other nodes that have no VolumeAttachment to the volume
+	// to their node names. The pipeline sets it, for the NFS volumes of
+	// families whose driver may list nodes that do not use a volume
+	// (csi-vxflexos with interfaceNames), before each Plan; nil means not
+	// known. It is never recorded.
+	Unattached map[string]string `json:"-"`
 }
 
 // Holder is what placing a volume needs of a configured array.
@@ -561,13 +568,23 @@ const (
 	// the identity fenced knows for the node, so the node may reach it
 	// through an identity fenced does not know.
 	GapOtherIdentity GapReason = "other-identity"
+	// GapExternalAccess: the volume's NFS export lists an external (NAT)
+	// access entry the array's configuration names (externalAccess): the
+	// driver adds it on every publish and every node behind it can mount
+	// the export, so the node's own entries are not all its access.
+	GapExternalAccess GapReason = "external-access"
+	// GapDriverRegrant: the driver will give the node its access back
+	// after a fence: the volume's PowerFlex NFS export lists IPs of nodes
+	// without a VolumeAttachment to it, the mark of csi-vxflexos with
+	// interfaceNames, which adds every node's IPs on every publish.
+	GapDriverRegrant GapReason = "driver-regrant"
 )
 
 // GapReasons lists every reason (metric series are initialised from it).
 func GapReasons() []GapReason {
 	return []GapReason{GapUnknownDriver, GapBadHandle, GapArrayNotConfigured, GapIdentitiesNotLearned,
 		GapIdentityNotFound, GapIdentityAmbiguous, GapCutUnsupported, GapNotFenceable, GapVolumeNotFound,
-		GapOtherIdentity}
+		GapOtherIdentity, GapExternalAccess, GapDriverRegrant}
 }
 
 // Gap is why a node's access to one volume cannot be cut.

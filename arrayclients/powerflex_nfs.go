@@ -28,7 +28,10 @@ import (
 // address is a node IP, with or without a host mask, as access. The
 // export is found as the driver finds it: the one whose file_system_id
 // is the volume's, in the list of all exports (goscaleio GetNFSExport;
-// GetNFSExportByIDName would report every failure as "not found").
+// GetNFSExportByIDName would report every failure as "not found"); the
+// driver publishes on the last such export, but a node may mount the file
+// system through any of them, so a plan, a cut and a read-back look at
+// every export of the file system.
 
 // PowerFlexKindNFSClient is the Identity.Kind of a PowerFlex node known by
 // its IPs only: no SDC, NFS volumes only.
@@ -225,19 +228,46 @@ func (f *pflexFile) load() error {
 	return nil
 }
 
-// exportOf returns the file system's export; fsFound is false when the
-// file system does not exist, found false when it has no export.
-func (f *pflexFile) exportOf(fsID string) (x siotypes.NFSExport, fsFound, found bool, err error) {
+// exportsOf returns every export of the file system, in the order the
+// array lists them; fsFound is false when the file system does not exist.
+// A node may mount the file system through any of them, so a cut and a
+// read-back look at all.
+func (f *pflexFile) exportsOf(fsID string) (xs []siotypes.NFSExport, fsFound bool, err error) {
 	if err := f.load(); err != nil {
-		return x, false, false, err
+		return nil, false, err
 	}
 	fsFound = slices.ContainsFunc(f.fss, func(fs siotypes.FileSystem) bool { return fs.ID == fsID })
 	for _, e := range f.exports {
 		if e.FileSystemID == fsID {
-			return e, fsFound, true, nil
+			xs = append(xs, e)
 		}
 	}
-	return x, fsFound, false, nil
+	return xs, fsFound, nil
+}
+
+// exportOf returns the export csi-vxflexos publishes the file system on:
+// the last of its exports the array lists (the driver's loop over every
+// export keeps the last match, service/service.go). fsFound is false when
+// the file system does not exist, found false when it has no export.
+func (f *pflexFile) exportOf(fsID string) (x siotypes.NFSExport, fsFound, found bool, err error) {
+	xs, fsFound, err := f.exportsOf(fsID)
+	if err != nil || len(xs) == 0 {
+		return x, fsFound, false, err
+	}
+	return xs[len(xs)-1], fsFound, true, nil
+}
+
+// exportByID returns the file system's export with the ID.
+func (f *pflexFile) exportByID(fsID, exportID string) (x siotypes.NFSExport, found bool, err error) {
+	xs, _, err := f.exportsOf(fsID)
+	if err != nil {
+		return x, false, err
+	}
+	i := slices.IndexFunc(xs, func(x siotypes.NFSExport) bool { return x.ID == exportID })
+	if i < 0 {
+		return x, false, nil
+	}
+	return xs[i], true, nil
 }
 
 func (a *PowerFlexAdapter) file(k powerFlexCall) (*pflexFile, error) {
@@ -253,7 +283,7 @@ func (a *PowerFlexAdapter) file(k powerFlexCall) (*pflexFile, error) {
 // or a gap.
 func (a *PowerFlexAdapter) planNFSVolume(f *pflexFile, id Identity, v VolumeRef) (VolumeCut, *PowerFlexNFSExport, error) {
 	vc := VolumeCut{VolumeRef: v}
-	x, fsFound, found, err := f.exportOf(v.Object)
+	xs, fsFound, err := f.exportsOf(v.Object)
 	if err != nil {
 		return vc, nil, fmt.Errorf("read footprint volume %s (file system %s): %w", v.Volume, v.Object, err)
 	}
@@ -261,31 +291,91 @@ func (a *PowerFlexAdapter) planNFSVolume(f *pflexFile, id Identity, v VolumeRef)
 		vc.Gap = &Gap{Reason: GapVolumeNotFound, Detail: fmt.Sprintf("%s: PowerFlex array %s has no file system %s", v.Volume, a.cfg.Name, v.Object)}
 		return vc, nil, nil
 	}
-	if !found {
+	if len(xs) == 0 {
 		vc.Cut = CutNotMapped // never published: the driver creates the export on first publish
 		return vc, nil, nil
 	}
+	// Every export of the file system is read: the node may mount it
+	// through any. The one recorded (and given back on unfence) is the
+	// driver's, the last, unless only another lists the node.
 	ips := pflexNodeIPs(id)
-	view := pflexViewOf(x, ips)
+	var (
+		view     pflexExportView
+		recorded *siotypes.NFSExport
+		mine     []PowerFlexNFSHost
+	)
+	for i := range xs {
+		x := &xs[i]
+		xv := pflexViewOf(*x, ips)
+		for _, h := range xv.hazards {
+			view.hazards = append(view.hazards, fmt.Sprintf("NFS export %s (%s): %s", x.Name, x.ID, h))
+		}
+		for _, h := range xv.others {
+			if !slices.Contains(view.others, h) {
+				view.others = append(view.others, h)
+			}
+		}
+		view.mine = append(view.mine, xv.mine...)
+		if len(xv.mine) > 0 && (recorded == nil || i == len(xs)-1) {
+			recorded, mine = x, xv.mine
+		}
+	}
 	vc.Holders = view.others
 	switch {
 	case len(view.hazards) > 0:
-		vc.Gap = &Gap{Reason: GapNotFenceable, Detail: fmt.Sprintf("%s: NFS export %s (%s): %s", v.Volume, x.Name, x.ID,
-			strings.Join(view.hazards, "; "))}
+		vc.Gap = &Gap{Reason: GapNotFenceable, Detail: fmt.Sprintf("%s: %s", v.Volume, strings.Join(view.hazards, "; "))}
+	case externalAccessGap(PowerFlex, a.cfg.Name, a.cfg.ExternalAccess, v, view.others) != nil:
+		vc.Gap = externalAccessGap(PowerFlex, a.cfg.Name, a.cfg.ExternalAccess, v, view.others)
+	case pflexRegrantGap(a.cfg.Name, v, view.others) != nil:
+		vc.Gap = pflexRegrantGap(a.cfg.Name, v, view.others)
 	case len(view.mine) > 0:
 		vc.Cut = CutNFSExportHosts
 		others := view.others
 		if others == nil {
 			others = []string{}
 		}
-		return vc, &PowerFlexNFSExport{Volume: v.Volume, FileSystemID: v.Object, ExportID: x.ID, ExportName: x.Name,
-			Entries: view.mine, Others: others}, nil
+		return vc, &PowerFlexNFSExport{Volume: v.Volume, FileSystemID: v.Object, ExportID: recorded.ID, ExportName: recorded.Name,
+			Entries: mine, Others: others}, nil
 	case len(view.others) > 0 && v.Attached:
 		vc.Gap = otherIdentityGap(PowerFlex, v, "IPs "+pflexIPList(ips), view.others)
 	default:
 		vc.Cut = CutNotMapped
 	}
 	return vc, nil, nil
+}
+
+// pflexRegrantGap is the gap of an NFS footprint volume whose exports
+// list IPs of other nodes that have no VolumeAttachment to it
+// (v.Unattached), or nil. csi-vxflexos with interfaceNames (its ConfigMap
+// map of every node's interface IPs, needed by nodes whose node ID is no
+// SDC GUID) adds the IPs of every node in the map to the export on each
+// publish (service/controller.go findNetworkInterfaceIPs,
+// service/service.go exportFilesystem): a fence that removes the node's
+// IPs is undone by the next publish of the volume to any node.
+func pflexRegrantGap(array string, v VolumeRef, entries []string) *Gap {
+	if len(v.Unattached) == 0 {
+		return nil
+	}
+	var found []string
+	for _, e := range entries {
+		for key, node := range v.Unattached {
+			ip := net.ParseIP(strings.TrimSpace(key))
+			if ip == nil {
+				continue
+			}
+			if exact, _ := pflexHostMatch(e, []net.IP{ip}); exact {
+				found = append(found, fmt.Sprintf("%s (node %s)", e, node))
+				break
+			}
+		}
+	}
+	if len(found) == 0 {
+		return nil
+	}
+	slices.Sort(found)
+	return &Gap{Reason: GapDriverRegrant, Detail: fmt.Sprintf("%s: the NFS export on PowerFlex array %s lists %s, of nodes with no "+
+		"VolumeAttachment to the volume: csi-vxflexos with interfaceNames adds every node's IPs on each publish, so the next "+
+		"publish of the volume to any node would give a fenced node its access back", v.Volume, array, strings.Join(found, ", "))}
 }
 
 func pflexIPList(ips []net.IP) string {
@@ -390,28 +480,27 @@ func (a *PowerFlexAdapter) applyNFS(k powerFlexCall, p Plan, e PowerFlexEntries)
 	}
 	ips := pflexNodeIPs(p.Identity)
 	for _, vc := range cuts {
-		x, _, found, err := f.exportOf(vc.Object)
+		xs, _, err := f.exportsOf(vc.Object)
 		if err != nil {
 			return fmt.Errorf("read footprint volume %s (file system %s): %w", vc.Volume, vc.Object, err)
 		}
-		if !found {
-			continue
-		}
-		remove := pflexViewOf(x, ips).mine
-		for _, px := range e.NFSExports {
-			if px.ExportID == x.ID {
-				for _, h := range pflexPresent(x, px.Entries) {
-					if !slices.Contains(remove, h) {
-						remove = append(remove, h)
+		for _, x := range xs {
+			remove := pflexViewOf(x, ips).mine
+			for _, px := range e.NFSExports {
+				if px.ExportID == x.ID {
+					for _, h := range pflexPresent(x, px.Entries) {
+						if !slices.Contains(remove, h) {
+							remove = append(remove, h)
+						}
 					}
 				}
 			}
-		}
-		if len(remove) == 0 {
-			continue
-		}
-		if err := k.modifyHosts(x.ID, remove, false); err != nil {
-			return fmt.Errorf("remove %s from NFS export %s (%s): %w", pflexHostsString(remove), x.Name, x.ID, err)
+			if len(remove) == 0 {
+				continue
+			}
+			if err := k.modifyHosts(x.ID, remove, false); err != nil {
+				return fmt.Errorf("remove %s from NFS export %s (%s): %w", pflexHostsString(remove), x.Name, x.ID, err)
+			}
 		}
 	}
 	return nil
@@ -440,23 +529,27 @@ func (a *PowerFlexAdapter) verifyNFS(k powerFlexCall, p Plan, e PowerFlexEntries
 	}
 	ips := pflexNodeIPs(p.Identity)
 	for _, vc := range cuts {
-		x, _, found, err := f.exportOf(vc.Object)
+		xs, _, err := f.exportsOf(vc.Object)
 		if err != nil {
 			return fmt.Errorf("read footprint volume %s (file system %s): %w", vc.Volume, vc.Object, err)
 		}
 		chk := VolumeCheck{Volume: vc.Volume, Object: vc.Object}
-		var view pflexExportView
-		if found {
-			view = pflexViewOf(x, ips)
-			chk.Holders = view.others
-			chk.NodeAccess = len(view.mine) > 0 || len(view.hazards) > 0
+		for _, x := range xs {
+			view := pflexViewOf(x, ips)
+			for _, h := range view.others {
+				if !slices.Contains(chk.Holders, h) {
+					chk.Holders = append(chk.Holders, h)
+				}
+			}
+			chk.NodeAccess = chk.NodeAccess || len(view.mine) > 0 || len(view.hazards) > 0
 			for _, h := range view.mine {
 				v.Remaining = append(v.Remaining, fmt.Sprintf("NFS export %s (%s) of volume %s lists %s", x.Name, x.ID, vc.Volume, h))
 			}
 			for _, h := range view.hazards {
 				v.Remaining = append(v.Remaining, fmt.Sprintf("NFS export %s (%s) of volume %s: %s", x.Name, x.ID, vc.Volume, h))
 			}
-		} else {
+		}
+		if len(xs) == 0 {
 			chk.Note = "the file system has no NFS export"
 		}
 		if chk.NodeAccess {
@@ -465,7 +558,7 @@ func (a *PowerFlexAdapter) verifyNFS(k powerFlexCall, p Plan, e PowerFlexEntries
 		v.Volumes = append(v.Volumes, chk)
 	}
 	for _, px := range e.NFSExports {
-		x, _, found, err := f.exportOf(px.FileSystemID)
+		x, found, err := f.exportByID(px.FileSystemID, px.ExportID)
 		if err != nil {
 			return fmt.Errorf("read %s: %w", px.label(), err)
 		}
@@ -519,6 +612,12 @@ func (a *PowerFlexAdapter) reconcileNFS(k powerFlexCall, p Plan, e PowerFlexEntr
 		for i := range e.NFSExports {
 			if e.NFSExports[i].FileSystemID == vc.Object {
 				r.px = &e.NFSExports[i]
+			}
+		}
+		if r.px != nil {
+			// The entries go back to the export they were removed from.
+			if r.x, r.found, err = f.exportByID(vc.Object, r.px.ExportID); err != nil {
+				return nil, fmt.Errorf("read footprint volume %s (file system %s): %w", vc.Volume, vc.Object, err)
 			}
 		}
 		if !found {

@@ -315,6 +315,8 @@ func (a *PowerStoreAdapter) planNFSVolume(ctx context.Context, c gopowerstore.Cl
 	case len(acc.hazards) > 0:
 		vc.Holders = nil
 		vc.Gap = &Gap{Reason: GapNotFenceable, Detail: fmt.Sprintf("%s: %s", v.Volume, strings.Join(acc.hazards, "; "))}
+	case externalAccessGap(PowerStore, a.cfg.Name, a.cfg.ExternalAccess, v, acc.holders) != nil:
+		vc.Gap = externalAccessGap(PowerStore, a.cfg.Name, a.cfg.ExternalAccess, v, acc.holders)
 	case mine > 0:
 		vc.Cut = cut
 		for _, x := range acc.exports {

@@ -106,6 +106,14 @@ func validateConfig(i int, cfg Config, seen map[string]Adapter) error {
 	if cfg.RequestTimeout < 0 {
 		return fmt.Errorf("arrays[%s].requestTimeout: %s is negative", cfg.Name, cfg.RequestTimeout)
 	}
+	if len(cfg.ExternalAccess) > 0 {
+		if cfg.Family != PowerStore && cfg.Family != PowerFlex {
+			return fmt.Errorf("arrays[%s].externalAccess: only PowerStore and PowerFlex drivers add external-access entries", cfg.Name)
+		}
+		if _, err := ParseExternalAccess(cfg.ExternalAccess); err != nil {
+			return fmt.Errorf("arrays[%s].%w", cfg.Name, err)
+		}
+	}
 	return nil
 }
 

@@ -73,6 +73,12 @@ type PowerFlexOptions struct {
 	SystemID string `mapstructure:"systemID"`
 	// SystemName is the system's name.
 	SystemName string `mapstructure:"systemName"`
+	// ExternalAccess lists the external (NAT) access addresses or CIDR
+	// subnets csi-vxflexos adds to NFS exports beside each node's IP
+	// (ExternalAccess in the driver's configuration). An export of a
+	// node's volume that lists one makes the node unprotected
+	// (external-access).
+	ExternalAccess []string `mapstructure:"externalAccess"`
 }
 
 // PowerMaxOptions select the array behind a Unisphere endpoint.
@@ -126,6 +132,11 @@ type PowerStoreOptions struct {
 	// ChapSecretsFile (path or credential:NAME) is a YAML map from initiator
 	// port name to CHAP secret, needed to re-add CHAP initiators on unfence.
 	ChapSecretsFile string `mapstructure:"chapSecretsFile"`
+	// ExternalAccess lists the external (NAT) access addresses or CIDR
+	// subnets csi-powerstore adds to NFS exports beside each node's IP
+	// (X_CSI_POWERSTORE_EXTERNAL_ACCESS). An export of a node's volume
+	// that lists one makes the node unprotected (external-access).
+	ExternalAccess []string `mapstructure:"externalAccess"`
 }
 
 // PowerStore fence modes.

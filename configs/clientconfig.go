@@ -35,6 +35,12 @@ func (a Array) ClientConfig(credDir string) (arrayclients.Config, error) {
 		ArrayIDs:                 a.HandleIDs(),
 		CSIDefault:               a.CSIDefault,
 	}
+	switch a.Family {
+	case arrayclients.PowerFlex:
+		cc.ExternalAccess = a.PowerFlex.ExternalAccess
+	case arrayclients.PowerStore:
+		cc.ExternalAccess = a.PowerStore.ExternalAccess
+	}
 	if cc.RequestTimeout == 0 {
 		cc.RequestTimeout = arrayclients.DefaultRequestTimeout
 	}

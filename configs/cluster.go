@@ -57,6 +57,12 @@ type Cluster struct {
 	// DryRun decides and reports, but never writes to arrays or the API
 	// server. Default false.
 	DryRun bool `mapstructure:"dryRun"`
+	// GapScanPeriod is how often the leader reads, from the arrays, what a
+	// fence of each healthy node with volumes would cut (read-only, the
+	// nodes spread over the period, after every fence in the arrays' call
+	// bounds), so gaps only an array read finds make the node unprotected
+	// before it fails. Default 5m, at least 1s.
+	GapScanPeriod time.Duration `mapstructure:"gapScanPeriod"`
 	// Arrays names the entries of the top-level arrays list that serve this
 	// cluster. A node is fenced on every one where it has an identity.
 	Arrays []string `mapstructure:"arrays"`
@@ -206,6 +212,7 @@ func DefaultCluster() Cluster {
 		StormCooldown:  5 * time.Minute,
 		SettlePeriod:   2 * time.Minute,
 		HeldPeriod:     30 * time.Second,
+		GapScanPeriod:  5 * time.Minute,
 		StoragePathLoss: StoragePathLoss{
 			Enabled:         false,
 			Grace:           2 * time.Minute,

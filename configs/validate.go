@@ -433,6 +433,19 @@ func (c *checker) familyOptions(base string, a Array, root *yaml.Node) {
 			c.add(base+".powerstore.fenceMode", "unknown mode %q: want initiators or detach", m)
 		}
 	}
+	for key, list := range map[string][]string{"powerflex": a.PowerFlex.ExternalAccess, "powerstore": a.PowerStore.ExternalAccess} {
+		for j, e := range list {
+			if _, err := arrayclients.ParseExternalAccess([]string{e}); err != nil {
+				c.add(fmt.Sprintf("%s.%s.externalAccess[%d]", base, key, j), "%q is not an IP address or a CIDR subnet", e)
+			}
+		}
+	}
+	if len(a.PowerFlex.ExternalAccess) > 0 && a.Family != arrayclients.PowerFlex {
+		c.add(base+".powerflex.externalAccess", "set on a %s array", a.Family)
+	}
+	if len(a.PowerStore.ExternalAccess) > 0 && a.Family != arrayclients.PowerStore {
+		c.add(base+".powerstore.externalAccess", "set on a %s array", a.Family)
+	}
 }
 
 func (c *checker) clusters(cfg *Config, root *yaml.Node, arrays map[string]bool) {
@@ -464,6 +477,7 @@ func (c *checker) clusters(cfg *Config, root *yaml.Node, arrays map[string]bool)
 		c.atLeast(base+".stormCooldown", cl.StormCooldown, 0)
 		c.atLeast(base+".settlePeriod", cl.SettlePeriod, time.Second)
 		c.atLeast(base+".heldPeriod", cl.HeldPeriod, time.Second)
+		c.atLeast(base+".gapScanPeriod", cl.GapScanPeriod, time.Second)
 		if cl.ProtectionSelector != "" {
 			if _, err := labels.Parse(cl.ProtectionSelector); err != nil {
 				c.add(base+".protectionSelector", "invalid label selector: %v", err)

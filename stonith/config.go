@@ -96,6 +96,11 @@ type ClusterConfig struct {
 	HeldPeriod time.Duration
 	// DryRun decides and reports without writing anything.
 	DryRun bool
+	// GapScanPeriod is how often the leader reads from the arrays the plan
+	// of every healthy node with a storage footprint, the nodes spread
+	// over the period, so the gaps only an array read finds are shown
+	// while the node is healthy (default DefaultGapScanPeriod).
+	GapScanPeriod time.Duration
 	// Footprints gives each node's storage footprint as Kubernetes shows
 	// it (a *kube.Footprints). Required: without it no fence could prove
 	// it cut every volume of a node.
@@ -157,6 +162,9 @@ func (c Config) withDefaults() Config {
 		}
 		if c.Clusters[i].HeldPeriod <= 0 {
 			c.Clusters[i].HeldPeriod = DefaultHeldPeriod
+		}
+		if c.Clusters[i].GapScanPeriod <= 0 {
+			c.Clusters[i].GapScanPeriod = DefaultGapScanPeriod
 		}
 	}
 	return c

@@ -39,6 +39,8 @@ type Controller struct {
 	reports  map[string]*nodeReport
 	// protection holds the unprotected nodes (every replica's own view).
 	protection map[string]*protectionState
+	// scans holds, on the leader, the gaps plans read from the arrays.
+	scans gapScans
 	// drift holds, by cluster and PersistentVolume name, the volumes no
 	// configured array holds (every replica's own view); driftKick asks
 	// WatchProtection for a scan.

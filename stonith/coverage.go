@@ -111,6 +111,11 @@ func placementGap(pl arrayclients.Placement, a Array, ids identityView) *VolumeG
 	gap := func(r arrayclients.GapReason, detail string) *VolumeGap {
 		return &VolumeGap{Volume: pl.Volume, Array: pl.Array, Reason: r, Detail: detail}
 	}
+	if a != nil {
+		if g := arrayclients.NotFenceable(a.Family(), pl.VolumeRef); g != nil {
+			return gap(g.Reason, g.Detail)
+		}
+	}
 	if !ids.Known {
 		return nil // the node-wide gap says it
 	}

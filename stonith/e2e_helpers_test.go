@@ -276,11 +276,17 @@ func (b *bed) startPipeline(dryRun bool) *pipeline {
 
 // startPipelineHook starts a pipeline whose controller calls hook.
 func (b *bed) startPipelineHook(dryRun bool, hook func(stonith.Point) bool) *pipeline {
+	return b.startPipelineWith(dryRun, hook, nil)
+}
+
+// startPipelineWith starts a pipeline whose controller calls hook, its
+// configuration changed by mutate (when set).
+func (b *bed) startPipelineWith(dryRun bool, hook func(stonith.Point) bool, mutate func(*stonith.Config)) *pipeline {
 	t := b.t
 	p := &pipeline{reg: prometheus.NewRegistry()}
 	fp, err := kube.NewFootprints(b.clients.Watch)
 	require.NoError(t, err)
-	ctrl, err := stonith.New(stonith.Config{
+	cfg := stonith.Config{
 		ReplicaID: "r1", Ledger: b.raft.Ledger(), Arrays: b.arrays, Registry: p.reg, Logger: b.log,
 		ArrayTimeout: 3 * time.Second, ArrayAttempts: 2, ArrayBackoff: 100 * time.Millisecond,
 		RetryBase: 200 * time.Millisecond, RetryMax: 2 * time.Second, Resync: time.Second, Hook: hook,
@@ -288,7 +294,11 @@ func (b *bed) startPipelineHook(dryRun bool, hook func(stonith.Point) bool) *pip
 		Clusters: []stonith.ClusterConfig{{Name: clusterName, Kube: b.writer, SettlePeriod: 3 * time.Second,
 			DryRun: dryRun, ProtectionSelector: "fenced.io/protect=true", Footprints: fp,
 			Detector: stonith.DetectorStatusFunc(func() detector.Status { return p.runner.Status() })}},
-	})
+	}
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	ctrl, err := stonith.New(cfg)
 	require.NoError(t, err)
 	p.ctrl = ctrl
 	pol := detector.DefaultPolicy()

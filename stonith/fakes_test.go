@@ -175,6 +175,10 @@ type fakeArray struct {
 	undoFn  func(p arrayclients.Plan, scope arrayclients.RestoreScope) error
 	applies int
 	undos   int
+	// planGaps are the gaps Plan reports, by footprint volume; plans
+	// counts Plan calls.
+	planGaps map[string]*arrayclients.Gap
+	plans    int
 }
 
 func newFakeArray(name string, log *opLog, nodes ...string) *fakeArray {
@@ -200,6 +204,8 @@ func (a *fakeArray) Cover(arrayclients.Identity, arrayclients.VolumeRef) (arrayc
 func (a *fakeArray) Plan(_ context.Context, id arrayclients.Identity, vols []arrayclients.VolumeRef) (arrayclients.Plan, error) {
 	a.mu.Lock()
 	err := a.planErr
+	a.plans++
+	gaps := maps.Clone(a.planGaps)
 	a.mu.Unlock()
 	if err != nil {
 		return arrayclients.Plan{}, err
@@ -207,6 +213,10 @@ func (a *fakeArray) Plan(_ context.Context, id arrayclients.Identity, vols []arr
 	p := arrayclients.Plan{Array: a.name, Family: arrayclients.PowerFlex, Identity: id,
 		Entries: json.RawMessage(`[{"volume":"v1"}]`), Summary: "unmap v1 from " + id.Node, CreatedAt: time.Now().UTC()}
 	for _, v := range vols {
+		if g := gaps[v.Volume]; g != nil {
+			p.Volumes = append(p.Volumes, arrayclients.VolumeCut{VolumeRef: v, Gap: g})
+			continue
+		}
 		p.Volumes = append(p.Volumes, arrayclients.VolumeCut{VolumeRef: v, Cut: arrayclients.CutSDCUnmap})
 	}
 	return p, nil

@@ -67,7 +67,9 @@ type ArrayPlan struct {
 // PlanNode reads what a fence of the node would cut now (PRODUCT.md
 // invariant 7, for operators during rollout). It never writes: the arrays
 // are only read (Adapter.Plan), and any replica answers from its own
-// informers and ledger.
+// informers and ledger. On the leader, the gaps the plans found become the
+// node's protection at once (/status, the metric, the Event), as a gap
+// scan's would (scanGaps).
 func (c *Controller) PlanNode(ctx context.Context, req PlanRequest) (NodePlan, error) {
 	if req.Cluster == "" || req.Node == "" {
 		return NodePlan{}, fmt.Errorf("%w: cluster and node are required", ErrBadRequest)
@@ -93,6 +95,7 @@ func (c *Controller) PlanNode(ctx context.Context, req PlanRequest) (NodePlan, e
 	}
 	slices.Sort(names)
 	names = slices.Compact(names)
+	c.withUnattached(cl, req.Node, cv.Vols)
 	plans := make(map[string]ArrayPlan, len(names))
 	unread := false
 	var (
@@ -113,6 +116,12 @@ func (c *Controller) PlanNode(ctx context.Context, req PlanRequest) (NodePlan, e
 		mu.Unlock()
 		return nil
 	})
+	if v.Fence == nil {
+		// On the leader, what this reading found is the node's protection
+		// now: /status and the metric follow it at once.
+		c.recordReads(cl.Name, req.Node, planned, false)
+		c.evaluateProtection(ctx, cl, req.Node)
+	}
 	for _, p := range planned {
 		plans[p.Array] = ArrayPlan{Array: p.Array, Identity: identityText(p.Identity),
 			Summary: p.Summary, Volumes: p.Volumes}

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -50,11 +51,18 @@ func gapKey(gaps []VolumeGap) string {
 // WatchProtection evaluates, on every replica and until ctx ends, every
 // node's protection once per resync interval: its footprint from the
 // informers and its identities from the ledger, placed and covered
-// without asking an array. A node with an open fence is left to the
-// pipeline. It also scans every PersistentVolume for configuration drift
+// without asking an array, plus, on the leader, the gaps the last plan
+// read from the arrays found (scanGaps, which it runs for every cluster,
+// reads them every GapScanPeriod). A node with an open fence is left to
+// the pipeline. It also scans every PersistentVolume for configuration drift
 // (scanDrift) each interval and whenever VolumesChanged is called. The
 // daemon runs it next to FollowCluster.
 func (c *Controller) WatchProtection(ctx context.Context) {
+	var scans sync.WaitGroup
+	defer scans.Wait()
+	for _, name := range slices.Sorted(maps.Keys(c.clusters)) {
+		scans.Go(func() { c.scanGaps(ctx, c.clusters[name]) })
+	}
 	t := c.clk.NewTicker(c.cfg.Resync)
 	defer t.Stop()
 	for {
@@ -124,8 +132,14 @@ func (c *Controller) evaluateProtection(ctx context.Context, cl *clusterRuntime,
 			// was deleted, or one not seen yet.
 			gaps = nil
 		} else {
-			gaps = cover(kvols, cl.Drivers, cl.arrays, v.identities()).Gaps
+			cv := cover(kvols, cl.Drivers, cl.arrays, v.identities())
+			gaps = cv.Gaps
+			if c.leadership() != nil {
+				gaps = append(gaps, c.scans.gaps(nodeKey(cl.Name, node), cv.Vols)...)
+			}
 		}
+	} else {
+		c.scans.drop(nodeKey(cl.Name, node))
 	}
 	c.setProtection(ctx, cl, node, gaps)
 }
@@ -139,6 +153,7 @@ func (c *Controller) holdUnprotected(ctx context.Context, cl *clusterRuntime, no
 		c.log.Error("node failed but is unprotected: not fencing, tainting or evicting it", "cluster", cl.Name,
 			"node", node, "gaps", gapsText(gaps))
 	}
+	c.recordGaps(cl.Name, node, gaps)
 	c.setProtection(ctx, cl, node, gaps)
 }
 

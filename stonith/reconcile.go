@@ -212,6 +212,7 @@ func (c *Controller) decide(ctx context.Context, cl *clusterRuntime, node string
 		arrays = append(arrays, a)
 	}
 	slices.Sort(arrays)
+	c.withUnattached(cl, node, cv.Vols)
 	errs := c.forEachArray(ctx, slices.Compact(arrays), func(ctx context.Context, array string) error {
 		p, err := c.planArray(ctx, cl.Name, c.clk.Now(), v.Identities[array], cv.Vols[array])
 		if err != nil {

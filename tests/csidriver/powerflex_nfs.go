@@ -116,18 +116,20 @@ func (p *PowerFlex) nodeIPs(ctx context.Context, nodeID string) ([]string, error
 }
 
 // exportOf finds the file system's export in the list of all exports, as
-// the driver does. The caller holds p.mu.
+// the driver does: its loop keeps the last match (service/service.go).
+// The caller holds p.mu.
 func (p *PowerFlex) exportOf(ctx context.Context, fs *siotypes.FileSystem) (*siotypes.NFSExport, error) {
 	all, err := p.c.WithContext(ctx).GetNFSExport()
 	if err != nil {
 		return nil, fmt.Errorf("list NFS exports: %w", err)
 	}
+	var found *siotypes.NFSExport
 	for i := range all {
 		if all[i].FileSystemID == fs.ID {
-			return &all[i], nil
+			found = &all[i]
 		}
 	}
-	return nil, nil
+	return found, nil
 }
 
 // exportFilesystem gives the node's IPs, as "<ip>/255.255.255.255",

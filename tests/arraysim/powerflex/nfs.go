@@ -51,7 +51,7 @@ const (
 	msgNFSExportNotFound  = "NFS export not found"
 	msgNASNotFound        = "NAS server not found"
 	msgFSNameInUse        = "File system name already in use"
-	msgExportExists       = "The file system already has an NFS export"
+	msgExportExists       = "NFS export name already in use"
 )
 
 // FileSystem is a file system in State.
@@ -273,13 +273,20 @@ func (s *Sim) createNFSExport(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, codeNone, msgFileSystemNotFound)
 		return
 	}
+	// A file system may have several exports (csi-vxflexos looks through
+	// every export for the file system's and keeps the last match,
+	// service/service.go, so it does not assume one). Export names are
+	// unique.
+	id := uuidLike("nfs-export", p.FileSystemID)
 	for _, x := range s.exports {
-		if x.FileSystemID == p.FileSystemID {
+		if x.Name == p.Name {
 			writeError(w, http.StatusUnprocessableEntity, codeNone, msgExportExists)
 			return
 		}
+		if x.FileSystemID == p.FileSystemID {
+			id = uuidLike("nfs-export", p.FileSystemID+"/"+p.Name)
+		}
 	}
-	id := uuidLike("nfs-export", p.FileSystemID)
 	x := &NFSExport{ID: id, Name: p.Name, FileSystemID: p.FileSystemID, Path: p.Path, DefaultAccess: DefaultAccessNoAccess}
 	for name, add := range map[string][]string{ListNoAccess: p.NoAccessHosts, ListReadOnly: p.ReadOnlyHosts,
 		ListReadWrite: p.ReadWriteHosts, ListReadOnlyRoot: p.ReadOnlyRootHosts, ListReadWriteRoot: p.ReadWriteRootHosts} {
@@ -432,14 +439,26 @@ func (s *Sim) FileSystemID(name string) (string, bool) {
 	return "", false
 }
 
-// ExportOf returns the NFS export of a file system (by file system ID).
+// ExportOf returns the NFS export of a file system (by file system ID)
+// csi-vxflexos publishes on: the last the array lists.
 func (s *Sim) ExportOf(fsID string) (NFSExport, bool) {
+	xs := s.ExportsOf(fsID)
+	if len(xs) == 0 {
+		return NFSExport{}, false
+	}
+	return xs[len(xs)-1], true
+}
+
+// ExportsOf returns every export of the file system, in the order the
+// array lists them.
+func (s *Sim) ExportsOf(fsID string) []NFSExport {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	for _, x := range s.exports {
-		if x.FileSystemID == fsID {
-			return x.clone(), true
+	var out []NFSExport
+	for _, k := range sortedKeys(s.exports) {
+		if x := s.exports[k]; x.FileSystemID == fsID {
+			out = append(out, x.clone())
 		}
 	}
-	return NFSExport{}, false
+	return out
 }

@@ -107,8 +107,12 @@ func TestNFSExportsWithRealClient(t *testing.T) {
 	require.True(t, ok)
 	assert.Equal(t, []string{"127.0.10.2/255.255.255.255", "127.0.10.9"}, listed.ReadWriteRootHosts, "fixture entries are kept as written")
 
+	again, err := c.CreateNFSExport(&siotypes.NFSExportCreate{Name: "again", FileSystemID: fs.ID, Path: "/k8s-nfs"})
+	require.NoError(t, err, "a file system may have several exports")
+	assert.Len(t, sim.ExportsOf(fs.ID), 2)
+	assert.NotEqual(t, xr.ID, again.ID)
 	_, err = c.CreateNFSExport(&siotypes.NFSExportCreate{Name: "again", FileSystemID: fs.ID, Path: "/k8s-nfs"})
-	require.Error(t, err, "one export per file system")
+	require.Error(t, err, "export names are unique")
 	require.Error(t, c.ModifyNFSExport(&siotypes.NFSExportModify{AddReadWriteHosts: []string{"127.0.10.1"}}, "no-such-export"))
 	_, err = c.GetNFSExportByIDName("no-such-export", "")
 	require.Error(t, err)

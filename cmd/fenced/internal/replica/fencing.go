@@ -208,8 +208,9 @@ func (f *fencing) newController() error {
 		}
 		clusters = append(clusters, stonith.ClusterConfig{
 			Name: cr.cfg.Name, Kube: cr.writer, DryRun: cr.cfg.DryRun, SettlePeriod: cr.cfg.SettlePeriod,
-			HeldPeriod: cr.cfg.HeldPeriod, ProtectionSelector: cr.cfg.ProtectionSelector,
-			Footprints: cr.footprints, Arrays: cr.cfg.Arrays, Drivers: cr.cfg.DriverFamilies(),
+			HeldPeriod: cr.cfg.HeldPeriod, GapScanPeriod: cr.cfg.GapScanPeriod,
+			ProtectionSelector: cr.cfg.ProtectionSelector,
+			Footprints:         cr.footprints, Arrays: cr.cfg.Arrays, Drivers: cr.cfg.DriverFamilies(),
 			Detector: stonith.DetectorStatusFunc(func() detector.Status {
 				if cr.runner == nil {
 					return detector.Status{Cluster: cr.cfg.Name}
