@@ -202,6 +202,11 @@ func (c *Controller) FootprintChanged(cluster, node string) {
 	})
 	if open {
 		c.Enqueue(cluster, node)
+		return
+	}
+	if c.leadership() != nil && c.clusters[cluster] != nil {
+		// A gap only an array read finds may have come with the change.
+		c.scans.kickScan(cluster, node)
 	}
 }
 

@@ -26,6 +26,79 @@ type gapScans struct {
 	mu sync.Mutex
 	// nodes maps a nodeKey to its gaps by array.
 	nodes map[string]map[string]arrayRead
+	// soon holds the nodes whose attachments changed, by nodeKey: their
+	// plans are read before the round's next node (kickScan).
+	soon map[string]bool
+	// kick wakes each cluster's scan loop; lastSoon is when each node
+	// was last read out of turn, so a burst of changes reads it once.
+	kick     map[string]chan struct{}
+	lastSoon map[string]time.Time
+}
+
+// soonGap is the least time between two out-of-turn reads of one node.
+const soonGap = 5 * time.Second
+
+// kickScan asks the leader's gap scan to read the node's plans out of
+// turn: one of its VolumeAttachments changed, so a gap only an array read
+// finds (a volume granted to another host, an export the driver will give
+// back) may have appeared. It only signals.
+func (s *gapScans) kickScan(cluster, node string) {
+	s.mu.Lock()
+	if s.soon == nil {
+		s.soon = map[string]bool{}
+	}
+	s.soon[nodeKey(cluster, node)] = true
+	k := s.kickCh(cluster)
+	s.mu.Unlock()
+	select {
+	case k <- struct{}{}:
+	default:
+	}
+}
+
+// kickCh returns the cluster's wake-up channel; s.mu is held.
+func (s *gapScans) kickCh(cluster string) chan struct{} {
+	if s.kick == nil {
+		s.kick = map[string]chan struct{}{}
+	}
+	if s.kick[cluster] == nil {
+		s.kick[cluster] = make(chan struct{}, 1)
+	}
+	return s.kick[cluster]
+}
+
+// takeSoon returns the cluster's nodes due for an out-of-turn read now,
+// and how long until the next one that is asked for but waits out soonGap.
+func (s *gapScans) takeSoon(cluster string, now time.Time) ([]string, time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.lastSoon == nil {
+		s.lastSoon = map[string]time.Time{}
+	}
+	var due []string
+	var wait time.Duration
+	for key := range s.soon {
+		c, node := splitKey(key)
+		if c != cluster {
+			continue
+		}
+		if at, ok := s.lastSoon[key]; ok && now.Sub(at) < soonGap {
+			if w := soonGap - now.Sub(at); wait == 0 || w < wait {
+				wait = w
+			}
+			continue
+		}
+		delete(s.soon, key)
+		s.lastSoon[key] = now
+		due = append(due, node)
+	}
+	for key, at := range s.lastSoon {
+		if now.Sub(at) >= soonGap {
+			delete(s.lastSoon, key)
+		}
+	}
+	slices.Sort(due)
+	return due, wait
 }
 
 // arrayRead is what one plan of a node on one array found.
@@ -166,12 +239,49 @@ func (c *Controller) scanGaps(ctx context.Context, cl *clusterRuntime) {
 				break
 			}
 			c.scanNode(ctx, cl, n, down)
-			if !c.waitLeading(ctx, start.Add(time.Duration(i+1)*pace)) {
+			if !c.waitScanning(ctx, cl, start.Add(time.Duration(i+1)*pace), down) {
 				break
 			}
 		}
 		if len(nodes) == 0 {
-			c.waitLeading(ctx, start.Add(cl.GapScanPeriod))
+			c.waitScanning(ctx, cl, start.Add(cl.GapScanPeriod), down)
+		}
+	}
+}
+
+// waitScanning is waitLeading that reads, meanwhile, the plans of the
+// nodes whose attachments changed (kickScan).
+func (c *Controller) waitScanning(ctx context.Context, cl *clusterRuntime, until time.Time, down map[string]bool) bool {
+	c.scans.mu.Lock()
+	kick := c.scans.kickCh(cl.Name)
+	c.scans.mu.Unlock()
+	for {
+		due, later := c.scans.takeSoon(cl.Name, c.clk.Now())
+		for _, n := range due {
+			if ctx.Err() != nil || c.leadership() == nil {
+				return false
+			}
+			c.scanNode(ctx, cl, n, down)
+		}
+		d := until.Sub(c.clk.Now())
+		if d <= 0 {
+			return true
+		}
+		wait := min(d, c.cfg.Resync)
+		if later > 0 {
+			wait = min(wait, later)
+		}
+		t := c.clk.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return false
+		case <-kick:
+			t.Stop()
+		case <-t.C():
+		}
+		if c.leadership() == nil {
+			return false
 		}
 	}
 }

@@ -80,3 +80,42 @@ func TestGapScanShowsArrayReadGapsOnTheLeader(t *testing.T) {
 func TestScanRankIsAfterEveryFence(t *testing.T) {
 	assert.True(t, scanRank().After(time.Now().AddDate(1000, 0, 0)))
 }
+
+// TestAttachmentChangeScansTheNodeOutOfTurn: with a gap scan period far
+// longer than the test, a change of one of the node's VolumeAttachments
+// reads its plans at once, so a gap only an array read finds shows without
+// waiting for the node's turn; a burst of changes reads it once.
+func TestAttachmentChangeScansTheNodeOutOfTurn(t *testing.T) {
+	w := newWorld(t, func(cfg *Config) { cfg.Clusters[0].GapScanPeriod = time.Hour })
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { w.ctrl.WatchProtection(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	_, stop := w.lead()
+	defer stop()
+	plans := func() int {
+		a := w.arrays["a2"]
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		return a.plans
+	}
+	// The round's first node is read at the start; nothing more for an hour.
+	require.Eventually(t, func() bool { return plans() >= 1 }, 5*time.Second, 5*time.Millisecond)
+	first := plans()
+
+	w.arrays["a2"].mu.Lock()
+	w.arrays["a2"].planGaps = map[string]*arrayclients.Gap{"pv-a2": {Reason: arrayclients.GapOtherIdentity, Detail: "given to sdc-n2 only"}}
+	w.arrays["a2"].mu.Unlock()
+	for range 5 {
+		w.ctrl.FootprintChanged("c1", "n1")
+	}
+	require.Eventually(t, func() bool {
+		for _, u := range w.ctrl.unprotectedList() {
+			if u.Node == "n1" && len(u.Gaps) == 1 {
+				return true
+			}
+		}
+		return false
+	}, 5*time.Second, 5*time.Millisecond, "the gap shows after the attachment change")
+	assert.Equal(t, first+1, plans(), "five changes in a burst read the node once")
+}
