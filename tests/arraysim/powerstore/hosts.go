@@ -87,13 +87,13 @@ func (s *Sim) initiatorOwnerLocked(p string) *host {
 
 // hostModify is the body of PATCH host/<id>.
 type hostModify struct {
-	AddInitiators    *[]initiatorBody `json:"add_initiators"`
-	RemoveInitiators *[]string        `json:"remove_initiators"`
+	AddInitiators    *[]initiatorBody   `json:"add_initiators"`
+	RemoveInitiators *[]string          `json:"remove_initiators"`
 	ModifyInitiators *[]initiatorModify `json:"modify_initiators"`
-	Name             *string          `json:"name"`
-	Description      *string          `json:"description"`
-	ForceInternal    *bool            `json:"force_internal"`
-	HostConnectivity *string          `json:"host_connectivity"`
+	Name             *string            `json:"name"`
+	Description      *string            `json:"description"`
+	ForceInternal    *bool              `json:"force_internal"`
+	HostConnectivity *string            `json:"host_connectivity"`
 }
 
 // initiatorBody is one initiator of add_initiators.
