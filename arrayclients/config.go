@@ -59,8 +59,10 @@ type Config struct {
 	// PowerStoreFenceMode is "initiators" (remove the host's initiators,
 	// default) or "detach" (detach each volume from the host).
 	PowerStoreFenceMode string
-	// ChapSecrets maps a PowerStore initiator port name to its CHAP secret,
-	// needed to re-add a CHAP initiator on unfence.
+	// ChapSecrets maps a PowerStore initiator port name to a CHAP secret
+	// from the deprecated chapSecretsFile. The adapter never uses them
+	// (csi-powerstore's node plugin sets its own at every start:
+	// powerstore_chap.go); they are kept only to be redacted from logs.
 	ChapSecrets map[string]string `json:"-"`
 }
 
