@@ -120,6 +120,8 @@ func TestChapNodeUnfence(t *testing.T) {
 		assert.Contains(t, v.Missing[0], "waiting for the CSI node plugin to set its own CHAP secret")
 		assert.Contains(t, v.Missing[0], "restart its pod on the node")
 		assert.NotContains(t, v.Missing[0], configured)
+		assert.Empty(t, v.Remaining, "the initiator given back is no access the node must not have")
+		assert.False(t, v.Fenced, "the host has the node's initiator")
 		seq = e.srv.LastSeq()
 		require.NoError(t, a.Undo(ctx, plan, arrayclients.RestoreScope{}), "a retry")
 		assert.Empty(t, writesSince(e.srv, seq), "a retry writes nothing: the placeholder stays for the node plugin")

@@ -207,7 +207,9 @@ func (a *PowerStoreAdapter) Apply(ctx context.Context, plan Plan) error {
 // scope of a restore read-back, nil for a fence read-back: then an
 // initiator registered with the node's own host under a new name
 // (psSameNode) is given back, not missing, and one registered with
-// another node's host is missing.
+// another node's host is missing. The host's own initiators are Remaining
+// only in a fence read-back: in a restore they are what is given back
+// (VerifyRestore counts them as the node's access).
 func (a *PowerStoreAdapter) verifyInitiators(ctx context.Context, c gopowerstore.Client, e psEntries, h gopowerstore.Host, exists bool,
 	restore *RestoreScope, v *Verification) error {
 	have := map[string]gopowerstore.InitiatorInstance{}
@@ -215,7 +217,9 @@ func (a *PowerStoreAdapter) verifyInitiators(ctx context.Context, c gopowerstore
 	if exists {
 		for _, in := range h.Initiators {
 			have[in.PortName], present[in.PortName] = in, true
-			v.Remaining = append(v.Remaining, fmt.Sprintf("initiator %s (%s) on host %s", in.PortName, in.PortType, h.Name))
+			if restore == nil { // given back is what a restore wants, not access it must not have
+				v.Remaining = append(v.Remaining, fmt.Sprintf("initiator %s (%s) on host %s", in.PortName, in.PortType, h.Name))
+			}
 		}
 	}
 	var elsewhere map[string]psHolder
