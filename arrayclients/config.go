@@ -66,7 +66,10 @@ type Config struct {
 	// GapExternalAccess.
 	ExternalAccess []string
 	// ChapSecrets maps a PowerStore initiator port name to its CHAP secret,
-	// needed to re-add a CHAP initiator on unfence.
+	// ChapSecrets maps a PowerStore initiator port name to a CHAP secret
+	// from the deprecated chapSecretsFile. The adapter never uses them
+	// (csi-powerstore's node plugin sets its own at every start:
+	// powerstore_chap.go); they are kept only to be redacted from logs.
 	ChapSecrets map[string]string `json:"-"`
 }
 

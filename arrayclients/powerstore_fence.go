@@ -32,7 +32,9 @@ type psEntries struct {
 }
 
 // psInitiator is one initiator as the plan records it. CHAP secrets cannot
-// be read back: Undo takes them from Config.ChapSecrets.
+// be read back, and the node plugin changes them at every start: Undo
+// gives a CHAP initiator back as a placeholder the node plugin sets its
+// own credentials on (powerstore_chap.go).
 type psInitiator struct {
 	PortName           string `json:"portName"`
 	PortType           string `json:"portType"`
@@ -53,10 +55,6 @@ type psHostGroup struct {
 	ID   string `json:"id"`
 	Name string `json:"name"`
 }
-
-// MutualChapSecretKey is the Config.ChapSecrets key of an initiator's
-// mutual CHAP secret (its single CHAP secret is keyed by the port name).
-func MutualChapSecretKey(portName string) string { return portName + "/mutual" }
 
 func (a *PowerStoreAdapter) checkIdentity(id Identity) error {
 	nfsOnly := id.Kind == PowerStoreKindNFSClient && len(psKeyIPs(id.Keys)) > 0
@@ -209,7 +207,9 @@ func (a *PowerStoreAdapter) Apply(ctx context.Context, plan Plan) error {
 // scope of a restore read-back, nil for a fence read-back: then an
 // initiator registered with the node's own host under a new name
 // (psSameNode) is given back, not missing, and one registered with
-// another node's host is missing.
+// another node's host is missing. The host's own initiators are Remaining
+// only in a fence read-back: in a restore they are what is given back
+// (VerifyRestore counts them as the node's access).
 func (a *PowerStoreAdapter) verifyInitiators(ctx context.Context, c gopowerstore.Client, e psEntries, h gopowerstore.Host, exists bool,
 	restore *RestoreScope, v *Verification) error {
 	have := map[string]gopowerstore.InitiatorInstance{}
@@ -217,7 +217,9 @@ func (a *PowerStoreAdapter) verifyInitiators(ctx context.Context, c gopowerstore
 	if exists {
 		for _, in := range h.Initiators {
 			have[in.PortName], present[in.PortName] = in, true
-			v.Remaining = append(v.Remaining, fmt.Sprintf("initiator %s (%s) on host %s", in.PortName, in.PortType, h.Name))
+			if restore == nil { // given back is what a restore wants, not access it must not have
+				v.Remaining = append(v.Remaining, fmt.Sprintf("initiator %s (%s) on host %s", in.PortName, in.PortType, h.Name))
+			}
 		}
 	}
 	var elsewhere map[string]psHolder
@@ -250,9 +252,12 @@ func (a *PowerStoreAdapter) verifyInitiators(ctx context.Context, c gopowerstore
 			v.Missing = append(v.Missing, want.String()+": host "+e.HostName+" no longer exists")
 		case !ok:
 			v.Missing = append(v.Missing, want.String())
-		case string(got.PortType) != want.PortType || got.ChapSingleUsername != want.ChapSingleUsername ||
-			got.ChapMutualUsername != want.ChapMutualUsername:
-			v.Missing = append(v.Missing, want.String()+": type or CHAP user differs")
+		case string(got.PortType) != want.PortType:
+			v.Missing = append(v.Missing, want.String()+": port type differs")
+		case psChap(want) || got.ChapSingleUsername == PowerStoreChapPlaceholderUser:
+			if ok, why := psChapRestored(want, got, h.Name); !ok {
+				v.Missing = append(v.Missing, why)
+			}
 		}
 	}
 	// The same port names registered on another host would give the node
@@ -440,35 +445,30 @@ func (a *PowerStoreAdapter) givenBack(ctx context.Context, c gopowerstore.Client
 	return via, nil
 }
 
+// undoInitiators adds the plan's initiators the host lacks back to it:
+// without CHAP as they were, with CHAP as placeholders (psPlaceholder)
+// that the node plugin's next start gives its own credentials.
 func (a *PowerStoreAdapter) undoInitiators(ctx context.Context, c gopowerstore.Client, e psEntries, h gopowerstore.Host) error {
 	present := map[string]bool{}
 	for _, in := range h.Initiators {
 		present[in.PortName] = true
 	}
 	var add []gopowerstore.InitiatorCreateModify
+	var chap []string
 	for _, in := range e.Initiators {
 		if present[in.PortName] {
 			continue
 		}
+		if psChap(in) {
+			m, err := psPlaceholder(in)
+			if err != nil {
+				return fmt.Errorf("initiator %s: %w", in.PortName, err)
+			}
+			add, chap = append(add, m), append(chap, in.PortName)
+			continue
+		}
 		pn, pt := in.PortName, gopowerstore.InitiatorProtocolTypeEnum(in.PortType)
-		m := gopowerstore.InitiatorCreateModify{PortName: &pn, PortType: &pt}
-		if in.ChapSingleUsername != "" {
-			secret, ok := a.cfg.ChapSecrets[in.PortName]
-			if !ok || secret == "" {
-				return fmt.Errorf("initiator %s uses CHAP user %s but chapSecrets has no secret for it", in.PortName, in.ChapSingleUsername)
-			}
-			user := in.ChapSingleUsername
-			m.ChapSingleUsername, m.ChapSinglePassword = &user, &secret
-		}
-		if in.ChapMutualUsername != "" {
-			secret, ok := a.cfg.ChapSecrets[MutualChapSecretKey(in.PortName)]
-			if !ok || secret == "" {
-				return fmt.Errorf("initiator %s uses mutual CHAP user %s but chapSecrets has no %q", in.PortName, in.ChapMutualUsername, MutualChapSecretKey(in.PortName))
-			}
-			user := in.ChapMutualUsername
-			m.ChapMutualUsername, m.ChapMutualPassword = &user, &secret
-		}
-		add = append(add, m)
+		add = append(add, gopowerstore.InitiatorCreateModify{PortName: &pn, PortType: &pt})
 	}
 	if len(add) == 0 {
 		return nil
@@ -477,6 +477,10 @@ func (a *PowerStoreAdapter) undoInitiators(ctx context.Context, c gopowerstore.C
 	defer cancel()
 	if _, err := c.ModifyHost(rctx, &gopowerstore.HostModify{AddInitiators: &add}, h.ID); err != nil {
 		return fmt.Errorf("add %d initiators back: %w", len(add), err)
+	}
+	if len(chap) > 0 {
+		a.logger.Info("CHAP initiators are back on the host under a placeholder no node can log in with; the restore completes when the CSI node plugin sets its own CHAP secret on them (at its start)",
+			"array", a.cfg.Name, "host", h.Name, "initiators", chap, "chapUser", PowerStoreChapPlaceholderUser)
 	}
 	return nil
 }

@@ -408,6 +408,7 @@ func (a *PowerStoreAdapter) VerifyRestore(ctx context.Context, plan Plan, scope 
 		}
 		if e.Mode == PowerStoreModeInitiators {
 			err = a.verifyInitiators(ctx, c, e, h, ok, &scope, &v)
+			access = access || (ok && len(h.Initiators) > 0)
 		} else {
 			err = a.verifyDetach(ctx, c, e, h, ok, skip, &v)
 		}

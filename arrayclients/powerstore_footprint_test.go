@@ -349,7 +349,7 @@ func TestPowerStoreUndoV1Plan(t *testing.T) {
 		raw := fmt.Sprintf(`{"array":"pstore-1","family":"powerstore","identity":{"array":"pstore-1","family":"powerstore",
 			"node":"worker-2","objectID":%q,"objectName":%q,"resolvedAt":"2025-01-01T00:00:00Z"},
 			"entries":{"mode":"initiators","hostID":%q,"hostName":%q,"initiators":[
-			{"portName":"iqn.1994-05.com.redhat:worker-2","portType":"iSCSI","chapSingleUsername":"chap-k8s"},
+			{"portName":"iqn.1994-05.com.redhat:worker-2","portType":"iSCSI"},
 			{"portName":"10:00:00:00:c9:a0:b0:03","portType":"FC"}]},
 			"summary":"remove 2 initiators","createdAt":"2025-01-01T00:00:00Z"}`, e.hostOf(t, "worker-2"), host, e.hostOf(t, "worker-2"), host)
 		var plan arrayclients.Plan

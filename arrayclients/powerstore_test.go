@@ -40,8 +40,6 @@ arrays:
         protocol: both
         volumes: 3
         hostGroup: hg-workers
-        chapUsername: chap-k8s
-        chapPassword: chap-secret-123
 `
 
 // psEnv is a PowerStore simulator on loopback with an adapter on it.
@@ -69,10 +67,6 @@ func newPSEnv(t testing.TB, fixtureYAML string) *psEnv {
 		Name: "pstore-1", Family: arrayclients.PowerStore, Endpoint: l.URL, CAFile: l.CAFile,
 		Username: powerstore.DefaultUsername, Password: powerstore.DefaultPassword,
 		RequestTimeout: 2 * time.Second,
-		ChapSecrets: map[string]string{
-			"iqn.1994-05.com.redhat:worker-1": "chap-secret-123", "iqn.1994-05.com.redhat:worker-2": "chap-secret-123",
-			"iqn.1994-05.com.redhat:worker-3": "chap-secret-123",
-		},
 	}}
 	for _, n := range fx.Nodes {
 		e.nodes[n.Name] = n
@@ -289,7 +283,7 @@ func TestPowerStoreIdentity(t *testing.T) {
 	assert.Empty(t, writesSince(e.srv, seq), "no identity problem ever writes")
 
 	// The CSI controller's fallback name (no -<ip> suffix) is found too.
-	e2 := newPSEnv(t, strings.Replace(psFixture, "        chapUsername", "        noIPSuffix: true\n        chapUsername", 1))
+	e2 := newPSEnv(t, strings.Replace(psFixture, "        hostGroup: hg-workers", "        noIPSuffix: true\n        hostGroup: hg-workers", 1))
 	id, err = e2.adapter(t, nil).Resolve(ctx, e2.node("worker-2"))
 	require.NoError(t, err)
 	assert.Equal(t, "csi-node-1a1b2c3d4e5f60718293a4b5c6d7e8f9", id.ObjectName)
@@ -297,24 +291,6 @@ func TestPowerStoreIdentity(t *testing.T) {
 	_, err = arrayclients.NewPowerStore(context.Background(), arrayclients.Config{Name: "x", Endpoint: e.url, Username: "u", Password: "p",
 		PowerStoreFenceMode: "unmap"}, nil)
 	require.ErrorContains(t, err, "powerStoreFenceMode")
-}
-
-func TestPowerStoreUndoNeedsChapSecret(t *testing.T) {
-	e := newPSEnv(t, psFixture)
-	a := e.adapter(t, nil)
-	ctx := context.Background()
-	id, err := a.Resolve(ctx, e.node("worker-3"))
-	require.NoError(t, err)
-	plan, err := a.Plan(ctx, id, nil)
-	require.NoError(t, err)
-	require.NoError(t, a.Apply(ctx, plan))
-	noSecret := e.adapter(t, func(c *arrayclients.Config) { c.ChapSecrets = nil })
-	seq := e.srv.LastSeq()
-	err = noSecret.Undo(ctx, plan, arrayclients.RestoreScope{})
-	require.ErrorContains(t, err, "chapSecrets has no secret")
-	assert.NotContains(t, err.Error(), "chap-secret-123", "secrets never appear in errors")
-	assert.Empty(t, writesSince(e.srv, seq))
-	require.NoError(t, a.Undo(ctx, plan, arrayclients.RestoreScope{}))
 }
 
 func TestPowerStoreHealth(t *testing.T) {

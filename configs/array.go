@@ -130,7 +130,10 @@ type PowerStoreOptions struct {
 	// detach (detach each volume from the host).
 	FenceMode string `mapstructure:"fenceMode"`
 	// ChapSecretsFile (path or credential:NAME) is a YAML map from initiator
-	// port name to CHAP secret, needed to re-add CHAP initiators on unfence.
+	// port name to CHAP secret. Deprecated and ignored (a validation
+	// warning): csi-powerstore's node plugin sets a new CHAP secret at every
+	// start, and an unfence lets it set its own. A file still named is
+	// read, checked and its secrets redacted from logs.
 	ChapSecretsFile string `mapstructure:"chapSecretsFile"`
 	// ExternalAccess lists the external (NAT) access addresses or CIDR
 	// subnets csi-powerstore adds to NFS exports beside each node's IP

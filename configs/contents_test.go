@@ -62,12 +62,17 @@ func contentsFixture(t *testing.T, ca *configstest.CA, change map[string][]byte)
 }
 
 // TestContentsValid checks the fixture passes, so each case below fails
-// for its one change.
+// for its one change. Its one warning is the deprecated chapSecretsFile,
+// kept in the fixture because a file it names is still checked.
 func TestContentsValid(t *testing.T) {
 	dir := contentsFixture(t, configstest.NewCA(t, "ca"), nil)
 	cfg, err := Parse([]byte(contentsYAML), dir, Options{CheckContents: true})
 	require.NoError(t, err)
-	assert.Empty(t, cfg.Warnings())
+	require.Len(t, cfg.Warnings(), 1)
+	w := cfg.Warnings()[0].String()
+	assert.True(t, strings.HasPrefix(w, "arrays[0].powerstore.chapSecretsFile: deprecated and ignored: "), w)
+	assert.Contains(t, w, "(line 23)")
+	assert.NotContains(t, w, "chapsecret1234")
 }
 
 // TestContentsRefused lists what `fenced config validate` refuses in the
@@ -129,7 +134,7 @@ func TestContentsWarnExpiry(t *testing.T) {
 	dir := contentsFixture(t, ca, map[string][]byte{"raft.crt": cert, "raft.key": key})
 	cfg, err := Parse([]byte(contentsYAML), dir, Options{CheckContents: true})
 	require.NoError(t, err)
-	require.Len(t, cfg.Warnings(), 1)
+	require.Len(t, cfg.Warnings(), 2, "the expiry and the deprecated chapSecretsFile")
 	w := cfg.Warnings()[0].String()
 	assert.True(t, strings.HasPrefix(w, "replica.tls.certFile: the certificate expires on "), w)
 	assert.Contains(t, w, "in 0 days: renew it (line 4)")

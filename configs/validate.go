@@ -432,6 +432,11 @@ func (c *checker) familyOptions(base string, a Array, root *yaml.Node) {
 		if m := a.PowerStore.FenceMode; m != FenceModeInitiators && m != FenceModeDetach {
 			c.add(base+".powerstore.fenceMode", "unknown mode %q: want initiators or detach", m)
 		}
+		if a.PowerStore.ChapSecretsFile != "" {
+			c.warn(base+".powerstore.chapSecretsFile", "deprecated and ignored: csi-powerstore's node plugin sets a new CHAP "+
+				"secret at every start, so no configured secret can match; an unfence gives a CHAP initiator back for the node "+
+				"plugin to set its own (docs/footprint.md, \"Unfence\"): remove the field and the file")
+		}
 	}
 	for key, list := range map[string][]string{"powerflex": a.PowerFlex.ExternalAccess, "powerstore": a.PowerStore.ExternalAccess} {
 		for j, e := range list {

@@ -172,9 +172,11 @@ type fakeArray struct {
 	verifyErr error
 	undoErr   error
 	// undoFn, when set, is asked first on each Undo; an error fails it.
-	undoFn  func(p arrayclients.Plan, scope arrayclients.RestoreScope) error
-	applies int
-	undos   int
+	undoFn func(p arrayclients.Plan, scope arrayclients.RestoreScope) error
+	// verifyRestoreFn, when set, answers VerifyRestore.
+	verifyRestoreFn func(p arrayclients.Plan) arrayclients.Verification
+	applies         int
+	undos           int
 	// planGaps are the gaps Plan reports, by footprint volume; plans
 	// counts Plan calls.
 	planGaps map[string]*arrayclients.Gap
@@ -256,6 +258,12 @@ func (a *fakeArray) Verify(_ context.Context, p arrayclients.Plan) (arrayclients
 }
 
 func (a *fakeArray) VerifyRestore(ctx context.Context, p arrayclients.Plan, _ arrayclients.RestoreScope) (arrayclients.Verification, error) {
+	a.mu.Lock()
+	fn := a.verifyRestoreFn
+	a.mu.Unlock()
+	if fn != nil {
+		return fn(p), nil
+	}
 	return a.Verify(ctx, p)
 }
 

@@ -87,19 +87,31 @@ func (s *Sim) initiatorOwnerLocked(p string) *host {
 
 // hostModify is the body of PATCH host/<id>.
 type hostModify struct {
-	AddInitiators    *[]initiatorBody `json:"add_initiators"`
-	RemoveInitiators *[]string        `json:"remove_initiators"`
-	ModifyInitiators *[]any           `json:"modify_initiators"`
-	Name             *string          `json:"name"`
-	Description      *string          `json:"description"`
-	ForceInternal    *bool            `json:"force_internal"`
-	HostConnectivity *string          `json:"host_connectivity"`
+	AddInitiators    *[]initiatorBody   `json:"add_initiators"`
+	RemoveInitiators *[]string          `json:"remove_initiators"`
+	ModifyInitiators *[]initiatorModify `json:"modify_initiators"`
+	Name             *string            `json:"name"`
+	Description      *string            `json:"description"`
+	ForceInternal    *bool              `json:"force_internal"`
+	HostConnectivity *string            `json:"host_connectivity"`
 }
 
 // initiatorBody is one initiator of add_initiators.
 type initiatorBody struct {
 	PortName           *string `json:"port_name"`
 	PortType           *string `json:"port_type"`
+	ChapSingleUsername *string `json:"chap_single_username"`
+	ChapSinglePassword *string `json:"chap_single_password"`
+	ChapMutualUsername *string `json:"chap_mutual_username"`
+	ChapMutualPassword *string `json:"chap_mutual_password"`
+}
+
+// initiatorModify is one initiator of modify_initiators: the CHAP
+// credentials of an initiator the host has, as csi-powerstore's node
+// plugin sends them at every start (dell/csi-powerstore pkg/node/node.go
+// setupHost, modifyHostInitiators, buildInitiatorsArrayModify).
+type initiatorModify struct {
+	PortName           *string `json:"port_name"`
 	ChapSingleUsername *string `json:"chap_single_username"`
 	ChapSinglePassword *string `json:"chap_single_password"`
 	ChapMutualUsername *string `json:"chap_mutual_username"`
@@ -250,9 +262,6 @@ func (s *Sim) modifyHostLocked(id string, mod hostModify) *apiError {
 	if !ok {
 		return errf(http.StatusNotFound, "host %s not found", id)
 	}
-	if mod.ModifyInitiators != nil {
-		return errf(http.StatusBadRequest, "modify_initiators is not supported by the simulator")
-	}
 	if mod.Name != nil {
 		if *mod.Name == "" || len(*mod.Name) > maxHostNameLen {
 			return errf(http.StatusBadRequest, "name %q: want 1..%d characters", *mod.Name, maxHostNameLen)
@@ -304,12 +313,21 @@ func (s *Sim) modifyHostLocked(id string, mod hostModify) *apiError {
 			adds = append(adds, in)
 		}
 	}
+	modifies, e := s.initiatorModifiesLocked(h, mod.ModifyInitiators, removing)
+	if e != nil {
+		return e
+	}
 	s.changes.Touch(collHosts, h.ID)
 	for p := range removing {
 		delete(h.Initiators, p)
 	}
 	for _, in := range adds {
 		h.Initiators[in.PortName] = in
+	}
+	for _, m := range modifies {
+		in := h.Initiators[m.PortName]
+		in.ChapSingleUsername, in.ChapSinglePassword = m.ChapSingleUsername, m.ChapSinglePassword
+		in.ChapMutualUsername, in.ChapMutualPassword = m.ChapMutualUsername, m.ChapMutualPassword
 	}
 	if mod.Name != nil {
 		h.Name = *mod.Name
@@ -318,6 +336,47 @@ func (s *Sim) modifyHostLocked(id string, mod hostModify) *apiError {
 		h.Description = *mod.Description
 	}
 	return nil
+}
+
+// initiatorModifiesLocked validates modify_initiators: each names an
+// initiator the host has, once, with CHAP credentials that go together
+// (a user with its secret, mutual only beside single, no CHAP on FC).
+// The array keeps the credentials per initiator and never returns the
+// secrets; an entry replaces the initiator's CHAP credentials.
+func (s *Sim) initiatorModifiesLocked(h *host, mods *[]initiatorModify, removing map[string]bool) ([]initiator, *apiError) {
+	if mods == nil {
+		return nil, nil
+	}
+	var out []initiator
+	seen := map[string]bool{}
+	for i, m := range *mods {
+		p := deref(m.PortName)
+		cur, ok := h.Initiators[p]
+		switch {
+		case p == "":
+			return nil, errf(http.StatusBadRequest, "modify_initiators[%d].port_name is required", i)
+		case !ok || removing[p]:
+			return nil, errf(http.StatusBadRequest, "modify_initiators[%d]: initiator %q is not associated with host %s", i, p, h.Name)
+		case seen[p]:
+			return nil, errf(http.StatusBadRequest, "modify_initiators[%d]: initiator %q is named twice", i, p)
+		}
+		seen[p] = true
+		in := initiator{PortName: p, PortType: cur.PortType,
+			ChapSingleUsername: deref(m.ChapSingleUsername), ChapSinglePassword: deref(m.ChapSinglePassword),
+			ChapMutualUsername: deref(m.ChapMutualUsername), ChapMutualPassword: deref(m.ChapMutualPassword)}
+		switch {
+		case (in.ChapSingleUsername == "") != (in.ChapSinglePassword == ""):
+			return nil, errf(http.StatusBadRequest, "modify_initiators[%d]: chap_single_username and chap_single_password go together", i)
+		case (in.ChapMutualUsername == "") != (in.ChapMutualPassword == ""):
+			return nil, errf(http.StatusBadRequest, "modify_initiators[%d]: chap_mutual_username and chap_mutual_password go together", i)
+		case in.ChapMutualUsername != "" && in.ChapSingleUsername == "":
+			return nil, errf(http.StatusBadRequest, "modify_initiators[%d]: mutual CHAP needs single CHAP", i)
+		case in.ChapSingleUsername != "" && cur.PortType == "FC":
+			return nil, errf(http.StatusBadRequest, "modify_initiators[%d]: CHAP is for iSCSI and NVMe initiators, not FC", i)
+		}
+		out = append(out, in)
+	}
+	return out, nil
 }
 
 // attachDetachLocked attaches or detaches a volume to a host or a group.

@@ -135,6 +135,10 @@ func mappingID(hostID, groupID, volID string) string {
 	return uuidFor("mapping", hostID+"/"+groupID+"/"+volID)
 }
 
+// SecretFingerprint is how a Snapshot shows the CHAP secret s: tests
+// compare it with what a node holds without the secret being dumped.
+func SecretFingerprint(s string) string { return secretFingerprint(s) }
+
 // secretFingerprint identifies a CHAP secret in dumps without revealing it.
 func secretFingerprint(s string) string {
 	if s == "" {

@@ -122,6 +122,10 @@ func New(cfg *configs.Config, opts Options) (*Daemon, error) {
 		for _, s := range cc.ChapSecrets {
 			opts.Redactor.Add(s)
 		}
+		if a.PowerStore.ChapSecretsFile != "" {
+			d.log.Warn("powerstore.chapSecretsFile is deprecated and ignored: csi-powerstore's node plugin sets a new CHAP secret at every start, "+
+				"and an unfence gives a CHAP initiator back for it to set its own (docs/footprint.md, \"Unfence\"); remove the field", "array", a.Name)
+		}
 		d.arrays = append(d.arrays, cc)
 	}
 	if cfg.HTTP.TokenFile != "" {
