@@ -65,7 +65,6 @@ type Config struct {
 	// ExternalAccess). An export of a footprint volume listing one is a
 	// GapExternalAccess.
 	ExternalAccess []string
-	// ChapSecrets maps a PowerStore initiator port name to its CHAP secret,
 	// ChapSecrets maps a PowerStore initiator port name to a CHAP secret
 	// from the deprecated chapSecretsFile. The adapter never uses them
 	// (csi-powerstore's node plugin sets its own at every start:
