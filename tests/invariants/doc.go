@@ -92,4 +92,15 @@
 //     naming the node's identifiers nor the node's host object naming the
 //     volume. Host-level grants that reach a volume only through other
 //     objects (a PowerMax masking view) are not seen by the end-state check.
+//   - held (invariants 1 and 7 after the eviction): from a record's first
+//     "evicted" step until its next "unfence-intent" step, every array
+//     write, by anyone (a CSI driver's publish, a sidecar's reconcile, an
+//     operator), that gave the node access again (a granting action or
+//     add_* body key naming one of the node's identifiers on that array,
+//     or a change adding an element naming one) is followed by a write of
+//     fenced taking it away again (a revoking action, a remove_* key, a
+//     removed element naming it) within Options.HeldPeriod, unless the
+//     unfence began within that period; a grant whose period outlasts the
+//     evidence is not judged. No pod placed on the node is deleted, by
+//     anyone, between such a grant and its cut.
 package invariants
