@@ -469,7 +469,7 @@ func TestRejoinAfterLosingTheStore(t *testing.T) {
 	require.Eventually(t, func() bool {
 		_, err := os.Stat(filepath.Join(g.cfgs[lost].DataDir, "raft", markerRejoin))
 		return os.IsNotExist(err)
-	}, waitLong, 20*time.Millisecond, "the rejoin marker goes once the store holds the log")
+	}, waitLong, 20*time.Millisecond, "the rejoin marker goes once the replica has caught up with a leader")
 	assert.FileExists(t, filepath.Join(g.cfgs[lost].DataDir, "raft", markerHeld))
 }
 

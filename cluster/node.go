@@ -12,9 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"sync"
 	"time"
@@ -56,6 +54,8 @@ type Node struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
+	// gate is set while this replica rejoins without state (rejoin.go).
+	gate      *voteGate
 	mu        sync.Mutex
 	peers     []Peer
 	lead      Leadership
@@ -152,13 +152,6 @@ func (n *Node) open(reg *prometheus.Registry) error {
 		raftStore: inner, ctx: n.ctx, log: n.log, dir: dir, retry: retry,
 		onFull:  func(full bool) { n.metrics.setStorageFull(full) },
 		failure: n.metrics.storeWriteErrors.Inc,
-		onHeld: func() {
-			if st.rejoin {
-				if err := os.Remove(filepath.Join(dir, markerRejoin)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-					n.log.Warn("cannot remove the rejoin marker", "error", err)
-				}
-			}
-		},
 	}
 	n.guard.held.Store(st.held)
 
@@ -186,6 +179,14 @@ func (n *Node) open(reg *prometheus.Registry) error {
 		return &DataDirError{Path: path, Problem: "holds no Raft state but this data directory held the group's log"}
 	}
 
+	if join && (!existing || st.rejoin) {
+		// Without the group's log this replica neither votes nor stands
+		// for election until it has caught up (rejoin.go).
+		if n.gate, err = n.newVoteGate(dir); err != nil {
+			return fmt.Errorf("prepare the rejoin of %s: %w", dir, err)
+		}
+		n.log.Warn("joining the group without its log: this replica neither votes nor stands for election until it has caught up with a leader")
+	}
 	trans, err := n.newTransport(hl)
 	if err != nil {
 		return err
@@ -196,7 +197,9 @@ func (n *Node) open(reg *prometheus.Registry) error {
 		closeTransport(trans)
 		return fmt.Errorf("start raft: %w", err)
 	}
+	n.mu.Lock()
 	n.raft = r
+	n.mu.Unlock()
 	switch {
 	case existing:
 		n.log.Info("raft state found; rejoining the group")
@@ -249,6 +252,7 @@ func (n *Node) newTransport(hl hclog.Logger) (raft.Transport, error) {
 		OnReject:         func(string, error) { n.metrics.tlsRejected.Inc() },
 		Logger:           n.log,
 		Peers:            n.transportPeers,
+		VoteGate:         n.voteGate(),
 	})
 	if err != nil {
 		return nil, err
@@ -269,6 +273,9 @@ func (n *Node) raftConfig(hl hclog.Logger) *raft.Config {
 	rc.LocalID = raft.ServerID(n.cfg.ID)
 	rc.HeartbeatTimeout = t.HeartbeatTimeout
 	rc.ElectionTimeout = t.ElectionTimeout
+	if n.gate != nil {
+		rc.HeartbeatTimeout, rc.ElectionTimeout = gatedTimeout, gatedTimeout
+	}
 	rc.LeaderLeaseTimeout = t.LeaderLeaseTimeout
 	rc.CommitTimeout = t.CommitTimeout
 	rc.SnapshotInterval = t.SnapshotInterval

@@ -45,6 +45,12 @@ type Cluster struct {
 	// once that verdict has held for SettlePeriod more (about twice this
 	// after the node returns). Default 2m.
 	SettlePeriod time.Duration `mapstructure:"settlePeriod"`
+	// HeldPeriod is how often the leader reads back every cut of a fenced
+	// node, from the fence's read-back until its unfence begins, and cuts
+	// again any access that reappeared (a held fence). A change of a
+	// VolumeAttachment of one of the node's volumes reads them back at
+	// once. Default 30s; at least 1s.
+	HeldPeriod time.Duration `mapstructure:"heldPeriod"`
 	// ProtectionSelector is a Kubernetes label selector: pods matching it on
 	// a fenced node are force-deleted like StatefulSet pods. Default: none.
 	ProtectionSelector string `mapstructure:"protectionSelector"`
@@ -199,6 +205,7 @@ func DefaultCluster() Cluster {
 		StormLimit:     Percent(33),
 		StormCooldown:  5 * time.Minute,
 		SettlePeriod:   2 * time.Minute,
+		HeldPeriod:     30 * time.Second,
 		StoragePathLoss: StoragePathLoss{
 			Enabled:         false,
 			Grace:           2 * time.Minute,

@@ -463,6 +463,7 @@ func (c *checker) clusters(cfg *Config, root *yaml.Node, arrays map[string]bool)
 		}
 		c.atLeast(base+".stormCooldown", cl.StormCooldown, 0)
 		c.atLeast(base+".settlePeriod", cl.SettlePeriod, time.Second)
+		c.atLeast(base+".heldPeriod", cl.HeldPeriod, time.Second)
 		if cl.ProtectionSelector != "" {
 			if _, err := labels.Parse(cl.ProtectionSelector); err != nil {
 				c.add(base+".protectionSelector", "invalid label selector: %v", err)

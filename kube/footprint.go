@@ -35,6 +35,7 @@ type Footprints struct {
 	mu       sync.Mutex
 	onChange []func(node string)
 	onPV     []func()
+	onVolume []func(pv string)
 }
 
 // NewFootprints prepares the VolumeAttachment and PersistentVolume
@@ -61,6 +62,9 @@ func NewFootprints(cs kubernetes.Interface) (*Footprints, error) {
 		}
 		if va, ok := obj.(*storagev1.VolumeAttachment); ok {
 			f.changed(va.Spec.NodeName)
+			if pv := va.Spec.Source.PersistentVolumeName; pv != nil && *pv != "" {
+				f.volumeChanged(*pv)
+			}
 		}
 	}
 	if _, err := f.vaInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -95,6 +99,25 @@ func (f *Footprints) changed(node string) {
 	f.mu.Unlock()
 	for _, fn := range fns {
 		fn(node)
+	}
+}
+
+// OnAttachmentChange registers fn, called with a PersistentVolume's name
+// whenever a VolumeAttachment of it is added, changed or deleted, on any
+// node: a publish of a volume to one node can give another node access to
+// it (fenced's held fences re-read the arrays then). fn must only enqueue.
+func (f *Footprints) OnAttachmentChange(fn func(pv string)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.onVolume = append(f.onVolume, fn)
+}
+
+func (f *Footprints) volumeChanged(pv string) {
+	f.mu.Lock()
+	fns := slices.Clone(f.onVolume)
+	f.mu.Unlock()
+	for _, fn := range fns {
+		fn(pv)
 	}
 }
 

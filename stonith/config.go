@@ -57,6 +57,13 @@ type Config struct {
 	// after a failed reconcile (defaults 1s and 1m).
 	RetryBase time.Duration
 	RetryMax  time.Duration
+	// OutOfServiceSettle is how long an unfence waits after it removed its
+	// out-of-service taint before it gives any array access back (default
+	// 10s): Kubernetes' pod garbage collector and attach/detach controller
+	// read that taint from informer caches and can still force-delete the
+	// node's pods or force-detach its volumes for a while after it is gone
+	// (kubernetes#142331). fenced's NoSchedule taint stays on meanwhile.
+	OutOfServiceSettle time.Duration
 	// Resync is how often every open record and failed node is reconciled
 	// even without an event (default 5s): it is what notices a settled
 	// node or a cleared array fault.
@@ -83,6 +90,10 @@ type ClusterConfig struct {
 	// SettlePeriod is how long a rebooted node must stay healthy before it
 	// is unfenced (default 2m).
 	SettlePeriod time.Duration
+	// HeldPeriod is how often the leader reads back every cut of a fenced
+	// node until its unfence begins (default DefaultHeldPeriod); a change
+	// of an attachment of one of its volumes reads them back at once.
+	HeldPeriod time.Duration
 	// DryRun decides and reports without writing anything.
 	DryRun bool
 	// Footprints gives each node's storage footprint as Kubernetes shows
@@ -107,6 +118,7 @@ func DefaultConfig() Config {
 		ArrayTimeout: 10 * time.Second, ArrayAttempts: 3, ArrayBackoff: 500 * time.Millisecond,
 		ArrayConcurrency: 4, KubeTimeout: 10 * time.Second, Workers: 64,
 		RetryBase: time.Second, RetryMax: time.Minute, Resync: 5 * time.Second,
+		OutOfServiceSettle: 10 * time.Second,
 	}
 }
 
@@ -129,6 +141,7 @@ func (c Config) withDefaults() Config {
 	setDur(&c.RetryBase, d.RetryBase)
 	setDur(&c.RetryMax, d.RetryMax)
 	setDur(&c.Resync, d.Resync)
+	setDur(&c.OutOfServiceSettle, d.OutOfServiceSettle)
 	setInt(&c.ArrayAttempts, d.ArrayAttempts)
 	setInt(&c.ArrayConcurrency, d.ArrayConcurrency)
 	setInt(&c.Workers, d.Workers)
@@ -141,6 +154,9 @@ func (c Config) withDefaults() Config {
 	for i := range c.Clusters {
 		if c.Clusters[i].SettlePeriod <= 0 {
 			c.Clusters[i].SettlePeriod = 2 * time.Minute
+		}
+		if c.Clusters[i].HeldPeriod <= 0 {
+			c.Clusters[i].HeldPeriod = DefaultHeldPeriod
 		}
 	}
 	return c

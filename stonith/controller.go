@@ -44,6 +44,12 @@ type Controller struct {
 	// WatchProtection for a scan.
 	drift     map[string]map[string]*Unplaced
 	driftKick chan struct{}
+	// held schedules the held checks of open fences, by fence ID (the
+	// leader's; see held.go).
+	held map[string]*heldEntry
+	// lifted is when this leader removed an unfencing fence's
+	// out-of-service taint, by fence ID (see liftOutOfService).
+	lifted map[string]time.Time
 }
 
 type clusterRuntime struct {
@@ -72,6 +78,7 @@ func New(cfg Config) (*Controller, error) {
 		clk: cfg.Clock, verdicts: map[string]verdictEntry{}, reports: map[string]*nodeReport{},
 		protection: map[string]*protectionState{},
 		drift:      map[string]map[string]*Unplaced{}, driftKick: make(chan struct{}, 1),
+		held: map[string]*heldEntry{}, lifted: map[string]time.Time{},
 	}
 	for _, cl := range cfg.Clusters {
 		sel := labels.Nothing()
@@ -102,8 +109,13 @@ func New(cfg Config) (*Controller, error) {
 		return nil, err
 	}
 	c.metrics = m
-	for name := range c.clusters {
+	for name, rt := range c.clusters {
 		m.initCluster(name)
+		for _, a := range rt.arrays {
+			for _, r := range []string{RegressionVolume, RegressionEntry} {
+				m.regressions.WithLabelValues(name, a.Name(), r)
+			}
+		}
 	}
 	limits := map[string]int{}
 	for name := range cfg.Arrays {
@@ -212,6 +224,8 @@ func (c *Controller) Lead(l Leadership) error {
 	defer func() {
 		c.mu.Lock()
 		c.lead, c.queue = nil, nil
+		clear(c.held)   // the next leadership schedules its own checks
+		clear(c.lifted) // and waits out its own out-of-service settle
 		c.mu.Unlock()
 		c.log.Info("stopped leading the fencing pipeline", "term", l.Term())
 	}()

@@ -284,6 +284,7 @@ func (b *bed) startPipelineHook(dryRun bool, hook func(stonith.Point) bool) *pip
 		ReplicaID: "r1", Ledger: b.raft.Ledger(), Arrays: b.arrays, Registry: p.reg, Logger: b.log,
 		ArrayTimeout: 3 * time.Second, ArrayAttempts: 2, ArrayBackoff: 100 * time.Millisecond,
 		RetryBase: 200 * time.Millisecond, RetryMax: 2 * time.Second, Resync: time.Second, Hook: hook,
+		OutOfServiceSettle: 200 * time.Millisecond,
 		Clusters: []stonith.ClusterConfig{{Name: clusterName, Kube: b.writer, SettlePeriod: 3 * time.Second,
 			DryRun: dryRun, ProtectionSelector: "fenced.io/protect=true", Footprints: fp,
 			Detector: stonith.DetectorStatusFunc(func() detector.Status { return p.runner.Status() })}},

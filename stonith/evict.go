@@ -206,7 +206,7 @@ func (c *Controller) stepEvict(ctx context.Context, l Leadership, cl *clusterRun
 	}
 	if evictedBefore(f) {
 		// A refence after the eviction: the fence was counted then.
-		c.log.Warn("refence complete: the node's new volumes are cut and read back", "cluster", cl.Name, "node", f.Node,
+		c.log.Warn("refence complete: the node's footprint is cut and read back again", "cluster", cl.Name, "node", f.Node,
 			"fenceID", f.ID, "pods", len(deleted))
 		return waitFor(c.cfg.Resync), nil
 	}
@@ -282,6 +282,9 @@ func (c *Controller) stepUntaint(ctx context.Context, l Leadership, cl *clusterR
 	if err := c.at(PointUntaintWritten); err != nil {
 		return done, err
 	}
+	c.mu.Lock()
+	delete(c.lifted, f.ID)
+	c.mu.Unlock()
 	c.nodeEvent(ctx, cl, f.Node, corev1.EventTypeNormal, "NodeUnfenced", f.ID,
 		fmt.Sprintf("fence %s lifted: access restored and verified on %s; taints removed", f.ID, strings.Join(planArrays(f), ", ")))
 	if err := c.step(ctx, l, f, ledger.StateUntainted, "taints removed"); err != nil {

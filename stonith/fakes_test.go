@@ -27,12 +27,25 @@ import (
 type opLog struct {
 	mu  sync.Mutex
 	ops []string
+	at  []time.Time // when each op was logged
 }
 
 func (o *opLog) add(format string, args ...any) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.ops = append(o.ops, fmt.Sprintf(format, args...))
+	o.at = append(o.at, time.Now())
+}
+
+// when returns when the first op equal to op was logged, and its index.
+func (o *opLog) when(op string) (time.Time, int) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	i := slices.Index(o.ops, op)
+	if i < 0 {
+		return time.Time{}, -1
+	}
+	return o.at[i], i
 }
 
 func (o *opLog) list() []string {

@@ -34,6 +34,7 @@ type metrics struct {
 	callsQueued *prometheus.GaugeVec
 	unprotected *prometheus.GaugeVec
 	unplaced    *prometheus.GaugeVec
+	regressions *prometheus.CounterVec
 }
 
 func newMetrics(reg *prometheus.Registry) (*metrics, error) {
@@ -77,13 +78,17 @@ func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 			Name: "fenced_volumes_unplaced",
 			Help: "PersistentVolumes of a Dell CSI driver whose handle names an array, access zone or metro partner no configured array holds (configuration drift), by reason (array, default-array, zone, metro-partner, ambiguous); attached or not. This replica's view; /status names them.",
 		}, []string{"cluster", "reason"}),
+		regressions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fenced_fence_regressions_total",
+			Help: "Held fences whose read-back found the fenced node's access again (a CSI driver, sidecar or person gave it back), by array and reason (volume-access, identity-entry); each is cut again and read back. Counted once per regression found.",
+		}, []string{"cluster", "array", "reason"}),
 		callsQueued: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "fenced_array_calls_queued",
 			Help: "Pipeline calls waiting in fenced for a free call slot of the array (arrays[].maxConcurrentCalls are in flight).",
 		}, []string{"array"}),
 	}
 	if reg != nil {
-		for _, col := range []prometheus.Collector{m.fences, m.stepSeconds, m.commitSecs, m.podsDeleted, m.toEviction, m.blocked, m.needsReboot, m.callsQueued, m.unprotected, m.unplaced} {
+		for _, col := range []prometheus.Collector{m.fences, m.stepSeconds, m.commitSecs, m.podsDeleted, m.toEviction, m.blocked, m.needsReboot, m.callsQueued, m.unprotected, m.unplaced, m.regressions} {
 			if err := reg.Register(col); err != nil {
 				return nil, fmt.Errorf("stonith: register metrics: %w", err)
 			}
@@ -129,6 +134,10 @@ func (m *metrics) setBlocked(cluster string, n int) {
 
 func (m *metrics) setAwaitingReboot(cluster string, n int) {
 	m.needsReboot.WithLabelValues(cluster).Set(float64(n))
+}
+
+func (m *metrics) regressed(cluster, array, reason string) {
+	m.regressions.WithLabelValues(cluster, array, reason).Inc()
 }
 
 func (m *metrics) callQueued(array string, delta int) {

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -30,6 +31,35 @@ func (c *Controller) reconcile(ctx context.Context, l Leadership, cl *clusterRun
 		c.block(cl.Name, node, f.ID, fmt.Sprintf("dry-run: fence %s is held in %s; nothing is written", f.ID, f.State), nil)
 		return waitFor(c.cfg.Resync), nil
 	}
+	if !heldState(f.State) {
+		c.forgetHeld(f.ID)
+		return c.stepOpen(ctx, l, cl, f, v)
+	}
+	// A held fence: its cuts are read back when due, and access that
+	// reappeared is cut again before the fence's next step.
+	regressed, due, err := c.holdFence(ctx, l, cl, f, v)
+	switch {
+	case err != nil:
+		return done, err
+	case regressed && v.Paused && f.Origin == ledger.OriginVerdict:
+		// The access is reported; it is cut again when fencing resumes,
+		// and until then the fence takes no further step (no eviction
+		// while the node has access).
+		return waitFor(c.cfg.Resync), nil
+	case regressed:
+		return next, nil
+	}
+	res, err := c.stepOpen(ctx, l, cl, f, v)
+	if err == nil && !res.again && (res.after == 0 || res.after > due) {
+		// Come back when the next held check is due.
+		res.after = max(due, time.Millisecond)
+	}
+	return res, err
+}
+
+// stepOpen does the one next step of an open record.
+func (c *Controller) stepOpen(ctx context.Context, l Leadership, cl *clusterRuntime, f *ledger.Fence, v nodeView) (result, error) {
+	node := f.Node
 	switch f.State {
 	case ledger.StateIntent:
 		return c.stepIntent(ctx, l, cl, f, v)
@@ -328,9 +358,11 @@ func (c *Controller) stepFencing(ctx context.Context, l Leadership, cl *clusterR
 	if f = c.readNode(cl.Name, f.Node).Fence; f == nil || f.State != ledger.StateFencing {
 		return next, nil
 	}
-	var todo []string
+	// Arrays not yet verified, and after a held read-back found the
+	// node's access again, those not read back since (regressionStale).
+	todo := regressionStale(f)
 	for _, p := range f.Plans {
-		if r := f.Results[p.Array]; r == nil || !r.Verified {
+		if r := f.Results[p.Array]; (r == nil || !r.Verified) && !slices.Contains(todo, p.Array) {
 			todo = append(todo, p.Array)
 		}
 	}

@@ -205,6 +205,9 @@ func (c *Controller) stepRestore(ctx context.Context, l Leadership, cl *clusterR
 	if w := c.conflictWait(l, f, dirUnfence); w > 0 {
 		return waitFor(w), nil
 	}
+	if w, err := c.liftOutOfService(ctx, l, cl, f); err != nil || w > 0 {
+		return waitFor(w), err
+	}
 	var todo []string
 	for _, p := range f.Plans {
 		if r := f.Results[p.Array]; r == nil || !r.RestoreVerified {
@@ -233,4 +236,51 @@ func (c *Controller) stepRestore(ctx context.Context, l Leadership, cl *clusterR
 		return done, err
 	}
 	return next, nil
+}
+
+// liftOutOfService removes the fence's out-of-service taint before any
+// array access is given back, and returns how long the unfence must still
+// wait after it. Kubernetes' pod garbage collector and attach/detach
+// controller read that taint from informer caches, so for a while after it
+// is removed they can still force-delete the node's pods or force-detach
+// its volumes (kubernetes#142331): with access already back, a pod running
+// on the node could be deleted from the API server and started elsewhere
+// while the node still writes. So the order of an unfence is: the
+// out-of-service taint off (fenced's NoSchedule taint keeps new pods
+// away), OutOfServiceSettle for the controllers to converge, then array
+// access (Undo, read back), then fenced's own taint (stepUntaint). A new
+// leader waits the settle again. An out-of-service taint an administrator
+// put on the node before the fence is theirs and stays.
+func (c *Controller) liftOutOfService(ctx context.Context, l Leadership, cl *clusterRuntime, f *ledger.Fence) (time.Duration, error) {
+	var oos []corev1.Taint
+	for _, t := range ownTaints(f) {
+		if t.Key == TaintOutOfService {
+			oos = append(oos, t)
+		}
+	}
+	if len(oos) == 0 {
+		return 0, nil
+	}
+	now := c.clk.Now()
+	c.mu.Lock()
+	at, ok := c.lifted[f.ID]
+	c.mu.Unlock()
+	if ok {
+		return max(at.Add(c.cfg.OutOfServiceSettle).Sub(now), 0), nil
+	}
+	if err := c.verifyLeader(ctx, l); err != nil {
+		return 0, err
+	}
+	kctx, cancel := context.WithTimeout(ctx, c.cfg.KubeTimeout)
+	defer cancel()
+	changed, err := cl.Kube.RemoveTaints(kctx, f.Node, oos...)
+	if err != nil {
+		return 0, fmt.Errorf("fence %s: remove the out-of-service taint before giving access back: %w", f.ID, err)
+	}
+	c.mu.Lock()
+	c.lifted[f.ID] = now
+	c.mu.Unlock()
+	c.log.Info("unfence: out-of-service taint removed; array access is given back once Kubernetes' controllers have seen it",
+		"cluster", cl.Name, "node", f.Node, "fenceID", f.ID, "removed", changed, "wait", c.cfg.OutOfServiceSettle)
+	return c.cfg.OutOfServiceSettle, nil
 }

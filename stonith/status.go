@@ -61,6 +61,11 @@ type FenceStatus struct {
 	// Recovery says what the unfence of an evicted node waits for (the
 	// node to come back, a reboot, the settle period, a detach).
 	Recovery string `json:"recovery,omitempty"`
+	// Regressions counts the times a held read-back found the node's
+	// access again after the fence was verified; LastRegression is the
+	// ledger note of the last one (what access, on which array).
+	Regressions    int    `json:"regressions,omitempty"`
+	LastRegression string `json:"lastRegression,omitempty"`
 }
 
 // ArrayStatus is a fence's progress on one array.
@@ -152,6 +157,7 @@ func fenceStatus(f *ledger.Fence) FenceStatus {
 		OpenedAt: f.OpenedAt, UpdatedAt: f.UpdatedAt, BootID: f.BootID,
 		Steps: append([]ledger.Step(nil), f.Steps...), Arrays: []ArrayStatus{},
 	}
+	fs.Regressions, fs.LastRegression = Regressions(f)
 	arrays := map[string]bool{}
 	for a := range f.Identities {
 		arrays[a] = true

@@ -78,6 +78,7 @@ func newWorld(t *testing.T, mutate ...func(cfg *Config)) *world {
 		Logger:       slog.New(slog.DiscardHandler),
 		ArrayTimeout: time.Second, ArrayAttempts: 2, ArrayBackoff: time.Millisecond,
 		RetryBase: 5 * time.Millisecond, RetryMax: 50 * time.Millisecond, Resync: 20 * time.Millisecond,
+		OutOfServiceSettle: 30 * time.Millisecond,
 		Clusters: []ClusterConfig{{Name: "c1", Kube: w.kube, Detector: w.det, ProtectionSelector: "fenced.io/protect=true",
 			SettlePeriod: 50 * time.Millisecond, Footprints: w.fp}},
 	}

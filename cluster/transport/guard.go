@@ -48,14 +48,14 @@ func (c *guardedConn) Close() error {
 
 // guard wraps an accepted connection; refuse is called (once) with the
 // reason when a request claims a replica the certificate does not name.
-func guard(conn *tls.Conn, peers PeerSet, refuse func(error)) net.Conn {
+func guard(conn *tls.Conn, peers PeerSet, gate VoteGate, refuse func(error)) net.Conn {
 	pr, pw := io.Pipe()
 	gc := &guardedConn{Conn: conn, pr: pr}
 	go func() {
-		err := relay(conn, pw, peers) // it returns only when conn ends or a request is refused
+		err := relay(conn, pw, peers, gate) // it returns only when conn ends or a request is refused
 		if !errors.Is(err, io.EOF) {
 			var ce claimError
-			if errors.As(err, &ce) {
+			if errors.As(err, &ce) || errors.Is(err, errVoteWithheld) {
 				refuse(err)
 			}
 			_ = gc.Close()
@@ -65,13 +65,17 @@ func guard(conn *tls.Conn, peers PeerSet, refuse func(error)) net.Conn {
 	return gc
 }
 
+// errVoteWithheld ends a connection whose vote request the VoteGate
+// withheld.
+var errVoteWithheld = errors.New("vote withheld")
+
 type claimError struct{ msg string }
 
 func (e claimError) Error() string { return e.msg }
 
 // relay decodes each request from conn, checks its claimed sender and
 // re-encodes it into pw, until conn ends or a request is refused.
-func relay(conn *tls.Conn, pw *io.PipeWriter, peers PeerSet) error {
+func relay(conn *tls.Conn, pw *io.PipeWriter, peers PeerSet, gate VoteGate) error {
 	cert := conn.ConnectionState().PeerCertificates[0]
 	r := bufio.NewReader(conn)
 	dec := codec.NewDecoder(r, &codec.MsgpackHandle{})
@@ -107,6 +111,16 @@ func relay(conn *tls.Conn, pw *io.PipeWriter, peers PeerSet) error {
 		if !named(cert, peers(), claimed) {
 			return claimError{fmt.Sprintf("raft message claims to come from replica %q, but the peer's certificate (%s) does not name it: %v",
 				claimed, describe(cert), ErrNotAPeer)}
+		}
+		if gate != nil {
+			switch r := req.(type) {
+			case *raft.AppendEntriesRequest:
+				gate.LeaderCommit(r.LeaderCommitIndex)
+			case *raft.RequestVoteRequest, *raft.RequestPreVoteRequest:
+				if !gate.MayVote() {
+					return errVoteWithheld
+				}
+			}
 		}
 		if err := w.WriteByte(typ); err != nil {
 			return err

@@ -43,12 +43,40 @@ type Options struct {
 	// AnyPeer accepts any certificate from the CA and passes the accepted
 	// stream on unchecked. Only for tests and tools that are no replica.
 	AnyPeer bool
-	// MaxHandshakes bounds the TLS handshakes under way at once (default
-	// 32); a connection beyond it is closed at once.
+	// MaxHandshakes bounds the TLS handshakes under way at once from
+	// addresses that are not a configured peer's (default 32); a
+	// connection beyond it is closed at once. Connections from the address
+	// of a configured peer have MaxHandshakes slots of their own, so
+	// strangers can never make a replica wait (a flood from elsewhere
+	// does not stall elections or replication).
 	MaxHandshakes int
+	// MaxHandshakesPerSource bounds the handshakes under way from one
+	// remote IP address that is not a configured peer's (default 4), so
+	// one host cannot take every slot of the strangers' pool.
+	MaxHandshakesPerSource int
+	// FirstByteTimeout is how long an accepted connection may stay silent
+	// before its first byte (default 1s): a connection that sends nothing
+	// gives its slot back quickly instead of holding it for the whole
+	// HandshakeTimeout.
+	FirstByteTimeout time.Duration
 	// RejectLogInterval is the least time between two logged refusals
 	// (default 10s).
 	RejectLogInterval time.Duration
+	// VoteGate, when set, is told the leader's commit index of every
+	// AppendEntries request and asked before a vote or pre-vote request is
+	// passed to Raft; a request it withholds closes its connection, so the
+	// candidate counts no vote from this replica. A replica that rejoined
+	// without state withholds its vote until it has caught up.
+	VoteGate VoteGate
+}
+
+// VoteGate decides whether this replica may vote now (see Options).
+type VoteGate interface {
+	// MayVote reports whether a vote request may reach Raft.
+	MayVote() bool
+	// LeaderCommit is told the commit index an AppendEntries request
+	// carries.
+	LeaderCommit(index uint64)
 }
 
 // StreamLayer is a raft.StreamLayer over mutual TLS.
@@ -59,8 +87,10 @@ type StreamLayer struct {
 	opts      Options
 
 	conns     chan net.Conn
-	slots     chan struct{} // one per handshake under way
+	slots     *handshakeSlots
+	peerIPs   *peerAddrs
 	rejectLog *logLimiter
+	voteLog   *logLimiter
 	closeOnce sync.Once
 	closed    chan struct{}
 	wg        sync.WaitGroup
@@ -88,6 +118,15 @@ func Listen(bind, advertise string, creds *Credentials, opts Options) (*StreamLa
 	if opts.MaxHandshakes <= 0 {
 		opts.MaxHandshakes = 32
 	}
+	if opts.MaxHandshakesPerSource <= 0 {
+		opts.MaxHandshakesPerSource = min(4, opts.MaxHandshakes)
+	}
+	if opts.FirstByteTimeout <= 0 {
+		opts.FirstByteTimeout = time.Second
+	}
+	if opts.FirstByteTimeout > opts.HandshakeTimeout {
+		opts.FirstByteTimeout = opts.HandshakeTimeout
+	}
 	if opts.RejectLogInterval <= 0 {
 		opts.RejectLogInterval = 10 * time.Second
 	}
@@ -111,8 +150,10 @@ func Listen(bind, advertise string, creds *Credentials, opts Options) (*StreamLa
 	s := &StreamLayer{
 		ln: ln, advertise: tcpAddr(advertise), creds: creds, opts: opts,
 		conns: make(chan net.Conn), closed: make(chan struct{}),
-		slots:     make(chan struct{}, opts.MaxHandshakes),
+		slots:     newHandshakeSlots(opts.MaxHandshakes, opts.MaxHandshakesPerSource),
+		peerIPs:   newPeerAddrs(opts.Peers),
 		rejectLog: &logLimiter{every: opts.RejectLogInterval},
+		voteLog:   &logLimiter{every: opts.RejectLogInterval},
 	}
 	s.wg.Add(1)
 	go s.acceptLoop()
@@ -145,15 +186,23 @@ func (s *StreamLayer) acceptLoop() {
 			continue
 		}
 		delay = 0
-		select {
-		case s.slots <- struct{}{}:
-		default:
-			s.reject(raw.RemoteAddr().String(), fmt.Errorf("more than %d raft handshakes under way", s.opts.MaxHandshakes))
+		ip := remoteIP(raw.RemoteAddr())
+		release, err := s.slots.acquire(ip, s.peerIPs.has(ip))
+		if err != nil {
+			s.reject(raw.RemoteAddr().String(), err)
 			raw.Close()
 			continue
 		}
 		s.wg.Add(1)
-		go s.handshake(raw)
+		go s.handshake(raw, release)
+	}
+}
+
+// withheld logs, rate-limited, a vote request this replica did not answer.
+func (s *StreamLayer) withheld(remote string) {
+	if ok, left := s.voteLog.allow(time.Now()); ok {
+		s.opts.Logger.Info("raft vote withheld: this replica rejoined without state and has not caught up with a leader yet",
+			"remote", remote, "withheldNotLogged", left)
 	}
 }
 
@@ -175,9 +224,9 @@ func (s *StreamLayer) serverConfig() *tls.Config {
 	return cfg
 }
 
-func (s *StreamLayer) handshake(raw net.Conn) {
+func (s *StreamLayer) handshake(raw net.Conn, release func()) {
 	defer s.wg.Done()
-	defer func() { <-s.slots }()
+	defer release()
 	ctx, cancel := context.WithTimeout(context.Background(), s.opts.HandshakeTimeout)
 	defer cancel()
 	go func() { // abort the handshake when the layer closes
@@ -187,16 +236,34 @@ func (s *StreamLayer) handshake(raw net.Conn) {
 		case <-ctx.Done():
 		}
 	}()
-	conn := tls.Server(raw, s.serverConfig())
+	fb := &firstByteConn{Conn: raw}
+	if err := raw.SetReadDeadline(time.Now().Add(s.opts.FirstByteTimeout)); err != nil {
+		raw.Close()
+		return
+	}
+	conn := tls.Server(fb, s.serverConfig())
 	remote := raw.RemoteAddr().String()
 	if err := conn.HandshakeContext(ctx); err != nil {
+		if !fb.spoke.Load() {
+			err = fmt.Errorf("nothing received within %s: %w", s.opts.FirstByteTimeout, err)
+		}
 		s.reject(remote, fmt.Errorf("TLS handshake failed: %w", err))
+		raw.Close()
+		return
+	}
+	if err := raw.SetReadDeadline(time.Time{}); err != nil {
 		raw.Close()
 		return
 	}
 	var accepted net.Conn = conn
 	if !s.opts.AnyPeer {
-		accepted = guard(conn, s.opts.Peers, func(err error) { s.reject(remote, err) })
+		accepted = guard(conn, s.opts.Peers, s.opts.VoteGate, func(err error) {
+			if errors.Is(err, errVoteWithheld) {
+				s.withheld(remote)
+				return
+			}
+			s.reject(remote, err)
+		})
 	}
 	select {
 	case s.conns <- accepted:

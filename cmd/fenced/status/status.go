@@ -253,6 +253,12 @@ type Fence struct {
 	// node to come back, the settle period, the detach of its old volumes
 	// (leader's view).
 	Recovery string `json:"recovery,omitempty"`
+	// Regressions counts the times a held read-back found the node's
+	// access again after the fence was verified (each cut again and read
+	// back); LastRegression is the ledger's note of the last one: which
+	// array, what access.
+	Regressions    int    `json:"regressions,omitempty"`
+	LastRegression string `json:"lastRegression,omitempty"`
 	// UnfenceOperator is who asked for the unfence, as the ledger records
 	// it (empty when fenced unfenced a rebooted node by itself);
 	// ForcedUnfence is set when the operator forced it.

@@ -208,8 +208,8 @@ func (f *fencing) newController() error {
 		}
 		clusters = append(clusters, stonith.ClusterConfig{
 			Name: cr.cfg.Name, Kube: cr.writer, DryRun: cr.cfg.DryRun, SettlePeriod: cr.cfg.SettlePeriod,
-			ProtectionSelector: cr.cfg.ProtectionSelector,
-			Footprints:         cr.footprints, Arrays: cr.cfg.Arrays, Drivers: cr.cfg.DriverFamilies(),
+			HeldPeriod: cr.cfg.HeldPeriod, ProtectionSelector: cr.cfg.ProtectionSelector,
+			Footprints: cr.footprints, Arrays: cr.cfg.Arrays, Drivers: cr.cfg.DriverFamilies(),
 			Detector: stonith.DetectorStatusFunc(func() detector.Status {
 				if cr.runner == nil {
 					return detector.Status{Cluster: cr.cfg.Name}
@@ -236,6 +236,7 @@ func (f *fencing) newController() error {
 		if cr.footprints != nil {
 			name := cr.cfg.Name
 			cr.footprints.OnChange(func(node string) { ctrl.FootprintChanged(name, node) })
+			cr.footprints.OnAttachmentChange(func(pv string) { ctrl.AttachmentChanged(name, pv) })
 			cr.footprints.OnPVChange(ctrl.VolumesChanged)
 		}
 	}

@@ -192,7 +192,7 @@ func fenceStatuses(ps stonith.Status, hist []*ledger.Fence) []status.Fence {
 		e := status.Fence{ID: fs.ID, Cluster: fs.Cluster, Node: fs.Node, Kind: fs.Kind, Origin: fs.Origin,
 			Operator: fs.Operator, Reason: fs.Reason, Phase: fs.State, StartedAt: fs.OpenedAt, UpdatedAt: fs.UpdatedAt,
 			Error: fs.FailReason, Blocked: fs.Blocked, NeedsReboot: fs.NeedsReboot,
-			Recovery: fs.Recovery}
+			Recovery: fs.Recovery, Regressions: fs.Regressions, LastRegression: fs.LastRegression}
 		e.UnfenceOperator, e.ForcedUnfence = unfenceAskedBy(fs.Steps)
 		for _, a := range fs.Arrays {
 			e.Arrays = append(e.Arrays, status.FenceArray{Array: a.Array, Step: a.Step, Summary: a.Summary, Error: a.LastError})
@@ -216,6 +216,7 @@ func FinishedFence(h *ledger.Fence) status.Fence {
 		Origin: string(h.Origin), Operator: h.Operator, Reason: h.Reason, Phase: string(h.State),
 		StartedAt: h.OpenedAt, UpdatedAt: h.UpdatedAt, Error: h.FailReason}
 	e.UnfenceOperator, e.ForcedUnfence = unfenceAskedBy(h.Steps)
+	e.Regressions, e.LastRegression = stonith.Regressions(h)
 	return e
 }
 

@@ -149,6 +149,10 @@ func Status(out io.Writer, st status.Status, now time.Time) error {
 					note = s
 				}
 			}
+			if f.Regressions > 0 {
+				// A held fence that regressed says so whatever else it waits for.
+				note = strings.TrimSuffix(fmt.Sprintf("regressed %dx (last: %s); %s", f.Regressions, f.LastRegression, note), "; ")
+			}
 			rows = append(rows, []string{f.ID, f.Cluster, f.Node, dash(f.Kind), dash(by), f.Phase, dash(strings.Join(arrays, ",")),
 				f.UpdatedAt.Local().Format(time.RFC3339), dash(note)})
 		}

@@ -1,0 +1,350 @@
+package stonith
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+	"maps"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/fenced-project/fenced/arrayclients"
+	"github.com/fenced-project/fenced/cluster/ledger"
+)
+
+// A fence is held from the moment every array confirmed it until its
+// unfence begins: the leader reads every cut of the node back again on a
+// period (ClusterConfig.HeldPeriod) and at once when a VolumeAttachment of
+// one of the node's footprint volumes changes on any node (a publish
+// elsewhere is what re-adds a fenced node on some drivers). Access that
+// reappears, from a CSI driver, a sidecar or a person, is a regression: the
+// fence goes back to fencing, the access is cut again and read back, and
+// the regression is logged, counted and raised as an Event.
+
+// RegressionNote begins the ledger note of a fence's step back to fencing
+// when a held read-back found the node's access again; /status counts
+// these steps on every replica.
+const RegressionNote = "access regained after the fence"
+
+// Reasons of fenced_fence_regressions_total.
+const (
+	// RegressionVolume: the read-back shows the node reaching a footprint
+	// volume again (an export client entry, a mapping, host access).
+	RegressionVolume = "volume-access"
+	// RegressionEntry: an entry of the node's identity is back (an
+	// initiator, a host, an SDC) without a footprint volume being reached.
+	RegressionEntry = "identity-entry"
+)
+
+// DefaultHeldPeriod is how often an open fence's cuts are read back when
+// ClusterConfig.HeldPeriod is not set.
+const DefaultHeldPeriod = 30 * time.Second
+
+// heldKickGap is the shortest time between two held checks of one fence
+// that a change (rather than the period) asks for: a burst of attachment
+// changes reads the arrays once, not once per change.
+const heldKickGap = time.Second
+
+// heldEntry is the leader's schedule of one fence's held checks.
+type heldEntry struct {
+	// next is when the next check is due.
+	next time.Time
+	// last is when the last check began.
+	last time.Time
+	// failing names the arrays whose last held read failed (logged once).
+	failing map[string]bool
+	// reported is the regression already reported while the step back to
+	// fencing could not be committed (paused): it is not reported again.
+	reported string
+}
+
+// heldStates are the states in which a fence is held: verified on every
+// array, not yet being undone.
+func heldState(s ledger.FenceState) bool {
+	return s == ledger.StateFenced || s == ledger.StateTainted || s == ledger.StateEvicted
+}
+
+// heldSpread is where in its period a fence's checks fall: a fraction in
+// [0.75, 1) of the period, fixed per fence, so that many fences' checks
+// spread over time instead of reading every array at once, and no check
+// comes later than one period after the last.
+func heldSpread(fenceID string, period time.Duration) time.Duration {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(fenceID))
+	frac := 0.75 + 0.25*float64(h.Sum32()%1000)/1000
+	return time.Duration(float64(period) * frac)
+}
+
+// heldDue returns how long until the fence's next held check, scheduling
+// its first one when none is.
+func (c *Controller) heldDue(cl *clusterRuntime, f *ledger.Fence) time.Duration {
+	now := c.clk.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.held[f.ID]
+	if e == nil {
+		e = &heldEntry{next: now.Add(heldSpread(f.ID, cl.HeldPeriod))}
+		c.held[f.ID] = e
+	}
+	return e.next.Sub(now)
+}
+
+// forgetHeld drops the schedule of a fence that is no longer held.
+func (c *Controller) forgetHeld(fenceID string) {
+	c.mu.Lock()
+	delete(c.held, fenceID)
+	c.mu.Unlock()
+}
+
+// AttachmentChanged is told that a VolumeAttachment of the PersistentVolume
+// changed, on whichever node (the footprint informers' OnAttachmentChange). Every
+// held fence of the cluster whose footprint holds the volume is checked at
+// once: a publish of the volume to another node can give the fenced node
+// its access back (csi-vxflexos NFS with interfaceNames adds every known
+// node's IP to the export). It only schedules and enqueues.
+func (c *Controller) AttachmentChanged(cluster, pv string) {
+	if pv == "" || c.clusters[cluster] == nil {
+		return
+	}
+	var nodes []string
+	var ids []string
+	c.cfg.Ledger.Read(func(s *ledger.State) {
+		for _, f := range s.OpenFences() {
+			if f.Cluster != cluster || !heldState(f.State) {
+				continue
+			}
+			if slices.ContainsFunc(f.Footprint, func(v arrayclients.FootprintVolume) bool { return v.PV == pv }) {
+				nodes = append(nodes, f.Node)
+				ids = append(ids, f.ID)
+			}
+		}
+	})
+	if len(ids) == 0 {
+		return
+	}
+	now := c.clk.Now()
+	c.mu.Lock()
+	if c.queue == nil { // not leading: the next leader schedules its own checks
+		c.mu.Unlock()
+		return
+	}
+	for _, id := range ids {
+		e := c.held[id]
+		if e == nil {
+			e = &heldEntry{}
+			c.held[id] = e
+		}
+		e.next = now
+		if !e.last.IsZero() && e.last.Add(heldKickGap).After(now) {
+			e.next = e.last.Add(heldKickGap)
+		}
+	}
+	c.mu.Unlock()
+	for _, n := range nodes {
+		c.Enqueue(cluster, n)
+	}
+}
+
+// holdFence runs the fence's held check when it is due: every planned
+// array is read back (read-only) and a read-back that shows the node's
+// access again sends the fence back to fencing. It reports whether it did
+// (the caller reconciles again at once), and otherwise how long until the
+// next check is due.
+func (c *Controller) holdFence(ctx context.Context, l Leadership, cl *clusterRuntime, f *ledger.Fence, nv nodeView) (bool, time.Duration, error) {
+	if due := c.heldDue(cl, f); due > 0 {
+		return false, due, nil
+	}
+	now := c.clk.Now()
+	c.mu.Lock()
+	e := c.held[f.ID]
+	e.last = now
+	e.next = now.Add(heldSpread(f.ID, cl.HeldPeriod))
+	c.mu.Unlock()
+
+	var arrays []string
+	for _, p := range f.Plans {
+		arrays = append(arrays, p.Array)
+	}
+	reads := map[string]arrayclients.Verification{}
+	var rmu sync.Mutex
+	errs := c.forEachArray(ctx, arrays, func(ctx context.Context, array string) error {
+		a, err := c.adapter(array)
+		if err != nil {
+			return err
+		}
+		p, _ := planOf(f, array)
+		var v arrayclients.Verification
+		if err := c.readArray(ctx, cl.Name, array, now, "held-verify", func(ctx context.Context) error {
+			var err error
+			v, err = a.Verify(ctx, p)
+			return err
+		}); err != nil {
+			return err
+		}
+		rmu.Lock()
+		reads[array] = v
+		rmu.Unlock()
+		return nil
+	})
+	if ctx.Err() != nil {
+		return false, 0, ctx.Err()
+	}
+	c.heldReadErrors(cl, f, errs)
+
+	var regressed []string
+	for _, a := range slices.Sorted(maps.Keys(reads)) {
+		v := reads[a]
+		if v.Fenced && len(accessLeft(v)) == 0 {
+			continue
+		}
+		regressed = append(regressed, a)
+	}
+	if len(regressed) == 0 {
+		c.mu.Lock()
+		if e := c.held[f.ID]; e != nil {
+			e.reported = ""
+		}
+		c.mu.Unlock()
+		return false, c.heldDue(cl, f), nil
+	}
+	return true, 0, c.regress(ctx, l, cl, f, nv, regressed, reads)
+}
+
+// heldReadErrors logs a held read that failed, once per array and episode,
+// and a recovered one: a held check that cannot read an array proves
+// nothing either way, and the next period reads it again.
+func (c *Controller) heldReadErrors(cl *clusterRuntime, f *ledger.Fence, errs map[string]error) {
+	c.mu.Lock()
+	e := c.held[f.ID]
+	if e == nil {
+		c.mu.Unlock()
+		return
+	}
+	if e.failing == nil {
+		e.failing = map[string]bool{}
+	}
+	var newFail, recovered []string
+	for _, p := range f.Plans {
+		a := p.Array
+		switch err := errs[a]; {
+		case err != nil && !e.failing[a]:
+			e.failing[a] = true
+			newFail = append(newFail, a)
+		case err == nil && e.failing[a]:
+			delete(e.failing, a)
+			recovered = append(recovered, a)
+		}
+	}
+	c.mu.Unlock()
+	for _, a := range newFail {
+		c.log.Warn("held fence: cannot read the array back; the fence is re-verified when it answers", "cluster", cl.Name,
+			"node", f.Node, "fenceID", f.ID, "array", a, "error", errs[a])
+	}
+	for _, a := range recovered {
+		c.log.Info("held fence: the array answers again", "cluster", cl.Name, "node", f.Node, "fenceID", f.ID, "array", a)
+	}
+}
+
+// regress reports the access a held read-back found and takes the fence
+// back to fencing with that read-back recorded, so the arrays are cut
+// again and read back before anything else (invariant 1, held).
+func (c *Controller) regress(ctx context.Context, l Leadership, cl *clusterRuntime, f *ledger.Fence, nv nodeView,
+	arrays []string, reads map[string]arrayclients.Verification) error {
+	var parts []string
+	for _, a := range arrays {
+		parts = append(parts, a+": "+strings.Join(accessLeft(reads[a]), ", "))
+	}
+	what := strings.Join(parts, "; ")
+	note := truncate(fmt.Sprintf("%s (was %s): %s", RegressionNote, f.State, what), 2000)
+
+	c.mu.Lock()
+	first := true
+	if e := c.held[f.ID]; e != nil {
+		first = e.reported != what
+		e.reported = what
+	}
+	c.mu.Unlock()
+	if first {
+		for _, a := range arrays {
+			reason := RegressionEntry
+			if slices.ContainsFunc(reads[a].Volumes, func(v arrayclients.VolumeCheck) bool { return v.NodeAccess }) {
+				reason = RegressionVolume
+			}
+			c.metrics.regressed(cl.Name, a, reason)
+		}
+		c.log.Error("fence regressed: a fenced node has access again; cutting it again", "cluster", cl.Name,
+			"node", f.Node, "fenceID", f.ID, "state", string(f.State), "arrays", arrays, "access", what)
+		c.nodeEvent(ctx, cl, f.Node, corev1.EventTypeWarning, "FenceRegressed", f.ID+"/"+strings.Join(arrays, ","),
+			truncate(fmt.Sprintf("fence %s: the node has access again after the fence (%s); cutting it again and reading it back",
+				f.ID, what), 1000))
+	}
+	if nv.Paused && f.Origin == ledger.OriginVerdict {
+		// The ledger refuses to take a fence on a verdict back to fencing
+		// while fencing is paused: the regression is reported and held.
+		c.block(cl.Name, f.Node, f.ID, fmt.Sprintf("fencing is paused: fence %s found the node's access again (%s); "+
+			"it is cut again when fencing resumes, and the fence takes no further step until then", f.ID, what), arrays)
+		return nil
+	}
+	if err := c.step(ctx, l, f, ledger.StateFencing, note); err != nil {
+		return err
+	}
+	// Record the read-back that found the access, so the arrays' results
+	// show it and the fencing step drives them again. A crash before this
+	// is covered by stepFencing, which re-drives every array not read back
+	// since the step (regressionStale).
+	nf := c.readNode(cl.Name, f.Node).Fence
+	if nf == nil || nf.ID != f.ID || nf.State != ledger.StateFencing {
+		return nil
+	}
+	for _, a := range arrays {
+		v := reads[a]
+		if err := c.record(ctx, l, nf, a, ledger.OpVerify, nil, &v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// regressionStale names the arrays a fence sent back to fencing by a held
+// read-back must drive again although their results say verified: those
+// not read back since that step (the read-back that found the access may
+// not have been recorded before a crash or a change of leader).
+func regressionStale(f *ledger.Fence) []string {
+	var back *ledger.Step
+	for i := len(f.Steps) - 1; i >= 0; i-- {
+		if f.Steps[i].To == ledger.StateFencing {
+			back = &f.Steps[i]
+			break
+		}
+	}
+	if back == nil || !strings.HasPrefix(back.Note, RegressionNote) {
+		return nil
+	}
+	var out []string
+	for _, p := range f.Plans {
+		r := f.Results[p.Array]
+		if r != nil && r.Verified && !r.LastAt.After(back.At) {
+			out = append(out, p.Array)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Regressions counts a fence's steps back to fencing on a held read-back,
+// with the note of the last one (the same on every replica: the ledger's).
+func Regressions(f *ledger.Fence) (int, string) {
+	n, last := 0, ""
+	for _, s := range f.Steps {
+		if s.To == ledger.StateFencing && strings.HasPrefix(s.Note, RegressionNote) {
+			n++
+			last = s.Note
+		}
+	}
+	return n, last
+}

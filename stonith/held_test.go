@@ -1,0 +1,250 @@
+package stonith
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/fenced-project/fenced/arrayclients"
+	"github.com/fenced-project/fenced/cluster/ledger"
+	"github.com/fenced-project/fenced/detector"
+)
+
+// heldPeriod sets the held period of the world's cluster.
+func heldPeriod(d time.Duration) func(cfg *Config) {
+	return func(cfg *Config) { cfg.Clusters[0].HeldPeriod = d }
+}
+
+// regrant gives n1 its access back on array a, as a driver's publish
+// elsewhere would, and returns the count of its applies before.
+func (w *world) regrant(a string) int {
+	before := w.log.count("apply " + a + " n1")
+	w.arrays[a].set(func(fa *fakeArray) { fa.access["n1"] = true })
+	return before
+}
+
+// waitRegressions waits until the fence went back to fencing on a held
+// read-back n times and is evicted again.
+func (w *world) waitRegressions(n int) *ledger.Fence {
+	w.t.Helper()
+	var f *ledger.Fence
+	require.Eventually(w.t, func() bool {
+		f = w.group.fence("c1", "n1")
+		got, _ := Regressions(f)
+		return f != nil && got == n && f.State == ledger.StateEvicted
+	}, 10*time.Second, 2*time.Millisecond, "ops %v", w.log.list())
+	return f
+}
+
+// waitHeldChecks waits for n more held read-backs (of any array).
+func (w *world) waitHeldChecks(n uint64) {
+	w.t.Helper()
+	count := func() uint64 {
+		return histCount(w.ctrl.metrics.stepSeconds.WithLabelValues("c1", "held-verify").(histogram))
+	}
+	from := count()
+	require.Eventually(w.t, func() bool { return count() >= from+n }, 10*time.Second, 2*time.Millisecond)
+}
+
+// TestHeldFenceCutsRegainedAccess: after the eviction the leader reads the
+// fence back on its period; access that reappeared on one array is cut
+// again and read back, the fence returns to evicted, and the regression is
+// counted, raised as an Event and shown in /status, once.
+func TestHeldFenceCutsRegainedAccess(t *testing.T) {
+	w := newWorld(t, heldPeriod(50*time.Millisecond))
+	_, stop := w.lead()
+	defer stop()
+	w.verdict("n1", detector.Failed)
+	w.waitState(ledger.StateEvicted)
+	w.waitEvictionCounted()
+	deletes := w.kube.eventReasons()["FencedPodDeleted"]
+
+	applies := w.regrant("a2")
+	f := w.waitRegressions(1)
+
+	assert.False(t, w.arrays["a2"].hasAccess("n1"), "the regained access is cut again")
+	assert.Greater(t, w.log.count("apply a2 n1"), applies, "a2 was cut again")
+	assert.True(t, w.arrays["a2"].hasAccess("n2"), "other nodes keep their access")
+	assert.Equal(t, []ledger.FenceState{ledger.StateIntent, ledger.StateFencing, ledger.StateFenced, ledger.StateTainted,
+		ledger.StateEvicted, ledger.StateFencing, ledger.StateFenced, ledger.StateTainted, ledger.StateEvicted}, fenceSteps(f))
+	back := f.Steps[5]
+	assert.True(t, strings.HasPrefix(back.Note, RegressionNote), back.Note)
+	assert.Contains(t, back.Note, "was evicted")
+	assert.Contains(t, back.Note, "a2: v1")
+	assert.NotContains(t, back.Note, "a1:", "only the regressed array is named")
+
+	assert.InDelta(t, 1.0, value(w.ctrl.metrics.regressions.WithLabelValues("c1", "a2", RegressionVolume)), 0)
+	assert.InDelta(t, 0.0, value(w.ctrl.metrics.regressions.WithLabelValues("c1", "a1", RegressionVolume)), 0)
+	assert.Equal(t, 1, w.kube.eventReasons()["FenceRegressed"])
+	assert.Equal(t, deletes, w.kube.eventReasons()["FencedPodDeleted"], "no pod is deleted again")
+	assert.InDelta(t, 1.0, value(w.ctrl.metrics.fences.WithLabelValues("c1", ResultEvicted)), 0,
+		"a regression is not a second fence")
+
+	st := w.ctrl.Status()
+	require.Len(t, st.Fences, 1)
+	assert.Equal(t, 1, st.Fences[0].Regressions)
+	assert.Equal(t, back.Note, st.Fences[0].LastRegression)
+
+	t.Run("a second regression is counted again", func(t *testing.T) {
+		w.regrant("a1")
+		w.waitRegressions(2)
+		assert.False(t, w.arrays["a1"].hasAccess("n1"))
+		assert.InDelta(t, 1.0, value(w.ctrl.metrics.regressions.WithLabelValues("c1", "a1", RegressionVolume)), 0)
+		assert.Equal(t, 2, w.kube.eventReasons()["FenceRegressed"])
+	})
+
+	t.Run("the unfence ends the held checks", func(t *testing.T) {
+		w.reboot("boot-2")
+		w.waitClosed()
+		for name, a := range w.arrays {
+			assert.True(t, a.hasAccess("n1"), "n1 not restored on %s", name)
+		}
+		w.ctrl.mu.Lock()
+		assert.Empty(t, w.ctrl.held, "no schedule is kept for a closed fence")
+		w.ctrl.mu.Unlock()
+	})
+}
+
+// TestAttachmentChangeChecksAHeldFenceAtOnce: with a held period far
+// longer than the test, a change of an attachment of one of the fenced
+// node's volumes (its publish to another node) reads the fence back at once.
+func TestAttachmentChangeChecksAHeldFenceAtOnce(t *testing.T) {
+	w := newWorld(t, heldPeriod(time.Hour))
+	_, stop := w.lead()
+	defer stop()
+	w.verdict("n1", detector.Failed)
+	w.waitState(ledger.StateEvicted)
+
+	w.regrant("a3")
+	f := w.group.fence("c1", "n1")
+	due := w.ctrl.heldDue(w.ctrl.clusters["c1"], f)
+	w.ctrl.AttachmentChanged("c1", "pv-unrelated")
+	require.Greater(t, w.ctrl.heldDue(w.ctrl.clusters["c1"], f), due-time.Second,
+		"a volume outside the footprint moves no held check")
+
+	w.ctrl.AttachmentChanged("c1", "pv-a3")
+	w.waitRegressions(1)
+	assert.False(t, w.arrays["a3"].hasAccess("n1"))
+}
+
+// TestHeldRegressionWhilePausedTakesNoStep: while fencing is paused the
+// ledger refuses to take a fence on a verdict back to fencing, so the
+// regression is reported and the fence takes no step (no pod deleted)
+// until fencing resumes; then the access is cut.
+func TestHeldRegressionWhilePausedTakesNoStep(t *testing.T) {
+	w := newWorld(t, heldPeriod(20*time.Millisecond))
+	_, stop := w.lead()
+	defer stop()
+	w.verdict("n1", detector.Failed)
+	w.waitState(ledger.StateEvicted)
+	w.group.must(t, &ledger.SetPause{Meta: w.group.meta(), Cluster: "c1", Paused: true, Operator: "op", Reason: "array upgrade"})
+
+	w.regrant("a1")
+	require.Eventually(t, func() bool {
+		st := w.ctrl.Status()
+		return len(st.Fences) == 1 && strings.Contains(st.Fences[0].Blocked, "found the node's access again")
+	}, 10*time.Second, 2*time.Millisecond)
+	w.waitHeldChecks(3) // several held checks: still one report
+	assert.Equal(t, 1, w.kube.eventReasons()["FenceRegressed"], "reported once while paused")
+	assert.InDelta(t, 1.0, value(w.ctrl.metrics.regressions.WithLabelValues("c1", "a1", RegressionVolume)), 0)
+	f := w.group.fence("c1", "n1")
+	assert.Equal(t, ledger.StateEvicted, f.State, "no step while paused")
+	assert.True(t, w.arrays["a1"].hasAccess("n1"), "not cut while paused")
+
+	w.group.must(t, &ledger.SetPause{Meta: w.group.meta(), Cluster: "c1", Paused: false, Operator: "op", Reason: "done"})
+	w.waitRegressions(1)
+	assert.False(t, w.arrays["a1"].hasAccess("n1"), "cut once fencing resumed")
+	assert.Equal(t, 1, w.kube.eventReasons()["FenceRegressed"], "the same regression is not reported twice")
+}
+
+// TestHeldReadFailureIsNoRegression: a held read-back that fails proves
+// nothing: the fence stays where it is and the next period reads again.
+func TestHeldReadFailureIsNoRegression(t *testing.T) {
+	w := newWorld(t, heldPeriod(20*time.Millisecond))
+	_, stop := w.lead()
+	defer stop()
+	w.verdict("n1", detector.Failed)
+	w.waitState(ledger.StateEvicted)
+	verifies := w.log.count("verify a2 n1 fenced")
+	w.arrays["a2"].set(func(fa *fakeArray) { fa.verifyErr = assert.AnError })
+	w.waitHeldChecks(3)
+	f := w.group.fence("c1", "n1")
+	assert.Equal(t, ledger.StateEvicted, f.State)
+	n, _ := Regressions(f)
+	assert.Equal(t, 0, n)
+	w.arrays["a2"].set(func(fa *fakeArray) { fa.verifyErr = nil })
+	require.Eventually(t, func() bool { return w.log.count("verify a2 n1 fenced") > verifies }, 5*time.Second, 2*time.Millisecond,
+		"the held checks read the array again once it answers")
+}
+
+// TestRegressionStaleRedrivesVerifiedArrays: a fence sent back to fencing
+// by a held read-back drives again every array not read back since that
+// step, even if its result still says verified (the read-back that found
+// the access was not recorded before a crash); a refence for a grown
+// footprint does not.
+func TestRegressionStaleRedrivesVerifiedArrays(t *testing.T) {
+	at := time.Date(2026, 11, 28, 6, 0, 0, 0, time.UTC)
+	f := &ledger.Fence{
+		Plans: plansFor("a1", "a2", "a3"),
+		Results: map[string]*ledger.ArrayResult{
+			"a1": {Array: "a1", Verified: true, LastAt: at.Add(-time.Minute)},
+			"a2": {Array: "a2", Verified: true, LastAt: at.Add(time.Second)},
+			"a3": {Array: "a3", Verified: false, LastAt: at.Add(time.Second)},
+		},
+		Steps: []ledger.Step{{To: ledger.StateEvicted, At: at.Add(-time.Minute)},
+			{From: ledger.StateEvicted, To: ledger.StateFencing, At: at, Note: RegressionNote + " (was evicted): a1: v1"}},
+	}
+	assert.Equal(t, []string{"a1"}, regressionStale(f), "a1 was verified before the step; a2 after; a3 is driven anyway")
+	f.Steps[1].Note = "footprint grew after the eviction: pv-late"
+	assert.Empty(t, regressionStale(f))
+}
+
+func plansFor(arrays ...string) []arrayclients.Plan {
+	out := make([]arrayclients.Plan, len(arrays))
+	for i, a := range arrays {
+		out[i] = arrayclients.Plan{Array: a}
+	}
+	return out
+}
+
+// TestTaintRemovalOrder: an unfence takes the out-of-service taint off
+// first and waits OutOfServiceSettle before any array access is given back
+// (Kubernetes' controllers may still act on the taint from their caches,
+// kubernetes#142331); fenced's own NoSchedule taint comes off last, after
+// every array is restored and read back. A new leader waits the settle
+// again.
+func TestTaintRemovalOrder(t *testing.T) {
+	const settle = 300 * time.Millisecond
+	w := newWorld(t, func(cfg *Config) { cfg.OutOfServiceSettle = settle })
+	_, stop := w.lead()
+	w.verdict("n1", detector.Failed)
+	w.waitState(ledger.StateEvicted)
+	w.reboot("boot-2")
+	w.waitState(ledger.StateUnfenceIntent)
+	// A leader change while the unfence waits for the settle.
+	require.Eventually(t, func() bool {
+		_, i := w.log.when("untaint n1 " + TaintOutOfService)
+		return i >= 0
+	}, 10*time.Second, time.Millisecond)
+	stop()
+	_, stop = w.lead()
+	defer stop()
+	w.waitClosed()
+
+	ops := w.log.list()
+	oosAt, oos := w.log.when("untaint n1 " + TaintOutOfService)
+	fencedAt, fenced := w.log.when("untaint n1 " + TaintFenced)
+	require.GreaterOrEqual(t, oos, 0, "ops %v", ops)
+	require.GreaterOrEqual(t, fenced, 0, "ops %v", ops)
+	for _, a := range []string{"a1", "a2", "a3"} {
+		undoAt, undo := w.log.when("undo " + a + " n1")
+		require.GreaterOrEqual(t, undo, 0, "ops %v", ops)
+		assert.Less(t, oos, undo, "out-of-service taint off before access returns on %s: %v", a, ops)
+		assert.GreaterOrEqual(t, undoAt.Sub(oosAt), settle, "access on %s returned before the settle", a)
+		assert.Less(t, undo, fenced, "fenced's taint stays until %s is restored: %v", a, ops)
+		assert.True(t, fencedAt.After(undoAt))
+	}
+}
