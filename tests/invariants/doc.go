@@ -97,9 +97,10 @@
 //     write, by anyone (a CSI driver's publish, a sidecar's reconcile, an
 //     operator), that gave the node access again (a granting action or
 //     add_* body key naming one of the node's identifiers on that array,
-//     or a change adding an element naming one) is followed by a write of
-//     fenced taking it away again (a revoking action, a remove_* key, a
-//     removed element naming it) within Options.HeldPeriod, unless the
+//     or a change adding an element naming one) is followed within
+//     Options.HeldPeriod by a write taking it away again (a revoking
+//     action, a remove_* key, a removed element naming it): fenced's cut,
+//     or the driver's own unpublish of the node, unless the
 //     unfence began within that period; a grant whose period outlasts the
 //     evidence is not judged. No pod placed on the node is deleted, by
 //     anyone, between such a grant and its cut.

@@ -33,7 +33,9 @@ func heldWindow(f *ledger.Fence) (window, bool) {
 }
 
 // regrant is one array write that gave a held node access, and the
-// fenced write that cut it again (zero cut: none seen).
+// first later write that took it away (zero cut: none seen): fenced's
+// cut, or the driver's own unpublish of the node (csi-vxflexos with
+// interfaceNames removes every node's IPs when any node's attachment goes).
 type regrant struct {
 	array string
 	grant simcore.AuditEntry
@@ -70,9 +72,9 @@ func (c *checker) checkHeld() {
 			switch {
 			case r.cut.Seq != 0 && !r.cut.Time.After(r.grant.Time.Add(period)):
 			case r.cut.Seq != 0:
-				c.violate(RuleHeld, r.grant.Time, subject, "%s: %s gave the node access again (%s %s by %s) and fenced cut it only %s later (%s %s), more than the held period %s",
+				c.violate(RuleHeld, r.grant.Time, subject, "%s: %s gave the node access again (%s %s by %s) and it was cut only %s later (%s %s by %s), more than the held period %s",
 					f.ID, r.array, r.grant.Method, r.grant.Path, r.grant.Remote, r.cut.Time.Sub(r.grant.Time).Round(time.Millisecond),
-					r.cut.Method, r.cut.Path, period)
+					r.cut.Method, r.cut.Path, r.cut.Remote, period)
 			case !w.To.IsZero() && !w.To.After(r.grant.Time.Add(period)):
 				// The unfence began within the period: the access is
 				// the unfence's to keep or take.
@@ -86,8 +88,8 @@ func (c *checker) checkHeld() {
 }
 
 // regrantsOn lists the writes on one array within the window that gave
-// the node access, each with fenced's first later write that took it
-// away again.
+// the node access, each with the first later write that took it away
+// again.
 func (c *checker) regrantsOn(arr string, tokens []string, w window) []regrant {
 	var out []regrant
 	entries := c.in.Arrays[arr]
@@ -97,7 +99,7 @@ func (c *checker) regrantsOn(arr string, tokens []string, w window) []regrant {
 		}
 		r := regrant{array: arr, grant: e}
 		for _, later := range entries[i+1:] {
-			if later.Changed && c.opts.replicaOf(later.Remote) != "" && revokesAccess(later, tokens) {
+			if later.Changed && revokesAccess(later, tokens) {
 				r.cut = later
 				break
 			}

@@ -71,8 +71,10 @@ func TestHeldRule(t *testing.T) {
 		{"cut within the default period", heldRun(0, grantNFS(8000), cutNFS(30000)), ""},
 		{"cut too late", heldRun(3*time.Second, grantNFS(8000), cutNFS(12000)), "only 4s later"},
 		{"never cut", heldRun(3*time.Second, grantNFS(8000)), "never cut"},
-		{"a driver's cut is no fence", heldRun(3*time.Second, grantNFS(8000),
-			write(9000, "csi", "PUT", export, `{"remove_read_write_root_hosts":["`+nodeIP+`"]}`, "-$.x")), "never cut"},
+		{"the driver's own unpublish ends the access", heldRun(3*time.Second, grantNFS(8000),
+			write(9000, "csi", "PUT", export, `{"remove_read_write_root_hosts":["`+nodeIP+`","`+otherIP+`"]}`, "-$.x")), ""},
+		{"a read is no cut", heldRun(3*time.Second, grantNFS(8000),
+			audit(0, 9000, "a", "GET", "/rest/v1/nfs-exports/nx1", "")), "never cut"},
 		{"the unfence began within the period", heldRun(3*time.Second, grantNFS(18000)), ""},
 		{"the evidence ends within the period", func() *run {
 			r := heldRun(3*time.Second, grantNFS(8000))
