@@ -35,9 +35,10 @@
 //     fenced, VolumeAttachment delete and node write by fenced concerning
 //     node N was received while a fence record of N was in force — after
 //     its "fenced" step and before its next "unfence-intent" step (node
-//     writes may also fall between "restored" and "untainted": lifting the
-//     taints). For that "fenced" step, every array of the record (its
-//     identity set and its plans) shows a successful read request between
+//     writes may also fall between "unfence-intent" and "untainted":
+//     lifting the taints, the out-of-service taint first, before any
+//     access is given back). For that "fenced" step, every array of the
+//     record (its identity set and its plans) shows a successful read request between
 //     the record's last "fencing" step and the "fenced" step, sent by a
 //     replica that led during that interval: the read-back. A
 //     VolumeAttachment delete while the harness drained the node on purpose
