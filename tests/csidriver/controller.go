@@ -50,6 +50,18 @@ type Controller interface {
 	ControllerUnpublish(ctx context.Context, handle, nodeID string) error
 }
 
+// PublishedNodesLister is a controller that can answer ListVolumes with
+// each volume's published node IDs, as the external-attacher's
+// VolumeAttachment reconciler reads it (kubernetes-csi/external-attacher
+// pkg/controller/csi_handler.go ReconcileVA).
+type PublishedNodesLister interface {
+	// ListVolumesPublishedNodes maps every volume handle the driver lists
+	// to the node IDs it reports the volume published to. ok is false
+	// when the driver does not advertise both LIST_VOLUMES and
+	// LIST_VOLUMES_PUBLISHED_NODES; the sidecar then never reconciles.
+	ListVolumesPublishedNodes(ctx context.Context) (published map[string][]string, ok bool, err error)
+}
+
 // Registry maps CSI driver names to their emulated controllers. It is safe
 // for concurrent use.
 type Registry struct {

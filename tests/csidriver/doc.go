@@ -14,6 +14,15 @@
 // and PowerStore (file systems and their export host lists) and of Unity
 // (file systems and their shares); and PowerScale NFS exports.
 //
+// The emulation keeps the drivers' ways of giving a node access that
+// nobody asked for, because a fence must hold against them: csi-vxflexos
+// NFS with interfaceNames adds every node's IPs on each publish
+// (PowerFlex.SetInterfaceIPs), both csi-vxflexos and csi-powerstore add a
+// configured external-access entry beside the node's IP, and
+// csi-powerstore with the health monitor answers ListVolumes with NFS
+// volumes published to no node (PublishedNodesLister), so the test bed's
+// attacher re-publishes them on every reconcile.
+//
 // Requests the emulation makes should reach a simulator through a listener
 // wrapped by Tag, so the simulator's audit log names them "csi/..." and
 // the invariant checker can tell the driver's writes from fenced's.

@@ -26,6 +26,15 @@ type Emulated struct {
 	Listener *simcore.Listener
 }
 
+// ListVolumesPublishedNodes is the emulated controller's, when its
+// driver advertises LIST_VOLUMES_PUBLISHED_NODES; otherwise ok is false.
+func (e *Emulated) ListVolumesPublishedNodes(ctx context.Context) (map[string][]string, bool, error) {
+	if l, ok := e.Controller.(PublishedNodesLister); ok {
+		return l.ListVolumesPublishedNodes(ctx)
+	}
+	return nil, false, nil
+}
+
 // Close stops the controller's listener.
 func (e *Emulated) Close() error { return e.Listener.Close() }
 

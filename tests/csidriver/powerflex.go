@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"sync"
 
@@ -40,8 +41,16 @@ type PowerFlexConfig struct {
 	NasName string
 	// InterfaceIPs is the driver ConfigMap's interfaceNames once the node
 	// plugins have written their interfaces' IPs into it: node name to
-	// comma-separated IPs. Empty: NFS publish uses the node's SDC IPs.
+	// comma-separated IPs. It is one map for the whole driver instance,
+	// read by every publish and unpublish (findNetworkInterfaceIPs reads
+	// the ConfigMap each time); SetInterfaceIPs changes it as a node
+	// plugin's start would. Empty: NFS publish uses the node's SDC IPs.
 	InterfaceIPs map[string]string
+	// ExternalAccess is X_CSI_POWERFLEX_EXTERNAL_ACCESS: an IP or CIDR
+	// that every NFS publish adds beside the node's IPs (as
+	// "<first address>/<dotted mask>", service/service.go ParseCIDR) and
+	// that no unpublish removes. Empty: none.
+	ExternalAccess string
 }
 
 // PowerFlex emulates the csi-vxflexos controller for one system: block
@@ -76,6 +85,16 @@ func NewPowerFlex(ctx context.Context, cfg PowerFlexConfig) (*PowerFlex, error) 
 	if cfg.SystemID == "" || cfg.Endpoint == "" {
 		return nil, fmt.Errorf("emulated %s: endpoint and systemID are required: %w", cfg.Driver, ErrInvalid)
 	}
+	if cfg.ExternalAccess != "" {
+		// The driver logs a bad value and runs without one; a test
+		// that set one means it, so it is refused here.
+		entry, err := externalAccessEntry(cfg.ExternalAccess)
+		if err != nil {
+			return nil, fmt.Errorf("emulated %s: externalAccess: %w", cfg.Driver, err)
+		}
+		cfg.ExternalAccess = entry
+	}
+	cfg.InterfaceIPs = maps.Clone(cfg.InterfaceIPs)
 	c, err := goscaleio.NewClientWithArgs(cfg.Endpoint, cfg.Version, 10, cfg.Insecure, false, cfg.CAFile)
 	if err != nil {
 		return nil, fmt.Errorf("emulated %s: build client for %s: %w", cfg.Driver, cfg.Endpoint, err)
@@ -89,6 +108,23 @@ func NewPowerFlex(ctx context.Context, cfg PowerFlexConfig) (*PowerFlex, error) 
 		return nil, fmt.Errorf("emulated %s: find system %s: %w", cfg.Driver, cfg.SystemID, err)
 	}
 	return &PowerFlex{cfg: cfg, c: c, sys: sys}, nil
+}
+
+// SetInterfaceIPs sets the node's entry of the driver ConfigMap's
+// interfaceNames (comma-separated IPs; empty removes it), as the node
+// plugin of that node does when it starts. Every later publish and
+// unpublish of an NFS volume, to any node, uses the whole map.
+func (p *PowerFlex) SetInterfaceIPs(node, ips string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if ips == "" {
+		delete(p.cfg.InterfaceIPs, node)
+		return
+	}
+	if p.cfg.InterfaceIPs == nil {
+		p.cfg.InterfaceIPs = map[string]string{}
+	}
+	p.cfg.InterfaceIPs[node] = ips
 }
 
 // Driver is the CSI driver name.

@@ -116,8 +116,9 @@ func (p *PowerFlex) nodeIPs(ctx context.Context, nodeID string) ([]string, error
 }
 
 // exportOf finds the file system's export in the list of all exports, as
-// the driver does: its loop keeps the last match (service/service.go).
-// The caller holds p.mu.
+// the driver does: the last one whose file_system_id matches
+// (service/service.go exportFilesystem loops over the whole list without
+// stopping at a match). The caller holds p.mu.
 func (p *PowerFlex) exportOf(ctx context.Context, fs *siotypes.FileSystem) (*siotypes.NFSExport, error) {
 	all, err := p.c.WithContext(ctx).GetNFSExport()
 	if err != nil {
@@ -136,8 +137,14 @@ func (p *PowerFlex) exportOf(ctx context.Context, fs *siotypes.FileSystem) (*sio
 // read-write root access to the file system's export, creating the export
 // ("csishare-<name>", path "/<name>") the first time. A node already in
 // read_write_root_hosts succeeds; a node in another list is refused; a
-// single-node volume any other host has is refused. The emulation has
-// no ReadOnlyMany mode (read_only_root_hosts) and no externalAccess.
+// single-node volume any other host has is refused. With interfaceNames
+// the node's IPs are those of every node in the map
+// (service/controller.go findNetworkInterfaceIPs), so a publish to one
+// node gives all of them access, and a node already listed (any node of
+// the map) makes the publish idempotent. The configured external-access
+// entry is added beside the IPs when no list holds it yet, unless it is
+// one of them (exportFilesystem, externalAccessAlreadyAdded). The
+// emulation has no ReadOnlyMany mode (read_only_root_hosts).
 func (p *PowerFlex) exportFilesystem(ctx context.Context, handle, nodeID string, multiNode bool) error {
 	fail := func(err error) error {
 		return fmt.Errorf("emulated %s: publish %s to %s: %w", p.cfg.Driver, handle, nodeID, err)
@@ -191,7 +198,13 @@ func (p *PowerFlex) exportFilesystem(ctx context.Context, handle, nodeID string,
 	if idempotent {
 		return nil
 	}
-	if err := p.c.WithContext(ctx).ModifyNFSExport(&siotypes.NFSExportModify{AddReadWriteRootHosts: ips}, id); err != nil {
+	add := ips
+	if ext := p.cfg.ExternalAccess; ext != "" && !slices.Contains(ips, ext) &&
+		!slices.Contains(x.ReadWriteRootHosts, ext) && !slices.Contains(x.ReadWriteHosts, ext) &&
+		!slices.Contains(x.ReadOnlyRootHosts, ext) && !slices.Contains(x.ReadOnlyHosts, ext) {
+		add = append(slices.Clone(ips), ext)
+	}
+	if err := p.c.WithContext(ctx).ModifyNFSExport(&siotypes.NFSExportModify{AddReadWriteRootHosts: add}, id); err != nil {
 		return fail(fmt.Errorf("allocating host access failed: %w", err))
 	}
 	return nil

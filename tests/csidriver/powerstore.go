@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/dell/gopowerstore"
@@ -36,6 +37,18 @@ type PowerStoreConfig struct {
 	// CAFile verifies the array's certificate; Insecure skips that.
 	CAFile   string
 	Insecure bool
+	// ExternalAccess is X_CSI_POWERSTORE_EXTERNAL_ACCESS: an IP or CIDR
+	// every NFS publish adds to the export's RWRootHosts beside the
+	// node's IP, as "<first address>/<dotted mask>", when no list holds it
+	// yet (pkg/controller/publisher.go NfsPublisher.Publish,
+	// pkg/identifiers ParseCIDR); no unpublish removes it, only
+	// DeleteVolume. Empty: none.
+	ExternalAccess string
+	// HealthMonitor is X_CSI_HEALTH_MONITOR_ENABLED: the controller then
+	// advertises LIST_VOLUMES and LIST_VOLUMES_PUBLISHED_NODES
+	// (pkg/controller/controller.go ControllerGetCapabilities), so the
+	// external-attacher's reconciler runs against its ListVolumes.
+	HealthMonitor bool
 }
 
 // PowerStore emulates the csi-powerstore controller for one array: block
@@ -43,6 +56,9 @@ type PowerStoreConfig struct {
 type PowerStore struct {
 	cfg PowerStoreConfig
 	c   gopowerstore.Client
+	// healthMonitor is cfg.HealthMonitor, changeable while attachers
+	// read it (SetHealthMonitor).
+	healthMonitor atomic.Bool
 }
 
 // NewPowerStore builds the controller (gopowerstore logs in on the first
@@ -53,6 +69,15 @@ func NewPowerStore(cfg PowerStoreConfig) (*PowerStore, error) {
 	}
 	if cfg.Endpoint == "" || cfg.GlobalID == "" {
 		return nil, fmt.Errorf("emulated %s: endpoint and globalID are required: %w", cfg.Driver, ErrInvalid)
+	}
+	if cfg.ExternalAccess != "" {
+		// The driver refuses each publish with a bad value; a test that
+		// set one means it, so it is refused here at once.
+		entry, err := externalAccessEntry(cfg.ExternalAccess)
+		if err != nil {
+			return nil, fmt.Errorf("emulated %s: externalAccess: %w", cfg.Driver, err)
+		}
+		cfg.ExternalAccess = entry
 	}
 	apiURL := strings.TrimSuffix(cfg.Endpoint, "/")
 	if !strings.HasSuffix(apiURL, "/api/rest") {
@@ -66,8 +91,14 @@ func NewPowerStore(cfg PowerStoreConfig) (*PowerStore, error) {
 	if err != nil {
 		return nil, fmt.Errorf("emulated %s: build client for %s: %w", cfg.Driver, apiURL, err)
 	}
-	return &PowerStore{cfg: cfg, c: c}, nil
+	p := &PowerStore{cfg: cfg, c: c}
+	p.healthMonitor.Store(cfg.HealthMonitor)
+	return p, nil
 }
+
+// SetHealthMonitor turns X_CSI_HEALTH_MONITOR_ENABLED on or off, as a
+// restart of the controller with that setting would.
+func (p *PowerStore) SetHealthMonitor(on bool) { p.healthMonitor.Store(on) }
 
 // Driver is the CSI driver name.
 func (p *PowerStore) Driver() string { return p.cfg.Driver }

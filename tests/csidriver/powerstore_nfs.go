@@ -77,11 +77,13 @@ func nodeIP(nodeID string) (string, error) {
 // pkg/controller/publisher.go NfsPublisher.Publish does: read the file
 // system (404: not found), create its NFS export if it has none (named
 // after the file system, path "/<name>"), then add the node's IP to the
-// export's RWRootHosts, an IP already present (the array's 400) being
-// success. Like the driver, it does not refuse a single-node volume the
-// export already gives to another node: NfsPublisher.Publish has no such
-// check (only SCSIPublisher refuses), and no external-access (NAT) entry
-// is configured.
+// export's RWRootHosts unless a list holds it already
+// (HostAlreadyPresentInNFSExport), with the configured external-access
+// entry unless a list holds that (ExternalAccessAlreadyAdded), in one
+// PATCH; the array's 400 (already present) is success. Like the driver,
+// it does not refuse a single-node volume the export already gives to
+// another node: NfsPublisher.Publish has no such check (only
+// SCSIPublisher refuses).
 func (p *PowerStore) publishFS(ctx context.Context, fsID, nodeID string, fail func(error) error) error {
 	fs, err := p.c.GetFS(ctx, fsID)
 	if err != nil {
@@ -108,12 +110,71 @@ func (p *PowerStore) publishFS(ctx context.Context, fsID, nodeID string, fail fu
 	if err != nil {
 		return fail(fmt.Errorf("failure getting nfs export: %w", err))
 	}
-	if _, err := p.c.ModifyNFSExport(ctx, &gopowerstore.NFSExportModify{AddRWRootHosts: []string{ip}}, x.ID); err != nil {
+	listed := func(h string) bool {
+		return slices.Contains(x.ROHosts, h) || slices.Contains(x.RORootHosts, h) ||
+			slices.Contains(x.RWHosts, h) || slices.Contains(x.RWRootHosts, h)
+	}
+	add := []string{}
+	if !listed(ip + nfsHostMask) {
+		add = append(add, ip)
+	}
+	if ext := p.cfg.ExternalAccess; ext != "" && !listed(ext) {
+		add = append(add, ext)
+	}
+	if len(add) == 0 {
+		// The driver sends the empty PATCH; it changes nothing.
+		return nil
+	}
+	if _, err := p.c.ModifyNFSExport(ctx, &gopowerstore.NFSExportModify{AddRWRootHosts: add}, x.ID); err != nil {
 		if apiErr, ok := apiErrOf(err); !ok || (!apiErr.NotFound() && !apiErr.HostAlreadyPresentInNFSExport()) {
 			return fail(fmt.Errorf("failure when adding new host to nfs export: %w", err))
 		}
 	}
 	return nil
+}
+
+// ListVolumesPublishedNodes answers ListVolumes as the driver does with
+// the health monitor on (pkg/controller/controller.go ListVolumes,
+// listPowerStoreVolumes): every block volume as "<UUID>/<globalID>/scsi"
+// published to the names of the hosts its host_volume_mappings name
+// (the driver's host names are node IDs), and every file system as
+// "<UUID>/<globalID>/nfs" with no published nodes ("NFS does not have
+// host mappings in the same way"). ok is false when the controller does
+// not advertise LIST_VOLUMES_PUBLISHED_NODES (HealthMonitor off).
+func (p *PowerStore) ListVolumesPublishedNodes(ctx context.Context) (map[string][]string, bool, error) {
+	if !p.healthMonitor.Load() {
+		return nil, false, nil
+	}
+	fail := func(err error) (map[string][]string, bool, error) {
+		return nil, true, fmt.Errorf("emulated %s: ListVolumes: %w", p.cfg.Driver, err)
+	}
+	out := map[string][]string{}
+	// The driver only logs a failed mapping read and reports no nodes.
+	maps, _ := p.c.GetHostVolumeMappings(ctx)
+	vols, err := p.c.GetVolumes(ctx)
+	if err != nil {
+		return fail(fmt.Errorf("unable to list volumes: %w", err))
+	}
+	for _, v := range vols {
+		h := v.ID + "/" + p.cfg.GlobalID + "/scsi"
+		out[h] = nil
+		for _, m := range maps {
+			if m.VolumeID != v.ID || m.HostID == "" {
+				continue
+			}
+			if host, err := p.c.GetHost(ctx, m.HostID); err == nil && host.Name != "" {
+				out[h] = append(out[h], host.Name)
+			}
+		}
+	}
+	fss, err := p.c.ListFS(ctx)
+	if err != nil {
+		return fail(fmt.Errorf("unable to list filesystems: %w", err))
+	}
+	for _, fs := range fss {
+		out[fs.ID+"/"+p.cfg.GlobalID+"/nfs"] = nil
+	}
+	return out, true, nil
 }
 
 // unpublishFS takes the file system away from the node as

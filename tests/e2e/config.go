@@ -27,6 +27,9 @@ type ClusterTiming struct {
 	// EarlyOff; EarlyDefault leaves it unset (the product's default: on
 	// where it can apply, with after 12s, probeFrom 11s, kubeletProbes 3, ioWindow 6s).
 	EarlyVerdict EarlyMode
+	// HeldPeriod is clusters[].heldPeriod: how often an open fence's cuts
+	// are read back. The invariant checker's held rule uses it too.
+	HeldPeriod time.Duration
 }
 
 // EarlyMode is how a run sets clusters[].earlyVerdict.enabled.
@@ -138,6 +141,7 @@ func (c replicaConfig) cluster(ref clusterRef, arrays []string) map[string]any {
 	set("stormCooldown", dur(c.Timing.StormCooldown))
 	set("stormLimit", c.Timing.StormLimit)
 	set("corroboration", c.Timing.Corroboration)
+	set("heldPeriod", dur(c.Timing.HeldPeriod))
 	if c.Timing.DryRun {
 		cluster["dryRun"] = true
 	}

@@ -51,7 +51,7 @@ func (h *Harness) Inputs() (invariants.Inputs, invariants.Options, error) {
 	}
 	in.Ledger = invariants.Merge(hs...)
 	opts := invariants.Options{FencedUsers: h.Users, Remotes: map[string]string{}, DetectionSlack: detectionSlack(h.opts.Timing),
-		DriverRemotes: []string{csidriver.AuditTag}}
+		DriverRemotes: []string{csidriver.AuditTag}, HeldPeriod: h.opts.Timing.HeldPeriod}
 	for _, id := range h.IDs {
 		opts.Remotes[id] = id
 	}

@@ -18,13 +18,14 @@ const (
 	RuleDryRun            = "dry-run"
 	RuleFootprintCovered  = "footprint-covered"
 	RuleNoRegrant         = "no-regrant"
+	RuleHeld              = "held"
 	RuleEvidence          = "evidence"
 )
 
 // Rules lists every rule Check runs, in the order it runs them.
 func Rules() []string {
 	return []string{RuleEvidence, RuleFenceBeforeDelete, RuleOneActor, RuleArrayChangeWindow,
-		RuleUnfenceOnce, RuleArrayRestored, RuleNoActionOnDoubt, RuleDryRun, RuleFootprintCovered, RuleNoRegrant}
+		RuleUnfenceOnce, RuleArrayRestored, RuleNoActionOnDoubt, RuleDryRun, RuleFootprintCovered, RuleNoRegrant, RuleHeld}
 }
 
 // Violation is one broken invariant.
@@ -124,6 +125,7 @@ func Check(in Inputs, opts Options) *Report {
 	c.checkDryRun()
 	c.checkFootprintCovered()
 	c.checkNoRegrant()
+	c.checkHeld()
 	sort.SliceStable(c.rep.Violations, func(i, j int) bool {
 		return c.rep.Violations[i].At.Before(c.rep.Violations[j].At)
 	})

@@ -40,6 +40,9 @@ func TestCheckerCatchesBrokenHistories(t *testing.T) {
 		{"out-of-service taint before the fence was verified", func(r *run) {
 			r.in.Kube[cl][0].Received = at(3900)
 		}, RuleFenceBeforeDelete, "node worker-1 written (update)"},
+		{"taint lifted after the record closed", func(r *run) {
+			r.in.Kube[cl][4].Received = at(24500)
+		}, RuleFenceBeforeDelete, "node worker-1 written (update)"},
 		{"VolumeAttachment deleted before any fence", func(r *run) {
 			r.in.Kube[cl][2].Received = at(1500)
 		}, RuleFenceBeforeDelete, "deleted by system:serviceaccount:kube-system:attachdetach-controller at 12:00:01.5"},
@@ -226,6 +229,16 @@ func joinLines(l []string) string {
 		out += s + "\n"
 	}
 	return out
+}
+
+// The out-of-service taint is lifted first when an unfence begins, before
+// any access is given back (kubernetes#142331): a node write by fenced in
+// unfence-intent is allowed.
+func TestTaintLiftedAtUnfenceIntent(t *testing.T) {
+	r := good()
+	r.in.Kube[cl][4].Received = at(20100)
+	rep := r.check()
+	assert.Empty(t, rep.ByRule(RuleFenceBeforeDelete), rep.String())
 }
 
 func TestToleranceOptions(t *testing.T) {

@@ -35,9 +35,10 @@
 //     fenced, VolumeAttachment delete and node write by fenced concerning
 //     node N was received while a fence record of N was in force — after
 //     its "fenced" step and before its next "unfence-intent" step (node
-//     writes may also fall between "restored" and "untainted": lifting the
-//     taints). For that "fenced" step, every array of the record (its
-//     identity set and its plans) shows a successful read request between
+//     writes may also fall between "unfence-intent" and "untainted":
+//     lifting the taints, the out-of-service taint first, before any
+//     access is given back). For that "fenced" step, every array of the
+//     record (its identity set and its plans) shows a successful read request between
 //     the record's last "fencing" step and the "fenced" step, sent by a
 //     replica that led during that interval: the read-back. A
 //     VolumeAttachment delete while the harness drained the node on purpose
@@ -92,4 +93,16 @@
 //     naming the node's identifiers nor the node's host object naming the
 //     volume. Host-level grants that reach a volume only through other
 //     objects (a PowerMax masking view) are not seen by the end-state check.
+//   - held (invariants 1 and 7 after the eviction): from a record's first
+//     "evicted" step until its next "unfence-intent" step, every array
+//     write, by anyone (a CSI driver's publish, a sidecar's reconcile, an
+//     operator), that gave the node access again (a granting action or
+//     add_* body key naming one of the node's identifiers on that array,
+//     or a change adding an element naming one) is followed within
+//     Options.HeldPeriod by a write taking it away again (a revoking
+//     action, a remove_* key, a removed element naming it): fenced's cut,
+//     or the driver's own unpublish of the node, unless the
+//     unfence began within that period; a grant whose period outlasts the
+//     evidence is not judged. No pod placed on the node is deleted, by
+//     anyone, between such a grant and its cut.
 package invariants

@@ -169,6 +169,10 @@ type Options struct {
 	// DetectionSlack is how long a replica may take to notice that it lost
 	// the apiserver (its probe interval plus timeout). Default 0.
 	DetectionSlack time.Duration
+	// HeldPeriod is fenced's held period (clusters[].heldPeriod): rule
+	// held wants every write that gives a held node access again cut
+	// within it. Default DefaultHeldPeriod.
+	HeldPeriod time.Duration
 	// SignalKeys are the keys of simulator state dumps that hold health
 	// signals the harness drives; they are left out of array-restored.
 	// Default DefaultSignalKeys.

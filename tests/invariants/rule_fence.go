@@ -107,7 +107,11 @@ func (c *checker) checkFenceBeforeDelete() {
 				}
 			}
 			if a.nodeOp {
-				for _, w := range windows(f, ledger.StateRestored) {
+				// Lifting the taints: the out-of-service taint goes
+				// first, while the unfence is under way and before any
+				// access is given back (kubernetes#142331), fenced's own
+				// taint once the arrays are restored.
+				for _, w := range windows(f, ledger.StateUnfenceIntent, ledger.StateRestored) {
 					if w.From.Before(t) && w.contains(t) {
 						allowedUntaint = true
 					}

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -51,6 +53,17 @@ func AttacherFinalizer(driver string) string {
 // when the attachment is deleted it calls ControllerUnpublish (or records
 // status.detachError and retries), then removes the finalizer.
 //
+// Like the sidecar it also reconciles (ReconcileVA in
+// kubernetes-csi/external-attacher pkg/controller/csi_handler.go, every
+// --reconcile-sync, 1 minute by default): for a driver whose controller
+// advertises LIST_VOLUMES_PUBLISHED_NODES it asks ListVolumes and, for
+// every VolumeAttachment of the driver whose status.attached differs from
+// whether ListVolumes shows the volume on the attachment's node, forces
+// one more sync: ControllerPublish again for an attachment not being
+// deleted, even one already attached; ControllerUnpublish again for one
+// being deleted. The sidecar looks at nothing else: not the node's
+// taints (out-of-service included), not the node's state.
+//
 // A driver without a registered controller gets an attachError naming
 // that, unless the test bed was told to attach such volumes without a
 // controller (ControlPlane.AttachWithoutController): then the attachment
@@ -62,6 +75,16 @@ type attacher struct {
 	// fake attaches volumes of drivers without a registered controller.
 	fake *atomic.Bool
 	log  *slog.Logger
+
+	// reconcileSync is the reconcile period in nanoseconds; wake cuts
+	// the current wait short when it changes.
+	reconcileSync *atomic.Int64
+	wake          chan struct{}
+	// republished counts the forced publishes the reconcile caused,
+	// passes the reconcile passes done.
+	republished, passes *atomic.Int64
+	forceMu             sync.Mutex
+	forceSync           map[string]bool
 
 	vas   storagelisters.VolumeAttachmentLister
 	pvs   cache.Indexer
@@ -94,6 +117,10 @@ func (a *attacher) run(ctx context.Context) {
 	f.Start(ctx.Done())
 	f.WaitForCacheSync(ctx.Done())
 	done := make(chan struct{})
+	go func() {
+		defer func() { done <- struct{}{} }()
+		a.reconcileLoop(ctx)
+	}()
 	for range attacherWorkers {
 		go func() {
 			defer func() { done <- struct{}{} }()
@@ -103,7 +130,7 @@ func (a *attacher) run(ctx context.Context) {
 	}
 	<-ctx.Done()
 	a.queue.ShutDown()
-	for range attacherWorkers {
+	for range attacherWorkers + 1 {
 		<-done
 	}
 	f.Shutdown()
@@ -139,16 +166,110 @@ func (a *attacher) sync(ctx context.Context, name string) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	fin := AttacherFinalizer(va.Spec.Attacher)
+	// The sidecar consumes a forced sync whatever the outcome.
+	forced := a.consumeForceSync(name)
 	if va.DeletionTimestamp != nil {
-		if !slices.Contains(va.Finalizers, fin) {
+		if !forced && !slices.Contains(va.Finalizers, fin) {
 			return nil
 		}
 		return a.detach(ctx, va, fin)
 	}
-	if va.Status.Attached {
+	if !forced && va.Status.Attached {
 		return nil
 	}
+	if forced && va.Status.Attached {
+		a.republished.Add(1)
+		a.log.Info("re-publishing after reconcile", "volumeattachment", va.Name, "node", va.Spec.NodeName)
+	}
 	return a.attach(ctx, va, fin)
+}
+
+func (a *attacher) setForceSync(name string) {
+	a.forceMu.Lock()
+	defer a.forceMu.Unlock()
+	if a.forceSync == nil {
+		a.forceSync = map[string]bool{}
+	}
+	a.forceSync[name] = true
+}
+
+func (a *attacher) consumeForceSync(name string) bool {
+	a.forceMu.Lock()
+	defer a.forceMu.Unlock()
+	s := a.forceSync[name]
+	delete(a.forceSync, name)
+	return s
+}
+
+// reconcileLoop reconciles, then waits the reconcile period, until ctx
+// ends (wait.UntilWithContext in the sidecar: the first run at start).
+func (a *attacher) reconcileLoop(ctx context.Context) {
+	for {
+		if err := a.reconcile(ctx); err != nil && ctx.Err() == nil {
+			a.log.Warn("reconcile volume attachments", "error", err)
+		}
+		a.passes.Add(1)
+		t := time.NewTimer(time.Duration(a.reconcileSync.Load()))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-a.wake:
+			t.Stop()
+		case <-t.C:
+		}
+	}
+}
+
+// reconcile is one ReconcileVA pass over every driver whose controller
+// advertises LIST_VOLUMES_PUBLISHED_NODES.
+func (a *attacher) reconcile(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	vas, err := a.vas.List(labels.Everything())
+	if err != nil {
+		return fmt.Errorf("list volume attachments: %w", err)
+	}
+	var errs []error
+	for _, d := range a.drivers {
+		c, ok := a.controllers.Lookup(d)
+		if !ok {
+			continue
+		}
+		lister, ok := c.(csidriver.PublishedNodesLister)
+		if !ok {
+			continue
+		}
+		published, ok, err := lister.ListVolumesPublishedNodes(ctx)
+		if !ok {
+			continue
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("ListVolumes of %s: %w", d, err))
+			continue
+		}
+		for _, va := range vas {
+			if va.Spec.Attacher != d {
+				continue
+			}
+			nodeID, err := a.nodeID(va)
+			if err != nil {
+				continue
+			}
+			handle, _, err := a.volume(va)
+			if err != nil {
+				continue
+			}
+			found := slices.Contains(published[handle], nodeID)
+			if va.Status.Attached != found {
+				a.log.Info("attached status and ListVolumes differ: forcing a sync", "volumeattachment", va.Name,
+					"volumeHandle", handle, "attached", va.Status.Attached, "found", found)
+				a.setForceSync(va.Name)
+				a.queue.Add(va.Name)
+			}
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // volume reads the attachment's PersistentVolume: handle and whether its
@@ -286,6 +407,32 @@ func (cp *ControlPlane) CSIControllers() *csidriver.Registry { return cp.csi }
 // volume must be real.
 func (cp *ControlPlane) AttachWithoutController(on bool) { cp.fakeAttach.Store(on) }
 
+// DefaultAttacherReconcileSync is the external-attacher's default
+// --reconcile-sync (cmd/csi-attacher/main.go).
+const DefaultAttacherReconcileSync = time.Minute
+
+// SetAttacherReconcileSync sets the attacher's reconcile period
+// (--reconcile-sync, default DefaultAttacherReconcileSync); the next pass
+// runs at once. It matters only for drivers whose emulated controller
+// advertises LIST_VOLUMES_PUBLISHED_NODES (csidriver.PublishedNodesLister,
+// e.g. csi-powerstore with the health monitor on). A period below 100 ms
+// is taken as 100 ms.
+func (cp *ControlPlane) SetAttacherReconcileSync(d time.Duration) {
+	cp.reconcileSync.Store(int64(max(d, 100*time.Millisecond)))
+	select {
+	case cp.reconcileWake <- struct{}{}:
+	default:
+	}
+}
+
+// AttacherRepublished counts the publishes of already attached
+// VolumeAttachments that the attacher's reconcile forced.
+func (cp *ControlPlane) AttacherRepublished() int64 { return cp.republished.Load() }
+
+// AttacherReconcilePasses counts the attacher's finished reconcile passes
+// (each has queued whatever it found to re-sync).
+func (cp *ControlPlane) AttacherReconcilePasses() int64 { return cp.reconcilePasses.Load() }
+
 // startAttacher starts the attacher with its own identity, logging to
 // csi-attacher.log in the control plane's directory.
 func (cp *ControlPlane) startAttacher(token string) error {
@@ -299,8 +446,12 @@ func (cp *ControlPlane) startAttacher(token string) error {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
+	if cp.reconcileSync.Load() == 0 {
+		cp.reconcileSync.Store(int64(DefaultAttacherReconcileSync))
+	}
 	a := &attacher{cs: cs, drivers: Drivers(), controllers: cp.csi, fake: &cp.fakeAttach,
-		log: slog.New(slog.NewTextHandler(logf, nil))}
+		log: slog.New(slog.NewTextHandler(logf, nil)), reconcileSync: &cp.reconcileSync, wake: cp.reconcileWake,
+		republished: &cp.republished, passes: &cp.reconcilePasses}
 	go func() {
 		defer close(done)
 		defer logf.Close()

@@ -104,6 +104,13 @@ type ControlPlane struct {
 	stopAttacher  func()
 	csi           *csidriver.Registry
 	fakeAttach    atomic.Bool
+	// reconcileSync, reconcileWake and republished are the attacher's
+	// reconcile period, its wake-up and its count of forced publishes.
+	reconcileSync atomic.Int64
+	reconcileWake chan struct{}
+	republished   atomic.Int64
+	// reconcilePasses counts the attacher's reconcile passes.
+	reconcilePasses atomic.Int64
 
 	mu       sync.Mutex
 	nodes    map[string]*Node
@@ -145,7 +152,8 @@ func StartControlPlane(ctx context.Context, opts Options) (_ *ControlPlane, err 
 	if err != nil {
 		return nil, fmt.Errorf("build control-plane binaries: %w", err)
 	}
-	cp := &ControlPlane{Binaries: bins, opts: opts, nodes: map[string]*Node{}, Dir: opts.Dir}
+	cp := &ControlPlane{Binaries: bins, opts: opts, nodes: map[string]*Node{}, Dir: opts.Dir,
+		reconcileWake: make(chan struct{}, 1)}
 	if cp.Dir == "" {
 		if cp.Dir, err = os.MkdirTemp("", "testbed-"); err != nil {
 			return nil, fmt.Errorf("create control-plane directory: %w", err)

@@ -93,6 +93,10 @@ type StatefulSetSpec struct {
 	// driver whose controller emulates NFS (PowerFlex, PowerStore, Unity).
 	// PowerScale volumes are always NFS.
 	NFS bool
+	// ReadWriteMany gives the claims and volumes the ReadWriteMany access
+	// mode instead of ReadWriteOnce (the drivers then publish without
+	// their single-node check).
+	ReadWriteMany bool
 	// AntiAffinity requires the pods to run on different nodes
 	// (kubernetes.io/hostname).
 	AntiAffinity bool
@@ -129,6 +133,10 @@ func (cp *ControlPlane) CreateStatefulSet(ctx context.Context, spec StatefulSetS
 	if spec.Driver == "" {
 		spec.Driver = DriverPowerFlex
 	}
+	mode := corev1.ReadWriteOnce
+	if spec.ReadWriteMany {
+		mode = corev1.ReadWriteMany
+	}
 	if spec.VolumeHandles == nil {
 		hs, err := cp.provision(ctx, spec)
 		if err != nil {
@@ -151,7 +159,7 @@ func (cp *ControlPlane) CreateStatefulSet(ctx context.Context, spec StatefulSetS
 			ObjectMeta: metav1.ObjectMeta{Name: PVName(spec.Namespace, spec.Name, i)},
 			Spec: corev1.PersistentVolumeSpec{
 				Capacity:                      corev1.ResourceList{corev1.ResourceStorage: size},
-				AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+				AccessModes:                   []corev1.PersistentVolumeAccessMode{mode},
 				PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
 				StorageClassName:              "",
 				ClaimRef: &corev1.ObjectReference{
@@ -180,7 +188,7 @@ func (cp *ControlPlane) CreateStatefulSet(ctx context.Context, spec StatefulSetS
 	claim := corev1.PersistentVolumeClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: "data"},
 		Spec: corev1.PersistentVolumeClaimSpec{
-			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			AccessModes:      []corev1.PersistentVolumeAccessMode{mode},
 			StorageClassName: ptr.To(""),
 			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: size}},
 		},

@@ -497,14 +497,16 @@ func (s *Sim) serveVolumes(w http.ResponseWriter, r *http.Request, id, action st
 		simcore.WriteJSON(w, http.StatusOK, s.renderVolumeLocked(v))
 		return nil
 	}
-	q, e := s.parseQuery(r, "id", "name")
+	// gopowerstore's GetVolumes filters type=not.eq.Snapshot; every
+	// simulated volume is a Primary.
+	q, e := s.parseQuery(r, "id", "name", "type")
 	if e != nil {
 		return e
 	}
 	s.mu.Lock()
 	rows := make([]row, 0, len(s.volumes))
 	for _, v := range s.volumes {
-		rows = append(rows, row{fields: map[string]string{"id": v.ID, "name": v.Name}, obj: s.renderVolumeLocked(v)})
+		rows = append(rows, row{fields: map[string]string{"id": v.ID, "name": v.Name, "type": "Primary"}, obj: s.renderVolumeLocked(v)})
 	}
 	s.mu.Unlock()
 	writePage(w, rows, q)

@@ -266,14 +266,17 @@ func (s *Sim) serveFileSystems(w http.ResponseWriter, r *http.Request, id, actio
 		simcore.WriteJSON(w, http.StatusOK, s.renderFSLocked(fs))
 		return nil
 	}
-	q, e := s.parseQuery(r, "id", "name", "nas_server_id")
+	// gopowerstore's ListFS filters filesystem_type=not.eq.Snapshot;
+	// every simulated file system is a Primary.
+	q, e := s.parseQuery(r, "id", "name", "nas_server_id", "filesystem_type")
 	if e != nil {
 		return e
 	}
 	s.mu.Lock()
 	rows := make([]row, 0, len(s.fileSystems))
 	for _, fs := range s.fileSystems {
-		rows = append(rows, row{fields: map[string]string{"id": fs.ID, "name": fs.Name, "nas_server_id": fs.NASServer},
+		rows = append(rows, row{fields: map[string]string{"id": fs.ID, "name": fs.Name, "nas_server_id": fs.NASServer,
+			"filesystem_type": "Primary"},
 			obj: s.renderFSLocked(fs)})
 	}
 	s.mu.Unlock()
