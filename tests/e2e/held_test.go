@@ -284,3 +284,95 @@ func TestFenceHeldAgainstRegrant(t *testing.T) {
 	rep := h.Check()
 	require.Positive(t, rep.Checked[invariants.RuleHeld])
 }
+
+// TestFenceHeldAgainstRepublish: a node N dies holding an RWX NFS volume of
+// csi-powerstore, is fenced and its pod moves. Then the volume is published
+// to N again, as the external-attacher's ReconcileVA does for an attached
+// VolumeAttachment of N that the driver's ListVolumes does not show (with
+// the health monitor on csi-powerstore reports NFS volumes with no
+// published nodes; external-attacher pkg/controller/csi_handler.go): the
+// driver's own publish call, through the emulated controller, puts N's IP
+// back on the export. fenced finds it within one held period, cuts it and
+// reads it back; /status, fenced_fence_regressions_total and a
+// FenceRegressed Event agree, and the checker's held rule holds.
+func TestFenceHeldAgainstRepublish(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end: starts a control plane and three fenced processes")
+	}
+	timing := fastTiming()
+	timing.HeldPeriod = heldPeriod
+	h := Start(t, Options{Timing: timing, NodeLeaseDurationSeconds: 4})
+	h.WaitLeader(waitLeader)
+	nodes := h.NodesOf(ClusterName)
+	victim := nodes[0]
+	store, storeArray := driverOf[*csidriver.PowerStore](t, h, "powerstore")
+
+	for _, n := range nodes[1:] {
+		cordon(t, h, n, true)
+	}
+	pod := deployWith(t, h, testbed.StatefulSetSpec{Namespace: "db", Name: "storerwx", Driver: testbed.DriverPowerStore,
+		Replicas: 1, NFS: true, ReadWriteMany: true})[victim]
+	for _, n := range nodes[1:] {
+		cordon(t, h, n, false)
+	}
+	require.Equal(t, victim, pod.Spec.NodeName)
+	v := volumeOf(t, h, pod)
+	victimID := csiNodeID(t, h, victim, testbed.DriverPowerStore)
+	require.Equal(t, []string{victimID}, exportedTo(t, h, v))
+
+	h.KillNode(victim)
+	fence := h.WaitFence(victim, waitFence, "evicted")
+	requireVerified(t, h, fence)
+	moved := waitMoved(t, h, pod)
+	waitVA(t, h, v, moved.Spec.NodeName)
+	require.NotContains(t, exportedTo(t, h, v), victimID)
+
+	// The driver publishes the volume to the fenced node again.
+	republished := time.Now()
+	require.NoError(t, store.ControllerPublish(h.ctx, v.Handle, victimID, true))
+	require.Contains(t, exportedTo(t, h, v), victimID, "the publish did not give the victim access: the scenario did not happen")
+
+	var back status.Fence
+	h.wait(waitRecovery, "the regained access cut and read back", func() (bool, string) {
+		if slices.Contains(exportedTo(t, h, v), victimID) {
+			return false, "the victim is still listed on the export"
+		}
+		fences, err := h.Fences(h.ctx)
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, f := range fences {
+			if f.ID == fence.ID {
+				back = f
+				return f.Regressions >= 1 && f.Phase == "evicted" && strings.Contains(f.LastRegression, storeArray),
+					fmt.Sprintf("phase %s, %d regressions, last %q", f.Phase, f.Regressions, f.LastRegression)
+			}
+		}
+		return false, "fence " + fence.ID + " not listed"
+	})
+	requireVerified(t, h, back)
+	t.Logf("fence %s: %d regressions %s after the republish, last %q", back.ID, back.Regressions,
+		time.Since(republished).Round(time.Millisecond), back.LastRegression)
+	assert.Contains(t, exportedTo(t, h, v), csiNodeID(t, h, moved.Spec.NodeName, testbed.DriverPowerStore),
+		"the pod's new node keeps its access")
+
+	leader := h.WaitLeader(waitLeader)
+	metrics := scrapeMetrics(t, h.Replicas[leader].client, h.Replicas[leader].HTTPURL)
+	assert.GreaterOrEqual(t, metricSum(metrics, "fenced_fence_regressions_total", `cluster="`+ClusterName+`"`,
+		`array="`+storeArray+`"`, `reason="volume-access"`), 1.0, "fenced_fence_regressions_total:\n%s", metrics)
+	h.wait(waitFence, "a FenceRegressed Event on "+victim+" naming "+storeArray, func() (bool, string) {
+		evs, err := h.CP.Client.CoreV1().Events("").List(h.ctx, metav1.ListOptions{FieldSelector: "reason=FenceRegressed"})
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, e := range evs.Items {
+			if e.InvolvedObject.Name == victim && e.Type == "Warning" && strings.Contains(e.Message, back.ID) &&
+				strings.Contains(e.Message, storeArray) {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("%d events", len(evs.Items))
+	})
+	rep := h.Check()
+	require.Positive(t, rep.Checked[invariants.RuleHeld])
+}
