@@ -44,6 +44,7 @@ type Node struct {
 	fsm     *ledger.FSM
 	raft    *raft.Raft
 	store   *raftboltdb.BoltStore
+	dirLock *os.File // the data directory's lock, held until closeResources
 	guard   *storeGuard
 	stream  *transport.StreamLayer // nil for a single replica without TLS
 	metrics *metrics
@@ -116,6 +117,7 @@ func (n *Node) open(reg *prometheus.Registry) error {
 	if err != nil {
 		return err
 	}
+	n.dirLock = st.lock
 	dir := st.dir
 	hl := newHCLog(n.log)
 	path := filepath.Join(dir, storeFile)
@@ -362,6 +364,10 @@ func (n *Node) closeResources() error {
 	}
 	if n.metrics != nil {
 		n.metrics.unregister()
+	}
+	if n.dirLock != nil {
+		errs = append(errs, n.dirLock.Close()) // releases the flock
+		n.dirLock = nil
 	}
 	return errors.Join(errs...)
 }
