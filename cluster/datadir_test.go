@@ -402,6 +402,9 @@ func TestFullDiskHoldsWithoutElections(t *testing.T) {
 		cfg := g.cfgs[id]
 		cfg.wrapStore = func(s raftStore) raftStore { return fullDisk{s, f} }
 		cfg.storeRetry = 100 * time.Millisecond
+		// A full disk shorter than the handover bound: held, no election
+		// (TestFullDiskLeaderHandsOver shows what happens after it).
+		cfg.Timings.StorageFullHandover = time.Hour
 		g.cfgs[id] = cfg
 	}
 	g.startAll()

@@ -46,8 +46,10 @@ type Node struct {
 	store   *raftboltdb.BoltStore
 	dirLock *os.File // the data directory's lock, held until closeResources
 	guard   *storeGuard
-	stream  *transport.StreamLayer // nil for a single replica without TLS
-	metrics *metrics
+	// handover hands leadership over when the data directory stays full.
+	handover storageHandover
+	stream   *transport.StreamLayer // nil for a single replica without TLS
+	metrics  *metrics
 
 	observer *raft.Observer
 	obsCh    chan raft.Observation
@@ -152,7 +154,11 @@ func (n *Node) open(reg *prometheus.Registry) error {
 	join := n.cfg.JoinExisting || st.rejoin
 	n.guard = &storeGuard{
 		raftStore: inner, ctx: n.ctx, log: n.log, dir: dir, retry: retry,
-		onFull:  func(full bool) { n.metrics.setStorageFull(full) },
+		kick: make(chan struct{}, 1),
+		onFull: func(full bool) {
+			n.metrics.setStorageFull(full)
+			n.armStorageHandover(full)
+		},
 		failure: n.metrics.storeWriteErrors.Inc,
 		onHeld: func() {
 			if st.rejoin {
@@ -344,6 +350,7 @@ func (n *Node) Close() error {
 	n.closed = true
 	n.mu.Unlock()
 	n.cancel()
+	n.armStorageHandover(false)
 	var err error
 	if n.raft != nil {
 		n.raft.DeregisterObserver(n.observer)
