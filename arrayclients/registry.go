@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/fenced-project/fenced/internal/boundedfile"
 	"github.com/fenced-project/fenced/redact"
 )
 
@@ -33,6 +34,9 @@ type Options struct {
 	// and CHAP secrets are added to it. nil uses a new one.
 	Redactor *redact.Redactor
 }
+
+// MaxCABytes bounds an array's CA bundle (caFile).
+const MaxCABytes = 4 << 20
 
 // Registry holds one decorated adapter per configured array.
 type Registry struct {
@@ -112,6 +116,12 @@ func validateConfig(i int, cfg Config, seen map[string]Adapter) error {
 		}
 		if _, err := ParseExternalAccess(cfg.ExternalAccess); err != nil {
 			return fmt.Errorf("arrays[%s].%w", cfg.Name, err)
+		}
+	}
+	if cfg.CAFile != "" {
+		// The Dell clients read the CA bundle whole: bound it first.
+		if _, err := boundedfile.Read(cfg.CAFile, MaxCABytes); err != nil {
+			return fmt.Errorf("arrays[%s].caFile: %w", cfg.Name, err)
 		}
 	}
 	return nil

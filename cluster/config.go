@@ -140,6 +140,13 @@ type Timings struct {
 	// Peers (default 30s); it also does so on gaining leadership and on
 	// SetPeers.
 	ReconcileInterval time.Duration
+	// StorageFullHandover is how long a leader whose data directory is
+	// full (its Raft writes held, see ErrStorageFull) keeps leadership
+	// before it hands it to another replica (default 10s). Heartbeats
+	// flow meanwhile, so without a handover no election happens and
+	// nothing is fenced anywhere until space is freed. A replica whose
+	// disk is full never stands for election.
+	StorageFullHandover time.Duration
 }
 
 // DefaultConfig returns a Config with the default timings and no identity.
@@ -164,6 +171,8 @@ func DefaultTimings() Timings {
 		TrailingLogs:       2048,
 		SnapshotRetain:     3,
 		ReconcileInterval:  30 * time.Second,
+
+		StorageFullHandover: 10 * time.Second,
 	}
 }
 
@@ -244,7 +253,7 @@ func (c *Config) Validate() error {
 		{"leaderLeaseTimeout", t.LeaderLeaseTimeout}, {"commitTimeout", t.CommitTimeout},
 		{"applyTimeout", t.ApplyTimeout}, {"forwardWait", t.ForwardWait}, {"ioTimeout", t.IOTimeout},
 		{"handshakeTimeout", t.HandshakeTimeout}, {"snapshotInterval", t.SnapshotInterval},
-		{"reconcileInterval", t.ReconcileInterval}} {
+		{"reconcileInterval", t.ReconcileInterval}, {"storageFullHandover", t.StorageFullHandover}} {
 		if d.v <= 0 {
 			bad("timings."+d.name, "must be positive, is %s", d.v)
 		}

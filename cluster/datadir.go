@@ -51,6 +51,10 @@ const (
 	// without state and waits for the leader instead of bootstrapping.
 	markerRejoin = "rejoin"
 	storeFile    = "raft.db"
+	// lockFile is the data directory's lock: a replica holds an exclusive
+	// flock on it from before it looks at the store until it closes, so
+	// that a second process on the same directory changes nothing.
+	lockFile = "fenced.lock"
 )
 
 // RecoveryMode is how RecoverDataDir prepares a data directory.
@@ -76,8 +80,10 @@ func RecoverDataDir(dataDir string, mode RecoveryMode, now time.Time) (string, e
 		return "", fmt.Errorf("recover data directory %s: unknown mode %d", dataDir, mode)
 	}
 	dir := filepath.Join(dataDir, "raft")
-	if err := storeNotInUse(filepath.Join(dir, storeFile)); err != nil {
-		return "", err
+	for _, f := range []string{lockFile, storeFile} {
+		if err := storeNotInUse(filepath.Join(dir, f)); err != nil {
+			return "", err
+		}
 	}
 	var moved string
 	if _, err := os.Stat(dir); err == nil {
@@ -119,8 +125,38 @@ func storeNotInUse(path string) error {
 	return syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
 }
 
+// lockDataDir takes the exclusive lock of the raft directory dir, waiting
+// up to wait for a replica that is still stopping. The caller holds the
+// lock as long as the file stays open.
+func lockDataDir(dir string, wait time.Duration) (*os.File, error) {
+	path := filepath.Join(dir, lockFile)
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, &DataDirError{Path: path, Problem: "cannot be opened", Err: err}
+	}
+	deadline := time.Now().Add(wait)
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			return f, nil
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) || time.Now().After(deadline) {
+			f.Close()
+			problem := "cannot be locked"
+			if errors.Is(err, syscall.EWOULDBLOCK) {
+				problem = "is locked by another process (is another fenced running on this data directory?)"
+			}
+			return nil, &DataDirError{Path: path, Problem: problem, Err: err}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // dataDirState is what prepareDataDir found before the store is opened.
 type dataDirState struct {
+	// lock is the data directory's lock (lockDataDir), held until the
+	// replica closes; nil when prepareDataDir failed.
+	lock   *os.File
 	dir    string
 	held   bool // the store has held the log
 	rejoin bool // RecoverDataDir(Rejoin) prepared this start
@@ -132,11 +168,29 @@ type dataDirState struct {
 // or an empty one left by a start killed before BoltDB wrote its first
 // pages) goes on; a store that is missing, empty or unreadable after it held
 // the log, or whose structure is damaged, is refused with a DataDirError.
+//
+// It takes the data directory's lock first and returns it held in
+// dataDirState.lock: nothing is decided, and no empty store removed,
+// while another replica may be running on the directory.
 func prepareDataDir(dataDir string) (dataDirState, error) {
+	st, err := inspectDataDir(dataDir)
+	if err != nil && st.lock != nil {
+		st.lock.Close()
+		st.lock = nil
+	}
+	return st, err
+}
+
+func inspectDataDir(dataDir string) (dataDirState, error) {
 	st := dataDirState{dir: filepath.Join(dataDir, "raft")}
 	if err := os.MkdirAll(st.dir, 0o700); err != nil {
 		return st, fmt.Errorf("create raft data dir: %w", err)
 	}
+	lock, err := lockDataDir(st.dir, storeLockWait)
+	if err != nil {
+		return st, err
+	}
+	st.lock = lock
 	held, err := exists(filepath.Join(st.dir, markerHeld))
 	if err != nil {
 		return st, &DataDirError{Path: st.dir, Problem: "cannot be read", Err: err}

@@ -236,6 +236,38 @@ func TestSecondProcessOnTheDataDirIsRefused(t *testing.T) {
 	_ = refused(t, dir, "locked by another process")
 }
 
+// A replica holds its data directory's lock from before it looks at the
+// store: a second opener on the directory of a live replica whose store is
+// still empty (created, first pages not yet written) is refused and
+// removes nothing, and the replica's store is the same file afterwards.
+func TestSecondOpenerCannotRemoveALiveReplicasEmptyStore(t *testing.T) {
+	dir := t.TempDir()
+	raftDir := filepath.Join(dir, "raft")
+	require.NoError(t, os.MkdirAll(raftDir, 0o700))
+	// The live replica: it holds the lock and has just created its store.
+	live, err := lockDataDir(raftDir, 0)
+	require.NoError(t, err)
+	defer live.Close()
+	require.NoError(t, os.WriteFile(storePath(dir), nil, 0o600))
+	before, err := os.Stat(storePath(dir))
+	require.NoError(t, err)
+
+	_ = refused(t, dir, "locked by another process")
+	after, err := os.Stat(storePath(dir))
+	require.NoError(t, err, "the live replica's store was removed")
+	assert.True(t, os.SameFile(before, after), "the live replica's store was replaced")
+
+	// The offline recovery is refused too.
+	_, err = RecoverDataDir(dir, Rejoin, time.Now())
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "in use")
+	assert.DirExists(t, raftDir)
+
+	// Once the replica is gone, a start on the empty store goes on.
+	require.NoError(t, live.Close())
+	openDev(t, dir, 0)
+}
+
 // killAfter stops the test process with SIGKILL right after the store
 // wrote a non-zero value under key (Raft writes the term 0 it starts with
 // too): a crash at that point of the first bootstrap.
@@ -370,6 +402,9 @@ func TestFullDiskHoldsWithoutElections(t *testing.T) {
 		cfg := g.cfgs[id]
 		cfg.wrapStore = func(s raftStore) raftStore { return fullDisk{s, f} }
 		cfg.storeRetry = 100 * time.Millisecond
+		// A full disk shorter than the handover bound: held, no election
+		// (TestFullDiskLeaderHandsOver shows what happens after it).
+		cfg.Timings.StorageFullHandover = time.Hour
 		g.cfgs[id] = cfg
 	}
 	g.startAll()

@@ -26,6 +26,11 @@ var (
 	ErrTimeout = errors.New("raft timed out")
 	// ErrShutdown means the replica is shutting down.
 	ErrShutdown = errors.New("raft is shut down")
+	// ErrPlainHTTPCredential means a request carrying a credential (an
+	// Authorization header or a cookie) would have gone to a peer over
+	// plain HTTP on a non-loopback address; it was not sent. Give the
+	// peers https:// HTTP addresses (http.tls) or use client certificates.
+	ErrPlainHTTPCredential = errors.New("refusing to send a credential over plain HTTP")
 )
 
 // mapRaftErr turns hashicorp/raft errors into this package's.

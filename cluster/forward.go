@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -97,6 +98,14 @@ func (n *Node) forward(w http.ResponseWriter, r *http.Request, next http.Handler
 				relay(w, resp, li.ID)
 				return
 			}
+			if errors.Is(err, ErrPlainHTTPCredential) {
+				// A configuration error, not a passing fault: say so once
+				// per call, loudly, and do not retry.
+				n.log.Error("not forwarding a call with credentials to the leader over plain HTTP; give the replicas https:// HTTP addresses (http.tls)",
+					"leader", li.ID, "leaderHTTP", li.HTTPAddr, "error", err)
+				WriteError(w, err)
+				return
+			}
 			lastErr = err
 			n.log.Warn("forwarding to the leader failed; retrying", "leader", li.ID, "error", err)
 		}
@@ -122,6 +131,11 @@ func (n *Node) send(ctx context.Context, r *http.Request, body []byte, hops int,
 	base, err := httpBase(li.HTTPAddr)
 	if err != nil {
 		return nil, fmt.Errorf("leader %s HTTP address: %w", li.ID, err)
+	}
+	if credentialed(r.Header) {
+		if err := CredentialTransportAllowed(base); err != nil {
+			return nil, fmt.Errorf("forward %s %s to leader %s: %w", r.Method, r.URL.Path, li.ID, err)
+		}
 	}
 	u := *base
 	u.Path = strings.TrimSuffix(base.Path, "/") + r.URL.Path
@@ -154,6 +168,27 @@ func (n *Node) send(ctx context.Context, r *http.Request, body []byte, hops int,
 	return resp, nil
 }
 
+// credentialed reports whether h carries a credential: an Authorization
+// header or a cookie.
+func credentialed(h http.Header) bool {
+	return h.Get("Authorization") != "" || h.Get("Cookie") != ""
+}
+
+// CredentialTransportAllowed says whether a credential (the API token, a
+// cookie) may be sent to u: over HTTPS, or over plain HTTP to a loopback
+// address or "localhost" only, where it never leaves the host. Otherwise
+// it returns ErrPlainHTTPCredential naming the host.
+func CredentialTransportAllowed(u *url.URL) error {
+	if u.Scheme == "https" {
+		return nil
+	}
+	host := u.Hostname()
+	if ip := net.ParseIP(host); (ip != nil && ip.IsLoopback()) || host == "localhost" {
+		return nil
+	}
+	return fmt.Errorf("%w to %s: use https:// (http.tls) for replicas on other hosts", ErrPlainHTTPCredential, u.Host)
+}
+
 func relay(w http.ResponseWriter, resp *http.Response, leader string) {
 	defer resp.Body.Close()
 	for k, vs := range resp.Header {
@@ -174,12 +209,14 @@ type ErrorBody struct {
 	Error string `json:"error"`
 	// Code is a stable machine-readable code: no_leader, not_leader,
 	// conflict, stale_term, bad_step, paused, not_found, invalid, timeout,
-	// internal.
+	// too_large, insecure_forward (502: the leader is plain HTTP on another
+	// host and the call carries a credential), internal.
 	Code string `json:"code"`
 }
 
 // WriteError answers with the status and code for err: 503 for no or lost
-// leadership and timeouts, 413 for bodies over the limit, 409 for ledger conflicts, stale terms, refused
+// leadership and timeouts, 413 for bodies over the limit, 502 for a
+// credential that would have crossed plain HTTP, 409 for ledger conflicts, stale terms, refused
 // steps and pauses, 404 for unknown fences or nodes, 400 for invalid
 // commands, 500 otherwise.
 func WriteError(w http.ResponseWriter, err error) {
@@ -191,6 +228,7 @@ func WriteError(w http.ResponseWriter, err error) {
 	}{
 		{ErrNoLeader, http.StatusServiceUnavailable, "no_leader"},
 		{ErrTooLarge, http.StatusRequestEntityTooLarge, "too_large"},
+		{ErrPlainHTTPCredential, http.StatusBadGateway, "insecure_forward"},
 		{ErrNotLeader, http.StatusServiceUnavailable, "not_leader"},
 		{ErrTimeout, http.StatusServiceUnavailable, "timeout"},
 		{ErrShutdown, http.StatusServiceUnavailable, "not_leader"},

@@ -140,3 +140,52 @@ func TestWriteError(t *testing.T) {
 		assert.Equal(t, tc.err.Error(), eb.Error)
 	}
 }
+
+// recordingTransport records the requests that went out.
+type recordingTransport struct{ sent []*http.Request }
+
+func (c *recordingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	c.sent = append(c.sent, r)
+	return &http.Response{StatusCode: http.StatusOK, Header: http.Header{}, Body: io.NopCloser(strings.NewReader("{}")), Request: r}, nil
+}
+
+// A follower never forwards a call carrying the API token (or a cookie) to
+// a leader on another host over plain HTTP: nothing is sent, the error
+// says why and maps to 502 insecure_forward. A call without a credential,
+// and one to a loopback or https:// leader, is forwarded.
+func TestForwardNeverSendsCredentialOverPlainHTTP(t *testing.T) {
+	n := &Node{cfg: Config{ID: "r2"}}
+	for _, tc := range []struct {
+		name, addr, header string
+		sent               bool
+	}{
+		{"token to remote http", "http://10.0.0.1:9443", "Authorization", false},
+		{"token to remote http by name", "mgmt1.example:9443", "Authorization", false},
+		{"cookie to remote http", "http://10.0.0.1:9443", "Cookie", false},
+		{"no credential to remote http", "http://10.0.0.1:9443", "", true},
+		{"token to loopback http", "http://127.0.0.1:9443", "Authorization", true},
+		{"token to https", "https://10.0.0.1:9443", "Authorization", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rt := &recordingTransport{}
+			r := httptest.NewRequest(http.MethodPost, "/v1/fence", strings.NewReader("{}"))
+			if tc.header != "" {
+				r.Header.Set(tc.header, "Bearer the-api-token")
+			}
+			resp, err := n.send(context.Background(), r, []byte("{}"), 0, LeaderInfo{ID: "r1", HTTPAddr: tc.addr}, &http.Client{Transport: rt})
+			if tc.sent {
+				require.NoError(t, err)
+				resp.Body.Close()
+				require.Len(t, rt.sent, 1)
+				return
+			}
+			require.ErrorIs(t, err, ErrPlainHTTPCredential)
+			assert.Contains(t, err.Error(), "https://")
+			assert.Empty(t, rt.sent, "nothing went over the wire")
+			w := httptest.NewRecorder()
+			WriteError(w, err)
+			assert.Equal(t, http.StatusBadGateway, w.Code)
+			assert.Contains(t, w.Body.String(), `"insecure_forward"`)
+		})
+	}
+}

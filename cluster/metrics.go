@@ -13,6 +13,7 @@ type metrics struct {
 	leaderChanges prometheus.Counter
 	tlsRejected   prometheus.Counter
 	storageFull   prometheus.Gauge
+	fullHandovers prometheus.Counter
 	// storeWriteErrors counts failed Raft store writes, held ones included.
 	storeWriteErrors prometheus.Counter
 
@@ -37,6 +38,10 @@ func newMetrics(n *Node) *metrics {
 		storageFull: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "fenced_raft_storage_full",
 			Help: "1 while the data directory has no space for Raft's writes (they are held until space is freed), else 0.",
+		}),
+		fullHandovers: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "fenced_raft_storage_full_handovers_total",
+			Help: "Times this replica handed its leadership over because its data directory stayed full for timings storageFullHandover.",
 		}),
 		storeWriteErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "fenced_raft_store_write_errors_total",
@@ -64,7 +69,7 @@ func (m *metrics) setStorageFull(full bool) {
 func (m *metrics) failed(reason string) { m.appliesFailed.WithLabelValues(reason).Inc() }
 
 func (m *metrics) register(reg *prometheus.Registry) error {
-	for _, c := range []prometheus.Collector{m, m.appliesFailed, m.leaderChanges, m.tlsRejected, m.storageFull, m.storeWriteErrors} {
+	for _, c := range []prometheus.Collector{m, m.appliesFailed, m.leaderChanges, m.tlsRejected, m.storageFull, m.fullHandovers, m.storeWriteErrors} {
 		if err := reg.Register(c); err != nil {
 			m.unregister()
 			return err
@@ -78,7 +83,7 @@ func (m *metrics) unregister() {
 	if m.reg == nil {
 		return
 	}
-	for _, c := range []prometheus.Collector{m, m.appliesFailed, m.leaderChanges, m.tlsRejected, m.storageFull, m.storeWriteErrors} {
+	for _, c := range []prometheus.Collector{m, m.appliesFailed, m.leaderChanges, m.tlsRejected, m.storageFull, m.fullHandovers, m.storeWriteErrors} {
 		m.reg.Unregister(c)
 	}
 	m.reg = nil

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"sync"
 	"time"
@@ -42,9 +43,12 @@ type Node struct {
 	fsm     *ledger.FSM
 	raft    *raft.Raft
 	store   *raftboltdb.BoltStore
+	dirLock *os.File // the data directory's lock, held until closeResources
 	guard   *storeGuard
-	stream  *transport.StreamLayer // nil for a single replica without TLS
-	metrics *metrics
+	// handover hands leadership over when the data directory stays full.
+	handover storageHandover
+	stream   *transport.StreamLayer // nil for a single replica without TLS
+	metrics  *metrics
 
 	observer *raft.Observer
 	obsCh    chan raft.Observation
@@ -116,6 +120,7 @@ func (n *Node) open(reg *prometheus.Registry) error {
 	if err != nil {
 		return err
 	}
+	n.dirLock = st.lock
 	dir := st.dir
 	hl := newHCLog(n.log)
 	path := filepath.Join(dir, storeFile)
@@ -150,7 +155,11 @@ func (n *Node) open(reg *prometheus.Registry) error {
 	join := n.cfg.JoinExisting || st.rejoin
 	n.guard = &storeGuard{
 		raftStore: inner, ctx: n.ctx, log: n.log, dir: dir, retry: retry,
-		onFull:  func(full bool) { n.metrics.setStorageFull(full) },
+		kick: make(chan struct{}, 1),
+		onFull: func(full bool) {
+			n.metrics.setStorageFull(full)
+			n.armStorageHandover(full)
+		},
 		failure: n.metrics.storeWriteErrors.Inc,
 	}
 	n.guard.held.Store(st.held)
@@ -349,6 +358,7 @@ func (n *Node) Close() error {
 	n.closed = true
 	n.mu.Unlock()
 	n.cancel()
+	n.armStorageHandover(false)
 	var err error
 	if n.raft != nil {
 		n.raft.DeregisterObserver(n.observer)
@@ -369,6 +379,10 @@ func (n *Node) closeResources() error {
 	}
 	if n.metrics != nil {
 		n.metrics.unregister()
+	}
+	if n.dirLock != nil {
+		errs = append(errs, n.dirLock.Close()) // releases the flock
+		n.dirLock = nil
 	}
 	return errors.Join(errs...)
 }

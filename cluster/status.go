@@ -32,7 +32,11 @@ type Status struct {
 	LedgerIndex uint64 `json:"ledgerIndex"`
 	// StorageFull, when not empty, says that the data directory is full
 	// and Raft's writes are held (see Node.StorageFull).
-	StorageFull       string `json:"storageFull,omitempty"`
+	StorageFull string `json:"storageFull,omitempty"`
+	// StorageHandover, when not empty, says that this replica handed its
+	// leadership over because its data directory stayed full, when and
+	// why (the last such handover).
+	StorageHandover   string `json:"storageHandover,omitempty"`
 	LastSnapshotIndex uint64 `json:"lastSnapshotIndex"`
 	LastSnapshotTerm  uint64 `json:"lastSnapshotTerm"`
 	// Peers are the members of the Raft configuration plus configured
@@ -98,6 +102,7 @@ func (n *Node) Status() Status {
 		LastLogIndex: n.raft.LastIndex(),
 		LedgerIndex:  n.fsm.AppliedIndex(),
 	}
+	st.StorageHandover = n.lastStorageHandover()
 	// While the store holds a write for a full disk, Raft's main loop
 	// waits in it: ask nothing that goes through it (Stats reads the
 	// configuration that way).

@@ -39,6 +39,13 @@ type storeGuard struct {
 	dir   string
 	retry time.Duration
 
+	// released makes held log writes (StoreLogs, DeleteRange) fail with
+	// their error instead of waiting, while the disk stays full: set when
+	// a full-disk leader hands over (a failed log write makes Raft's leader
+	// step down; stable-store writes, which Raft cannot fail, stay held).
+	released atomic.Bool
+	kick     chan struct{} // wakes held writes when released is set
+
 	held    atomic.Bool
 	onHeld  func() // after markerHeld is written (removes the rejoin marker)
 	mu      sync.Mutex
@@ -64,8 +71,27 @@ func isNoSpace(err error) bool {
 	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
 }
 
+// release makes the log writes held now and later, until the disk has
+// space again, return their error instead of waiting.
+func (g *storeGuard) release() {
+	g.released.Store(true)
+	select {
+	case g.kick <- struct{}{}:
+	default:
+	}
+}
+
 // write runs op, holding it while the disk is full.
 func (g *storeGuard) write(what string, op func() error) error {
+	return g.writeHeld(what, false, op)
+}
+
+// writeLog is write for a log write, which release lets fail.
+func (g *storeGuard) writeLog(what string, op func() error) error {
+	return g.writeHeld(what, true, op)
+}
+
+func (g *storeGuard) writeHeld(what string, releasable bool, op func() error) error {
 	var t *time.Timer
 	for {
 		err := op()
@@ -80,6 +106,9 @@ func (g *storeGuard) write(what string, op func() error) error {
 			return err
 		}
 		g.setFull(err, what)
+		if releasable && g.released.Load() {
+			return fmt.Errorf("%s: %w: handing leadership over: %w", what, ErrStorageFull, err)
+		}
 		if t == nil {
 			t = time.NewTimer(g.retry)
 			defer t.Stop()
@@ -90,6 +119,7 @@ func (g *storeGuard) write(what string, op func() error) error {
 		case <-g.ctx.Done():
 			return fmt.Errorf("%s: %w", what, err)
 		case <-t.C:
+		case <-g.kick:
 		}
 	}
 }
@@ -102,6 +132,7 @@ func (g *storeGuard) setFull(err error, what string) {
 		g.fullErr, g.since = err, time.Now()
 	case err == nil && was:
 		g.fullErr = nil
+		g.released.Store(false)
 	default:
 		g.mu.Unlock()
 		return
@@ -141,7 +172,7 @@ func (g *storeGuard) StoreLog(l *raft.Log) error {
 
 // StoreLogs implements raft.LogStore.
 func (g *storeGuard) StoreLogs(logs []*raft.Log) error {
-	err := g.write("store log entries", func() error { return g.raftStore.StoreLogs(logs) })
+	err := g.writeLog("store log entries", func() error { return g.raftStore.StoreLogs(logs) })
 	if err == nil {
 		g.markHeld()
 	}
@@ -150,7 +181,7 @@ func (g *storeGuard) StoreLogs(logs []*raft.Log) error {
 
 // DeleteRange implements raft.LogStore.
 func (g *storeGuard) DeleteRange(lo, hi uint64) error {
-	return g.write("delete log entries", func() error { return g.raftStore.DeleteRange(lo, hi) })
+	return g.writeLog("delete log entries", func() error { return g.raftStore.DeleteRange(lo, hi) })
 }
 
 // Set implements raft.StableStore.

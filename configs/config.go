@@ -112,6 +112,10 @@ type Raft struct {
 	// SnapshotThreshold is how many new log entries trigger a snapshot.
 	// Default 8192.
 	SnapshotThreshold uint64 `mapstructure:"snapshotThreshold"`
+	// StorageFullHandover: a leader whose data directory stays full (its
+	// Raft writes held) this long hands its leadership to another replica
+	// and does not stand for election until space is freed. Default 10s.
+	StorageFullHandover time.Duration `mapstructure:"storageFullHandover"`
 }
 
 // HTTP is the endpoint serving /healthz, /readyz, /status, /metrics and the
@@ -186,12 +190,13 @@ func DefaultConfig() Config {
 			RaftBindAddress: "0.0.0.0:7441",
 		},
 		Raft: Raft{
-			HeartbeatTimeout:   time.Second,
-			ElectionTimeout:    time.Second,
-			LeaderLeaseTimeout: 500 * time.Millisecond,
-			CommitTimeout:      50 * time.Millisecond,
-			SnapshotInterval:   2 * time.Minute,
-			SnapshotThreshold:  8192,
+			HeartbeatTimeout:    time.Second,
+			ElectionTimeout:     time.Second,
+			LeaderLeaseTimeout:  500 * time.Millisecond,
+			CommitTimeout:       50 * time.Millisecond,
+			SnapshotInterval:    2 * time.Minute,
+			SnapshotThreshold:   8192,
+			StorageFullHandover: 10 * time.Second,
 		},
 		HTTP: HTTP{
 			Listen:               "127.0.0.1:7440",

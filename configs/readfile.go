@@ -1,11 +1,11 @@
 package configs
 
 import (
-	"errors"
+	"crypto/tls"
 	"fmt"
-	"io"
-	"os"
 	"strings"
+
+	"github.com/fenced-project/fenced/internal/boundedfile"
 )
 
 // Size limits of the files fenced reads. A file over its limit is refused
@@ -24,19 +24,7 @@ const (
 
 // ReadFileLimited reads the file at path when it holds at most limit bytes.
 func ReadFileLimited(path string, limit int64) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, errors.Unwrap(err))
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
-	}
-	if int64(len(b)) > limit {
-		return nil, fmt.Errorf("%s is larger than %d bytes: not a file fenced reads", path, limit)
-	}
-	return b, nil
+	return boundedfile.Read(path, limit)
 }
 
 // ReadSecretFile reads a one-line secret (API token, array password) the
@@ -57,4 +45,24 @@ func ReadSecretFile(path string) (string, error) {
 		return "", fmt.Errorf("secret file %s holds more than one line (a blank line after the secret?): write the secret on one line, with at most one newline after it", path)
 	}
 	return s, nil
+}
+
+// LoadX509KeyPair is tls.LoadX509KeyPair with each file read through
+// ReadFileLimited (MaxPEMBytes): a certificate or key path that names
+// /dev/zero or a huge file is refused with an error naming the file and
+// the bound instead of exhausting memory.
+func LoadX509KeyPair(certFile, keyFile string) (tls.Certificate, error) {
+	certPEM, err := ReadFileLimited(certFile, MaxPEMBytes)
+	if err != nil {
+		return tls.Certificate{}, fmt.Errorf("certificate: %w", err)
+	}
+	keyPEM, err := ReadFileLimited(keyFile, MaxPEMBytes)
+	if err != nil {
+		return tls.Certificate{}, fmt.Errorf("key: %w", err)
+	}
+	pair, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return tls.Certificate{}, fmt.Errorf("certificate %s and key %s: %w", certFile, keyFile, err)
+	}
+	return pair, nil
 }

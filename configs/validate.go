@@ -211,6 +211,7 @@ func (c *checker) raft(r Raft) {
 	c.atLeast("raft.leaderLeaseTimeout", r.LeaderLeaseTimeout, 5*time.Millisecond)
 	c.atLeast("raft.commitTimeout", r.CommitTimeout, time.Millisecond)
 	c.atLeast("raft.snapshotInterval", r.SnapshotInterval, 5*time.Millisecond)
+	c.atLeast("raft.storageFullHandover", r.StorageFullHandover, 5*time.Millisecond)
 	if r.ElectionTimeout < r.HeartbeatTimeout {
 		c.add("raft.electionTimeout", "%v is shorter than raft.heartbeatTimeout %v", r.ElectionTimeout, r.HeartbeatTimeout)
 	}

@@ -67,6 +67,9 @@ type Clients struct {
 // CheckKubeconfig loads a kubeconfig the way NewClients does and returns
 // the API server it names, refusing one that names none.
 func CheckKubeconfig(path string) (string, error) {
+	if err := CheckKubeconfigFiles(path); err != nil {
+		return "", err
+	}
 	loading := &clientcmd.ClientConfigLoadingRules{ExplicitPath: path}
 	rc, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(loading, &clientcmd.ConfigOverrides{}).ClientConfig()
 	if err != nil {
@@ -107,6 +110,9 @@ func NewClients(cfg Config) (*Clients, error) {
 	}
 	if cfg.UserAgent == "" {
 		cfg.UserAgent = def.UserAgent
+	}
+	if err := CheckKubeconfigFiles(cfg.Kubeconfig); err != nil {
+		return nil, err
 	}
 	loading := &clientcmd.ClientConfigLoadingRules{ExplicitPath: cfg.Kubeconfig}
 	overrides := &clientcmd.ConfigOverrides{CurrentContext: cfg.Context}

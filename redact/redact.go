@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"unicode/utf8"
 )
 
 // Redacted replaces a secret in log output.
@@ -29,16 +30,27 @@ func New() *Redactor { return &Redactor{} }
 // message; no real credential is that short.
 const minSecretLen = 3
 
-// Add registers secrets. Empty and very short strings are ignored, and so
-// is a secret registered before.
+// Add registers secrets, each with the forms it takes once escaped for
+// JSON, Go quoting, a URL or HTML (see escapedForms), so that a secret
+// echoed inside an array's JSON error body, a quoted log value, a query
+// string or an HTML error page is hidden too. Empty and very short
+// strings are ignored, and so is a secret registered before.
 func (r *Redactor) Add(secrets ...string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, s := range secrets {
-		if len(s) >= minSecretLen && !slices.Contains(r.secrets, s) {
-			r.secrets = append(r.secrets, s)
+		if len(s) < minSecretLen {
+			continue
+		}
+		for _, f := range escapedForms(s) {
+			if len(f) >= minSecretLen && !slices.Contains(r.secrets, f) {
+				r.secrets = append(r.secrets, f)
+			}
 		}
 	}
+	// Longest first: a shorter secret inside a longer one must not break
+	// the longer one's match before it is replaced.
+	slices.SortStableFunc(r.secrets, func(a, b string) int { return utf8.RuneCountInString(b) - utf8.RuneCountInString(a) })
 }
 
 // AddCredential registers a user name and password pair in every form a

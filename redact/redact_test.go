@@ -2,10 +2,18 @@ package redact
 
 import (
 	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"html"
+	"log/slog"
+	"net/url"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestRedactionOfDerivedForms: a credential is hidden in the forms a client
@@ -50,4 +58,84 @@ func TestAddIgnoresShortAndRepeated(t *testing.T) {
 	red.Add("", "ab", "s3cret", "s3cret")
 	assert.Len(t, red.secrets, 1)
 	assert.Equal(t, "x "+Redacted+" ab", red.Redact("x s3cret ab"))
+}
+
+// TestRedactionOfEscapedForms: a secret with characters that escape is
+// hidden in the forms programs write it in: JSON (Go's, without HTML
+// escapes, ASCII-only as Python writes it, "\/"), Go quoting and slog's
+// text and JSON handlers, URL query and path encoding (either hex case),
+// and HTML entities.
+func TestRedactionOfEscapedForms(t *testing.T) {
+	secrets := []string{
+		`pa"ss\word&<x>+ y%2F/é密`,
+		`a b+c%d/e`,
+		`<tok&en>`,
+		`naïve"quote`,
+		`emoji🔑key`,
+	}
+	red := New()
+	red.Add(secrets...)
+	for _, sec := range secrets {
+		jsonBody, err := json.Marshal(map[string]string{"message": "bad login " + sec})
+		require.NoError(t, err)
+		var noHTML strings.Builder
+		enc := json.NewEncoder(&noHTML)
+		enc.SetEscapeHTML(false)
+		require.NoError(t, enc.Encode(map[string]string{"message": sec}))
+		var slogText, slogJSON strings.Builder
+		slog.New(slog.NewTextHandler(&slogText, nil)).Info("login", "body", "x="+sec)
+		slog.New(slog.NewJSONHandler(&slogJSON, nil)).Info("login", "body", sec)
+		forms := map[string]string{
+			"json":            string(jsonBody),
+			"json no html":    noHTML.String(),
+			"json ascii":      pythonJSON(sec),
+			"json slash":      strings.ReplaceAll(string(jsonBody), "/", `\/`),
+			"go quote":        strconv.Quote(sec),
+			"go quote ascii":  strconv.QuoteToASCII(sec),
+			"errorf q":        fmt.Sprintf("login failed: %q", sec),
+			"slog text":       slogText.String(),
+			"slog json":       slogJSON.String(),
+			"url query":       "https://a/b?pw=" + url.QueryEscape(sec) + "&x=1",
+			"url query %20":   "?p=" + strings.ReplaceAll(url.QueryEscape(sec), "+", "%20"),
+			"url query lower": "?p=" + regexp.MustCompile(`%[0-9A-F]{2}`).ReplaceAllStringFunc(url.QueryEscape(sec), strings.ToLower),
+			"url path":        "https://a/" + url.PathEscape(sec) + "/x",
+			"url values":      url.Values{"pw": {sec}}.Encode(),
+			"html":            "<p>" + html.EscapeString(sec) + "</p>",
+			"html named":      "<p>" + strings.ReplaceAll(html.EscapeString(sec), "&#34;", "&quot;") + "</p>",
+			"html hex":        strings.ReplaceAll(html.EscapeString(sec), "&#34;", "&#x22;"),
+			"raw":             "x " + sec + " y",
+		}
+		for name, in := range forms {
+			out := red.Redact(in)
+			assert.Contains(t, out, Redacted, "%s: %s", name, in)
+			for _, part := range strings.FieldsFunc(sec, func(r rune) bool { return strings.ContainsRune(`"\&<>+ %/`, r) }) {
+				if len(part) >= 4 {
+					assert.NotContains(t, out, part, "%s: %s -> %s", name, in, out)
+				}
+			}
+		}
+	}
+	assert.Equal(t, "a < b & c", red.Redact("a < b & c"), "text without a secret stays")
+}
+
+// pythonJSON writes sec as a JSON object the way Python's json.dumps does
+// by default: non-ASCII as lower-case \uXXXX, "/" left alone.
+func pythonJSON(sec string) string {
+	var sb strings.Builder
+	sb.WriteString(`{"message": "`)
+	for _, r := range sec {
+		switch {
+		case r == '"' || r == '\\':
+			sb.WriteString(`\` + string(r))
+		case r < 0x80:
+			sb.WriteRune(r)
+		case r > 0xFFFF:
+			r -= 0x10000
+			fmt.Fprintf(&sb, `\u%04x\u%04x`, 0xD800+(r>>10), 0xDC00+(r&0x3FF))
+		default:
+			fmt.Fprintf(&sb, `\u%04x`, r)
+		}
+	}
+	sb.WriteString(`"}`)
+	return sb.String()
 }

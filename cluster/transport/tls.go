@@ -9,7 +9,8 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
-	"os"
+
+	"github.com/fenced-project/fenced/internal/boundedfile"
 )
 
 // Credentials are a replica's certificate and the CA its peers' certificates
@@ -25,13 +26,21 @@ type Credentials struct {
 // LoadCredentials reads a PEM certificate and key and a PEM CA bundle.
 // serverName is optional (see Credentials).
 func LoadCredentials(certFile, keyFile, caFile, serverName string) (*Credentials, error) {
-	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	certPEM, err := readPEM(certFile)
+	if err != nil {
+		return nil, fmt.Errorf("certificate: %w", err)
+	}
+	keyPEM, err := readPEM(keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("key: %w", err)
+	}
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
 	if err != nil {
 		return nil, fmt.Errorf("load certificate %s and key %s: %w", certFile, keyFile, err)
 	}
-	caPEM, err := os.ReadFile(caFile)
+	caPEM, err := readPEM(caFile)
 	if err != nil {
-		return nil, fmt.Errorf("read CA file: %w", err)
+		return nil, fmt.Errorf("CA file: %w", err)
 	}
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(caPEM) {
@@ -39,6 +48,13 @@ func LoadCredentials(certFile, keyFile, caFile, serverName string) (*Credentials
 	}
 	return NewCredentials(cert, pool, serverName), nil
 }
+
+// MaxPEMBytes bounds a certificate, key or CA file this package reads.
+const MaxPEMBytes = 4 << 20
+
+// readPEM reads a PEM file of at most MaxPEMBytes; a larger one (or
+// /dev/zero) is refused with an error naming the file and the bound.
+func readPEM(path string) ([]byte, error) { return boundedfile.Read(path, MaxPEMBytes) }
 
 // NewCredentials builds credentials from parsed values.
 func NewCredentials(cert tls.Certificate, pool *x509.CertPool, serverName string) *Credentials {

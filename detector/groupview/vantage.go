@@ -193,7 +193,11 @@ func (v *Sharing) send(ctx context.Context, p map[vantageKey]detector.VantageObs
 	req.Header.Set("Content-Type", "application/json")
 	// Over HTTPS this replica's certificate authenticates it; the token is
 	// for plain HTTP (loopback only) or a replica without a certificate.
+	// The token never crosses plain HTTP to another host.
 	if v.token != "" && (!strings.HasPrefix(url, "https://") || !v.cert) {
+		if err := cluster.CredentialTransportAllowed(req.URL); err != nil {
+			return fmt.Errorf("vantage report to %s: %w", li.ID, err)
+		}
 		req.Header.Set("Authorization", "Bearer "+v.token)
 	}
 	resp, err := v.client.Do(req)

@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -98,4 +101,56 @@ func TestVantageReportStopsWithItsRequest(t *testing.T) {
 	l, _ := node.Leadership()
 	require.Zero(t, v.commitAll(ctx, l, rep))
 	assert.Empty(t, node.applied)
+}
+
+// followerOf is a follower whose leader "b" serves plain HTTP at addr.
+type followerOf struct {
+	leaderA
+	addr string
+}
+
+func (followerOf) Leadership() (cluster.Leadership, <-chan struct{}) {
+	return cluster.Leadership{Replica: "b", Term: 2}, nil
+}
+func (f followerOf) Leader() (cluster.LeaderInfo, bool) {
+	return cluster.LeaderInfo{ID: "b", HTTPAddr: f.addr}, true
+}
+func (followerOf) Apply(context.Context, ledger.Command) (uint64, error) { return 0, nil }
+
+// countingTransport counts the requests that went out and answers 200.
+type countingTransport struct{ sent []*http.Request }
+
+func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	c.sent = append(c.sent, r)
+	return &http.Response{StatusCode: http.StatusOK, Body: io.NopCloser(strings.NewReader("{}")), Request: r}, nil
+}
+
+// The API token is never sent to a leader on another host over plain
+// HTTP: the report is not sent and the error says why. Over loopback it
+// is.
+func TestVantageReportNeverSendsTokenOverPlainHTTP(t *testing.T) {
+	obs := map[vantageKey]detector.VantageObservation{{"c1", "n1"}: {Cluster: "c1", Node: "n1"}}
+	for _, tc := range []struct {
+		addr string
+		sent bool
+	}{
+		{"http://10.20.30.40:9443", false},
+		{"http://mgmt2.example:9443", false},
+		{"http://127.0.0.1:9443", true},
+		{"http://localhost:9443", true},
+	} {
+		rt := &countingTransport{}
+		v := NewSharing(SharingConfig{Self: "a", Node: followerOf{addr: tc.addr}, Client: &http.Client{Transport: rt},
+			Token: "the-api-token", Logger: slog.New(slog.DiscardHandler)})
+		err := v.send(context.Background(), obs)
+		if tc.sent {
+			require.NoError(t, err, tc.addr)
+			require.Len(t, rt.sent, 1)
+			assert.Equal(t, "Bearer the-api-token", rt.sent[0].Header.Get("Authorization"))
+			continue
+		}
+		require.ErrorIs(t, err, cluster.ErrPlainHTTPCredential, tc.addr)
+		assert.Contains(t, err.Error(), "https://", "the error says what to do")
+		assert.Empty(t, rt.sent, "nothing went over the wire to %s", tc.addr)
+	}
 }

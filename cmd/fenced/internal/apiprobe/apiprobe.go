@@ -17,6 +17,7 @@ import (
 
 	"github.com/fenced-project/fenced/cmd/fenced/status"
 	"github.com/fenced-project/fenced/configs"
+	"github.com/fenced-project/fenced/kube"
 )
 
 // Interval is how often a cluster is probed.
@@ -113,6 +114,9 @@ func (p *Prober) fetchVersion(ctx context.Context) (host, version string, err er
 	path, err := configs.ResolveFile(p.cluster.Kubeconfig, p.credDir)
 	if err != nil {
 		return "", "", fmt.Errorf("kubeconfig: %w", err)
+	}
+	if err := kube.CheckKubeconfigFiles(path); err != nil {
+		return "", "", fmt.Errorf("load kubeconfig %s: %w", path, err)
 	}
 	rc, err := clientcmd.BuildConfigFromFlags("", path)
 	if err != nil {

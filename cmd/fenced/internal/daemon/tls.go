@@ -26,7 +26,7 @@ func serverTLS(t configs.ServerTLS, credDir string) (*tls.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("http.tls.keyFile: %w", err)
 	}
-	pair, err := tls.LoadX509KeyPair(cert, key)
+	pair, err := configs.LoadX509KeyPair(cert, key)
 	if err != nil {
 		return nil, fmt.Errorf("load http.tls certificate and key: %w", err)
 	}

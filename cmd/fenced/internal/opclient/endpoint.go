@@ -135,7 +135,7 @@ func (f *EndpointFlags) Resolve(groupCAs CAPool) (*Endpoint, error) {
 		return nil, errors.New("--cert-file and --key-file go together")
 	}
 	if f.CertFile != "" {
-		pair, err := tls.LoadX509KeyPair(f.CertFile, f.KeyFile)
+		pair, err := configs.LoadX509KeyPair(f.CertFile, f.KeyFile)
 		if err != nil {
 			return nil, fmt.Errorf("load --cert-file and --key-file: %w", err)
 		}

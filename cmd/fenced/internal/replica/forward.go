@@ -42,7 +42,7 @@ func forwardClient(cfg *configs.Config, credDir string) (*http.Client, error) {
 		if err != nil {
 			return nil, fmt.Errorf("replica.tls.keyFile: %w", err)
 		}
-		pair, err := tls.LoadX509KeyPair(cert, key)
+		pair, err := configs.LoadX509KeyPair(cert, key)
 		if err != nil {
 			return nil, fmt.Errorf("load replica.tls certificate and key: %w", err)
 		}

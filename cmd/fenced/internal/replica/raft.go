@@ -59,6 +59,7 @@ func RaftConfig(cfg *configs.Config, credDir string) (cluster.Config, error) {
 	set(&t.LeaderLeaseTimeout, cfg.Raft.LeaderLeaseTimeout)
 	set(&t.CommitTimeout, cfg.Raft.CommitTimeout)
 	set(&t.SnapshotInterval, cfg.Raft.SnapshotInterval)
+	set(&t.StorageFullHandover, cfg.Raft.StorageFullHandover)
 	if cfg.Raft.SnapshotThreshold > 0 {
 		t.SnapshotThreshold = cfg.Raft.SnapshotThreshold
 	}
