@@ -1,12 +1,15 @@
 package cluster
 
 import (
+	"maps"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/fenced-project/fenced/cluster/ledger"
 )
 
 // Status is the Raft section of /status.
@@ -32,7 +35,17 @@ type Status struct {
 	LedgerIndex uint64 `json:"ledgerIndex"`
 	// StorageFull, when not empty, says that the data directory is full
 	// and Raft's writes are held (see Node.StorageFull).
-	StorageFull       string `json:"storageFull,omitempty"`
+	StorageFull string `json:"storageFull,omitempty"`
+	// LedgerVersions are the ledger versions this build applies ("1..3");
+	// GroupLedgerVersion is the version the group runs (what leaders
+	// write). VoterLedgerVersions, on the leader, is the newest version
+	// each voter advertised.
+	LedgerVersions      string         `json:"ledgerVersions"`
+	GroupLedgerVersion  int            `json:"groupLedgerVersion"`
+	VoterLedgerVersions map[string]int `json:"voterLedgerVersions,omitempty"`
+	// LedgerHalted, when not empty, says this replica met a committed
+	// entry it cannot apply and stopped applying (it is not ready).
+	LedgerHalted      string `json:"ledgerHalted,omitempty"`
 	LastSnapshotIndex uint64 `json:"lastSnapshotIndex"`
 	LastSnapshotTerm  uint64 `json:"lastSnapshotTerm"`
 	// Peers are the members of the Raft configuration plus configured
@@ -97,6 +110,17 @@ func (n *Node) Status() Status {
 		AppliedIndex: n.raft.AppliedIndex(),
 		LastLogIndex: n.raft.LastIndex(),
 		LedgerIndex:  n.fsm.AppliedIndex(),
+
+		LedgerVersions:     strconv.Itoa(ledger.MinVersion) + ".." + strconv.Itoa(ledger.Version),
+		GroupLedgerVersion: n.groupVersion(),
+	}
+	if h := n.fsm.Halted(); h != nil {
+		st.LedgerHalted = h.String()
+	}
+	if n.raft.State() == raft.Leader {
+		n.mu.Lock()
+		st.VoterLedgerVersions = maps.Clone(n.voterVersions)
+		n.mu.Unlock()
 	}
 	// While the store holds a write for a full disk, Raft's main loop
 	// waits in it: ask nothing that goes through it (Stats reads the

@@ -161,13 +161,11 @@ func applyForgetNode(s *State, index uint64, c *ForgetNode) error {
 
 // applySetLedgerVersion raises the group ledger version (version 3). It
 // never lowers it: entries of the newer version may already be committed.
-func applySetLedgerVersion(s *State, index uint64, c *SetLedgerVersion) error {
+func applySetLedgerVersion(s *State, c *SetLedgerVersion) error {
 	if c.LedgerVersion < s.GroupVersion() {
 		return fmt.Errorf("%s: %w: the group runs ledger version %d; it is not lowered to %d", c.Type(),
 			ErrConflict, s.GroupVersion(), c.LedgerVersion)
 	}
 	s.LedgerVersion = c.LedgerVersion
-	s.recordAction(index, Action{At: c.At, Operator: c.By, Action: "ledger-version",
-		Reason: fmt.Sprintf("group ledger version %d: every voter applies it", c.LedgerVersion)})
 	return nil
 }

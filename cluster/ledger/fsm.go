@@ -162,7 +162,7 @@ func applyEntry(s *State, index, term uint64, data []byte) error {
 	case *ForgetNode:
 		return applyForgetNode(s, index, c)
 	case *SetLedgerVersion:
-		return applySetLedgerVersion(s, index, c)
+		return applySetLedgerVersion(s, c)
 	}
 	return fmt.Errorf("%w: %d has no apply function", ErrUnknownType, uint8(c.Type()))
 }
