@@ -29,6 +29,10 @@ func (n *Node) Apply(ctx context.Context, cmd ledger.Command) (uint64, error) {
 		n.metrics.failed("invalid")
 		return 0, fmt.Errorf("apply %s: %w", cmd.Type(), err)
 	}
+	if err := n.checkVersion(cmd); err != nil {
+		n.metrics.failed("invalid")
+		return 0, fmt.Errorf("apply %s: %w", cmd.Type(), err)
+	}
 	if n.raft.State() != raft.Leader {
 		n.metrics.failed("not_leader")
 		return 0, fmt.Errorf("apply %s: %w", cmd.Type(), ErrNotLeader)

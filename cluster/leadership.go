@@ -33,12 +33,18 @@ type Leadership struct {
 	Ctx context.Context
 
 	lease time.Duration // LeaderLeaseTimeout plus LeaseMargin
+	fsm   *ledger.FSM   // for the group ledger version
 }
 
 // Meta returns the ledger metadata for a command written under this
-// leadership now.
+// leadership now, of the group ledger version: the newest every voter
+// applies (ledger.Version when the ledger is not known).
 func (l Leadership) Meta() ledger.Meta {
-	return ledger.Meta{V: ledger.Version, Term: l.Term, At: time.Now().UTC(), By: l.Replica}
+	v := ledger.Version
+	if l.fsm != nil {
+		l.fsm.Read(func(s *ledger.State) { v = s.GroupVersion() })
+	}
+	return ledger.Meta{V: v, Term: l.Term, At: time.Now().UTC(), By: l.Replica}
 }
 
 // SafeAt is when this leader may take a step that conflicts with what an
@@ -169,10 +175,23 @@ func (n *Node) establish(ctx context.Context, since time.Time) {
 	var index uint64
 	backoff := establishBackoff()
 	for {
+		if h := n.fsm.Halted(); h != nil {
+			// A halted ledger is behind the group: it must not lead.
+			n.log.Error("not establishing leadership: the ledger is halted", "term", term, "halt", h.String())
+			if err := n.raft.LeadershipTransfer().Error(); err != nil {
+				n.log.Error("hand leadership over from a halted ledger", "error", err)
+			}
+			return
+		}
 		var err error
-		if err = n.raft.Barrier(n.cfg.Timings.ApplyTimeout).Error(); err == nil {
+		if err = n.raft.Barrier(n.cfg.Timings.ApplyTimeout).Error(); err == nil && n.fsm.Halted() != nil {
+			continue
+		}
+		if err == nil {
+			// The epoch is of the group ledger version; LedgerVersion
+			// is the newest this build applies, as before version 3.
 			epoch := &ledger.LeaderEpoch{
-				Meta:          ledger.Meta{V: ledger.Version, Term: term, At: since.UTC(), By: n.cfg.ID},
+				Meta:          ledger.Meta{V: n.groupVersion(), Term: term, At: since.UTC(), By: n.cfg.ID},
 				LedgerVersion: ledger.Version,
 			}
 			if index, err = n.Apply(ctx, epoch); err == nil {
@@ -194,8 +213,11 @@ func (n *Node) establish(ctx context.Context, since time.Time) {
 	if err := n.reconcileMembers(ctx); err != nil {
 		n.log.Warn("reconcile raft membership", "error", err)
 	}
+	if err := n.negotiateVersion(ctx, term); err != nil {
+		n.log.Warn("negotiate the group ledger version", "error", err)
+	}
 	l := Leadership{Leader: true, Replica: n.cfg.ID, Term: term, Since: since, EpochIndex: index, Ctx: ctx,
-		lease: n.cfg.Timings.LeaderLeaseTimeout + n.cfg.Timings.LeaseMargin}
+		lease: n.cfg.Timings.LeaderLeaseTimeout + n.cfg.Timings.LeaseMargin, fsm: n.fsm}
 	n.mu.Lock()
 	if ctx.Err() == nil {
 		n.publishLocked(l)
@@ -215,6 +237,9 @@ func (n *Node) establish(ctx context.Context, since time.Time) {
 		}
 		if err := n.reconcileMembers(ctx); err != nil && ctx.Err() == nil {
 			n.log.Warn("reconcile raft membership", "error", err)
+		}
+		if err := n.negotiateVersion(ctx, term); err != nil && ctx.Err() == nil {
+			n.log.Warn("negotiate the group ledger version", "error", err)
 		}
 	}
 }

@@ -67,6 +67,11 @@ type Node struct {
 	peerState map[string]peerContact
 	reconcile chan struct{}
 	closed    bool
+	// versionProbe asks voters for their ledger versions (the leader's
+	// negotiation); voterVersions is what they last said.
+	versionProbe  VersionProbe
+	voterVersions map[string]int
+	haltCh        chan ledger.Halt
 }
 
 // Open starts a replica: it opens (or creates) the stores in cfg.DataDir,
@@ -200,6 +205,13 @@ func (n *Node) open(reg *prometheus.Registry) error {
 	if err != nil {
 		return err
 	}
+	n.haltCh = make(chan ledger.Halt, 1)
+	n.fsm.OnHalt(func(h ledger.Halt) {
+		select {
+		case n.haltCh <- h:
+		default:
+		}
+	})
 	rc := n.raftConfig(hl)
 	r, err := raft.NewRaft(rc, n.fsm, n.guard, n.guard, snaps, trans)
 	if err != nil {
@@ -239,9 +251,10 @@ func (n *Node) open(reg *prometheus.Registry) error {
 			return fmt.Errorf("register raft metrics: %w", err)
 		}
 	}
-	n.wg.Add(2)
+	n.wg.Add(3)
 	go n.leaderLoop()
 	go n.observeLoop()
+	go n.haltLoop(n.haltCh)
 	return nil
 }
 

@@ -1,12 +1,15 @@
 package cluster
 
 import (
+	"maps"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/fenced-project/fenced/cluster/ledger"
 )
 
 // Status is the Raft section of /status.
@@ -36,7 +39,17 @@ type Status struct {
 	// StorageHandover, when not empty, says that this replica handed its
 	// leadership over because its data directory stayed full, when and
 	// why (the last such handover).
-	StorageHandover   string `json:"storageHandover,omitempty"`
+	StorageHandover string `json:"storageHandover,omitempty"`
+	// LedgerVersions are the ledger versions this build applies ("1..3");
+	// GroupLedgerVersion is the version the group runs (what leaders
+	// write). VoterLedgerVersions, on the leader, is the newest version
+	// each voter advertised.
+	LedgerVersions      string         `json:"ledgerVersions"`
+	GroupLedgerVersion  int            `json:"groupLedgerVersion"`
+	VoterLedgerVersions map[string]int `json:"voterLedgerVersions,omitempty"`
+	// LedgerHalted, when not empty, says this replica met a committed
+	// entry it cannot apply and stopped applying (it is not ready).
+	LedgerHalted      string `json:"ledgerHalted,omitempty"`
 	LastSnapshotIndex uint64 `json:"lastSnapshotIndex"`
 	LastSnapshotTerm  uint64 `json:"lastSnapshotTerm"`
 	// Peers are the members of the Raft configuration plus configured
@@ -101,6 +114,17 @@ func (n *Node) Status() Status {
 		AppliedIndex: n.raft.AppliedIndex(),
 		LastLogIndex: n.raft.LastIndex(),
 		LedgerIndex:  n.fsm.AppliedIndex(),
+
+		LedgerVersions:     strconv.Itoa(ledger.MinVersion) + ".." + strconv.Itoa(ledger.Version),
+		GroupLedgerVersion: n.groupVersion(),
+	}
+	if h := n.fsm.Halted(); h != nil {
+		st.LedgerHalted = h.String()
+	}
+	if n.raft.State() == raft.Leader {
+		n.mu.Lock()
+		st.VoterLedgerVersions = maps.Clone(n.voterVersions)
+		n.mu.Unlock()
 	}
 	st.StorageHandover = n.lastStorageHandover()
 	// While the store holds a write for a full disk, Raft's main loop

@@ -18,6 +18,9 @@ var (
 	ErrConflict = errors.New("conflict")
 	// ErrBadRequest means a field of the request is missing or invalid.
 	ErrBadRequest = errors.New("bad request")
+	// ErrLedgerVersion means the step needs a ledger version the group
+	// does not run yet (a voter runs an older build).
+	ErrLedgerVersion = errors.New("ledger version not run by the group")
 	// errStopped is returned when a test hook stopped the pipeline.
 	errStopped = errors.New("stopped by hook")
 )

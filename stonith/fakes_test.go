@@ -74,7 +74,25 @@ type fakeGroup struct {
 	verifyErr error
 }
 
-func newFakeGroup() *fakeGroup { return &fakeGroup{fsm: ledger.New(), term: 1} }
+// newFakeGroup is a group whose voters all run this build: its ledger
+// holds the group ledger version ledger.Version, as the leader of such a
+// group commits it.
+func newFakeGroup() *fakeGroup {
+	g := newLegacyGroup()
+	g.index++
+	buf, err := ledger.Encode(&ledger.SetLedgerVersion{Meta: g.meta(), LedgerVersion: ledger.Version})
+	if err != nil {
+		panic(err)
+	}
+	if res := g.fsm.Apply(&raft.Log{Index: g.index, Term: g.term, Type: raft.LogCommand, Data: buf}); res != nil {
+		panic(res)
+	}
+	return g
+}
+
+// newLegacyGroup is a group that never committed a ledger version (a voter
+// runs a build from before version 3): it runs ledger.LegacyVersion.
+func newLegacyGroup() *fakeGroup { return &fakeGroup{fsm: ledger.New(), term: 1} }
 
 // fakeLead is one leadership of a fakeGroup.
 type fakeLead struct {

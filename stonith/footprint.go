@@ -76,6 +76,15 @@ func (c *Controller) refence(ctx context.Context, l Leadership, cl *clusterRunti
 	}
 	when := map[ledger.FenceState]string{ledger.StateFenced: "before the taint", ledger.StateTainted: "before the eviction",
 		ledger.StateEvicted: "after the eviction"}[f.State]
+	if g := c.groupVersion(); f.State != ledger.StateFenced && g < ledger.RefenceVersion {
+		// Replicas of builds before the rule refuse this step: hold the
+		// record (no eviction) until every voter applies it.
+		c.log.Error("footprint of a fenced node grew "+when+", but the group runs ledger version "+
+			fmt.Sprint(g)+" and a voter may not take the fence back to fencing: holding it until every replica is upgraded",
+			"cluster", cl.Name, "node", f.Node, "fenceID", f.ID, "state", string(f.State), "volumes", pvNames(add))
+		return false, fmt.Errorf("fence %s of %s/%s: %w: footprint grew %s; taking it back to fencing needs ledger version %d, the group runs %d",
+			f.ID, f.Cluster, f.Node, ErrLedgerVersion, when, ledger.RefenceVersion, g)
+	}
 	c.log.Warn("footprint of a fenced node grew: cutting its new volumes again", "cluster", cl.Name, "node", f.Node,
 		"fenceID", f.ID, "state", string(f.State), "volumes", pvNames(add))
 	if err := c.step(ctx, l, f, ledger.StateFencing, "footprint grew "+when+": "+strings.Join(pvNames(add), ", ")); err != nil {

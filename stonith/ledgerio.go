@@ -76,8 +76,17 @@ func (c *Controller) readNode(cluster, node string) nodeView {
 	return v
 }
 
+// meta composes a command's metadata in the group ledger version: the
+// newest version every voter applies, committed in the ledger.
 func (c *Controller) meta(l Leadership) ledger.Meta {
-	return ledger.Meta{V: ledger.Version, Term: l.Term(), At: c.clk.Now().UTC(), By: c.cfg.ReplicaID}
+	return ledger.Meta{V: c.groupVersion(), Term: l.Term(), At: c.clk.Now().UTC(), By: c.cfg.ReplicaID}
+}
+
+// groupVersion is the group ledger version the ledger holds.
+func (c *Controller) groupVersion() int {
+	v := ledger.LegacyVersion
+	c.cfg.Ledger.Read(func(s *ledger.State) { v = s.GroupVersion() })
+	return v
 }
 
 // commit writes one command through Raft in this leadership's term.

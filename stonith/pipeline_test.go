@@ -766,6 +766,36 @@ func TestEvictedFenceCutsAVolumeAttachedAfterEviction(t *testing.T) {
 		"a refence is not a second fence")
 }
 
+// TestRefenceWaitsForTheGroupLedgerVersion: in a group that does not run
+// ledger version 3 (a voter runs an older build, which refuses the step),
+// a tainted fence whose footprint grew is held, neither evicted nor taken
+// back to fencing, until the group runs version 3.
+func TestRefenceWaitsForTheGroupLedgerVersion(t *testing.T) {
+	var once sync.Once
+	var w *world
+	w = newWorldOn(t, newLegacyGroup(), func(cfg *Config) {
+		cfg.Hook = func(p Point) bool {
+			if p == PointTainted {
+				once.Do(func() {
+					w.kube.setAttached("n1", "pv-a1", "pv-a2", "pv-a3", "pv-late")
+					w.fp.attach("n1", "pv-late", "a1")
+				})
+			}
+			return true
+		}
+	})
+	_, stop := w.lead()
+	defer stop()
+	w.verdict("n1", detector.Failed)
+	w.waitState(ledger.StateTainted)
+	require.Never(t, func() bool {
+		f := w.group.fence("c1", "n1")
+		return f == nil || f.State != ledger.StateTainted
+	}, time.Second, 5*time.Millisecond, "ops %v", w.log.list())
+	assert.False(t, slices.ContainsFunc(w.log.list(), func(op string) bool { return strings.HasPrefix(op, "delete ") }),
+		"no pod deleted while the new volume is uncut: %v", w.log.list())
+}
+
 // WitnessArrays names the arrays holding the node's footprint (the early
 // verdict's array witnesses), and says the footprint cannot be witnessed
 // whole when a volume has a gap, the node's identities were never learned

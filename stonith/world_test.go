@@ -54,7 +54,12 @@ type world struct {
 }
 
 func newWorld(t *testing.T, mutate ...func(cfg *Config)) *world {
-	w := &world{t: t, log: &opLog{}, group: newFakeGroup(), det: &fakeDetector{}, arrays: map[string]*fakeArray{},
+	return newWorldOn(t, newFakeGroup(), mutate...)
+}
+
+// newWorldOn is newWorld on a given group.
+func newWorldOn(t *testing.T, g *fakeGroup, mutate ...func(cfg *Config)) *world {
+	w := &world{t: t, log: &opLog{}, group: g, det: &fakeDetector{}, arrays: map[string]*fakeArray{},
 		reg: prometheus.NewRegistry(), fp: newFakeFootprints()}
 	w.kube = newFakeKube(w.log)
 	w.kube.addNode("n1", "boot-1")

@@ -144,11 +144,6 @@ func guardStep(s *State, f *Fence, c *FenceStep) error {
 		if f.Kind != KindFence {
 			return fmt.Errorf("%s: %w: fence %s is recovering; it cannot fence again", t, ErrBadTransition, f.ID)
 		}
-		if c.From != StateIntent && c.From != StateFailed && c.V < 2 {
-			// Version 2: back to fencing from fenced, tainted or evicted
-			// when the node's footprint grew after the fence read it.
-			return fmt.Errorf("%s: %w: fence %s from %s to %s", t, ErrBadTransition, f.ID, c.From, c.To)
-		}
 		if f.Origin == OriginVerdict && c.Operator == "" && s.Paused(f.Cluster) {
 			return fmt.Errorf("%s: %w: not fencing %s/%s on a verdict", t, ErrPaused, f.Cluster, f.Node)
 		}
@@ -246,7 +241,7 @@ func applyFenceStep(s *State, index uint64, c *FenceStep) error {
 		return fmt.Errorf("%s: %w: fence %s stepped in term %d, this step is of term %d", c.Type(),
 			ErrStaleTerm, f.ID, last.Term, c.Term)
 	}
-	if !Allowed(c.From, c.To) {
+	if !AllowedIn(c.V, c.From, c.To) {
 		return fmt.Errorf("%s: %w: fence %s from %s to %s", c.Type(), ErrBadTransition, f.ID, c.From, c.To)
 	}
 	if err := guardStep(s, f, c); err != nil {

@@ -158,3 +158,14 @@ func applyForgetNode(s *State, index uint64, c *ForgetNode) error {
 		Cluster: c.Cluster})
 	return nil
 }
+
+// applySetLedgerVersion raises the group ledger version (version 3). It
+// never lowers it: entries of the newer version may already be committed.
+func applySetLedgerVersion(s *State, c *SetLedgerVersion) error {
+	if c.LedgerVersion < s.GroupVersion() {
+		return fmt.Errorf("%s: %w: the group runs ledger version %d; it is not lowered to %d", c.Type(),
+			ErrConflict, s.GroupVersion(), c.LedgerVersion)
+	}
+	s.LedgerVersion = c.LedgerVersion
+	return nil
+}

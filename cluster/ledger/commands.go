@@ -27,16 +27,36 @@ const (
 	TypeObserve           MessageType = 8
 	TypeOperatorNote      MessageType = 9
 	TypeForgetNode        MessageType = 10
+	TypeSetLedgerVersion  MessageType = 11
 )
 
-// Version is the highest command body version this ledger understands.
-// Version 2 adds storage footprints: the footprint and replanning of a
-// fence (OpenFence, AmendFence), the restore scope of unfence-intent
-// (FenceStep), the arrays where a node's identity was not found
-// (SetIdentities), and the rule that a footprint fence steps to fenced
-// only once every footprint volume is cut and read back. A version 1
-// command keeps version 1's rules.
-const Version = 2
+// Version is the highest command body version this ledger understands,
+// and every version from MinVersion up to it is applied with its own rules
+// (an entry keeps the rules of the version it was written in):
+//
+//   - 1: the first ledger.
+//   - 2: storage footprints: the footprint and replanning of a fence
+//     (OpenFence, AmendFence), the restore scope of unfence-intent
+//     (FenceStep), the arrays where a node's identity was not found
+//     (SetIdentities), the rule that a footprint fence steps to fenced only
+//     once every footprint volume is cut and read back, and the refence
+//     (back to fencing from fenced, tainted or evicted; see rules).
+//   - 3: the group ledger version (SetLedgerVersion): a leader writes at
+//     most the version every voter applies, and takes a tainted or evicted
+//     record back to fencing only from version 3.
+//
+// Every change to a rule of Apply is a new version: TestRulesLocked fails
+// when transitions.go, validate.go or an apply_*.go file changes while
+// Version stays the same.
+const Version = 3
+
+// MinVersion is the oldest command version this ledger applies.
+const MinVersion = 1
+
+// LegacyVersion is the group ledger version of a group that never committed
+// one (SetLedgerVersion), and the newest version a replica that advertises
+// none is taken to apply: builds before version 3 wrote version 2.
+const LegacyVersion = 2
 
 // MaxCommandSize bounds an encoded command.
 const MaxCommandSize = 512 << 10
@@ -52,6 +72,7 @@ var typeNames = map[MessageType]string{
 	TypeObserve:           "observe",
 	TypeOperatorNote:      "operator-note",
 	TypeForgetNode:        "forget-node",
+	TypeSetLedgerVersion:  "set-ledger-version",
 }
 
 // String names the type for logs.
@@ -77,6 +98,9 @@ type Meta struct {
 }
 
 func (m *Meta) meta() *Meta { return m }
+
+// VersionOf is the body version a command was composed with.
+func VersionOf(c Command) int { return c.meta().V }
 
 // Command is a ledger command. The implementations are the types below.
 type Command interface {
@@ -260,6 +284,18 @@ type ForgetNode struct {
 	Reason   string `json:"reason"`
 }
 
+// SetLedgerVersion raises the group ledger version (version 3): the
+// leader writes it once every voter advertises that it applies
+// LedgerVersion. Its own V is LedgerVersion. The group version never goes
+// down.
+type SetLedgerVersion struct {
+	Meta
+	LedgerVersion int `json:"ledgerVersion"`
+	// Voters are the voters and the newest version each advertised when
+	// the leader decided, for the record.
+	Voters map[string]int `json:"voters,omitempty"`
+}
+
 // Type implementations.
 func (*LeaderEpoch) Type() MessageType       { return TypeLeaderEpoch }
 func (*SetIdentities) Type() MessageType     { return TypeSetIdentities }
@@ -271,6 +307,7 @@ func (*SetPause) Type() MessageType          { return TypeSetPause }
 func (*Observe) Type() MessageType           { return TypeObserve }
 func (*OperatorNote) Type() MessageType      { return TypeOperatorNote }
 func (*ForgetNode) Type() MessageType        { return TypeForgetNode }
+func (*SetLedgerVersion) Type() MessageType  { return TypeSetLedgerVersion }
 
 // newCommand returns an empty command of type t, or nil for an unknown type.
 func newCommand(t MessageType) Command {
@@ -295,6 +332,8 @@ func newCommand(t MessageType) Command {
 		return &OperatorNote{}
 	case TypeForgetNode:
 		return &ForgetNode{}
+	case TypeSetLedgerVersion:
+		return &SetLedgerVersion{}
 	}
 	return nil
 }
@@ -329,6 +368,14 @@ func Decode(buf []byte) (Command, error) {
 	c := newCommand(t)
 	if c == nil {
 		return nil, fmt.Errorf("%w: %d", ErrUnknownType, uint8(t))
+	}
+	// A body of a newer version may not decode into this version's type:
+	// read its version first, so it is reported as what it is.
+	var m struct {
+		V int `json:"v"`
+	}
+	if json.Unmarshal(buf[1:], &m) == nil && m.V > Version {
+		return nil, fmt.Errorf("%w: %s: v %d, this ledger understands up to %d", ErrUnsupportedVersion, t, m.V, Version)
 	}
 	if err := json.Unmarshal(buf[1:], c); err != nil {
 		return nil, fmt.Errorf("%w: decode %s: %w", ErrInvalid, t, err)

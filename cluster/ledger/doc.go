@@ -71,24 +71,30 @@
 // allowed (ErrBadTransition). The refusal is the Apply result of that index,
 // the same on every replica, and the write path returns it to the caller.
 //
-// # Unknown and malformed commands
+// # Unknown and malformed commands, versions
 //
 // A type byte with the IgnorableFlag bit that this version does not know is
-// skipped (counted in State.Skipped). Any other command that this version
-// cannot decode or validate is refused with an error recorded at its index
-// (State.Rejected and State.Rejections) rather than a panic: every replica
-// running this version reaches the same verdict, so the replicas stay
-// identical, and a fuzzed or corrupt entry cannot crash the whole group in a
-// restart loop, which would leave the nodes the group protects unprotected.
-// The cost is the mixed-version case: a newer leader must not write a type or
-// a body version that an older voter would refuse. New command types are
-// therefore introduced with the IgnorableFlag bit, or behind a version gate
-// that the leader checks before writing (the version of every leader is
-// recorded in Leaders).
+// skipped (counted in State.Skipped). A command that does not decode or
+// validate is refused with an error recorded at its index (State.Rejected
+// and State.Rejections) rather than a panic: every replica running this
+// version reaches the same verdict, so the replicas stay identical, and a
+// fuzzed or corrupt entry cannot crash the whole group in a restart loop.
+//
+// An entry of a body version newer than Version, or of an unknown type
+// without the IgnorableFlag bit, is one this build cannot apply while newer
+// replicas do: refusing it would make this ledger differ from the group's.
+// Apply halts instead (FSM.Halted): nothing more is applied, Snapshot
+// refuses, and the replica stops leading and reports not ready until it is
+// upgraded. Leaders avoid it by writing the group ledger version
+// (State.GroupVersion, raised by SetLedgerVersion once every voter applies
+// the new version), and every version's rules stay selectable by the
+// entry's Meta.V (rules in transitions.go; TestRulesLocked).
 //
 // # Snapshots
 //
 // A snapshot is a one-line JSON header ({"format":"fenced-ledger","version":1,
-// ...}) followed by the state as JSON. Restore decodes into a fresh State,
-// checks it, and swaps it in under the lock.
+// ...}, or version 2 with the state's ledgerVersion once the group runs
+// version 3) followed by the state as JSON. Restore refuses a version or a
+// field it does not know, decodes into a fresh State, checks it, and swaps
+// it in under the lock.
 package ledger

@@ -26,6 +26,9 @@ var (
 	// ErrBadTransition means the step is not allowed from the current state,
 	// or its guard does not hold (e.g. fenced without every array verified).
 	ErrBadTransition = errors.New("step not allowed")
+	// ErrHalted means this replica met a committed entry it cannot apply
+	// and applies nothing more (see Halt).
+	ErrHalted = errors.New("ledger halted")
 	// ErrPaused means fencing is paused for the node's cluster or globally.
 	ErrPaused = errors.New("fencing is paused")
 )

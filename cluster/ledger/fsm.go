@@ -14,6 +14,30 @@ import (
 type FSM struct {
 	mu    sync.RWMutex
 	state *State
+	// halt is set by the first entry this build cannot apply; from then on
+	// Apply applies nothing and Snapshot refuses.
+	halt   *Halt
+	onHalt func(Halt)
+}
+
+// Halt describes the first committed entry this build cannot apply: a body
+// version newer than Version, or a type it does not know and may not skip.
+// Every replica that can apply it does, so refusing it here would make this
+// replica's ledger differ from the group's; the replica stops applying
+// instead, and must be upgraded (see docs/operations.md).
+type Halt struct {
+	Index uint64      `json:"index"`
+	Term  uint64      `json:"term"`
+	Type  MessageType `json:"type"`
+	// V is the entry's body version when it could be read (0 otherwise).
+	V     int    `json:"v,omitempty"`
+	Error string `json:"error"`
+}
+
+// String describes the halt for logs and status.
+func (h Halt) String() string {
+	return fmt.Sprintf("ledger halted at index %d (term %d): this build applies ledger versions %d..%d and cannot apply the %s entry: %s",
+		h.Index, h.Term, MinVersion, Version, h.Type, h.Error)
 }
 
 var _ raft.FSM = (*FSM)(nil)
@@ -28,16 +52,65 @@ func FenceID(index uint64) string {
 	return fmt.Sprintf("fence-%d", index)
 }
 
+// OnHalt sets a function called (once, under the ledger's lock: it must not
+// read the ledger) when Apply meets an entry this build cannot apply. Set it
+// before Raft starts.
+func (f *FSM) OnHalt(fn func(Halt)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.onHalt = fn
+}
+
+// Halted returns the entry that stopped this ledger, or nil.
+func (f *FSM) Halted() *Halt {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	if f.halt == nil {
+		return nil
+	}
+	h := *f.halt
+	return &h
+}
+
+// CannotApply reports whether an Apply error means this build cannot apply
+// the entry (a newer version or type), rather than a refusal that every
+// replica makes alike.
+func CannotApply(err error) bool {
+	return errors.Is(err, ErrUnsupportedVersion) || errors.Is(err, ErrUnknownType)
+}
+
 // Apply applies one committed log entry. It returns nil when the command was
 // applied (or skipped as an unknown ignorable type) and an error value when
-// it was refused; a refusal is also recorded in the state.
+// it was refused; a refusal is also recorded in the state. An entry this
+// build cannot apply (CannotApply) halts the ledger: it is not recorded as a
+// refusal, and neither it nor any later entry changes the state.
 func (f *FSM) Apply(l *raft.Log) any {
 	if l.Type != raft.LogCommand {
 		return nil
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.halt != nil {
+		return fmt.Errorf("%w: entry %d not applied: %s", ErrHalted, l.Index, f.halt)
+	}
 	err := applyEntry(f.state, l.Index, l.Term, l.Data)
+	if CannotApply(err) {
+		h := Halt{Index: l.Index, Term: l.Term, Error: err.Error()}
+		if len(l.Data) > 0 {
+			h.Type = MessageType(l.Data[0])
+			var m struct {
+				V int `json:"v"`
+			}
+			if json.Unmarshal(l.Data[1:], &m) == nil {
+				h.V = m.V
+			}
+		}
+		f.halt = &h
+		if f.onHalt != nil {
+			f.onHalt(h)
+		}
+		return fmt.Errorf("%w: %s", ErrHalted, h)
+	}
 	f.state.Index, f.state.Term = l.Index, l.Term
 	if err != nil {
 		f.state.Rejected++
@@ -88,6 +161,8 @@ func applyEntry(s *State, index, term uint64, data []byte) error {
 		return applyOperatorNote(s, index, c)
 	case *ForgetNode:
 		return applyForgetNode(s, index, c)
+	case *SetLedgerVersion:
+		return applySetLedgerVersion(s, c)
 	}
 	return fmt.Errorf("%w: %d has no apply function", ErrUnknownType, uint8(c.Type()))
 }

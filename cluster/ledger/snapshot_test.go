@@ -82,7 +82,12 @@ func TestSnapshotRejectsBadInput(t *testing.T) {
 		{"empty", "", "header"},
 		{"not json", "hello\n{}", "header"},
 		{"other format", `{"format":"x","version":1}` + "\n{}", `format "x"`},
-		{"newer version", `{"format":"fenced-ledger","version":2}` + "\n{}", "version 2"},
+		{"newer version", `{"format":"fenced-ledger","version":3}` + "\n{}", "layout version 3"},
+		{"newer ledger version", `{"format":"fenced-ledger","version":2,"ledgerVersion":4}` + "\n{}", "ledger version 4"},
+		{"version 2 without ledger version", `{"format":"fenced-ledger","version":2}` + "\n{}", "ledger version 0"},
+		{"unknown header field", `{"format":"fenced-ledger","version":1,"compression":"zstd"}` + "\n{}", `unknown field "compression"`},
+		{"unknown state field", lines[0] + "\n" + strings.Replace(lines[1], "{", `{"quotas":{},`, 1), `unknown field "quotas"`},
+		{"trailing data", lines[0] + "\n" + strings.TrimSpace(lines[1]) + "{}", "data after the JSON value"},
 		{"truncated state", lines[0] + "\n" + lines[1][:len(lines[1])/2], "decode ledger snapshot state"},
 		{"index mismatch", `{"format":"fenced-ledger","version":1,"index":9,"term":1}` + "\n" + lines[1], "header says index 9"},
 	}

@@ -41,6 +41,20 @@ type State struct {
 	Rejections []Rejection `json:"rejections,omitempty"`
 	// Skipped counts entries of unknown ignorable types.
 	Skipped uint64 `json:"skipped"`
+	// LedgerVersion is the group ledger version committed by
+	// SetLedgerVersion; 0 when none was (see GroupVersion). Empty in a
+	// state that applied only entries older than version 3, so such a state
+	// encodes as builds before version 3 encode it.
+	LedgerVersion int `json:"ledgerVersion,omitempty"`
+}
+
+// GroupVersion is the ledger version the group runs: the highest a leader
+// may write. LegacyVersion until a SetLedgerVersion was committed.
+func (s *State) GroupVersion() int {
+	if s.LedgerVersion == 0 {
+		return LegacyVersion
+	}
+	return s.LedgerVersion
 }
 
 // NewState returns an empty ledger.

@@ -1,10 +1,43 @@
 package ledger
 
-// allowed lists the steps a fence record may take. A fence goes back to
-// fencing from fenced, tainted or evicted when Kubernetes attached a volume
-// to the node after the fence read its footprint (a refence): the new
-// volume is cut and read back before the next taint or eviction.
-var allowed = map[FenceState][]FenceState{
+// rules lists, by ledger version, the steps a fence record may take. An
+// entry is applied with the rules of its own version (Meta.V), so a
+// committed log applies identically on every build that accepts it; a rule
+// change is a new version with a new table, and the old tables stay.
+//
+//   - 1: the first ledger.
+//   - 2: storage footprints. A fence goes back to fencing from fenced,
+//     tainted or evicted when Kubernetes attached a volume to the node
+//     after the fence read its footprint (a refence). Tainted and evicted
+//     came into version 2 after its first release without a version of
+//     their own: a version 2 entry taking a tainted or evicted record back
+//     to fencing was written only by a build that had the rule, and is
+//     applied as that build applied it (see docs/operations.md, "Ledger
+//     versions").
+//   - 3: the group ledger version (SetLedgerVersion). The steps are those
+//     of version 2, but a leader of this build takes a tainted or evicted
+//     record back to fencing only once the group runs version 3, when every
+//     voter is known to apply the step.
+var rules = map[int]map[FenceState][]FenceState{
+	1: {
+		StateIntent:        {StateFencing, StateAborted},
+		StateFencing:       {StateFenced, StateFailed, StateUnfenceIntent},
+		StateFenced:        {StateTainted, StateUnfenceIntent},
+		StateTainted:       {StateEvicted, StateUnfenceIntent},
+		StateEvicted:       {StateUnfenceIntent},
+		StateUnfenceIntent: {StateRestored, StateFailed},
+		StateRestored:      {StateUntainted},
+		StateUntainted:     {StateClosed},
+		StateFailed:        {StateFencing, StateUnfenceIntent, StateClosed},
+		StateClosed:        nil,
+		StateAborted:       nil,
+	},
+	2: refenceRules,
+	3: refenceRules,
+}
+
+// refenceRules are the steps of versions 2 and 3.
+var refenceRules = map[FenceState][]FenceState{
 	StateIntent:        {StateFencing, StateAborted},
 	StateFencing:       {StateFenced, StateFailed, StateUnfenceIntent},
 	StateFenced:        {StateTainted, StateUnfenceIntent, StateFencing},
@@ -18,6 +51,10 @@ var allowed = map[FenceState][]FenceState{
 	StateAborted:       nil,
 }
 
+// RefenceVersion is the group ledger version from which a leader takes a
+// tainted or evicted record back to fencing (see rules).
+const RefenceVersion = 3
+
 // opState is the state a fence record must be in to record an array op.
 var opState = map[ArrayOp]FenceState{
 	OpApply:         StateFencing,
@@ -26,11 +63,18 @@ var opState = map[ArrayOp]FenceState{
 	OpVerifyRestore: StateUnfenceIntent,
 }
 
-// Allowed reports whether a fence record may step from one state to another.
-// Guards that depend on the record (every array verified, pause flags,
-// operator-only steps) are checked by Apply on top of this.
+// Allowed reports whether a fence record may step from one state to another
+// under this build's newest rules (Version). Guards that depend on the
+// record (every array verified, pause flags, operator-only steps) are
+// checked by Apply on top of this.
 func Allowed(from, to FenceState) bool {
-	for _, s := range allowed[from] {
+	return AllowedIn(Version, from, to)
+}
+
+// AllowedIn reports whether a fence record may step from one state to
+// another under the rules of ledger version v.
+func AllowedIn(v int, from, to FenceState) bool {
+	for _, s := range rules[v][from] {
 		if s == to {
 			return true
 		}
@@ -50,6 +94,6 @@ func Fenced(s FenceState) bool {
 }
 
 func knownState(s FenceState) bool {
-	_, ok := allowed[s]
+	_, ok := rules[Version][s]
 	return ok
 }

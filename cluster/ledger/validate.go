@@ -386,3 +386,26 @@ func (c *ForgetNode) Validate() error {
 		checkName(t, "node", c.Node, true), checkOperator(t, "operator", c.Operator, false),
 		checkText(t, "reason", c.Reason, true))
 }
+
+// Validate implements Command.
+func (c *SetLedgerVersion) Validate() error {
+	t := c.Type()
+	if err := c.check(t); err != nil {
+		return err
+	}
+	if c.V < 3 {
+		return invalid(t, "needs v 3, got v %d", c.V)
+	}
+	if c.LedgerVersion != c.V {
+		return invalid(t, "ledgerVersion %d differs from v %d", c.LedgerVersion, c.V)
+	}
+	for _, id := range slices.Sorted(maps.Keys(c.Voters)) {
+		if err := checkName(t, "voters key", id, true); err != nil {
+			return err
+		}
+		if c.Voters[id] < c.LedgerVersion {
+			return invalid(t, "voter %s applies up to version %d, below %d", id, c.Voters[id], c.LedgerVersion)
+		}
+	}
+	return nil
+}

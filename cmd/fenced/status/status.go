@@ -55,10 +55,19 @@ type Raft struct {
 	// CommitIndex, AppliedIndex and LastLogIndex are log positions.
 	// StorageFull, when not empty, says that the data directory is full
 	// and Raft's writes are held until space is freed.
-	StorageFull  string `json:"storageFull,omitempty"`
-	CommitIndex  uint64 `json:"commitIndex"`
-	AppliedIndex uint64 `json:"appliedIndex"`
-	LastLogIndex uint64 `json:"lastLogIndex"`
+	StorageFull string `json:"storageFull,omitempty"`
+	// LedgerVersions are the ledger versions this build applies;
+	// GroupLedgerVersion is the one the group runs (leaders write it);
+	// VoterLedgerVersions, on the leader, the newest each voter applies.
+	// LedgerHalted, when not empty, says the ledger met an entry this
+	// build cannot apply and stopped: upgrade this replica.
+	LedgerVersions      string         `json:"ledgerVersions,omitempty"`
+	GroupLedgerVersion  int            `json:"groupLedgerVersion,omitempty"`
+	VoterLedgerVersions map[string]int `json:"voterLedgerVersions,omitempty"`
+	LedgerHalted        string         `json:"ledgerHalted,omitempty"`
+	CommitIndex         uint64         `json:"commitIndex"`
+	AppliedIndex        uint64         `json:"appliedIndex"`
+	LastLogIndex        uint64         `json:"lastLogIndex"`
 	// Members is the group's configuration.
 	Members []RaftMember `json:"members,omitempty"`
 	// FencingPaused is the replicated pause flag (`fenced pause`); Pause

@@ -2,7 +2,9 @@ package replica
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"time"
 
@@ -97,6 +99,16 @@ func wireRaft(d *daemon.Daemon, users *stopOrder) (*cluster.Node, error) {
 		return nil
 	})
 	d.AddReadinessCheck("raft-storage", func(context.Context) error { return node.StorageFull() })
+	d.AddReadinessCheck("ledger", func(context.Context) error {
+		if h := node.Ledger().Halted(); h != nil {
+			return fmt.Errorf("%w: %s", ledger.ErrHalted, h)
+		}
+		return nil
+	})
+	if err := wireLedgerVersions(d, node); err != nil {
+		node.Close()
+		return nil, err
+	}
 	d.AddStatusProvider(func(_ context.Context, st *status.Status) {
 		st.Raft = raftStatus(node)
 	})
@@ -122,6 +134,11 @@ func raftStatus(node *cluster.Node) *status.Raft {
 		AppliedIndex: s.AppliedIndex,
 		LastLogIndex: s.LastLogIndex,
 		StorageFull:  s.StorageFull,
+
+		LedgerVersions:      s.LedgerVersions,
+		GroupLedgerVersion:  s.GroupLedgerVersion,
+		VoterLedgerVersions: s.VoterLedgerVersions,
+		LedgerHalted:        s.LedgerHalted,
 	}
 	if s.Leader != nil {
 		r.LeaderID, r.LeaderAddress = s.Leader.ID, s.Leader.RaftAddr
@@ -150,4 +167,51 @@ func title(s string) string {
 		return s
 	}
 	return strings.ToUpper(s[:1]) + s[1:]
+}
+
+// wireLedgerVersions serves this replica's ledger versions to the leader
+// (a replica's certificate, or the API token from loopback without TLS)
+// and lets the leader ask the voters for theirs.
+func wireLedgerVersions(d *daemon.Daemon, node *cluster.Node) error {
+	cfg := d.Config()
+	d.Handle(http.MethodGet+" "+cluster.LedgerVersionsPath, vantageAuth(d.Authenticator(), node.LedgerVersionsHandler()))
+	if len(cfg.Peers) == 0 {
+		node.SetVersionProbe(func(context.Context, cluster.Peer) (cluster.LedgerVersions, error) {
+			return cluster.LedgerVersions{}, errors.New("no peers configured")
+		})
+		return nil
+	}
+	client, err := forwardClient(cfg, d.CredentialsDir())
+	if err != nil {
+		return fmt.Errorf("client for the voters' ledger versions: %w", err)
+	}
+	if cfg.HTTP.TokenFile != "" {
+		p, err := configs.ResolveFile(cfg.HTTP.TokenFile, d.CredentialsDir())
+		if err != nil {
+			return fmt.Errorf("http.tokenFile: %w", err)
+		}
+		tok, err := configs.ReadSecretFile(p)
+		if err != nil {
+			return fmt.Errorf("http.tokenFile: %w", err)
+		}
+		client.Transport = bearer{token: tok, next: client.Transport}
+	}
+	node.SetVersionProbe(cluster.HTTPVersionProbe(client))
+	return nil
+}
+
+// bearer adds the API token to requests sent without a client
+// certificate's TLS (http:// peers on loopback).
+type bearer struct {
+	token string
+	next  http.RoundTripper
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.URL.Scheme != "http" {
+		return b.next.RoundTrip(r)
+	}
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.next.RoundTrip(r)
 }
