@@ -348,3 +348,14 @@ func Regressions(f *ledger.Fence) (int, string) {
 	}
 	return n, last
 }
+
+// rebooted reports whether the node's boot ID, as the ledger last learned
+// it, differs from the one the fence recorded: the node has rebooted, so
+// nothing that ran on it before the fence still runs (fenced's NoSchedule
+// taint keeps new pods away until the unfence). Its CSI node plugin then
+// registers it on the arrays again (csi-powerstore creates a host for a
+// node back with a new IP), which the unfence reconciles; the held checks
+// stop instead of cutting that registration.
+func rebooted(f *ledger.Fence, v nodeView) bool {
+	return f.BootID != "" && v.BootID != "" && v.BootID != f.BootID
+}

@@ -31,7 +31,7 @@ func (c *Controller) reconcile(ctx context.Context, l Leadership, cl *clusterRun
 		c.block(cl.Name, node, f.ID, fmt.Sprintf("dry-run: fence %s is held in %s; nothing is written", f.ID, f.State), nil)
 		return waitFor(c.cfg.Resync), nil
 	}
-	if !heldState(f.State) {
+	if !heldState(f.State) || rebooted(f, v) {
 		c.forgetHeld(f.ID)
 		return c.stepOpen(ctx, l, cl, f, v)
 	}
