@@ -159,6 +159,17 @@ func (c *Controller) holdFence(ctx context.Context, l Leadership, cl *clusterRun
 	if due := c.heldDue(cl, f); due > 0 {
 		return false, due, nil
 	}
+	if f.BootID != "" {
+		// A node the API server shows rebooted is left to the unfence
+		// (see rebooted); an error reading it keeps the checks going.
+		kctx, cancel := context.WithTimeout(ctx, c.cfg.KubeTimeout)
+		n, err := cl.Kube.GetNode(kctx, f.Node)
+		cancel()
+		if err == nil && n.Status.NodeInfo.BootID != "" && n.Status.NodeInfo.BootID != f.BootID {
+			c.forgetHeld(f.ID)
+			return false, cl.HeldPeriod, nil
+		}
+	}
 	now := c.clk.Now()
 	c.mu.Lock()
 	e := c.held[f.ID]
