@@ -53,7 +53,12 @@ func TestAttacherReconcileRepublishes(t *testing.T) {
 
 	cp.SetAttacherReconcileSync(200 * time.Millisecond)
 	_, err = cp.CreateStatefulSet(ctx, testbed.StatefulSetSpec{Namespace: "app", Name: "db", NFS: true,
-		Driver: testbed.DriverPowerStore, NodeSelector: map[string]string{"kubernetes.io/hostname": "worker-1"}})
+		Driver: testbed.DriverPowerStore, NodeSelector: map[string]string{"kubernetes.io/hostname": "worker-1"},
+		// The pod stays through the out-of-service taint below: evicted, the
+		// attach-detach controller would force-detach the volume (taking
+		// the re-published IP away again) before the test could look.
+		Tolerations: []corev1.Toleration{{Key: "node.kubernetes.io/out-of-service", Operator: corev1.TolerationOpExists,
+			Effect: corev1.TaintEffectNoExecute}}})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
 		vas, err := cp.VolumeAttachmentsOfNode(ctx, "worker-1")
