@@ -56,6 +56,9 @@ type Raft struct {
 	// StorageFull, when not empty, says that the data directory is full
 	// and Raft's writes are held until space is freed.
 	StorageFull string `json:"storageFull,omitempty"`
+	// StorageHandover, when not empty, says when and why this replica last
+	// handed its leadership over because its data directory stayed full.
+	StorageHandover string `json:"storageHandover,omitempty"`
 	// LedgerVersions are the ledger versions this build applies;
 	// GroupLedgerVersion is the one the group runs (leaders write it);
 	// VoterLedgerVersions, on the leader, the newest each voter applies.

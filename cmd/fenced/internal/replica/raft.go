@@ -127,13 +127,14 @@ func wireRaft(d *daemon.Daemon, users *stopOrder) (*cluster.Node, error) {
 func raftStatus(node *cluster.Node) *status.Raft {
 	s := node.Status()
 	r := &status.Raft{
-		State:        title(s.State),
-		Term:         s.Term,
-		LastContact:  s.LastContact,
-		CommitIndex:  s.CommitIndex,
-		AppliedIndex: s.AppliedIndex,
-		LastLogIndex: s.LastLogIndex,
-		StorageFull:  s.StorageFull,
+		State:           title(s.State),
+		Term:            s.Term,
+		LastContact:     s.LastContact,
+		CommitIndex:     s.CommitIndex,
+		AppliedIndex:    s.AppliedIndex,
+		LastLogIndex:    s.LastLogIndex,
+		StorageFull:     s.StorageFull,
+		StorageHandover: s.StorageHandover,
 
 		LedgerVersions:      s.LedgerVersions,
 		GroupLedgerVersion:  s.GroupLedgerVersion,
