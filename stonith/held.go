@@ -301,6 +301,15 @@ func (c *Controller) regress(ctx context.Context, l Leadership, cl *clusterRunti
 			"it is cut again when fencing resumes, and the fence takes no further step until then", f.ID, what), arrays)
 		return nil
 	}
+	if g := c.groupVersion(); f.State != ledger.StateFenced && g < ledger.RefenceVersion {
+		// Replicas of builds before the rule refuse the step back to
+		// fencing from tainted or evicted: reported and held until every
+		// voter applies it, as for a grown footprint (refence).
+		c.block(cl.Name, f.Node, f.ID, fmt.Sprintf("%v: fence %s found the node's access again (%s); taking it back to "+
+			"fencing needs ledger version %d and the group runs %d: it is cut again once every replica is upgraded, and the "+
+			"fence takes no further step until then", ErrLedgerVersion, f.ID, what, ledger.RefenceVersion, g), arrays)
+		return nil
+	}
 	if err := c.step(ctx, l, f, ledger.StateFencing, note); err != nil {
 		return err
 	}
@@ -339,12 +348,23 @@ func regressionStale(f *ledger.Fence) []string {
 	var out []string
 	for _, p := range f.Plans {
 		r := f.Results[p.Array]
-		if r != nil && r.Verified && !r.LastAt.After(back.At) {
+		if r != nil && r.Verified && !recordedAfter(r, back) {
 			out = append(out, p.Array)
 		}
 	}
 	sort.Strings(out)
 	return out
+}
+
+// recordedAfter says whether an array's last recorded operation was
+// written after a step. Terms order them whatever the leaders' clocks say
+// (a log's terms never decrease with its index); within one term the same
+// leader wrote both, so its own clock orders them.
+func recordedAfter(r *ledger.ArrayResult, s *ledger.Step) bool {
+	if r.LastTerm != s.Term {
+		return r.LastTerm > s.Term
+	}
+	return r.LastAt.After(s.At)
 }
 
 // Regressions counts a fence's steps back to fencing on a held read-back,

@@ -160,6 +160,32 @@ func TestHeldRegressionWhilePausedTakesNoStep(t *testing.T) {
 	assert.Equal(t, 1, w.kube.eventReasons()["FenceRegressed"], "the same regression is not reported twice")
 }
 
+// TestHeldRegressionWaitsForTheGroupLedgerVersion: in a group that does
+// not run ledger version 3 (a voter's older build refuses the step back to
+// fencing from evicted), a regression is reported and the fence held where
+// it is, saying why, until the group runs version 3; then it is cut.
+func TestHeldRegressionWaitsForTheGroupLedgerVersion(t *testing.T) {
+	w := newWorldOn(t, newLegacyGroup(), heldPeriod(20*time.Millisecond))
+	_, stop := w.lead()
+	defer stop()
+	w.verdict("n1", detector.Failed)
+	w.waitState(ledger.StateEvicted)
+
+	w.regrant("a1")
+	require.Eventually(t, func() bool {
+		st := w.ctrl.Status()
+		return len(st.Fences) == 1 && strings.Contains(st.Fences[0].Blocked, "needs ledger version 3 and the group runs 2")
+	}, 10*time.Second, 2*time.Millisecond)
+	w.waitHeldChecks(3)
+	assert.Equal(t, 1, w.kube.eventReasons()["FenceRegressed"], "reported once")
+	f := w.group.fence("c1", "n1")
+	assert.Equal(t, ledger.StateEvicted, f.State, "no step the older voters would refuse")
+
+	w.group.must(t, &ledger.SetLedgerVersion{Meta: w.group.meta(), LedgerVersion: ledger.Version})
+	w.waitRegressions(1)
+	assert.False(t, w.arrays["a1"].hasAccess("n1"), "cut once the group runs version 3")
+}
+
 // TestHeldReadFailureIsNoRegression: a held read-back that fails proves
 // nothing: the fence stays where it is and the next period reads again.
 func TestHeldReadFailureIsNoRegression(t *testing.T) {
@@ -198,6 +224,14 @@ func TestRegressionStaleRedrivesVerifiedArrays(t *testing.T) {
 			{From: ledger.StateEvicted, To: ledger.StateFencing, At: at, Note: RegressionNote + " (was evicted): a1: v1"}},
 	}
 	assert.Equal(t, []string{"a1"}, regressionStale(f), "a1 was verified before the step; a2 after; a3 is driven anyway")
+
+	// A later leader whose clock is behind: its read-back of a1 comes
+	// after the step (a later term) though its time is earlier; a2's,
+	// recorded by an earlier leader with a clock ahead, came before.
+	f.Steps[1].Term = 5
+	f.Results["a1"].LastTerm, f.Results["a1"].LastAt = 6, at.Add(-time.Hour)
+	f.Results["a2"].LastTerm, f.Results["a2"].LastAt = 4, at.Add(time.Hour)
+	assert.Equal(t, []string{"a2"}, regressionStale(f), "terms order the records, not the leaders' clocks")
 	f.Steps[1].Note = "footprint grew after the eviction: pv-late"
 	assert.Empty(t, regressionStale(f))
 }
