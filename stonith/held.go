@@ -111,6 +111,12 @@ func (c *Controller) AttachmentChanged(cluster, pv string) {
 	if pv == "" || c.clusters[cluster] == nil {
 		return
 	}
+	c.mu.Lock()
+	leading := c.queue != nil
+	c.mu.Unlock()
+	if !leading { // a follower's informers see every change: no ledger scan for them
+		return
+	}
 	var nodes []string
 	var ids []string
 	c.cfg.Ledger.Read(func(s *ledger.State) {
