@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/fenced-project/fenced/arrayclients"
 	"github.com/fenced-project/fenced/cluster/ledger"
@@ -128,6 +129,30 @@ func TestAttachmentChangeChecksAHeldFenceAtOnce(t *testing.T) {
 	w.ctrl.AttachmentChanged("c1", "pv-a3")
 	w.waitRegressions(1)
 	assert.False(t, w.arrays["a3"].hasAccess("n1"))
+}
+
+// TestHeldChecksContinueForANodeBackWithoutReboot: a node that comes back
+// healthy with the boot ID of the fence (a partition healed, no reboot)
+// may still run what it ran before: its fence stays held, and access
+// regained is cut again. Only a reboot ends the held checks.
+func TestHeldChecksContinueForANodeBackWithoutReboot(t *testing.T) {
+	w := newWorld(t, heldPeriod(20*time.Millisecond))
+	_, stop := w.lead()
+	defer stop()
+	w.verdict("n1", detector.Failed)
+	w.waitState(ledger.StateEvicted)
+	f := w.group.fence("c1", "n1")
+	require.NotEmpty(t, f.BootID)
+	w.kube.setNode("n1", func(n *corev1.Node) {
+		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
+	})
+	w.verdict("n1", detector.Healthy)
+	w.waitHeldChecks(3)
+
+	applies := w.regrant("a1")
+	w.waitRegressions(1)
+	assert.False(t, w.arrays["a1"].hasAccess("n1"), "cut again: the node never rebooted")
+	assert.Greater(t, w.log.count("apply a1 n1"), applies)
 }
 
 // TestHeldRegressionWhilePausedTakesNoStep: while fencing is paused the
