@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -26,12 +27,21 @@ type DataDirError struct {
 	Problem string
 	// Err is the underlying error, if any.
 	Err error
+	// InUse marks a data directory another process holds: nothing is
+	// wrong with it, and the way out is to stop that process, never to
+	// recover the store.
+	InUse bool
 }
 
 func (e *DataDirError) Error() string {
 	msg := fmt.Sprintf("raft store %s %s", e.Path, e.Problem)
 	if e.Err != nil {
 		msg += ": " + e.Err.Error()
+	}
+	if e.InUse {
+		return msg + "; refusing to start. Another fenced is running on this data directory: stop it first " +
+			"(systemctl stop fenced), or give this replica its own replica.dataDir. Do not move the store aside " +
+			"or recover it: it is in use and intact"
 	}
 	return msg + "; refusing to start, which could lose the fencing ledger. " +
 		"If the other replicas run, move the store aside and copy the ledger from them with " +
@@ -138,18 +148,41 @@ func lockDataDir(dir string, wait time.Duration) (*os.File, error) {
 	for {
 		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
 		if err == nil {
+			// Who holds it, for the refusal of the next opener; the lock
+			// is the flock, the content only a hint.
+			if f.Truncate(0) == nil {
+				_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+			}
 			return f, nil
 		}
 		if !errors.Is(err, syscall.EWOULDBLOCK) || time.Now().After(deadline) {
-			f.Close()
-			problem := "cannot be locked"
+			defer f.Close()
 			if errors.Is(err, syscall.EWOULDBLOCK) {
-				problem = "is locked by another process (is another fenced running on this data directory?)"
+				return nil, &DataDirError{Path: path, Problem: "is locked by " + lockHolder(f), InUse: true}
 			}
-			return nil, &DataDirError{Path: path, Problem: problem, Err: err}
+			return nil, &DataDirError{Path: path, Problem: "cannot be locked", Err: err}
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// lockHolder names the process holding a data directory's lock from the
+// process ID it wrote there, with its command line where /proc shows it.
+func lockHolder(f *os.File) string {
+	buf := make([]byte, 32)
+	n, _ := f.ReadAt(buf, 0)
+	pid, err := strconv.Atoi(strings.TrimSpace(string(buf[:n])))
+	if err != nil || pid <= 0 {
+		return "another process"
+	}
+	cmd, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline"))
+	if err != nil || len(cmd) == 0 {
+		return fmt.Sprintf("process %d", pid)
+	}
+	if len(cmd) > 200 {
+		cmd = cmd[:200]
+	}
+	return fmt.Sprintf("process %d (%s)", pid, strings.TrimSpace(strings.ReplaceAll(string(cmd), "\x00", " ")))
 }
 
 // dataDirState is what prepareDataDir found before the store is opened.

@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -65,6 +66,24 @@ func refused(t *testing.T, dir, problem string) *DataDirError {
 	assert.Contains(t, de.Problem, problem)
 	assert.Contains(t, err.Error(), "fenced datadir recover --rejoin", "the refusal names the way out")
 	return de
+}
+
+// inUse opens the data directory dir of a running replica and checks the
+// refusal names the process and tells to stop it, not to recover a store
+// that is intact.
+func inUse(t *testing.T, dir string) {
+	t.Helper()
+	n, err := Open(devConfig(dir), newTestLogger(t), nil)
+	if n != nil {
+		n.Close()
+	}
+	require.ErrorIs(t, err, ErrDataDir)
+	var de *DataDirError
+	require.ErrorAs(t, err, &de)
+	assert.True(t, de.InUse)
+	assert.Contains(t, de.Problem, fmt.Sprintf("is locked by process %d", os.Getpid()), "the holder is named")
+	assert.Contains(t, err.Error(), "stop it first")
+	assert.NotContains(t, err.Error(), "datadir recover", "a store in use is never to be recovered")
 }
 
 func storePath(dir string) string { return filepath.Join(dir, "raft", storeFile) }
@@ -233,7 +252,7 @@ func TestSecondProcessOnTheDataDirIsRefused(t *testing.T) {
 	n, err := Open(devConfig(dir), newTestLogger(t), nil)
 	require.NoError(t, err)
 	defer n.Close()
-	_ = refused(t, dir, "locked by another process")
+	inUse(t, dir)
 }
 
 // A replica holds its data directory's lock from before it looks at the
@@ -252,7 +271,7 @@ func TestSecondOpenerCannotRemoveALiveReplicasEmptyStore(t *testing.T) {
 	before, err := os.Stat(storePath(dir))
 	require.NoError(t, err)
 
-	_ = refused(t, dir, "locked by another process")
+	inUse(t, dir)
 	after, err := os.Stat(storePath(dir))
 	require.NoError(t, err, "the live replica's store was removed")
 	assert.True(t, os.SameFile(before, after), "the live replica's store was replaced")

@@ -133,11 +133,10 @@ func (n *Node) open(reg *prometheus.Registry) error {
 	// refused instead of waiting for BoltDB's file lock forever.
 	bolt, err := raftboltdb.New(raftboltdb.Options{Path: path, BoltOptions: &bbolt.Options{Timeout: storeLockWait}})
 	if err != nil {
-		problem := "cannot be opened"
 		if errors.Is(err, bbolterrors.ErrTimeout) {
-			problem = "is locked by another process (is another fenced running on this data directory?)"
+			return &DataDirError{Path: path, Problem: "is locked by another process", Err: err, InUse: true}
 		}
-		return &DataDirError{Path: path, Problem: problem, Err: err}
+		return &DataDirError{Path: path, Problem: "cannot be opened", Err: err}
 	}
 	n.store = bolt
 	if err := checkStoredLog(bolt); err != nil {
