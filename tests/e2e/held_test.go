@@ -226,23 +226,8 @@ func TestFenceHeldAgainstRegrant(t *testing.T) {
 	require.True(t, regranted, "the publish did not list %s on the PowerFlex export: the scenario did not happen", victimIP)
 
 	// fenced finds it, cuts it again and reads it back.
-	var back status.Fence
-	h.wait(waitRecovery, "the regained access cut and read back", func() (bool, string) {
-		if slices.Contains(exportedTo(t, h, vf), victimFlexID) || slices.Contains(exportedTo(t, h, vs), victimStoreID) {
-			return false, "the victim is still listed on an export"
-		}
-		fences, err := h.Fences(h.ctx)
-		if err != nil {
-			return false, err.Error()
-		}
-		for _, f := range fences {
-			if f.ID == fence.ID {
-				back = f
-				return f.Regressions >= 1 && f.Phase == "evicted" && strings.Contains(f.LastRegression, flexArray),
-					fmt.Sprintf("phase %s, %d regressions, last %q", f.Phase, f.Regressions, f.LastRegression)
-			}
-		}
-		return false, "fence " + fence.ID + " not listed"
+	back := waitRegressionCut(h, fence.ID, flexArray, func() bool {
+		return slices.Contains(exportedTo(t, h, vf), victimFlexID) || slices.Contains(exportedTo(t, h, vs), victimStoreID)
 	})
 	requireVerified(t, h, back)
 	t.Logf("fence %s: %d regressions, last %q", back.ID, back.Regressions, back.LastRegression)
@@ -252,24 +237,10 @@ func TestFenceHeldAgainstRegrant(t *testing.T) {
 	leader := h.WaitLeader(waitLeader)
 	metrics := scrapeMetrics(t, h.Replicas[leader].client, h.Replicas[leader].HTTPURL)
 	total := metricSum(metrics, "fenced_fence_regressions_total", `cluster="`+ClusterName+`"`)
-	assert.GreaterOrEqual(t, metricSum(metrics, "fenced_fence_regressions_total", `cluster="`+ClusterName+`"`,
-		`array="`+flexArray+`"`, `reason="volume-access"`), 1.0, "fenced_fence_regressions_total:\n%s", metrics)
 	// A regression is counted once per array it was found on; one found
 	// again unchanged while still being cut is not counted again.
 	assert.LessOrEqual(t, total, float64(back.Regressions*len(h.Arrays)), "more regressions counted than /status shows")
-	h.wait(waitFence, "a FenceRegressed Event on "+victim+" naming "+flexArray, func() (bool, string) {
-		evs, err := h.CP.Client.CoreV1().Events("").List(h.ctx, metav1.ListOptions{FieldSelector: "reason=FenceRegressed"})
-		if err != nil {
-			return false, err.Error()
-		}
-		for _, e := range evs.Items {
-			if e.InvolvedObject.Name == victim && e.Type == "Warning" && strings.Contains(e.Message, back.ID) &&
-				strings.Contains(e.Message, flexArray) {
-				return true, ""
-			}
-		}
-		return false, fmt.Sprintf("%d events", len(evs.Items))
-	})
+	requireRegressionReported(t, h, metrics, victim, back.ID, flexArray)
 
 	// The cut holds: further reconcile passes leave the victim off both
 	// exports, and the pods' new nodes on them.
@@ -332,24 +303,7 @@ func TestFenceHeldAgainstRepublish(t *testing.T) {
 	require.NoError(t, store.ControllerPublish(h.ctx, v.Handle, victimID, true))
 	require.Contains(t, exportedTo(t, h, v), victimID, "the publish did not give the victim access: the scenario did not happen")
 
-	var back status.Fence
-	h.wait(waitRecovery, "the regained access cut and read back", func() (bool, string) {
-		if slices.Contains(exportedTo(t, h, v), victimID) {
-			return false, "the victim is still listed on the export"
-		}
-		fences, err := h.Fences(h.ctx)
-		if err != nil {
-			return false, err.Error()
-		}
-		for _, f := range fences {
-			if f.ID == fence.ID {
-				back = f
-				return f.Regressions >= 1 && f.Phase == "evicted" && strings.Contains(f.LastRegression, storeArray),
-					fmt.Sprintf("phase %s, %d regressions, last %q", f.Phase, f.Regressions, f.LastRegression)
-			}
-		}
-		return false, "fence " + fence.ID + " not listed"
-	})
+	back := waitRegressionCut(h, fence.ID, storeArray, func() bool { return slices.Contains(exportedTo(t, h, v), victimID) })
 	requireVerified(t, h, back)
 	t.Logf("fence %s: %d regressions %s after the republish, last %q", back.ID, back.Regressions,
 		time.Since(republished).Round(time.Millisecond), back.LastRegression)
@@ -358,21 +312,55 @@ func TestFenceHeldAgainstRepublish(t *testing.T) {
 
 	leader := h.WaitLeader(waitLeader)
 	metrics := scrapeMetrics(t, h.Replicas[leader].client, h.Replicas[leader].HTTPURL)
+	requireRegressionReported(t, h, metrics, victim, back.ID, storeArray)
+	rep := h.Check()
+	require.Positive(t, rep.Checked[invariants.RuleHeld])
+}
+
+// waitRegressionCut waits until a held check found the fence's node's
+// access again on array, cut it and read it back: stillListed says the
+// node is still on an array's export, the fence is evicted again with a
+// regression naming the array.
+func waitRegressionCut(h *Harness, fenceID, array string, stillListed func() bool) status.Fence {
+	var back status.Fence
+	h.wait(waitRecovery, "the regained access cut and read back", func() (bool, string) {
+		if stillListed() {
+			return false, "the victim is still listed on an export"
+		}
+		fences, err := h.Fences(h.ctx)
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, f := range fences {
+			if f.ID == fenceID {
+				back = f
+				return f.Regressions >= 1 && f.Phase == "evicted" && strings.Contains(f.LastRegression, array),
+					fmt.Sprintf("phase %s, %d regressions, last %q", f.Phase, f.Regressions, f.LastRegression)
+			}
+		}
+		return false, "fence " + fenceID + " not listed"
+	})
+	return back
+}
+
+// requireRegressionReported checks that the metric and an Event agree with
+// /status on a regression of the fence on array: counted in
+// fenced_fence_regressions_total (volume access) and a Warning
+// FenceRegressed Event on the victim naming the fence and the array.
+func requireRegressionReported(t *testing.T, h *Harness, metrics, victim, fenceID, array string) {
 	assert.GreaterOrEqual(t, metricSum(metrics, "fenced_fence_regressions_total", `cluster="`+ClusterName+`"`,
-		`array="`+storeArray+`"`, `reason="volume-access"`), 1.0, "fenced_fence_regressions_total:\n%s", metrics)
-	h.wait(waitFence, "a FenceRegressed Event on "+victim+" naming "+storeArray, func() (bool, string) {
+		`array="`+array+`"`, `reason="volume-access"`), 1.0, "fenced_fence_regressions_total:\n%s", metrics)
+	h.wait(waitFence, "a FenceRegressed Event on "+victim+" naming "+array, func() (bool, string) {
 		evs, err := h.CP.Client.CoreV1().Events("").List(h.ctx, metav1.ListOptions{FieldSelector: "reason=FenceRegressed"})
 		if err != nil {
 			return false, err.Error()
 		}
 		for _, e := range evs.Items {
-			if e.InvolvedObject.Name == victim && e.Type == "Warning" && strings.Contains(e.Message, back.ID) &&
-				strings.Contains(e.Message, storeArray) {
+			if e.InvolvedObject.Name == victim && e.Type == "Warning" && strings.Contains(e.Message, fenceID) &&
+				strings.Contains(e.Message, array) {
 				return true, ""
 			}
 		}
 		return false, fmt.Sprintf("%d events", len(evs.Items))
 	})
-	rep := h.Check()
-	require.Positive(t, rep.Checked[invariants.RuleHeld])
 }
