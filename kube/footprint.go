@@ -35,7 +35,18 @@ type Footprints struct {
 	mu       sync.Mutex
 	onChange []func(node string)
 	onPV     []func()
-	onVolume []func(pv string)
+	onVolume []func(AttachmentChange)
+}
+
+// AttachmentChange is a VolumeAttachment added, changed or deleted: the
+// PersistentVolume it attaches and that volume's CSI driver and handle
+// (empty when the PersistentVolume is not in the cache, or for an inline
+// volume: PV empty, driver and handle from the attachment's inline spec).
+// Two PersistentVolumes can name one array volume: the handle says which.
+type AttachmentChange struct {
+	PV     string
+	Driver string
+	Handle string
 }
 
 // NewFootprints prepares the VolumeAttachment and PersistentVolume
@@ -62,8 +73,8 @@ func NewFootprints(cs kubernetes.Interface) (*Footprints, error) {
 		}
 		if va, ok := obj.(*storagev1.VolumeAttachment); ok {
 			f.changed(va.Spec.NodeName)
-			if pv := va.Spec.Source.PersistentVolumeName; pv != nil && *pv != "" {
-				f.volumeChanged(*pv)
+			if ch, ok := f.attachmentChange(va); ok {
+				f.volumeChanged(ch)
 			}
 		}
 	}
@@ -102,23 +113,40 @@ func (f *Footprints) changed(node string) {
 	}
 }
 
-// OnAttachmentChange registers fn, called with a PersistentVolume's name
-// whenever a VolumeAttachment of it is added, changed or deleted, on any
-// node: a publish of a volume to one node can give another node access to
-// it (fenced's held fences re-read the arrays then). fn must only enqueue.
-func (f *Footprints) OnAttachmentChange(fn func(pv string)) {
+// OnAttachmentChange registers fn, called whenever a VolumeAttachment is
+// added, changed or deleted, on any node, with the volume it attaches: a
+// publish of a volume to one node can give another node access to it
+// (fenced's held fences re-read the arrays then). fn must only enqueue.
+func (f *Footprints) OnAttachmentChange(fn func(AttachmentChange)) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.onVolume = append(f.onVolume, fn)
 }
 
-func (f *Footprints) volumeChanged(pv string) {
+func (f *Footprints) volumeChanged(ch AttachmentChange) {
 	f.mu.Lock()
 	fns := slices.Clone(f.onVolume)
 	f.mu.Unlock()
 	for _, fn := range fns {
-		fn(pv)
+		fn(ch)
 	}
+}
+
+// attachmentChange is the volume a VolumeAttachment attaches, with its CSI
+// driver and handle from the PersistentVolume cache or the inline spec.
+func (f *Footprints) attachmentChange(va *storagev1.VolumeAttachment) (AttachmentChange, bool) {
+	src := va.Spec.Source
+	if src.PersistentVolumeName != nil && *src.PersistentVolumeName != "" {
+		ch := AttachmentChange{PV: *src.PersistentVolumeName}
+		if pv, err := f.pvs.Get(ch.PV); err == nil && pv.Spec.CSI != nil {
+			ch.Driver, ch.Handle = pv.Spec.CSI.Driver, pv.Spec.CSI.VolumeHandle
+		}
+		return ch, true
+	}
+	if in := src.InlineVolumeSpec; in != nil && in.CSI != nil && in.CSI.VolumeHandle != "" {
+		return AttachmentChange{Driver: in.CSI.Driver, Handle: in.CSI.VolumeHandle}, true
+	}
+	return AttachmentChange{}, false
 }
 
 // OnPVChange registers fn, called whenever a PersistentVolume is added,

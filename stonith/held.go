@@ -15,6 +15,7 @@ import (
 
 	"github.com/fenced-project/fenced/arrayclients"
 	"github.com/fenced-project/fenced/cluster/ledger"
+	"github.com/fenced-project/fenced/kube"
 )
 
 // A fence is held from the moment every array confirmed it until its
@@ -107,8 +108,8 @@ func (c *Controller) forgetHeld(fenceID string) {
 // once: a publish of the volume to another node can give the fenced node
 // its access back (csi-vxflexos NFS with interfaceNames adds every known
 // node's IP to the export). It only schedules and enqueues.
-func (c *Controller) AttachmentChanged(cluster, pv string) {
-	if pv == "" || c.clusters[cluster] == nil {
+func (c *Controller) AttachmentChanged(cluster string, ch kube.AttachmentChange) {
+	if (ch.PV == "" && ch.Handle == "") || c.clusters[cluster] == nil {
 		return
 	}
 	c.mu.Lock()
@@ -124,7 +125,7 @@ func (c *Controller) AttachmentChanged(cluster, pv string) {
 			if f.Cluster != cluster || !heldState(f.State) {
 				continue
 			}
-			if slices.ContainsFunc(f.Footprint, func(v arrayclients.FootprintVolume) bool { return v.PV == pv }) {
+			if slices.ContainsFunc(f.Footprint, func(v arrayclients.FootprintVolume) bool { return sameVolume(v.KubeVolume, ch) }) {
 				nodes = append(nodes, f.Node)
 				ids = append(ids, f.ID)
 			}
@@ -154,6 +155,16 @@ func (c *Controller) AttachmentChanged(cluster, pv string) {
 	for _, n := range nodes {
 		c.Enqueue(cluster, n)
 	}
+}
+
+// sameVolume says whether an attachment change is of a footprint volume:
+// the same PersistentVolume, or another one (or an inline volume) naming
+// the same array volume: the same CSI driver and handle.
+func sameVolume(v arrayclients.KubeVolume, ch kube.AttachmentChange) bool {
+	if ch.PV != "" && v.PV == ch.PV {
+		return true
+	}
+	return ch.Handle != "" && v.Handle == ch.Handle && v.Driver == ch.Driver
 }
 
 // holdFence runs the fence's held check when it is due: every planned

@@ -12,6 +12,7 @@ import (
 	"github.com/fenced-project/fenced/arrayclients"
 	"github.com/fenced-project/fenced/cluster/ledger"
 	"github.com/fenced-project/fenced/detector"
+	"github.com/fenced-project/fenced/kube"
 )
 
 // heldPeriod sets the held period of the world's cluster.
@@ -122,13 +123,44 @@ func TestAttachmentChangeChecksAHeldFenceAtOnce(t *testing.T) {
 	w.regrant("a3")
 	f := w.group.fence("c1", "n1")
 	due := w.ctrl.heldDue(w.ctrl.clusters["c1"], f)
-	w.ctrl.AttachmentChanged("c1", "pv-unrelated")
+	w.ctrl.AttachmentChanged("c1", kube.AttachmentChange{PV: "pv-unrelated", Driver: arrayclients.DriverPowerFlex, Handle: "a3-pvunrelated"})
 	require.Greater(t, w.ctrl.heldDue(w.ctrl.clusters["c1"], f), due-time.Second,
 		"a volume outside the footprint moves no held check")
 
-	w.ctrl.AttachmentChanged("c1", "pv-a3")
+	w.ctrl.AttachmentChanged("c1", kube.AttachmentChange{PV: "pv-a3"})
 	w.waitRegressions(1)
 	assert.False(t, w.arrays["a3"].hasAccess("n1"))
+}
+
+// TestAttachmentOfAnotherPVOfAFootprintVolumeChecksAtOnce: a second
+// PersistentVolume naming the same array volume (static provisioning of
+// the same handle), or an inline volume, published to another node can
+// give the fenced node its access back as well (csi-vxflexos adds every
+// interfaceNames IP on each publish): its attachment reads the fence back
+// at once, matched by driver and handle.
+func TestAttachmentOfAnotherPVOfAFootprintVolumeChecksAtOnce(t *testing.T) {
+	w := newWorld(t, heldPeriod(time.Hour))
+	_, stop := w.lead()
+	defer stop()
+	w.verdict("n1", detector.Failed)
+	w.waitState(ledger.StateEvicted)
+	f := w.group.fence("c1", "n1")
+	var handle string
+	for _, v := range f.Footprint {
+		if v.PV == "pv-a2" {
+			handle = v.Handle
+		}
+	}
+	require.NotEmpty(t, handle)
+
+	w.regrant("a2")
+	due := w.ctrl.heldDue(w.ctrl.clusters["c1"], f)
+	w.ctrl.AttachmentChanged("c1", kube.AttachmentChange{PV: "pv-static-copy", Driver: "other.csi.example.com", Handle: handle})
+	require.Greater(t, w.ctrl.heldDue(w.ctrl.clusters["c1"], f), due-time.Second, "another driver's handle is another volume")
+
+	w.ctrl.AttachmentChanged("c1", kube.AttachmentChange{PV: "pv-static-copy", Driver: arrayclients.DriverPowerFlex, Handle: handle})
+	w.waitRegressions(1)
+	assert.False(t, w.arrays["a2"].hasAccess("n1"))
 }
 
 // TestHeldChecksContinueForANodeBackWithoutReboot: a node that comes back

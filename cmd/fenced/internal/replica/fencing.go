@@ -237,7 +237,7 @@ func (f *fencing) newController() error {
 		if cr.footprints != nil {
 			name := cr.cfg.Name
 			cr.footprints.OnChange(func(node string) { ctrl.FootprintChanged(name, node) })
-			cr.footprints.OnAttachmentChange(func(pv string) { ctrl.AttachmentChanged(name, pv) })
+			cr.footprints.OnAttachmentChange(func(ch kube.AttachmentChange) { ctrl.AttachmentChanged(name, ch) })
 			cr.footprints.OnPVChange(ctrl.VolumesChanged)
 		}
 	}
