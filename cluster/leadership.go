@@ -28,6 +28,11 @@ type Leadership struct {
 	Since time.Time
 	// EpochIndex is the log index of this leadership's LeaderEpoch.
 	EpochIndex uint64
+	// PeerArrayTimeout is the longest array request timeout another
+	// replica advertised before this leadership was established (0 when
+	// none answered): a previous leader's array requests may run that
+	// long, even if this replica's own timeout is shorter.
+	PeerArrayTimeout time.Duration
 	// Ctx is cancelled when the leadership ends (or the replica closes).
 	// When Leader is false it is already cancelled.
 	Ctx context.Context
@@ -51,8 +56,12 @@ func (l Leadership) Meta() ledger.Meta {
 // earlier leader may still have been doing (an unfence after its fence, or
 // the reverse): the previous leader stopped acting at most one lease (plus a
 // margin) after this one was elected, and an array request it had started
-// then ends within arrayTimeout.
+// then ends within its array timeout: the longer of arrayTimeout (this
+// replica's) and PeerArrayTimeout. SafeAt(0) is when the lease ran out.
 func (l Leadership) SafeAt(arrayTimeout time.Duration) time.Time {
+	if arrayTimeout > 0 {
+		arrayTimeout = max(arrayTimeout, l.PeerArrayTimeout)
+	}
 	return l.Since.Add(l.lease + arrayTimeout)
 }
 
@@ -217,7 +226,7 @@ func (n *Node) establish(ctx context.Context, since time.Time) {
 		n.log.Warn("negotiate the group ledger version", "error", err)
 	}
 	l := Leadership{Leader: true, Replica: n.cfg.ID, Term: term, Since: since, EpochIndex: index, Ctx: ctx,
-		lease: n.cfg.Timings.LeaderLeaseTimeout + n.cfg.Timings.LeaseMargin, fsm: n.fsm}
+		PeerArrayTimeout: n.peerArrayTimeout(), lease: n.cfg.Timings.LeaderLeaseTimeout + n.cfg.Timings.LeaseMargin, fsm: n.fsm}
 	n.mu.Lock()
 	if ctx.Err() == nil {
 		n.publishLocked(l)

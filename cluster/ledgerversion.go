@@ -31,6 +31,10 @@ type LedgerVersions struct {
 	Group int `json:"group"`
 	// Halted, when set, says its ledger met an entry it cannot apply.
 	Halted *ledger.Halt `json:"halted,omitempty"`
+	// ArrayTimeoutMillis is its longest array request timeout in
+	// milliseconds (0 from builds that do not say): a leader elected after
+	// it waits out its requests for that long (Leadership.PeerArrayTimeout).
+	ArrayTimeoutMillis int64 `json:"arrayTimeoutMs,omitempty"`
 }
 
 // ErrLedgerVersion means a command was composed with a ledger version
@@ -41,6 +45,9 @@ var ErrLedgerVersion = errors.New("ledger version not run by the group")
 func (n *Node) LedgerVersions() LedgerVersions {
 	v := LedgerVersions{Replica: n.cfg.ID, Min: ledger.MinVersion, Max: ledger.Version, Halted: n.fsm.Halted()}
 	n.fsm.Read(func(s *ledger.State) { v.Group = s.GroupVersion() })
+	n.mu.Lock()
+	v.ArrayTimeoutMillis = n.arrayTimeout.Milliseconds()
+	n.mu.Unlock()
 	return v
 }
 
@@ -163,6 +170,7 @@ func (n *Node) negotiateVersion(ctx context.Context, term uint64) error {
 				continue
 			}
 			max = v.Max
+			n.notePeerAdvert(v)
 			if v.Halted != nil {
 				n.log.Error("a voter's ledger is halted: it applies nothing until it is upgraded", "replica", id,
 					"halt", v.Halted.String())

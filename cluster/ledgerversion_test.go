@@ -148,3 +148,47 @@ func TestLedgerHaltsOnEntryItCannotApply(t *testing.T) {
 	_, err = leader.Apply(t.Context(), note(l, "after"))
 	require.Error(t, err)
 }
+
+// TestNewLeaderWaitsOutThePreviousLeadersArrayTimeout: the replicas'
+// array timeouts differ (their configurations are their own). Every
+// replica learns the others' from what they advertise, so when the leader
+// with the longest timeout dies, the next leader's wait-out uses it, not
+// its own shorter one.
+func TestNewLeaderWaitsOutThePreviousLeadersArrayTimeout(t *testing.T) {
+	g := newGroup(t, 3)
+	for id, cfg := range g.cfgs {
+		cfg.Timings.ReconcileInterval = 100 * time.Millisecond
+		g.cfgs[id] = cfg
+	}
+	serveVersions(t, g)
+	timeouts := map[string]time.Duration{"r1": 90 * time.Second, "r2": 30 * time.Second, "r3": 20 * time.Second}
+	g.startAll()
+	probe := HTTPVersionProbe(&http.Client{Timeout: 5 * time.Second})
+	for _, n := range g.running() {
+		n.SetArrayTimeout(timeouts[n.cfg.ID])
+		n.SetVersionProbe(probe)
+	}
+	// Every replica, follower or leader, learns the others' timeouts.
+	require.Eventually(t, func() bool {
+		for _, n := range g.running() {
+			want := 20 * time.Second
+			for id, d := range timeouts {
+				if id != n.cfg.ID {
+					want = max(want, d)
+				}
+			}
+			if n.peerArrayTimeout() != want {
+				return false
+			}
+		}
+		return true
+	}, waitLong, 10*time.Millisecond)
+
+	leader, _ := waitLeader(t, g.running(), waitLong)
+	first := leader.cfg.ID
+	g.stop(first)
+	_, l := waitLeader(t, g.running(first), waitLong)
+	assert.GreaterOrEqual(t, l.PeerArrayTimeout, timeouts[first], "the dead leader's timeout is waited out")
+	assert.Equal(t, l.Since.Add(l.lease+max(timeouts[l.Replica], l.PeerArrayTimeout)), l.SafeAt(timeouts[l.Replica]))
+	assert.Equal(t, l.Since.Add(l.lease), l.SafeAt(0), "SafeAt(0) is the lease alone")
+}

@@ -71,7 +71,11 @@ type Node struct {
 	// negotiation); voterVersions is what they last said.
 	versionProbe  VersionProbe
 	voterVersions map[string]int
-	haltCh        chan ledger.Halt
+	// arrayTimeout is this replica's longest array request timeout, which
+	// it advertises; peerTimeouts what the peers advertised (peertimeouts.go).
+	arrayTimeout time.Duration
+	peerTimeouts map[string]time.Duration
+	haltCh       chan ledger.Halt
 }
 
 // Open starts a replica: it opens (or creates) the stores in cfg.DataDir,
@@ -250,10 +254,11 @@ func (n *Node) open(reg *prometheus.Registry) error {
 			return fmt.Errorf("register raft metrics: %w", err)
 		}
 	}
-	n.wg.Add(3)
+	n.wg.Add(4)
 	go n.leaderLoop()
 	go n.observeLoop()
 	go n.haltLoop(n.haltCh)
+	go n.advertLoop()
 	return nil
 }
 

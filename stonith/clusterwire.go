@@ -27,6 +27,8 @@ func (c clusterLeadership) Context() context.Context { return c.ctx }
 func (c clusterLeadership) Term() uint64             { return c.l.Term }
 func (c clusterLeadership) SafeAt() time.Time        { return c.l.SafeAt(0) }
 
+func (c clusterLeadership) PeerArrayTimeout() time.Duration { return c.l.PeerArrayTimeout }
+
 func (c clusterLeadership) VerifyLeader(ctx context.Context) error {
 	if err := c.ctx.Err(); err != nil {
 		return cluster.ErrNotLeader

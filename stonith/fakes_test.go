@@ -101,6 +101,8 @@ type fakeLead struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	safeAt time.Time
+	// peerTimeout is the array timeout another replica advertised.
+	peerTimeout time.Duration
 }
 
 // lead starts a new term and returns its leadership.
@@ -117,6 +119,8 @@ func (g *fakeGroup) lead(t *testing.T) *fakeLead {
 func (l *fakeLead) Context() context.Context { return l.ctx }
 func (l *fakeLead) Term() uint64             { return l.term }
 func (l *fakeLead) SafeAt() time.Time        { return l.safeAt }
+
+func (l *fakeLead) PeerArrayTimeout() time.Duration { return l.peerTimeout }
 
 func (l *fakeLead) VerifyLeader(ctx context.Context) error {
 	l.g.mu.Lock()

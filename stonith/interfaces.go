@@ -32,6 +32,10 @@ type Leadership interface {
 	// that conflicts with what it was doing may start then (plus the array
 	// request timeout, for a request it may still have in flight).
 	SafeAt() time.Time
+	// PeerArrayTimeout is the longest array request timeout another
+	// replica advertised (0 when unknown): a previous leader's request
+	// may run that long, when it is longer than this replica's own.
+	PeerArrayTimeout() time.Duration
 }
 
 // LedgerReader reads the replicated ledger. *ledger.FSM implements it.

@@ -192,7 +192,8 @@ func stepDirection(s ledger.Step) direction {
 // conflictWait returns how long to wait before this leadership may take a
 // step in direction d on the record: when the last step a previous leader
 // wrote went the other way, that leader may still have writes in flight
-// until its lease ran out plus one array request timeout.
+// until its lease ran out plus one array request timeout: its own, as it
+// advertised it, when that is longer than this replica's.
 func (c *Controller) conflictWait(l Leadership, f *ledger.Fence, d direction) time.Duration {
 	for i := len(f.Steps) - 1; i >= 0; i-- {
 		s := f.Steps[i]
@@ -202,7 +203,7 @@ func (c *Controller) conflictWait(l Leadership, f *ledger.Fence, d direction) ti
 		if stepDirection(s) == d {
 			return 0
 		}
-		return l.SafeAt().Add(c.cfg.ArrayTimeout).Sub(c.clk.Now())
+		return l.SafeAt().Add(max(c.cfg.ArrayTimeout, l.PeerArrayTimeout())).Sub(c.clk.Now())
 	}
 	return 0
 }

@@ -481,8 +481,19 @@ func TestDeposedLeaderStopsWriting(t *testing.T) {
 }
 
 // A new leader taking the other direction than the last one waits out the
-// old lease plus the array timeout before its first array write.
+// old lease plus the array timeout before its first array write: the
+// longer of its own and the one the other replicas advertised (the old
+// leader's configuration may allow its requests longer).
 func TestConflictingStepWaitsOutPreviousLeader(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		longer time.Duration // than this replica's array timeout
+	}{{"own timeout", 0}, {"previous leader's longer timeout", 500 * time.Millisecond}} {
+		t.Run(tc.name, func(t *testing.T) { conflictingStepWaitsOut(t, tc.longer) })
+	}
+}
+
+func conflictingStepWaitsOut(t *testing.T, longer time.Duration) {
 	w := newWorld(t)
 	_, stop := w.lead()
 	w.verdict("n1", detector.Failed)
@@ -492,7 +503,10 @@ func TestConflictingStepWaitsOutPreviousLeader(t *testing.T) {
 	w.rebuild()
 	l := w.group.lead(t)
 	l.safeAt = time.Now().Add(200 * time.Millisecond)
-	deadline := l.safeAt.Add(w.cfg.ArrayTimeout)
+	if longer > 0 {
+		l.peerTimeout = w.cfg.ArrayTimeout + longer
+	}
+	deadline := l.safeAt.Add(max(w.cfg.ArrayTimeout, l.peerTimeout))
 	errc := make(chan error, 1)
 	go func() { errc <- w.ctrl.Lead(l) }()
 	defer func() { l.cancel(); require.NoError(t, <-errc) }()

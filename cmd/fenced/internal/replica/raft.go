@@ -105,6 +105,13 @@ func wireRaft(d *daemon.Daemon, users *stopOrder) (*cluster.Node, error) {
 		}
 		return nil
 	})
+	// Advertised with the ledger versions: a leader elected after this one
+	// waits out this replica's array requests for the longest of them.
+	var arrayTimeout time.Duration
+	for _, a := range d.Config().Arrays {
+		arrayTimeout = max(arrayTimeout, a.RequestTimeout)
+	}
+	node.SetArrayTimeout(arrayTimeout)
 	if err := wireLedgerVersions(d, node); err != nil {
 		node.Close()
 		return nil, err
