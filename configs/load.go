@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -87,6 +88,7 @@ func Parse(data []byte, baseDir string, opts Options) (*Config, error) {
 		cfg.Replica.RaftAdvertiseAddress = cfg.Replica.RaftBindAddress
 	}
 	vprobs, warns := validate(cfg, root, opts)
+	warns = append(warns, envWarnings(os.Environ())...)
 	probs = append(probs, dropCovered(vprobs, probs)...)
 	if len(probs) > 0 {
 		return nil, newProblemsError(root, probs, secrets)

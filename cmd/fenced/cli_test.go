@@ -178,6 +178,8 @@ arrays: []
 	out.Reset()
 	code = run(context.Background(), []string{"status", "-c", cfg, "--credentials-dir", creds, "--addr", srv.Listener.Addr().String(), "-o", "json"}, &out, &errb)
 	require.Equal(t, exitOK, code, errb.String())
+	assert.True(t, strings.HasSuffix(out.String(), "}\n") && !strings.HasSuffix(out.String(), "\n\n"),
+		"one JSON document, one newline: %q", out.String())
 
 	// Without the credentials directory the token reference cannot resolve:
 	// the error names the field and the way out.

@@ -83,7 +83,7 @@ func TestHistoryFromTheLedger(t *testing.T) {
 	}())
 
 	// Served over HTTP and rendered by `fenced history`.
-	srv := httptest.NewServer(replica.HistoryHandler("mgmt1", l))
+	srv := httptest.NewServer(replica.HistoryHandler("mgmt1", l, []string{"prod", "staging"}))
 	t.Cleanup(srv.Close)
 	e := &opclient.Endpoint{Base: srv.URL, HTTP: srv.Client()}
 	got, err := e.History(context.Background(), "prod", "", 0)
@@ -109,4 +109,14 @@ func TestHistoryFromTheLedger(t *testing.T) {
 	b.Reset()
 	require.NoError(t, tables.History(&b, replica.ReadHistory(l, "nope", "", 0)))
 	assert.Contains(t, b.String(), "No finished fence")
+
+	// A cluster the replica does not know is an error naming those it
+	// knows, not an empty history; a configured one without records is.
+	_, err = e.History(context.Background(), "nosuch", "", 0)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `no cluster "nosuch" on replica mgmt1: its clusters are`)
+	assert.Contains(t, err.Error(), "prod, staging")
+	got, err = e.History(context.Background(), "staging", "", 0)
+	require.NoError(t, err)
+	assert.Empty(t, got.Fences)
 }

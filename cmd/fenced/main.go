@@ -21,6 +21,8 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
+
+	"github.com/fenced-project/fenced/configs"
 )
 
 // Exit codes.
@@ -78,6 +80,16 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
+	// A misspelled FENCED_* variable would be ignored without a word; the
+	// commands that load a configuration report it with its warnings.
+	root.PersistentPreRun = func(cmd *cobra.Command, _ []string) {
+		if cmd.Name() == "run" || cmd.Name() == "validate" {
+			return
+		}
+		for _, w := range configs.EnvWarnings(os.Environ()) {
+			fmt.Fprintln(stderr, "fenced: warning:", w.Message)
+		}
+	}
 	root.AddCommand(newRunCmd(), newStatusCmd(), newPlanCmd(), newConfigCmd(), newVersionCmd(),
 		newHistoryCmd(), newFenceCmd(), newUnfenceCmd(), newPauseCmd(), newResumeCmd(), newDataDirCmd(), newPKICmd(), newGenerateDocsCmd())
 	return root

@@ -107,6 +107,9 @@ func runDaemon(cmd *cobra.Command, f runFlags) error {
 	// the Dell libraries' loggers all go through log's handler.
 	defer logging.Route(log)()
 	defer arrayclients.RouteLibraryLogs(log)()
+	for _, w := range cfg.Warnings() {
+		log.Warn("configuration warning", "file", f.config, "warning", w.String())
+	}
 	for _, ref := range cfg.UncheckedCredentials() {
 		log.Warn("credential reference not checked: no credentials directory", "ref", ref)
 	}
@@ -136,7 +139,11 @@ func runDaemon(cmd *cobra.Command, f runFlags) error {
 		return &exitError{code: exitFailure, err: err}
 	}
 	// The history command's endpoint, served from this replica's ledger.
-	d.Handle(http.MethodGet+" "+status.HistoryPath, replica.HistoryHandler(cfg.Replica.ID, l))
+	var clusterNames []string
+	for _, c := range cfg.Clusters {
+		clusterNames = append(clusterNames, c.Name)
+	}
+	d.Handle(http.MethodGet+" "+status.HistoryPath, replica.HistoryHandler(cfg.Replica.ID, l, clusterNames))
 
 	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()

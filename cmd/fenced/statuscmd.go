@@ -63,7 +63,7 @@ Exit status: 0 ready, with a leader; 1 no answer (or an error); 2 usage;
 			}
 			if f.output == "json" {
 				var b bytes.Buffer
-				if err := json.Indent(&b, raw, "", "  "); err != nil {
+				if err := json.Indent(&b, bytes.TrimSpace(raw), "", "  "); err != nil {
 					return &exitError{code: exitFailure, err: fmt.Errorf("format status: %w", err)}
 				}
 				b.WriteByte('\n')

@@ -16,10 +16,23 @@ import (
 const MaxHistoryLimit = 10000
 
 // HistoryHandler serves status.History from the replica's ledger.
-func HistoryHandler(replicaID string, l *ledger.FSM) http.Handler {
+// configured names the clusters of the replica's configuration: a cluster
+// asked for that is neither configured nor in the ledger is answered 404
+// naming the known ones (a misspelled name is no empty history).
+func HistoryHandler(replicaID string, l *ledger.FSM, configured []string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
 		cluster, node := q.Get("cluster"), q.Get("node")
+		if cluster != "" {
+			if known := knownClusters(l, configured); !slices.Contains(known, cluster) {
+				msg := fmt.Sprintf("no cluster %q on replica %s", cluster, replicaID)
+				if len(known) > 0 {
+					msg += ": its clusters are " + strings.Join(known, ", ")
+				}
+				http.Error(w, msg, http.StatusNotFound)
+				return
+			}
+		}
 		limit := 0
 		if v := q.Get("limit"); v != "" {
 			n, err := strconv.Atoi(v)
@@ -34,6 +47,20 @@ func HistoryHandler(replicaID string, l *ledger.FSM) http.Handler {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(h)
 	})
+}
+
+// knownClusters are the configured clusters and those the ledger holds
+// records of (a cluster removed from the configuration keeps its history),
+// sorted.
+func knownClusters(l *ledger.FSM, configured []string) []string {
+	known := slices.Clone(configured)
+	l.Read(func(s *ledger.State) {
+		for name := range s.Clusters {
+			known = append(known, name)
+		}
+	})
+	slices.Sort(known)
+	return slices.Compact(known)
 }
 
 // ReadHistory lists the ledger's finished records, newest first, of one
