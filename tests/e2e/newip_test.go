@@ -59,7 +59,13 @@ func powerstoreNodeWithNewIP(t *testing.T) {
 	oldHost, _ = psHostNamed(t, arr, oldID)
 	require.Empty(t, oldHost.Initiators, "the fence removed the host's initiators")
 
-	// The node comes back with a new IP.
+	// The node comes back with a new IP: it boots (the kubelet posts its
+	// new boot ID), then csi-powerstore's node plugin starts on it and
+	// registers its new host (NodeGetInfo, setupHost), and the kubelet
+	// records the plugin's new node ID in the CSINode. Until the node
+	// boots, its initiators registered with any host are access the fence
+	// must not leave (a held check would cut them).
+	h.RebootNode(victim)
 	i := strings.LastIndexByte(oldID, '-')
 	newID := oldID[:i+1] + "127.0.250." + oldID[strings.LastIndexByte(oldID, '.')+1:]
 	require.NotEqual(t, oldID, newID)
@@ -74,7 +80,6 @@ func powerstoreNodeWithNewIP(t *testing.T) {
 	newHostID, err := ps.RegisterNode(h.ctx, newID, inits)
 	require.NoError(t, err)
 	setCSINodeID(t, h, victim, testbed.DriverPowerStore, newID)
-	h.RebootNode(victim)
 	h.WaitFence(victim, waitRecovery, phasesClosed...)
 
 	oldHost, _ = psHostNamed(t, arr, oldID)
