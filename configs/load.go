@@ -94,6 +94,7 @@ func Parse(data []byte, baseDir string, opts Options) (*Config, error) {
 	if len(warns) > 0 {
 		cfg.warnings = newProblemsError(root, warns, secrets).Problems
 	}
+	cfg.addArrayDrivers()
 	return cfg, nil
 }
 
