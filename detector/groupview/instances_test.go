@@ -73,7 +73,7 @@ func TestLearnResolvesEachArrayWithItsDriverInstance(t *testing.T) {
 		require.NotNil(t, n)
 		assert.Contains(t, n.Identities, "ps-a")
 		assert.NotContains(t, n.Identities, "ps-b")
-		assert.Contains(t, n.NotFound, "ps-b")
+		assert.Contains(t, n.NotFound["ps-b"], "(node ID of CSI driver "+second+")", "the gap names the instance looked for")
 	})
 
 	// Without instances (a configuration before driverName), an array is

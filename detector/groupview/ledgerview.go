@@ -318,7 +318,10 @@ func (v *View) learn(ctx context.Context, l cluster.Leadership, in arrayclients.
 		case err == nil:
 			ids[a.Name()] = id
 		case errors.Is(err, arrayclients.ErrNoIdentity):
-			notFound[a.Name()] = truncate(err.Error(), 1000)
+			// Say whose node ID was looked for: with several instances
+			// of a family, a wrong arrays[].driverName shows here.
+			notFound[a.Name()] = truncate(fmt.Sprintf("%v (node ID of CSI driver %s)", err,
+				strings.Join(v.instances[a.Name()], " or ")), 1000)
 		case errors.Is(err, arrayclients.ErrAmbiguousIdentity):
 			ambiguous[a.Name()] = truncate(err.Error(), 1000)
 		default:
