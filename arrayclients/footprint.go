@@ -474,21 +474,51 @@ func DefaultDriver(f Family) string {
 	return ""
 }
 
-// WithDrivers returns the node with the CSINode IDs of drivers installed
-// under other names (drivers maps a driver name to its family) also filed
-// under the family's default driver name, where adapters look for them. A
-// node ID under the default name itself wins.
-func (n Node) WithDrivers(drivers map[string]Family) Node {
+// ForInstance returns the node as an array of family f sees it when the
+// array is served by the CSI driver instance whose names are drivers, in
+// order of preference: the node ID the node reported for the first of them
+// it has is filed under the family's default driver name, where adapters
+// read it, and no ID is when the node reported none of them. Two
+// instances of one family (two csi-powerstore installs with their own
+// driver names and node name prefixes) each give the node its own node ID
+// and register it on their own arrays; an array must be resolved with the
+// node ID of its own instance, never another's. Other families' IDs are
+// kept as they are.
+func (n Node) ForInstance(f Family, drivers []string) Node {
 	out := n
 	out.CSINodeIDs = maps.Clone(n.CSINodeIDs)
-	for _, name := range slices.Sorted(maps.Keys(n.CSINodeIDs)) {
-		f, ok := drivers[name]
-		if !ok {
-			continue
+	def := DefaultDriver(f)
+	if def == "" {
+		return out
+	}
+	if out.CSINodeIDs == nil {
+		out.CSINodeIDs = map[string]string{}
+	}
+	delete(out.CSINodeIDs, def)
+	for _, name := range drivers {
+		if id := n.CSINodeIDs[name]; id != "" {
+			out.CSINodeIDs[def] = id
+			break
 		}
-		def := DefaultDriver(f)
-		if _, set := n.CSINodeIDs[def]; !set && def != "" {
-			out.CSINodeIDs[def] = n.CSINodeIDs[name]
+	}
+	if len(out.CSINodeIDs) == 0 {
+		out.CSINodeIDs = nil
+	}
+	return out
+}
+
+// UnnamedInstance returns the driver names an array of family f is
+// resolved with when its driver instance is not named (arrays[].driverName
+// unset), in order of preference: the family's default name, then the
+// other names drivers maps to f, sorted (a single driver installed under
+// another name). The configuration refuses the cases where this would be
+// ambiguous: two such names, or two such arrays beside one such name.
+func UnnamedInstance(f Family, drivers map[string]Family) []string {
+	def := DefaultDriver(f)
+	out := []string{def}
+	for _, name := range slices.Sorted(maps.Keys(drivers)) {
+		if drivers[name] == f && name != def {
+			out = append(out, name)
 		}
 	}
 	return out

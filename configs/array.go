@@ -42,6 +42,18 @@ type Array struct {
 	// management API. A call runs requests side by side (a PowerFlex
 	// fence's per-volume unmaps) only on slots that are free. Default 8.
 	MaxConcurrentCalls int `mapstructure:"maxConcurrentCalls"`
+	// DriverName is the name of the CSI driver instance whose secret lists
+	// this array (csi-powerstore's X_CSI_DRIVER_NAME, the Helm chart's
+	// driverName): a node is resolved on this array with the node ID that
+	// instance reported in the node's CSINode, and volumes of that driver
+	// are taken to be of this array's family. Needed when one family has
+	// several driver instances, each with its own name and node IDs (two
+	// csi-powerstore installs with their own nodeNamePrefix). Default: the
+	// family's Dell driver name (csi-powerstore.dellemc.com, ...), or the
+	// one other name clusters[].drivers maps to the family (a single
+	// driver installed under another name). A DNS subdomain of at most 63
+	// characters.
+	DriverName string `mapstructure:"driverName"`
 
 	// PowerFlex holds PowerFlex-only settings.
 	PowerFlex PowerFlexOptions `mapstructure:"powerflex"`

@@ -96,6 +96,7 @@ func Parse(data []byte, baseDir string, opts Options) (*Config, error) {
 	if len(warns) > 0 {
 		cfg.warnings = newProblemsError(root, warns, secrets).Problems
 	}
+	cfg.addArrayDrivers()
 	return cfg, nil
 }
 

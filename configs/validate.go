@@ -327,6 +327,7 @@ func (c *checker) arrays(cfg *Config, root *yaml.Node) map[string]bool {
 		if a.MaxConcurrentCalls < 1 || a.MaxConcurrentCalls > 256 {
 			c.add(base+".maxConcurrentCalls", "%d is out of range: want 1 to 256", a.MaxConcurrentCalls)
 		}
+		c.driverName(base, a)
 		c.familyOptions(base, a, root)
 	}
 	c.handleIDs(cfg)
@@ -545,6 +546,7 @@ func (c *checker) clusters(cfg *Config, root *yaml.Node, arrays map[string]bool)
 				c.add(p, "unknown family %q: want one of %s", f, familyList())
 			}
 		}
+		c.instances(base, cl, cfg)
 		c.nodes(base, cl, root)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dell/gopowerstore"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -27,6 +28,7 @@ import (
 	"github.com/fenced-project/fenced/tests/arraysim/fixture"
 	"github.com/fenced-project/fenced/tests/arraysim/powerflex"
 	"github.com/fenced-project/fenced/tests/arraysim/powerscale"
+	"github.com/fenced-project/fenced/tests/arraysim/powerstore"
 	"github.com/fenced-project/fenced/tests/arraysim/simcore"
 	"github.com/fenced-project/fenced/tests/arraysim/unity"
 	"github.com/fenced-project/fenced/tests/csidriver"
@@ -115,7 +117,24 @@ type bed struct {
 	log      *slog.Logger
 }
 
+// bedArrays are the arrays of startBed.
+const bedArrays = `
+  - {name: pflex-1, family: powerflex, spec: {systems: [{id: 1a2b3c4d5e6f7a8b, name: sys-1}], perNode: {volumes: 2, limitIops: 500}}}
+  - {name: pscale-1, family: powerscale, spec: {perNode: {exports: 2, lists: [clients, readWriteClients], forms: [ip, fqdn]}}}
+  - {name: unity-1, family: unity, spec: {username: admin, password: unity-secret, generate: {lunsPerNode: 2}}}
+`
+
 func startBed(t *testing.T, nodeCount int) *bed {
+	t.Helper()
+	return startBedWith(t, testbed.NodeSpecs("e2e", nodeCount), bedArrays, nil)
+}
+
+// startBedWith starts a bed of the given nodes and arrays (a fixture's
+// arrays list). drivers names the emulated CSI driver of an array whose
+// driver is installed under its own name (a second csi-powerstore); each
+// emulated csi-powerstore's node plugin registers the host of every node
+// that runs it on its array, under the node ID it reports.
+func startBedWith(t *testing.T, specs []testbed.NodeSpec, arraysYAML string, drivers map[string]string) *bed {
 	t.Helper()
 	b := &bed{t: t, nodes: map[string]*testbed.Node{}, sims: map[string]*sim{}, arrays: map[string]stonith.Array{},
 		adapters: map[string]arrayclients.Adapter{}, log: slog.New(slog.DiscardHandler)}
@@ -125,7 +144,7 @@ func startBed(t *testing.T, nodeCount int) *bed {
 	b.cp = testbed.Start(t, testbed.Options{NodeLeaseDurationSeconds: 8,
 		Tokens: []testbed.Token{{Token: fencedToken, User: fencedUser, UID: "fenced-e2e", Groups: []string{"system:masters"}}}})
 	ctx := t.Context()
-	nodes, err := b.cp.AddNodes(ctx, testbed.NodeSpecs("e2e", nodeCount)...)
+	nodes, err := b.cp.AddNodes(ctx, specs...)
 	require.NoError(t, err)
 	var names []string
 	for _, n := range nodes {
@@ -142,11 +161,7 @@ func startBed(t *testing.T, nodeCount int) *bed {
 		fmt.Fprintf(&doc, "  - {name: %s, ip: %s, fqdn: %s, machineID: %s, sdcGUID: %s, iqn: %q, wwpns: [%q]}\n",
 			s.Name, s.IP, s.FQDN, s.MachineID, s.SDCGUID, s.IQN, s.WWPNs[0])
 	}
-	doc.WriteString(`arrays:
-  - {name: pflex-1, family: powerflex, spec: {systems: [{id: 1a2b3c4d5e6f7a8b, name: sys-1}], perNode: {volumes: 2, limitIops: 500}}}
-  - {name: pscale-1, family: powerscale, spec: {perNode: {exports: 2, lists: [clients, readWriteClients], forms: [ip, fqdn]}}}
-  - {name: unity-1, family: unity, spec: {username: admin, password: unity-secret, generate: {lunsPerNode: 2}}}
-`)
+	doc.WriteString("arrays:" + arraysYAML)
 	fx, err := fixture.Parse([]byte(doc.String()))
 	require.NoError(t, err, doc.String())
 	for _, a := range fx.Arrays {
@@ -170,6 +185,11 @@ func startBed(t *testing.T, nodeCount int) *bed {
 			require.NoError(t, err)
 			fam = s
 			cfg.Family, cfg.Username, cfg.Password, cfg.Insecure = arrayclients.Unity, "admin", "unity-secret", true
+		case fixture.PowerStore:
+			s, err := powerstore.New(&a.Spec, fx.Nodes)
+			require.NoError(t, err)
+			fam = s
+			cfg.Family, cfg.Username, cfg.Password = arrayclients.PowerStore, powerstore.DefaultUsername, powerstore.DefaultPassword
 		}
 		srv := simcore.New(a.Name, fam, nil)
 		srv.SetAuditLimit(0)
@@ -177,14 +197,17 @@ func startBed(t *testing.T, nodeCount int) *bed {
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = l.Close() })
 		cfg.Endpoint = l.URL
-		if cfg.Family == arrayclients.PowerFlex {
+		if cfg.Family == arrayclients.PowerFlex || cfg.Family == arrayclients.PowerStore {
 			cfg.CAFile = l.CAFile
 		}
 		// The test bed's volumes on this array are made and published by
 		// the family's emulated CSI driver, where there is one.
-		e, err := csidriver.ForSim(ctx, srv, cfg.Username, cfg.Password, t.TempDir())
+		e, err := csidriver.ForSimAs(ctx, srv, drivers[a.Name], cfg.Username, cfg.Password, t.TempDir())
 		if !errors.Is(err, csidriver.ErrUnsupported) {
 			require.NoError(t, err)
+			if ps, ok := e.Controller.(*csidriver.PowerStore); ok {
+				startPowerStoreNodePlugins(t, ps, nodes)
+			}
 			t.Cleanup(func() { _ = e.Close() })
 			b.cp.RegisterCSIController(e)
 			if !slices.Contains(cfg.ArrayIDs, e.ArrayID) {
@@ -222,6 +245,25 @@ func startBed(t *testing.T, nodeCount int) *bed {
 	b.writer = kube.NewWriter(clients.Requests, "fenced", "r1", nil)
 	b.clients = clients
 	return b
+}
+
+// startPowerStoreNodePlugins does on the emulated csi-powerstore's array
+// what its node plugin does when it starts on each node that runs it
+// (dell/csi-powerstore pkg/node/node.go Init, setupHost): register the
+// node's host, with its iSCSI initiator, under the node ID the plugin
+// reports for the node (the ID in the node's CSINode under the driver's
+// name).
+func startPowerStoreNodePlugins(t *testing.T, ps *csidriver.PowerStore, nodes []*testbed.Node) {
+	t.Helper()
+	for _, n := range nodes {
+		id, runs := n.Spec.CSINodeIDs()[ps.Driver()]
+		if !runs {
+			continue
+		}
+		_, err := ps.NodeStart(t.Context(), csidriver.PowerStoreNode{NodeID: id, Initiators: []string{n.Spec.IQN},
+			PortType: gopowerstore.InitiatorProtocolTypeEnumISCSI})
+		require.NoError(t, err, "node plugin of %s on %s", ps.Driver(), n.Name())
+	}
 }
 
 type testWriter struct{ t *testing.T }

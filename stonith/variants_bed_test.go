@@ -132,8 +132,8 @@ func (b *variantBed) attach(pv, driver, handle string) {
 }
 
 // plan builds the real adapters, learns the node's identities as the
-// daemon does (cmd/fenced ledgerview learn: CSINode IDs of renamed drivers
-// filed under the default names, ErrNoIdentity recorded as not found,
+// daemon does (cmd/fenced ledgerview learn: each array resolved with the
+// CSINode ID of its driver instance, ErrNoIdentity recorded as not found,
 // ErrAmbiguousIdentity as ambiguous) into the real ledger, and asks the
 // Controller what a fence of the node would cut.
 func (b *variantBed) plan() NodePlan {
@@ -149,13 +149,12 @@ func (b *variantBed) plan() NodePlan {
 	if drivers == nil {
 		drivers = arrayclients.DefaultDrivers()
 	}
-	in := b.node.WithDrivers(drivers)
 	ids := map[string]arrayclients.Identity{}
 	notFound, ambiguous := map[string]string{}, map[string]string{}
 	arrays := map[string]Array{}
 	for _, a := range reg.Adapters() {
 		arrays[a.Name()] = a
-		id, err := a.Resolve(t.Context(), in)
+		id, err := a.Resolve(t.Context(), b.node.ForInstance(a.Family(), arrayclients.UnnamedInstance(a.Family(), drivers)))
 		switch {
 		case err == nil:
 			ids[a.Name()] = id

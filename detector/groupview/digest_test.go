@@ -84,7 +84,7 @@ func TestLearnSkipsNodesResolvedFromTheSameInputs(t *testing.T) {
 	}
 	cfg := configs.Cluster{Name: "c1"}
 	view := func(build string) *View {
-		return NewView(cfg, node, []arrayclients.Adapter{arr}, bootID, build, slog.New(slog.DiscardHandler))
+		return NewView(cfg, nil, node, []arrayclients.Adapter{arr}, bootID, build, slog.New(slog.DiscardHandler))
 	}
 	in := func(name, ip string) arrayclients.Node {
 		return arrayclients.Node{Cluster: "c1", Name: name, Addresses: []string{ip},

@@ -55,7 +55,7 @@ type View struct {
 	cluster   string
 	node      Node
 	arrays    []arrayclients.Adapter
-	drivers   map[string]arrayclients.Family
+	instances map[string][]string          // array -> driver names whose node IDs identify a node on it
 	overrides map[string]map[string]string // node -> array -> override
 	bootID    func(node string) string
 	build     string
@@ -81,18 +81,31 @@ var (
 )
 
 // NewView returns the view of cluster c's detector. bootID returns a
-// node's current boot ID, committed with its identities.
+// node's current boot ID, committed with its identities. instances maps an
+// array to the CSI driver names of the driver instance that serves it (see
+// configs.Config.ArrayDrivers): a node is resolved on the array with the
+// node ID that instance reported in its CSINode. An array it does not name
+// is resolved with arrayclients.UnnamedInstance.
 //
 // build names the fenced build (version and revision): it is part of the
 // digest of a node's identity inputs, so a new version resolves every node
 // again.
-func NewView(c configs.Cluster, node Node, arrays []arrayclients.Adapter, bootID func(string) string, build string,
-	log *slog.Logger) *View {
+func NewView(c configs.Cluster, instances map[string][]string, node Node, arrays []arrayclients.Adapter,
+	bootID func(string) string, build string, log *slog.Logger) *View {
 	ov := map[string]map[string]string{}
 	for _, n := range c.Nodes {
 		ov[n.Name] = maps.Clone(n.Arrays)
 	}
-	return &View{cluster: c.Name, node: node, arrays: arrays, drivers: c.DriverFamilies(), overrides: ov, bootID: bootID,
+	drivers := c.DriverFamilies()
+	inst := map[string][]string{}
+	for _, a := range arrays {
+		if names := instances[a.Name()]; len(names) > 0 {
+			inst[a.Name()] = slices.Clone(names)
+		} else {
+			inst[a.Name()] = arrayclients.UnnamedInstance(a.Family(), drivers)
+		}
+	}
+	return &View{cluster: c.Name, node: node, arrays: arrays, instances: inst, overrides: ov, bootID: bootID,
 		build: build, log: log.With("cluster", c.Name), ambiguous: map[string][]string{}, pending: map[string]arrayclients.Node{}}
 }
 
@@ -289,7 +302,6 @@ func (v *View) Drain(l cluster.Leadership, retry time.Duration) {
 // unprotected). An array that could not be asked keeps the previous set:
 // a set is committed only when every array answered.
 func (v *View) learn(ctx context.Context, l cluster.Leadership, in arrayclients.Node) error {
-	in = in.WithDrivers(v.drivers)
 	digest := v.inputsDigest(in)
 	boot := v.bootID(in.Name)
 	if v.resolvedFrom(in.Name, boot, digest) {
@@ -299,14 +311,17 @@ func (v *View) learn(ctx context.Context, l cluster.Leadership, in arrayclients.
 	notFound, ambiguous := map[string]string{}, map[string]string{}
 	var errs []error
 	for _, a := range v.arrays {
-		q := in
+		q := in.ForInstance(a.Family(), v.instances[a.Name()])
 		q.Override = v.overrides[in.Name][a.Name()]
 		id, err := a.Resolve(ctx, q)
 		switch {
 		case err == nil:
 			ids[a.Name()] = id
 		case errors.Is(err, arrayclients.ErrNoIdentity):
-			notFound[a.Name()] = truncate(err.Error(), 1000)
+			// Say whose node ID was looked for: with several instances
+			// of a family, a wrong arrays[].driverName shows here.
+			notFound[a.Name()] = truncate(fmt.Sprintf("%v (node ID of CSI driver %s)", err,
+				strings.Join(v.instances[a.Name()], " or ")), 1000)
 		case errors.Is(err, arrayclients.ErrAmbiguousIdentity):
 			ambiguous[a.Name()] = truncate(err.Error(), 1000)
 		default:
@@ -388,17 +403,20 @@ func (v *View) resolvedFrom(node, boot, digest string) bool {
 
 // inputsDigest is the hex SHA-256 of what learn resolves a node from: its
 // inputs (addresses, names, CSINode IDs), each array of the cluster with
-// its family and the node's override there, and the fenced build. Empty
+// its family, its driver instance and the node's override there, and the
+// fenced build. Empty
 // when they cannot be encoded (the node is then always resolved).
 func (v *View) inputsDigest(in arrayclients.Node) string {
 	type arrayInput struct {
 		Name     string              `json:"name"`
 		Family   arrayclients.Family `json:"family"`
 		Override string              `json:"override,omitempty"`
+		Drivers  []string            `json:"drivers,omitempty"`
 	}
 	arrays := make([]arrayInput, 0, len(v.arrays))
 	for _, a := range v.arrays {
-		arrays = append(arrays, arrayInput{Name: a.Name(), Family: a.Family(), Override: v.overrides[in.Name][a.Name()]})
+		arrays = append(arrays, arrayInput{Name: a.Name(), Family: a.Family(), Override: v.overrides[in.Name][a.Name()],
+			Drivers: v.instances[a.Name()]})
 	}
 	slices.SortFunc(arrays, func(a, b arrayInput) int { return strings.Compare(a.Name, b.Name) })
 	in.Override = ""

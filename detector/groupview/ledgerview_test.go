@@ -46,7 +46,7 @@ func TestDrainKeepsWhatALostLeadershipDidNotLearn(t *testing.T) {
 	lctx, end := context.WithCancel(context.Background())
 	defer end()
 	node := &shortLeadership{leaderA: leaderA{ledger.New()}, writes: 5, end: end}
-	v := NewView(configs.Cluster{Name: "c1"}, node, nil, func(string) string { return "boot" }, "test", slog.New(slog.DiscardHandler))
+	v := NewView(configs.Cluster{Name: "c1"}, nil, node, nil, func(string) string { return "boot" }, "test", slog.New(slog.DiscardHandler))
 	const n = 200
 	for i := range n {
 		name := fmt.Sprintf("n-%03d", i)

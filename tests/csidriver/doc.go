@@ -23,6 +23,14 @@
 // volumes published to no node (PublishedNodesLister), so the test bed's
 // attacher re-publishes them on every reconcile.
 //
+// A family may run as several driver instances: ForSimAs starts an
+// emulated csi-powerstore under its own driver name (a second install),
+// whose NodeStart registers a node's host on its own array under the node
+// ID that instance reports (its own nodeNamePrefix); the test bed files
+// that ID in the node's CSINode under the instance's name
+// (testbed.NodeSpec.PowerStoreInstances), as the kubelet does for every
+// driver whose node plugin runs on the node.
+//
 // Requests the emulation makes should reach a simulator through a listener
 // wrapped by Tag, so the simulator's audit log names them "csi/..." and
 // the invariant checker can tell the driver's writes from fenced's.

@@ -44,6 +44,20 @@ func (e *Emulated) Close() error { return e.Listener.Close() }
 // defaults) and its identifier as the array reports it. Families without
 // an emulation yet return ErrUnsupported.
 func ForSim(ctx context.Context, srv *simcore.Server, username, password, certDir string) (*Emulated, error) {
+	return ForSimAs(ctx, srv, "", username, password, certDir)
+}
+
+// ForSimAs is ForSim for a driver installed under its own name (empty:
+// the family's default name). Only csi-powerstore is emulated under
+// another name: its name is set at install time (X_CSI_DRIVER_NAME, the
+// driverName value of its Helm chart, beside nodeNamePrefix), so two
+// installs with their own secrets serve their own arrays in one cluster,
+// each under its own name.
+func ForSimAs(ctx context.Context, srv *simcore.Server, driver, username, password, certDir string) (*Emulated, error) {
+	if _, ps := srv.Family().(*powerstore.Sim); driver != "" && !ps {
+		return nil, fmt.Errorf("emulated driver %q for array %s: only csi-powerstore is emulated under another name: %w",
+			driver, srv.Name(), ErrUnsupported)
+	}
 	if username == "" {
 		username, password = "admin", "Password123!"
 		if _, ok := srv.Family().(*powermax.Sim); ok {
@@ -67,7 +81,7 @@ func ForSim(ctx context.Context, srv *simcore.Server, username, password, certDi
 			Password: password, SystemID: e.ArrayID, Version: st.Version})
 	case *powerstore.Sim:
 		var ps *PowerStore
-		ps, err = NewPowerStore(PowerStoreConfig{Endpoint: l.URL, CAFile: l.CAFile, Username: username,
+		ps, err = NewPowerStore(PowerStoreConfig{Driver: driver, Endpoint: l.URL, CAFile: l.CAFile, Username: username,
 			Password: password, GlobalID: "unknown", NASName: powerstore.DefaultNASName})
 		if err != nil {
 			break

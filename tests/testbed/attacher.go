@@ -106,7 +106,7 @@ func (a *attacher) run(ctx context.Context) {
 		workqueue.NewTypedItemExponentialFailureRateLimiter[string](100*time.Millisecond, 5*time.Second),
 		workqueue.TypedRateLimitingQueueConfig[string]{Name: "csi-attacher"})
 	enqueue := func(obj any) {
-		if va, ok := obj.(*storagev1.VolumeAttachment); ok && slices.Contains(a.drivers, va.Spec.Attacher) {
+		if va, ok := obj.(*storagev1.VolumeAttachment); ok && a.handles(va.Spec.Attacher) {
 			a.queue.Add(va.Name)
 		}
 	}
@@ -231,7 +231,7 @@ func (a *attacher) reconcile(ctx context.Context) error {
 		return fmt.Errorf("list volume attachments: %w", err)
 	}
 	var errs []error
-	for _, d := range a.drivers {
+	for _, d := range a.driverNames() {
 		c, ok := a.controllers.Lookup(d)
 		if !ok {
 			continue
@@ -305,6 +305,29 @@ func (a *attacher) nodeID(va *storagev1.VolumeAttachment) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("CSINode %s has no node ID of %s", va.Spec.NodeName, va.Spec.Attacher)
+}
+
+// handles reports whether the attacher serves the driver: one of Dell's
+// default names, or any driver with a registered controller (a further
+// install under its own name, such as a second csi-powerstore).
+func (a *attacher) handles(driver string) bool {
+	if slices.Contains(a.drivers, driver) {
+		return true
+	}
+	_, ok := a.controllers.Lookup(driver)
+	return ok
+}
+
+// driverNames are Dell's default names and then every other driver with a
+// registered controller, each once.
+func (a *attacher) driverNames() []string {
+	out := slices.Clone(a.drivers)
+	for _, d := range a.controllers.Drivers() {
+		if !slices.Contains(out, d) {
+			out = append(out, d)
+		}
+	}
+	return out
 }
 
 func (a *attacher) attach(ctx context.Context, va *storagev1.VolumeAttachment, fin string) error {

@@ -243,7 +243,7 @@ func (cp *ControlPlane) registerNode(ctx context.Context, n *Node) error {
 		},
 	}
 	csiIDs := s.CSINodeIDs()
-	for _, d := range Drivers() {
+	for _, d := range s.CSIDrivers() {
 		csiNode.Spec.Drivers = append(csiNode.Spec.Drivers, storagev1.CSINodeDriver{Name: d, NodeID: csiIDs[d]})
 	}
 	if _, err := cp.Client.StorageV1().CSINodes().Create(ctx, csiNode, metav1.CreateOptions{}); err != nil {

@@ -3,6 +3,7 @@ package testbed
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 )
 
@@ -68,6 +69,24 @@ type NodeSpec struct {
 	// PowerStorePrefix is the PowerStore driver's node name prefix. Default
 	// DefaultPowerStorePrefix.
 	PowerStorePrefix string
+	// PowerStoreInstances are further csi-powerstore installs whose node
+	// plugin runs on the node, each under its own driver name and node
+	// name prefix (see PowerStoreInstance).
+	PowerStoreInstances []PowerStoreInstance
+}
+
+// PowerStoreInstance is a further csi-powerstore install: the driver name
+// is set at install time (X_CSI_DRIVER_NAME, the chart's driverName) and
+// so is the node name prefix (X_CSI_POWERSTORE_NODE_NAME_PREFIX, the
+// chart's nodeNamePrefix). Its node plugin reports the node ID
+// <Prefix>-<machine ID>-<IP> (dell/csi-powerstore pkg/node/node.go
+// updateNodeID, NodeGetInfo), which the kubelet files in the node's
+// CSINode under Driver, beside the other drivers' entries; it registers
+// the node's host under that ID on its own arrays (setupHost, emulated by
+// csidriver.PowerStore.NodeStart).
+type PowerStoreInstance struct {
+	Driver string
+	Prefix string
 }
 
 // NodeSpecs returns n specs named <prefix>-1 … <prefix>-n with every
@@ -112,6 +131,17 @@ func (s NodeSpec) Complete() (NodeSpec, error) {
 	if s.PowerStorePrefix == "" {
 		s.PowerStorePrefix = DefaultPowerStorePrefix
 	}
+	s.PowerStoreInstances = slices.Clone(s.PowerStoreInstances)
+	seen := map[string]bool{DriverPowerStore: true}
+	for i, in := range s.PowerStoreInstances {
+		if in.Driver == "" || seen[in.Driver] || slices.Contains(Drivers(), in.Driver) {
+			return s, fmt.Errorf("node spec %s: PowerStoreInstances[%d]: driver name %q is empty or already taken", s.Name, i, in.Driver)
+		}
+		seen[in.Driver] = true
+		if in.Prefix == "" {
+			s.PowerStoreInstances[i].Prefix = DefaultPowerStorePrefix
+		}
+	}
 	if s.IP != "" {
 		addr, err := netip.ParseAddr(s.IP)
 		if err != nil || !addr.Is4() || !addr.IsLoopback() {
@@ -122,7 +152,8 @@ func (s NodeSpec) Complete() (NodeSpec, error) {
 }
 
 // CSINodeIDs returns the node ID each Dell CSI driver reports for this node,
-// keyed by driver name, in the format the driver builds it:
+// keyed by driver name (each of PowerStoreInstances under its own name),
+// in the format the driver builds it:
 //   - PowerFlex: the SDC GUID, or for an NVMe/TCP node its NVMe host's
 //     name (empty until the Node exists);
 //   - PowerStore: <prefix>-<machine ID>-<IP>;
@@ -138,13 +169,31 @@ func (s NodeSpec) CSINodeIDs() map[string]string {
 	if s.NVMeTCP {
 		pflex = s.NVMeHost
 	}
-	return map[string]string{
+	ids := map[string]string{
 		DriverPowerFlex:  pflex,
 		DriverPowerStore: prefix + "-" + s.MachineID + "-" + s.IP,
 		DriverPowerScale: s.Name + "=#=#=" + s.FQDN + "=#=#=" + s.IP,
 		DriverPowerMax:   s.Name,
 		DriverUnity:      s.Name + "," + s.FQDN,
 	}
+	for _, in := range s.PowerStoreInstances {
+		p := in.Prefix
+		if p == "" {
+			p = DefaultPowerStorePrefix
+		}
+		ids[in.Driver] = p + "-" + s.MachineID + "-" + s.IP
+	}
+	return ids
+}
+
+// CSIDrivers returns the names of the CSI drivers whose node plugins run
+// on the node: Dell's drivers (Drivers) and then PowerStoreInstances.
+func (s NodeSpec) CSIDrivers() []string {
+	out := Drivers()
+	for _, in := range s.PowerStoreInstances {
+		out = append(out, in.Driver)
+	}
+	return out
 }
 
 // newWWPNs returns two random Emulex-style port names. They have only 24

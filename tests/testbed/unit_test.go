@@ -93,6 +93,28 @@ func TestCSINodeIDs(t *testing.T) {
 	assert.Equal(t, "pfx-0123456789abcdef0123456789abcdef-127.0.10.7", s.CSINodeIDs()[DriverPowerStore])
 }
 
+// A further csi-powerstore install on the node reports its own node ID,
+// with its own prefix, under its own driver name, and is one more entry
+// of the node's CSINode.
+func TestNodeSpecPowerStoreInstances(t *testing.T) {
+	const second = "csi-powerstore-2.dellemc.com"
+	s, err := NodeSpec{Name: "worker-1", IP: "127.0.10.7", MachineID: "0123456789abcdef0123456789abcdef",
+		PowerStoreInstances: []PowerStoreInstance{{Driver: second, Prefix: "k8s-b"}}}.Complete()
+	require.NoError(t, err)
+	ids := s.CSINodeIDs()
+	assert.Equal(t, "csi-node-0123456789abcdef0123456789abcdef-127.0.10.7", ids[DriverPowerStore])
+	assert.Equal(t, "k8s-b-0123456789abcdef0123456789abcdef-127.0.10.7", ids[second])
+	assert.Equal(t, append(Drivers(), second), s.CSIDrivers())
+
+	for _, bad := range [][]PowerStoreInstance{{{Driver: ""}}, {{Driver: DriverPowerStore}}, {{Driver: second}, {Driver: second}}} {
+		_, err := NodeSpec{Name: "x", PowerStoreInstances: bad}.Complete()
+		require.Error(t, err, "%+v", bad)
+	}
+	s, err = NodeSpec{Name: "x", PowerStoreInstances: []PowerStoreInstance{{Driver: second}}}.Complete()
+	require.NoError(t, err)
+	assert.Equal(t, DefaultPowerStorePrefix, s.PowerStoreInstances[0].Prefix)
+}
+
 func TestNodeSpecComplete(t *testing.T) {
 	s, err := NodeSpec{Name: "n1"}.Complete()
 	require.NoError(t, err)

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -49,11 +50,19 @@ func VolumeHandle(driver string, n int) (string, error) {
 }
 
 // EnsureCSIDrivers creates a CSIDriver object with attachRequired=true for
-// each Dell driver, so the attach/detach controller creates
-// VolumeAttachments for their volumes. Existing objects are left alone.
+// each Dell driver and each other driver with a registered controller (a
+// further install under its own name), so the attach/detach controller
+// creates VolumeAttachments for their volumes. Existing objects are left
+// alone.
 func (cp *ControlPlane) EnsureCSIDrivers(ctx context.Context) error {
 	attach, podInfo := true, true
-	for _, d := range Drivers() {
+	names := Drivers()
+	for _, d := range cp.csi.Drivers() {
+		if !slices.Contains(names, d) {
+			names = append(names, d)
+		}
+	}
+	for _, d := range names {
 		obj := &storagev1.CSIDriver{
 			ObjectMeta: metav1.ObjectMeta{Name: d},
 			Spec: storagev1.CSIDriverSpec{

@@ -181,7 +181,7 @@ func (f *fencing) newCluster(c configs.Cluster) *clusterRuntime {
 		return ""
 	}
 	b := f.d.Build()
-	cr.view = groupview.NewView(c, f.node, adapters, bootID, b.Version+" "+b.Revision, f.log.With("component", "identities"))
+	cr.view = groupview.NewView(c, f.d.Config().ArrayDrivers(c), f.node, adapters, bootID, b.Version+" "+b.Revision, f.log.With("component", "identities"))
 	return cr
 }
 

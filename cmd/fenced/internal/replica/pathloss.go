@@ -5,7 +5,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/labels"
 
-	"github.com/fenced-project/fenced/arrayclients"
 	"github.com/fenced-project/fenced/configs"
 	"github.com/fenced-project/fenced/detector"
 	"github.com/fenced-project/fenced/kube"
@@ -57,10 +56,13 @@ func (f *fencing) pathLoss(cr *clusterRuntime, pol detector.Policy, rc *detector
 		}
 	}
 	pa := &kube.VolumeArrays{Writer: cr.writer, Selector: sel, ByDriver: map[string][]string{}}
+	instances := f.d.Config().ArrayDrivers(cr.cfg)
 	for _, name := range cr.cfg.Arrays {
-		if a, ok := f.reg.Get(name); ok {
-			d := arrayclients.DefaultDriver(a.Family())
-			pa.ByDriver[d] = append(pa.ByDriver[d], name)
+		if _, ok := f.reg.Get(name); ok {
+			// Each driver instance's volumes are on its own arrays.
+			for _, d := range instances[name] {
+				pa.ByDriver[d] = append(pa.ByDriver[d], name)
+			}
 		}
 	}
 	rc.PathLoss = &detector.PathLossConfig{Policy: p, Volumes: pa, Metrics: f.pathMetrics}
