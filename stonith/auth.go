@@ -19,11 +19,14 @@ import (
 // recorded as claimed ("token/alice"), never trusted for authorization.
 const OperatorHeader = "X-Fenced-Operator"
 
-// CallerHeader is the header replicas once named a forwarded call's caller
-// in. It is never believed: a caller is proven by its own API token or
-// client certificate, and a replica by its TLS client certificate. A
-// request that presents it with a replica's certificate is logged at WARN
-// (a replica of an older build, or a forgery) and the header dropped.
+// CallerHeader is the header replicas of earlier versions named a
+// forwarded call's caller in. It is never believed: a caller is proven by
+// its own API token or client certificate, and a replica by its TLS client
+// certificate. A replica's certificate presenting one that is not the
+// caller its proof shows is logged at WARN (a replica of an earlier
+// version carrying a certificate operator's call, or a forgery). A
+// follower still sets it to the caller the token proves on the token calls
+// it forwards, for leaders of earlier versions.
 const CallerHeader = "X-Fenced-Caller"
 
 // Role is what a caller may do.
@@ -229,10 +232,10 @@ const headerRefused = "; its " + CallerHeader + " header is not believed: a repl
 func (a *Authenticator) require(role Role, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		declared := r.Header.Get(CallerHeader)
-		r.Header.Del(CallerHeader) // never passed on, never read
+		r.Header.Del(CallerHeader) // never read
 		c, err := a.Identify(r)
 		hint := ""
-		if declared != "" {
+		if declared != "" && (err != nil || declared != c.Name) {
 			if id, ok := a.peerReplica(r); ok {
 				a.logger().Warn("caller header from a replica's certificate ignored: callers are proven by their own token or certificate, never declared",
 					"replica", id, "header", truncateName(declared), "path", r.URL.Path, "remote", r.RemoteAddr)
@@ -255,6 +258,13 @@ func (a *Authenticator) require(role Role, h http.Handler) http.Handler {
 			}
 			writeJSON(w, code, errorBody{Error: "unauthorized: " + err.Error()})
 			return
+		}
+		if c.Role == RoleOperator && !c.Certificate {
+			// A follower forwards a token call with the token. A leader
+			// of an earlier version named the caller of a forwarded call
+			// from this header, so it says what the token proves; a
+			// leader of this version checks the token and ignores it.
+			r.Header.Set(CallerHeader, c.Name)
 		}
 		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), callerKey{}, c)))
 	})

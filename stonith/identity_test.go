@@ -48,7 +48,11 @@ func TestOperatorsAndReplicasOverHTTPS(t *testing.T) {
 			seen <- Caller{Name: "(no caller)"}
 			return
 		}
-		assert.Empty(t, r.Header.Get(CallerHeader), "the header is never passed on")
+		if c.Role == RoleOperator && !c.Certificate {
+			assert.Equal(t, c.Name, r.Header.Get(CallerHeader), "a token call passes on what the token proves, for leaders of earlier versions")
+		} else {
+			assert.Empty(t, r.Header.Get(CallerHeader), "nothing else is passed on")
+		}
 		seen <- c
 		w.WriteHeader(http.StatusNoContent)
 	})
@@ -122,6 +126,11 @@ func TestOperatorsAndReplicasOverHTTPS(t *testing.T) {
 	assert.Equal(t, Caller{Name: "token/bob", Role: RoleOperator, Via: "mgmt2"}, <-seen)
 	assert.Equal(t, http.StatusNoContent, code(&mgmt2, "/op", map[string]string{"Authorization": bearer, CallerHeader: "cert:alice"}))
 	assert.Equal(t, Caller{Name: "token", Role: RoleOperator, Via: "mgmt2"}, <-seen, "the header names nobody")
+	assert.Contains(t, logs.String(), "replica=mgmt2 header=cert:alice")
+	logs.Reset()
+	assert.Equal(t, http.StatusNoContent, code(&mgmt2, "/op", map[string]string{"Authorization": bearer, CallerHeader: "token"}))
+	assert.Equal(t, Caller{Name: "token", Role: RoleOperator, Via: "mgmt2"}, <-seen)
+	assert.Empty(t, logs.String(), "a header saying what the token proves is no forgery (a follower's forward)")
 	assert.Equal(t, http.StatusUnauthorized, code(&mgmt2, "/op", map[string]string{"Authorization": "Bearer wrong-token-wrong-token"}),
 		"a replica carrying a wrong token carries nothing")
 	assert.Equal(t, http.StatusNoContent, code(nil, "/op", map[string]string{"Authorization": bearer}))

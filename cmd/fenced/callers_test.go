@@ -140,6 +140,7 @@ func TestCallersProvenNeverDeclared(t *testing.T) {
 			"the ledger names the follower that carried the call")
 	}
 	assert.Contains(t, leader.proc.stderr.String(), `operator=token/bob reason="storage maintenance" carriedBy="replica `+follower.id+`"`)
+	assert.NotContains(t, leader.proc.stderr.String(), "header=token/bob", "a follower's forward is no forgery")
 
 	// A forged caller header with the token changes nothing: the person is
 	// what the token proves.
