@@ -44,6 +44,12 @@ type ForwardOptions struct {
 	// Wait is how long to wait for a leader before answering 503 (default
 	// Timings.ForwardWait).
 	Wait time.Duration
+	// Redirect, when set and true for a request, answers it on a follower
+	// with a 307 redirect to the same path on the leader's HTTPS address
+	// instead of forwarding it: for a caller proven by its TLS client
+	// certificate, which only the caller can present to the leader. A
+	// leader without an https:// address gets 502 insecure_forward.
+	Redirect func(*http.Request) bool
 }
 
 // ForwardingHandler wraps the handler of mutating calls. On the leader (once
@@ -81,7 +87,13 @@ func (n *Node) forward(w http.ResponseWriter, r *http.Request, next http.Handler
 			next.ServeHTTP(w, r)
 			return
 		}
-		if li, ok := n.Leader(); ok && li.ID != n.cfg.ID && li.HTTPAddr != "" && hops < maxForwardHops {
+		li, ok := n.Leader()
+		known := ok && li.ID != n.cfg.ID && li.HTTPAddr != ""
+		if known && opts.Redirect != nil && opts.Redirect(r) {
+			n.redirect(w, r, li)
+			return
+		}
+		if known && hops < maxForwardHops {
 			if body == nil {
 				var err error
 				if body, err = io.ReadAll(io.LimitReader(r.Body, maxForwardBody+1)); err != nil {
@@ -121,6 +133,31 @@ func (n *Node) forward(w http.ResponseWriter, r *http.Request, next http.Handler
 		case <-time.After(forwardPollTick):
 		}
 	}
+}
+
+// redirect answers 307 to the same call on the leader's HTTPS address. A
+// 307 keeps the method and the body; the caller's client presents its
+// certificate to the leader itself.
+func (n *Node) redirect(w http.ResponseWriter, r *http.Request, li LeaderInfo) {
+	base, err := httpBase(li.HTTPAddr)
+	if err != nil {
+		WriteError(w, fmt.Errorf("leader %s HTTP address: %w", li.ID, err))
+		return
+	}
+	if base.Scheme != "https" {
+		WriteError(w, fmt.Errorf("%w: a call proven by a client certificate is redirected to the leader %s, whose HTTP address %s is not https://",
+			ErrPlainHTTPCredential, li.ID, li.HTTPAddr))
+		return
+	}
+	u := *base
+	u.Path = strings.TrimSuffix(base.Path, "/") + r.URL.Path
+	u.RawQuery = r.URL.RawQuery
+	w.Header().Set("Location", u.String())
+	w.Header().Set(HeaderForwardedBy, n.cfg.ID)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusTemporaryRedirect)
+	_ = json.NewEncoder(w).Encode(ErrorBody{Code: "redirect", // the client went away
+		Error: fmt.Sprintf("replica %s is not the leader: call the leader %s at %s (a client certificate is presented to the leader itself)", n.cfg.ID, li.ID, u.String())})
 }
 
 // hopHeaders are not forwarded (RFC 9110 section 7.6.1).
@@ -207,7 +244,8 @@ func relay(w http.ResponseWriter, resp *http.Response, leader string) {
 // ErrorBody is the JSON body of an error answer.
 type ErrorBody struct {
 	Error string `json:"error"`
-	// Code is a stable machine-readable code: no_leader, not_leader,
+	// Code is a stable machine-readable code: redirect (307 to the
+	// leader, for a caller proven by a client certificate), no_leader, not_leader,
 	// conflict, stale_term, bad_step, paused, not_found, invalid, timeout,
 	// too_large, insecure_forward (502: the leader is plain HTTP on another
 	// host and the call carries a credential), internal.

@@ -189,3 +189,29 @@ func TestForwardNeverSendsCredentialOverPlainHTTP(t *testing.T) {
 		})
 	}
 }
+
+// A call the caller must prove to the leader itself (a client certificate)
+// is answered with a 307 to the same path and query on the leader's
+// https:// address; the body says why. A plain-HTTP leader gets 502
+// insecure_forward: no certificate can be presented there.
+func TestRedirectToTheLeader(t *testing.T) {
+	n := &Node{cfg: Config{ID: "r2"}}
+	r := httptest.NewRequest(http.MethodPost, "/v1/pause?x=1", strings.NewReader("{}"))
+	w := httptest.NewRecorder()
+	n.redirect(w, r, LeaderInfo{ID: "r1", HTTPAddr: "https://mgmt1.example:7440"})
+	assert.Equal(t, http.StatusTemporaryRedirect, w.Code)
+	assert.Equal(t, "https://mgmt1.example:7440/v1/pause?x=1", w.Header().Get("Location"))
+	assert.Equal(t, "r2", w.Header().Get(HeaderForwardedBy))
+	var eb ErrorBody
+	require.NoError(t, json.Unmarshal(w.Body.Bytes(), &eb))
+	assert.Equal(t, "redirect", eb.Code)
+	assert.Contains(t, eb.Error, "replica r2 is not the leader: call the leader r1 at https://mgmt1.example:7440/v1/pause?x=1")
+
+	for _, addr := range []string{"http://10.0.0.1:7440", "10.0.0.1:7440"} {
+		w = httptest.NewRecorder()
+		n.redirect(w, r, LeaderInfo{ID: "r1", HTTPAddr: addr})
+		assert.Equal(t, http.StatusBadGateway, w.Code, addr)
+		assert.Contains(t, w.Body.String(), `"insecure_forward"`, addr)
+		assert.Empty(t, w.Header().Get("Location"), addr)
+	}
+}

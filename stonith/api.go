@@ -140,7 +140,11 @@ func decode(body []byte, v any) error {
 // action authenticates, reads the body and maps errors to status codes.
 func (a *API) action(fn func(ctx context.Context, who string, body []byte) (any, error)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		c, err := a.auth.Identify(r)
+		c, ok := CallerOf(r)
+		var err error
+		if !ok {
+			c, err = a.auth.Identify(r)
+		}
 		if err == nil && c.Role != RoleOperator {
 			err = fmt.Errorf("%s is not an operator: %w", c.Name, ErrNotOperator)
 		}
@@ -164,7 +168,7 @@ func (a *API) action(fn func(ctx context.Context, who string, body []byte) (any,
 			writeJSON(w, http.StatusBadRequest, errorBody{Error: "read request body: " + err.Error()})
 			return
 		}
-		res, err := fn(r.Context(), who, body)
+		res, err := fn(withCarrier(r.Context(), c.Via), who, body)
 		if err != nil {
 			writeJSON(w, statusOf(err), errorBody{Error: err.Error()})
 			return

@@ -1,10 +1,12 @@
 package stonith
 
 import (
+	"context"
 	"crypto/subtle"
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"strings"
@@ -17,14 +19,15 @@ import (
 // recorded as claimed ("token/alice"), never trusted for authorization.
 const OperatorHeader = "X-Fenced-Operator"
 
-// CallerHeader carries the caller a replica authenticated when it forwards
-// a call to the leader ("cert:alice", "token/alice", "replica:mgmt2"). It
-// is believed only on a request that presents a replica certificate; from
-// anyone else it is ignored, and the receiving replica replaces it.
+// CallerHeader is the header replicas of earlier versions named a
+// forwarded call's caller in. It is never believed: a caller is proven by
+// its own API token or client certificate, and a replica by its TLS client
+// certificate. A replica's certificate presenting one that is not the
+// caller its proof shows is logged at WARN (a replica of an earlier
+// version carrying a certificate operator's call, or a forgery). A
+// follower still sets it to the caller the token proves on the token calls
+// it forwards, for leaders of earlier versions.
 const CallerHeader = "X-Fenced-Caller"
-
-// maxCallerName bounds a caller name taken from a header.
-const maxCallerName = 128
 
 // Role is what a caller may do.
 type Role int
@@ -46,10 +49,17 @@ type Caller struct {
 	// "token", "token/<claimed>" or "replica:<id>".
 	Name string
 	Role Role
-	// Replica is the replica ID when Role is RoleReplica.
+	// Replica is the replica ID when Role is RoleReplica, taken from the
+	// TLS client certificate only.
 	Replica string
-	// Via is the replica that forwarded the call, when it was forwarded.
+	// Via is the replica that carried an operator's call (a follower
+	// forwarding it to the leader): the replica the TLS client certificate
+	// names, when the call also carries the operator's own API token.
 	Via string
+	// Certificate says the operator was proven by a client certificate
+	// (not the token). Such a call cannot be carried by another replica:
+	// a follower redirects it to the leader.
+	Certificate bool
 }
 
 // Identities says which client certificates are operators and which are
@@ -86,6 +96,7 @@ var errNoCredentials = errors.New("present the API token or a client certificate
 type Authenticator struct {
 	token []byte
 	ids   Identities
+	log   *slog.Logger
 }
 
 // NewAuthenticator reads the token file (see configs.ReadSecretFile). An
@@ -114,6 +125,21 @@ func (a *Authenticator) WithIdentities(ids Identities) *Authenticator {
 	return &b
 }
 
+// WithLogger returns a copy of a that logs to log (the refused or ignored
+// caller headers).
+func (a *Authenticator) WithLogger(log *slog.Logger) *Authenticator {
+	b := *a
+	b.log = log
+	return &b
+}
+
+func (a *Authenticator) logger() *slog.Logger {
+	if a.log == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return a.log
+}
+
 // Authenticate returns the caller's name, or false.
 func (a *Authenticator) Authenticate(r *http.Request) (string, bool) {
 	c, err := a.Identify(r)
@@ -126,27 +152,37 @@ func (a *Authenticator) Authenticate(r *http.Request) (string, bool) {
 // Identify returns the caller, or an error saying why there is none:
 // ErrNotOperator (wrapped) for a certificate that is neither an operator
 // nor a replica, another error for missing or wrong credentials.
+//
+// A caller is what it proves, never what a header says. A replica's
+// certificate is that replica (RoleReplica). With the API token as well it
+// is the operator the token proves, carried by that replica (Via): a
+// follower forwarding an operator's call to the leader. A replica's
+// certificate alone is never an operator.
 func (a *Authenticator) Identify(r *http.Request) (Caller, error) {
 	if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 && len(r.TLS.PeerCertificates) > 0 {
 		cert := r.TLS.PeerCertificates[0]
 		if id, ok := a.replica(cert, r.TLS.PeerCertificates[1:]); ok {
-			fwd := r.Header.Get(CallerHeader)
-			if fwd == "" {
+			if r.Header.Get("Authorization") == "" {
 				return Caller{Name: "replica:" + id, Role: RoleReplica, Replica: id}, nil
 			}
-			c, err := parseCaller(fwd)
+			c, err := a.tokenCaller(r)
 			if err != nil {
-				return Caller{}, fmt.Errorf("call forwarded by replica %s: %w", id, err)
+				return Caller{}, fmt.Errorf("call carried by replica %s: %w", id, err)
 			}
 			c.Via = id
 			return c, nil
 		}
 		name := certName(cert)
 		if a.operator(cert, r.TLS.PeerCertificates[1:]) {
-			return Caller{Name: "cert:" + name, Role: RoleOperator}, nil
+			return Caller{Name: "cert:" + name, Role: RoleOperator, Certificate: true}, nil
 		}
 		return Caller{}, fmt.Errorf("client certificate %q is neither a listed operator nor a replica of this group: %w", name, ErrNotOperator)
 	}
+	return a.tokenCaller(r)
+}
+
+// tokenCaller is the operator the request's bearer token proves.
+func (a *Authenticator) tokenCaller(r *http.Request) (Caller, error) {
 	if len(a.token) == 0 {
 		return Caller{}, errNoCredentials
 	}
@@ -167,28 +203,51 @@ func (a *Authenticator) Identify(r *http.Request) (Caller, error) {
 	return Caller{Name: "token", Role: RoleOperator}, nil
 }
 
-// RequireOperator wraps a handler: the caller must be an operator (in
-// person, or forwarded by a replica). The request then carries the caller
-// in CallerHeader, so that forwarding it to the leader keeps the person.
+// peerReplica is the replica the request's TLS client certificate names.
+func (a *Authenticator) peerReplica(r *http.Request) (string, bool) {
+	if r.TLS == nil || len(r.TLS.VerifiedChains) == 0 || len(r.TLS.PeerCertificates) == 0 {
+		return "", false
+	}
+	return a.replica(r.TLS.PeerCertificates[0], r.TLS.PeerCertificates[1:])
+}
+
+// RequireOperator wraps a handler: the caller must be an operator, in
+// person or carried by a replica with the operator's own token. The
+// handler finds the caller with CallerOf.
 func (a *Authenticator) RequireOperator(h http.Handler) http.Handler {
 	return a.require(RoleOperator, h)
 }
 
 // RequireReplica wraps a handler: the caller must be a replica of the
-// group (in person, or forwarded by another replica).
+// group, as its own TLS client certificate names it.
 func (a *Authenticator) RequireReplica(h http.Handler) http.Handler {
 	return a.require(RoleReplica, h)
 }
 
+// headerRefused is the hint given when a replica's certificate came with
+// a caller header.
+const headerRefused = "; its " + CallerHeader + " header is not believed: a replica's certificate is never an operator's or another replica's proof " +
+	"(an operator's call through a follower carries the operator's own token, or is redirected to the leader)"
+
 func (a *Authenticator) require(role Role, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		declared := r.Header.Get(CallerHeader)
+		r.Header.Del(CallerHeader) // never read
 		c, err := a.Identify(r)
+		hint := ""
+		if declared != "" && (err != nil || declared != c.Name) {
+			if id, ok := a.peerReplica(r); ok {
+				a.logger().Warn("caller header from a replica's certificate ignored: callers are proven by their own token or certificate, never declared",
+					"replica", id, "header", truncateName(declared), "path", r.URL.Path, "remote", r.RemoteAddr)
+				hint = headerRefused
+			}
+		}
 		if err == nil && c.Role != role {
 			what := "an operator"
 			if role == RoleReplica {
 				what = "a replica of this group"
 			}
-			err = fmt.Errorf("%s may not call %s: it needs %s: %w", c.Name, r.URL.Path, what, ErrNotOperator)
+			err = fmt.Errorf("%s may not call %s: it needs %s%s: %w", c.Name, r.URL.Path, what, hint, ErrNotOperator)
 		}
 		if err != nil {
 			code := http.StatusUnauthorized
@@ -200,29 +259,58 @@ func (a *Authenticator) require(role Role, h http.Handler) http.Handler {
 			writeJSON(w, code, errorBody{Error: "unauthorized: " + err.Error()})
 			return
 		}
-		r.Header.Set(CallerHeader, c.Name)
-		h.ServeHTTP(w, r)
+		if c.Role == RoleOperator && !c.Certificate {
+			// A follower forwards a token call with the token. A leader
+			// of an earlier version named the caller of a forwarded call
+			// from this header, so it says what the token proves; a
+			// leader of this version checks the token and ignores it.
+			r.Header.Set(CallerHeader, c.Name)
+		}
+		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), callerKey{}, c)))
 	})
 }
 
+type callerKey struct{}
+
 // CallerOf is the caller a handler behind RequireOperator or
-// RequireReplica was called by (as the header it set says).
+// RequireReplica was called by.
 func CallerOf(r *http.Request) (Caller, bool) {
-	c, err := parseCaller(r.Header.Get(CallerHeader))
-	return c, err == nil
+	c, ok := r.Context().Value(callerKey{}).(Caller)
+	return c, ok
 }
 
-func parseCaller(s string) (Caller, error) {
-	if s == "" || len(s) > maxCallerName || strings.ContainsFunc(s, notPrintable) {
-		return Caller{}, fmt.Errorf("%s %q: not a caller name", CallerHeader, truncateName(s))
+type carrierKey struct{}
+
+// withCarrier records in ctx the replica that carried an operator's call.
+func withCarrier(ctx context.Context, replica string) context.Context {
+	if replica == "" {
+		return ctx
 	}
-	if id, ok := strings.CutPrefix(s, "replica:"); ok && id != "" {
-		return Caller{Name: s, Role: RoleReplica, Replica: id}, nil
+	return context.WithValue(ctx, carrierKey{}, replica)
+}
+
+// carrierOf is the replica that carried the operator's call of ctx, or "".
+func carrierOf(ctx context.Context) string {
+	s, _ := ctx.Value(carrierKey{}).(string)
+	return s
+}
+
+// carried appends to an operator's reason the replica that carried the
+// call, for the ledger: "drain (carried by replica mgmt2)".
+func carried(ctx context.Context, reason string) string {
+	if via := carrierOf(ctx); via != "" {
+		return reason + " (carried by replica " + via + ")"
 	}
-	if strings.HasPrefix(s, "cert:") || s == "token" || strings.HasPrefix(s, "token/") {
-		return Caller{Name: s, Role: RoleOperator}, nil
+	return reason
+}
+
+// carrierAttr is the log attribute naming the replica that carried the
+// operator's call of ctx ("carriedBy"), empty when none did.
+func carrierAttr(ctx context.Context) slog.Attr {
+	if via := carrierOf(ctx); via != "" {
+		return slog.String("carriedBy", "replica "+via)
 	}
-	return Caller{}, fmt.Errorf("%s %q: not a caller name", CallerHeader, truncateName(s))
+	return slog.Attr{}
 }
 
 func truncateName(s string) string {

@@ -135,12 +135,13 @@ func (c *Controller) Fence(ctx context.Context, operator string, req FenceReques
 		return ActionResult{}, err
 	}
 	err = c.commit(ctx, l, &ledger.OpenFence{Meta: c.meta(l), Cluster: cl.Name, Node: req.Node,
-		Origin: ledger.OriginOperator, Operator: operator, Reason: req.Reason, BootID: d.BootID,
+		Origin: ledger.OriginOperator, Operator: operator, Reason: carried(ctx, req.Reason), BootID: d.BootID,
 		PodUIDs: d.PodUIDs, Plans: d.plans.list, Footprint: d.Footprint, FootprintRecorded: true})
 	if err != nil {
 		return ActionResult{}, fmt.Errorf("open fence of %s/%s: %w", cl.Name, req.Node, err)
 	}
-	c.log.Warn("operator fence opened", "cluster", cl.Name, "node", req.Node, "operator", operator, "reason", req.Reason)
+	c.log.Warn("operator fence opened", "cluster", cl.Name, "node", req.Node, "operator", operator, "reason", req.Reason,
+		carrierAttr(ctx))
 	c.Enqueue(cl.Name, req.Node)
 	res := ActionResult{Message: "fence opened"}
 	if f := c.readNode(cl.Name, req.Node).Fence; f != nil {
@@ -179,7 +180,7 @@ func (c *Controller) Unfence(ctx context.Context, operator string, req UnfenceRe
 		return ActionResult{FenceID: f.ID, State: string(f.State), Message: "node is already being unfenced"}, nil
 	}
 	step := &ledger.FenceStep{Meta: c.meta(l), Cluster: cl.Name, Node: req.Node, FenceID: f.ID, From: f.State,
-		To: ledger.StateUnfenceIntent, Operator: operator, Note: req.Reason}
+		To: ledger.StateUnfenceIntent, Operator: operator, Note: carried(ctx, req.Reason)}
 	if f.State == ledger.StateIntent {
 		step.To = ledger.StateAborted
 	} else {
@@ -216,7 +217,7 @@ func (c *Controller) Unfence(ctx context.Context, operator string, req UnfenceRe
 				return ActionResult{}, fmt.Errorf("%w: cannot read %s and its pods from the API server: %w; a forced unfence reads them first (use --unverified as well to unfence without)",
 					ErrRefused, req.Node, err)
 			}
-			step.Note = "forced: " + req.Reason
+			step.Note = carried(ctx, "forced: "+req.Reason)
 			step.Forced, step.Unverified = true, req.Unverified
 		}
 		if scope, err := c.restoreScope(cl, f); err == nil {
@@ -229,7 +230,7 @@ func (c *Controller) Unfence(ctx context.Context, operator string, req UnfenceRe
 		return ActionResult{}, fmt.Errorf("unfence %s/%s: %w", cl.Name, req.Node, err)
 	}
 	c.log.Warn("operator unfence", "cluster", cl.Name, "node", req.Node, "fenceID", f.ID, "operator", operator,
-		"force", req.Force, "unverified", req.Unverified, "reason", req.Reason)
+		"force", req.Force, "unverified", req.Unverified, "reason", req.Reason, carrierAttr(ctx))
 	c.Enqueue(cl.Name, req.Node)
 	return ActionResult{FenceID: f.ID, State: string(step.To), Message: "recovery started"}, nil
 }
@@ -252,7 +253,7 @@ func (c *Controller) SetPause(ctx context.Context, operator string, req PauseReq
 	}
 	defer cancel()
 	if err := c.commit(ctx, l, &ledger.SetPause{Meta: c.meta(l), Cluster: req.Cluster, Paused: paused,
-		Operator: operator, Reason: req.Reason}); err != nil {
+		Operator: operator, Reason: carried(ctx, req.Reason)}); err != nil {
 		return ActionResult{}, err
 	}
 	scope := "all clusters"
@@ -263,7 +264,7 @@ func (c *Controller) SetPause(ctx context.Context, operator string, req PauseReq
 	if paused {
 		verb = "paused"
 	}
-	c.log.Warn("fencing "+verb, "scope", scope, "operator", operator, "reason", req.Reason)
+	c.log.Warn("fencing "+verb, "scope", scope, "operator", operator, "reason", req.Reason, carrierAttr(ctx))
 	if !paused {
 		c.mu.Lock()
 		q := c.queue

@@ -195,12 +195,11 @@ func (g *httpsGroup) post(t *testing.T, name string, r *e2eReplica, path string,
 
 // TestIdentitiesAcrossTheGroup runs three fenced processes serving HTTPS.
 // Alice, a listed operator, pauses and resumes fencing with the CLI through
-// a follower: the ledger names her, not the follower that forwarded the
-// call, and the leader's log names her with the replica that forwarded.
-// A replica's certificate and an unlisted operator certificate are refused
-// as operators. A vantage report is accepted only as the replica the
-// sender's certificate names, directly and when forwarded by a follower;
-// an operator cannot send one.
+// a follower, which redirects her to the leader: the ledger and the
+// leader's log name her. A replica's certificate and an unlisted operator
+// certificate are refused as operators. A vantage report is accepted only
+// as the replica the sender's certificate names, by the leader or a
+// follower; an operator cannot send one.
 func TestIdentitiesAcrossTheGroup(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three fenced processes")
@@ -267,7 +266,7 @@ func TestIdentitiesAcrossTheGroup(t *testing.T) {
 	assert.Equal(t, http.StatusForbidden, code, "a forged report to the leader: %s", body)
 	assert.Contains(t, body, "certificate names replica")
 	code, body = g.post(t, sender.id, follower, groupview.Path, report(follower.id))
-	assert.Equal(t, http.StatusForbidden, code, "a forged report forwarded by a follower: %s", body)
+	assert.Equal(t, http.StatusForbidden, code, "a forged report to a follower: %s", body)
 	code, body = g.post(t, "alice", follower, groupview.Path, report(sender.id))
 	assert.Equal(t, http.StatusForbidden, code, "an operator sends no vantage report: %s", body)
 	assert.Contains(t, leader.proc.stderr.String(), "vantage report refused", "the leader logs the refusal")

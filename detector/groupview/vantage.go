@@ -48,7 +48,7 @@ type Sharing struct {
 	client *http.Client
 	token  string
 	cert   bool // this replica has a client certificate (replica.tls)
-	caller func(*http.Request) (string, string, bool)
+	caller func(*http.Request) (string, bool)
 
 	mu      sync.Mutex
 	pending map[vantageKey]detector.VantageObservation
@@ -73,10 +73,11 @@ type SharingConfig struct {
 	Token string
 	// Cert says the client presents this replica's certificate.
 	Cert bool
-	// Caller names the replica whose certificate authenticated a request
-	// and the replica that forwarded it, if one did (ok false when no
-	// replica's certificate authenticated it).
-	Caller func(r *http.Request) (replica, via string, ok bool)
+	// Caller names the replica whose TLS client certificate authenticated
+	// a request (ok false when no replica's certificate did). A report is
+	// sent to the leader directly and never forwarded, so the sender is
+	// the certificate's replica, never one a header names.
+	Caller func(r *http.Request) (replica string, ok bool)
 	// Logger receives the warnings.
 	Logger *slog.Logger
 }
@@ -85,7 +86,7 @@ type SharingConfig struct {
 func NewSharing(c SharingConfig) *Sharing {
 	caller := c.Caller
 	if caller == nil {
-		caller = func(*http.Request) (string, string, bool) { return "", "", false }
+		caller = func(*http.Request) (string, bool) { return "", false }
 	}
 	return &Sharing{self: c.Self, node: c.Node, boards: map[string]*detector.VantageBoard{},
 		log: c.Logger.With("component", "vantage"), pending: map[vantageKey]detector.VantageObservation{},
@@ -222,11 +223,6 @@ type vantageAnswer struct {
 // boards with the leader's clock, and the changes of reachability are
 // committed to the ledger (changes only).
 func (v *Sharing) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	l, _ := v.node.Leadership()
-	if !l.Leader {
-		cluster.WriteError(w, cluster.ErrNotLeader)
-		return
-	}
 	var rep detector.VantageReport
 	dec := json.NewDecoder(io.LimitReader(r.Body, 4<<20))
 	dec.DisallowUnknownFields()
@@ -238,13 +234,20 @@ func (v *Sharing) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		cluster.WriteError(w, fmt.Errorf("%w: %w", ledger.ErrInvalid, err))
 		return
 	}
-	if c, via, ok := v.caller(r); ok && c != rep.Replica {
+	if c, ok := v.caller(r); ok && c != rep.Replica {
 		v.log.Warn("vantage report refused: it names another replica than the sender's certificate",
-			"reportReplica", rep.Replica, "certificateReplica", c, "forwardedBy", via)
+			"reportReplica", rep.Replica, "certificateReplica", c, "remote", r.RemoteAddr)
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusForbidden)
 		_ = json.NewEncoder(w).Encode(cluster.ErrorBody{Code: "forbidden",
 			Error: fmt.Sprintf("vantage report as replica %q refused: the sender's certificate names replica %q", rep.Replica, c)})
+		return
+	}
+	l, _ := v.node.Leadership()
+	if !l.Leader {
+		// Reports are not forwarded: the leader would see the follower's
+		// certificate, not the sender's. The sender finds the new leader.
+		cluster.WriteError(w, cluster.ErrNotLeader)
 		return
 	}
 	byCluster := map[string][]detector.VantageObservation{}

@@ -143,11 +143,11 @@ func New(cfg *configs.Config, opts Options) (*Daemon, error) {
 	if err != nil {
 		return nil, err
 	}
-	d.auth = auth
+	d.auth = auth.WithLogger(d.log.With("component", "auth"))
 	if d.tls, err = serverTLS(cfg.HTTP.TLS, opts.CredentialsDir); err != nil {
 		return nil, err
 	}
-	d.srv = server.New(server.Options{ReplicaID: cfg.Replica.ID, Build: opts.Build, Logger: opts.Logger, Authorize: auth.RequireOperator, Redact: opts.Redactor.Redact})
+	d.srv = server.New(server.Options{ReplicaID: cfg.Replica.ID, Build: opts.Build, Logger: opts.Logger, Authorize: d.auth.RequireOperator, Redact: opts.Redactor.Redact})
 	return d, nil
 }
 

@@ -141,8 +141,38 @@ func (f *EndpointFlags) Resolve(groupCAs CAPool) (*Endpoint, error) {
 		}
 		tc.Certificates = []tls.Certificate{pair}
 	}
-	e.HTTP = &http.Client{Timeout: f.Timeout, Transport: &http.Transport{TLSClientConfig: tc, Proxy: http.ProxyFromEnvironment}}
+	e.HTTP = &http.Client{Timeout: f.Timeout, Transport: &http.Transport{TLSClientConfig: tc, Proxy: http.ProxyFromEnvironment},
+		CheckRedirect: FollowLeader}
 	return e, nil
+}
+
+// maxRedirects bounds the redirects a call follows: to the leader, and
+// once more if leadership moved meanwhile.
+const maxRedirects = 3
+
+// FollowLeader is the operator commands' redirect policy. A follower
+// answers a call proven by a client certificate with 307 to the leader,
+// where the client presents the certificate itself (TLS proves possession
+// of its key; a certificate cannot be passed on by a replica). It follows
+// 307 and 308 only, which keep the method and the body, at most
+// maxRedirects, never from https to plain http. The API token is never
+// sent to another host and port than the one the operator named: it is
+// dropped on a redirect elsewhere (a token call is forwarded by the
+// follower, not redirected, so it never needs one).
+func FollowLeader(req *http.Request, via []*http.Request) error {
+	if len(via) >= maxRedirects {
+		return fmt.Errorf("stopped after %d redirects", len(via))
+	}
+	if req.Response != nil && req.Response.StatusCode != http.StatusTemporaryRedirect && req.Response.StatusCode != http.StatusPermanentRedirect {
+		return fmt.Errorf("%s answered %s to %s; only 307 and 308 redirects are followed", via[len(via)-1].URL.Host, req.Response.Status, req.URL.Redacted())
+	}
+	if via[len(via)-1].URL.Scheme == "https" && req.URL.Scheme != "https" {
+		return fmt.Errorf("refusing a redirect from https to %s", req.URL.Redacted())
+	}
+	if req.URL.Host != via[0].URL.Host {
+		req.Header.Del("Authorization")
+	}
+	return nil
 }
 
 // credentialsHint tells how to resolve a credential: reference when err

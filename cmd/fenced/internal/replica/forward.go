@@ -11,28 +11,25 @@ import (
 )
 
 // forwardClient builds the client a follower forwards mutating API calls
-// to the leader with. It trusts the system roots plus the group's CA
-// (replica.tls.caFile) and http.tls.clientCAFile, so a peer's HTTPS
-// endpoint with a certificate from the group's CA verifies.
+// to the leader with, and sends its vantage reports with. It trusts the
+// system roots plus the group's CA (replica.tls.caFile) and
+// http.tls.clientCAFile, so a peer's HTTPS endpoint with a certificate from
+// the group's CA verifies, and presents this replica's certificate
+// (replica.tls) when the leader asks for one from a CA it is issued by.
 //
-// A forwarded call was already authorized on the follower (see
-// authorizedForward). A call that carries the API token is forwarded with
-// it and nothing else, so the leader records the operator the token names.
-// A call authorized by a client certificate cannot pass that certificate
-// on: it is forwarded with this replica's certificate (replica.tls, which
-// has the client usage Raft needs) and names the caller this replica
-// authenticated in stonith.CallerHeader. The leader must trust the group's
-// CA in http.tls.clientCAFile; it believes the header because the
-// certificate names a configured replica, so the ledger and the logs name
-// the person, not the forwarding replica.
+// A forwarded call was already authorized on the follower. Only a call
+// proven by the API token is forwarded, with the token: the leader
+// verifies the token itself and, when it trusts the group's CA in
+// http.tls.clientCAFile, learns from this replica's certificate which
+// replica carried the call. A call proven by a client certificate is
+// redirected to the leader instead (see routes), since no replica can
+// present another's certificate.
 func forwardClient(cfg *configs.Config, credDir string) (*http.Client, error) {
 	pool, err := GroupCAPool(cfg, credDir)
 	if err != nil {
 		return nil, err
 	}
-	plain := &http.Transport{TLSClientConfig: &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool},
-		ForceAttemptHTTP2: true, IdleConnTimeout: 90 * time.Second}
-	rt := &certForwarding{token: plain, cert: plain}
+	tc := &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool}
 	if cfg.Replica.TLS.CertFile != "" && cfg.Replica.TLS.KeyFile != "" {
 		cert, err := configs.ResolveFile(cfg.Replica.TLS.CertFile, credDir)
 		if err != nil {
@@ -46,11 +43,13 @@ func forwardClient(cfg *configs.Config, credDir string) (*http.Client, error) {
 		if err != nil {
 			return nil, fmt.Errorf("load replica.tls certificate and key: %w", err)
 		}
-		withCert := plain.Clone()
-		withCert.TLSClientConfig.Certificates = []tls.Certificate{pair}
-		rt.cert = withCert
+		tc.Certificates = []tls.Certificate{pair}
 	}
-	return &http.Client{Transport: rt, Timeout: 30 * time.Second}, nil
+	rt := &http.Transport{TLSClientConfig: tc, ForceAttemptHTTP2: true, IdleConnTimeout: 90 * time.Second}
+	return &http.Client{Transport: rt, Timeout: 30 * time.Second,
+		// A forwarded call is answered by the leader; a redirect is
+		// relayed to the caller, not followed with its credential.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}, nil
 }
 
 // GroupCAPool is the system roots plus the group's CA (replica.tls.caFile)
@@ -80,17 +79,4 @@ func GroupCAPool(cfg *configs.Config, credDir string) (*x509.CertPool, error) {
 		}
 	}
 	return pool, nil
-}
-
-// certForwarding sends a request that carries a bearer token without a
-// client certificate, and any other with this replica's certificate.
-type certForwarding struct {
-	token, cert http.RoundTripper
-}
-
-func (c *certForwarding) RoundTrip(r *http.Request) (*http.Response, error) {
-	if r.Header.Get("Authorization") != "" {
-		return c.token.RoundTrip(r)
-	}
-	return c.cert.RoundTrip(r)
 }

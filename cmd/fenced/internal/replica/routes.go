@@ -16,9 +16,12 @@ import (
 // the Raft node's forwarding, so any replica accepts it and the leader
 // serves it. A mutating route is authorized first on the replica that
 // received it (the API token or a listed operator's client certificate;
-// 401 or 403 otherwise, and nothing is forwarded), then again by the
-// leader's API, which believes the caller a follower names
-// (stonith.CallerHeader) only from a replica's certificate.
+// 401 or 403 otherwise, and nothing is forwarded). A follower forwards a
+// call proven by the API token with the token, over this replica's
+// certificate, so the leader verifies the token itself and knows from the
+// certificate which replica carried it; it redirects a call proven by a
+// client certificate to the leader (307), where the operator's client
+// presents the certificate itself.
 func (f *fencing) routes() error {
 	cfg := f.d.Config()
 	auth := f.d.Authenticator()
@@ -34,7 +37,7 @@ func (f *fencing) routes() error {
 			f.d.Handle(pattern, h)
 			continue
 		}
-		fh := f.node.ForwardingHandler(h, cluster.ForwardOptions{Client: client})
+		fh := f.node.ForwardingHandler(h, cluster.ForwardOptions{Client: client, Redirect: certificateCaller})
 		if strings.HasPrefix(pattern, http.MethodPost+" ") {
 			fh = f.d.Authorize(fh)
 		}
@@ -49,12 +52,12 @@ func (f *fencing) routes() error {
 func newVantage(cfg *configs.Config, credDir string, node groupview.Node, log *slog.Logger) (*groupview.Sharing, error) {
 	sc := groupview.SharingConfig{Self: cfg.Replica.ID, Node: node, Logger: log,
 		Cert: cfg.Replica.TLS.CertFile != "" && cfg.Replica.TLS.KeyFile != "",
-		Caller: func(r *http.Request) (string, string, bool) {
+		Caller: func(r *http.Request) (string, bool) {
 			c, ok := stonith.CallerOf(r)
 			if !ok || c.Role != stonith.RoleReplica {
-				return "", "", false
+				return "", false
 			}
-			return c.Replica, c.Via, true
+			return c.Replica, true
 		}}
 	if len(cfg.Peers) == 0 {
 		return groupview.NewSharing(sc), nil
@@ -79,8 +82,15 @@ func newVantage(cfg *configs.Config, credDir string, node groupview.Node, log *s
 	return groupview.NewSharing(sc), nil
 }
 
-// vantageAuth authorizes a vantage report: a replica's certificate (in
-// person or forwarded by another replica), or, on an endpoint without TLS,
+// certificateCaller says whether a request behind the API's authorization
+// was proven by an operator's client certificate: a follower redirects it
+// to the leader rather than forwarding it.
+func certificateCaller(r *http.Request) bool {
+	c, ok := stonith.CallerOf(r)
+	return ok && c.Certificate
+}
+
+// vantageAuth authorizes a vantage report: a replica's certificate, or, on an endpoint without TLS,
 // the API token from loopback. The report is then taken as the replica the
 // certificate names only (see ServeHTTP); without TLS there is no
 // certificate and the replica is what the report says.
@@ -96,16 +106,14 @@ func vantageAuth(auth *stonith.Authenticator, h http.Handler) http.Handler {
 	})
 }
 
-// vantageRoute serves the internal route: authorized on the replica that
-// receives it, forwarded to the leader.
+// vantageRoute serves the internal route on every replica: the leader
+// takes the report, a follower answers 503 not_leader (a report is never
+// forwarded: the leader would see the follower's certificate, not the
+// sender's).
 func (f *fencing) vantageRoute() error {
 	if len(f.d.Config().Peers) == 0 {
 		return nil
 	}
-	client, err := forwardClient(f.d.Config(), f.d.CredentialsDir())
-	if err != nil {
-		return fmt.Errorf("client for forwarding to the leader: %w", err)
-	}
-	f.d.Handle(http.MethodPost+" "+groupview.Path, vantageAuth(f.d.Authenticator(), f.node.ForwardingHandler(f.vantage, cluster.ForwardOptions{Client: client})))
+	f.d.Handle(http.MethodPost+" "+groupview.Path, vantageAuth(f.d.Authenticator(), f.vantage))
 	return nil
 }
