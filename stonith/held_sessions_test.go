@@ -1,0 +1,171 @@
+package stonith
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/fenced-project/fenced/arrayclients"
+	"github.com/fenced-project/fenced/cluster/ledger"
+	"github.com/fenced-project/fenced/detector"
+)
+
+// watchSessionsOn makes array a report n1's sessions and I/O (none yet).
+func (w *world) watchSessionsOn(a string) {
+	w.arrays[a].set(func(fa *fakeArray) {
+		fa.sessions = map[string][]arrayclients.Session{}
+		fa.io = map[string]arrayclients.IOWindow{}
+	})
+}
+
+// evicted fences n1 and waits until it is evicted and two held checks
+// have read the arrays since.
+func (w *world) evicted() {
+	w.t.Helper()
+	w.verdict("n1", detector.Failed)
+	w.waitState(ledger.StateEvicted)
+	w.waitEvictionCounted()
+	w.waitHeldChecks(2 * uint64(len(w.arrays)))
+}
+
+// requireSessionRegression checks that the fence went back to fencing
+// once, on array a, with reason session and what naming the finding, and
+// that the array was cut again and read back.
+func (w *world) requireSessionRegression(a, what string, appliesBefore int) {
+	w.t.Helper()
+	t := w.t
+	f := w.waitRegressions(1)
+	back := f.Steps[5]
+	require.True(t, strings.HasPrefix(back.Note, RegressionNote), back.Note)
+	assert.Contains(t, back.Note, a+": "+sessionFinding+what)
+	assert.Greater(t, w.log.count("apply "+a+" n1"), appliesBefore, "%s was cut again", a)
+	r := f.Results[a]
+	require.NotNil(t, r)
+	assert.True(t, r.Verified, "%s was read back after the new cut", a)
+	for _, reason := range []string{RegressionVolume, RegressionEntry} {
+		assert.Zero(t, value(w.ctrl.metrics.regressions.WithLabelValues("c1", a, reason)), reason)
+	}
+	assert.InDelta(t, 1.0, value(w.ctrl.metrics.regressions.WithLabelValues("c1", a, RegressionSession)), 0)
+	assert.Equal(t, 1, w.kube.eventReasons()["FenceRegressed"])
+	st := w.ctrl.Status()
+	require.Len(t, st.Fences, 1)
+	assert.Equal(t, 1, st.Fences[0].Regressions)
+}
+
+// TestHeldFenceCutsASessionAfterTheCut: the node's initiator is registered
+// again and logs in after the verified cut (a PowerStore initiator's
+// active_sessions): a regression with reason session, cut again (which
+// ends the session) and read back, once.
+func TestHeldFenceCutsASessionAfterTheCut(t *testing.T) {
+	w := newWorld(t, heldPeriod(50*time.Millisecond))
+	w.watchSessionsOn("a2")
+	_, stop := w.lead()
+	defer stop()
+	w.evicted()
+
+	applies := w.log.count("apply a2 n1")
+	w.arrays["a2"].set(func(fa *fakeArray) {
+		fa.sessions["n1"] = []arrayclients.Session{{Key: "iqn.n1>t1", What: "initiator iqn.n1 on host h1 logged in to t1"}}
+	})
+	w.requireSessionRegression("a2", "active session: initiator iqn.n1 on host h1 logged in to t1", applies)
+	w.arrays["a2"].set(func(fa *fakeArray) { assert.Empty(t, fa.sessions["n1"], "the cut ended the session") })
+
+	w.waitHeldChecks(6)
+	got, _ := Regressions(w.group.fence("c1", "n1"))
+	assert.Equal(t, 1, got, "a session that is gone is not found again")
+	assert.Equal(t, ledger.StateEvicted, w.state())
+}
+
+// TestHeldFenceWatchesSessionsTheCutKeeps: a session the cut keeps by
+// design (a PowerStore detach-mode fence keeps the host's initiators) is no
+// regression while it lasts; a new login is, once: after it is cut again
+// the same session is the standing one.
+func TestHeldFenceWatchesSessionsTheCutKeeps(t *testing.T) {
+	w := newWorld(t, heldPeriod(50*time.Millisecond))
+	w.watchSessionsOn("a2")
+	kept := arrayclients.Session{Key: "iqn.n1>t1", What: "initiator iqn.n1 on host h1 logged in to t1", Kept: true}
+	w.arrays["a2"].set(func(fa *fakeArray) { fa.sessions["n1"] = []arrayclients.Session{kept} })
+	_, stop := w.lead()
+	defer stop()
+	w.evicted()
+	w.waitHeldChecks(6)
+	got, _ := Regressions(w.group.fence("c1", "n1"))
+	require.Zero(t, got, "a kept session standing since the cut is no regression")
+
+	applies := w.log.count("apply a2 n1")
+	login := arrayclients.Session{Key: "iqn.n1>t2", What: "initiator iqn.n1 on host h1 logged in to t2", Kept: true}
+	w.arrays["a2"].set(func(fa *fakeArray) { fa.sessions["n1"] = append(fa.sessions["n1"], login) })
+	w.requireSessionRegression("a2", "active session: "+login.What, applies)
+	assert.NotContains(t, w.group.fence("c1", "n1").Steps[5].Note, "logged in to t1", "the standing session is not named")
+
+	w.waitHeldChecks(6)
+	got, _ = Regressions(w.group.fence("c1", "n1"))
+	assert.Equal(t, 1, got, "after the new cut both sessions are the standing ones")
+}
+
+// TestHeldFenceCountsIOAfterTheCut: I/O the array counts in a window that
+// began after a read-back showed the cut (PowerFlex SDC statistics) is a
+// regression with reason session; I/O in a window that may reach back
+// before the cut is not.
+func TestHeldFenceCountsIOAfterTheCut(t *testing.T) {
+	t.Run("a window reaching back before the cut", func(t *testing.T) {
+		w := newWorld(t, heldPeriod(50*time.Millisecond))
+		w.watchSessionsOn("a2")
+		w.arrays["a2"].set(func(fa *fakeArray) {
+			fa.keepIO = true
+			fa.io["n1"] = arrayclients.IOWindow{Ops: 40, Window: time.Hour, What: "SDC s1: 40 writes in the last 3600s"}
+		})
+		_, stop := w.lead()
+		defer stop()
+		w.evicted()
+		w.waitHeldChecks(6)
+		got, _ := Regressions(w.group.fence("c1", "n1"))
+		assert.Zero(t, got, "I/O that may predate the cut is no regression")
+	})
+
+	t.Run("a window after the cut", func(t *testing.T) {
+		w := newWorld(t, heldPeriod(50*time.Millisecond))
+		w.watchSessionsOn("a2")
+		w.arrays["a2"].set(func(fa *fakeArray) {
+			fa.io["n1"] = arrayclients.IOWindow{Ops: 40, Window: time.Millisecond, What: "SDC s1: 40 writes in the last 0s"}
+		})
+		_, stop := w.lead()
+		defer stop()
+		w.evicted()
+		got, _ := Regressions(w.group.fence("c1", "n1"))
+		require.Zero(t, got, "the cut ended the node's I/O")
+
+		applies := w.log.count("apply a2 n1")
+		w.arrays["a2"].set(func(fa *fakeArray) {
+			fa.io["n1"] = arrayclients.IOWindow{Ops: 3, Window: time.Millisecond, What: "SDC s1: 3 writes in the last 0s"}
+		})
+		w.requireSessionRegression("a2", "I/O: SDC s1: 3 writes in the last 0s", applies)
+		w.waitHeldChecks(6)
+		got, _ = Regressions(w.group.fence("c1", "n1"))
+		assert.Equal(t, 1, got)
+	})
+}
+
+// TestHeldSessionReadFailureIsNoRegression: a session read that fails
+// proves nothing either way; the read-back alone holds the fence.
+func TestHeldSessionReadFailureIsNoRegression(t *testing.T) {
+	w := newWorld(t, heldPeriod(50*time.Millisecond))
+	w.watchSessionsOn("a2")
+	w.arrays["a2"].set(func(fa *fakeArray) { fa.sessionsErr = assert.AnError })
+	_, stop := w.lead()
+	defer stop()
+	w.evicted()
+	w.waitHeldChecks(6)
+	got, _ := Regressions(w.group.fence("c1", "n1"))
+	assert.Zero(t, got)
+	assert.Equal(t, ledger.StateEvicted, w.state())
+
+	// Access regained is still found by the read-back.
+	applies := w.regrant("a2")
+	w.waitRegressions(1)
+	assert.Greater(t, w.log.count("apply a2 n1"), applies)
+	assert.InDelta(t, 1.0, value(w.ctrl.metrics.regressions.WithLabelValues("c1", "a2", RegressionVolume)), 0)
+}
