@@ -14,7 +14,8 @@ var ErrNoSessions = errors.New("the array reports no sessions or I/O of this nod
 
 // SessionReporter is implemented by adapters whose array reports a node's
 // sessions or I/O of its own (PowerStore host initiators' active_sessions,
-// PowerFlex SDC statistics). A fence's cut removes what gives the node
+// PowerMax initiator paths' logged_in and on_fabric, PowerFlex SDC
+// statistics). A fence's cut removes what gives the node
 // access; a session or I/O that appears after the cut was read back means
 // something gave it back, even where the read-back of the plan's entries
 // does not show it.
@@ -49,8 +50,8 @@ type Session struct {
 	What string `json:"what"`
 	// Kept is true when the plan's cut leaves the session in place by
 	// design (a PowerStore detach-mode fence keeps the host's initiators
-	// and detaches its volumes): such a session is no regression while it
-	// lasts, only a new one is.
+	// and detaches its volumes; no fence ends a PowerMax port login): such
+	// a session is no regression while it lasts, only a new one is.
 	Kept bool `json:"kept,omitempty"`
 }
 

@@ -176,3 +176,42 @@ func TestPowerFlexNFSClientHasNoSessions(t *testing.T) {
 	_, err := sessions(t, e.adapter, plan)
 	require.ErrorIs(t, err, arrayclients.ErrNoSessions)
 }
+
+// TestPowerMaxSessions: the node's initiator paths that are logged in and
+// on the fabric, as the simulator shows them the way Unisphere does: a
+// port login follows the node, not the host, so the fence leaves it and
+// every session is one the cut keeps; a node that comes up logs in anew.
+func TestPowerMaxSessions(t *testing.T) {
+	e := startPowerMax(t, pmaxFixture, 2*time.Second)
+	ctx := context.Background()
+	id, err := e.adapter.Resolve(ctx, pmaxNode("worker-1"))
+	require.NoError(t, err)
+	plan, err := e.adapter.Plan(ctx, id, nil)
+	require.NoError(t, err)
+
+	rep, err := sessions(t, e.adapter, plan)
+	require.NoError(t, err)
+	requireReadOnlyProbes(t, e.srv)
+	require.NotEmpty(t, rep.Sessions)
+	for _, s := range rep.Sessions {
+		assert.True(t, s.Kept, s.What)
+		assert.Contains(t, s.What, "logged in and on the fabric")
+	}
+	up := len(rep.Sessions)
+
+	// The node dies and is fenced: no path is logged in.
+	require.NoError(t, e.sim.SetSignals(id.ObjectID, simcore.Signals{Connected: simcore.Bool(false)}))
+	require.NoError(t, e.adapter.Apply(ctx, plan))
+	rep, err = sessions(t, e.adapter, plan)
+	require.NoError(t, err)
+	assert.Empty(t, rep.Sessions)
+
+	// It comes up: its initiators log in again although no host has them.
+	require.NoError(t, e.sim.SetSignals(id.ObjectID, simcore.Signals{Connected: simcore.Bool(true)}))
+	rep, err = sessions(t, e.adapter, plan)
+	require.NoError(t, err)
+	assert.Len(t, rep.Sessions, up)
+	v, err := e.adapter.Verify(ctx, plan)
+	require.NoError(t, err)
+	assert.True(t, v.Fenced, "a login reaches no volume: the read-back does not see it (%v)", v.Remaining)
+}
