@@ -92,10 +92,12 @@ func (a *PowerMaxAdapter) connectivity(ctx context.Context, h *pmaxtypes.Host, k
 }
 
 // pmaxPath is one director-port path of an initiator: up when Unisphere
-// shows it logged_in and on_fabric.
+// shows it logged_in and on_fabric; host is the host the initiator is in
+// ("" for none).
 type pmaxPath struct {
-	id string
-	up bool
+	id   string
+	up   bool
+	host string
 }
 
 // initiatorPaths reads every director-port path of the initiators (bare
@@ -129,7 +131,7 @@ func (a *PowerMaxAdapter) initiatorPaths(ctx context.Context, c pmax.Pmax, initi
 			if err != nil {
 				return nil, fmt.Errorf("read initiator %s: %w", pid, classifyPmax(err))
 			}
-			out = append(out, pmaxPath{id: pid, up: p.LoggedIn && p.OnFabric})
+			out = append(out, pmaxPath{id: pid, up: p.LoggedIn && p.OnFabric, host: p.Host})
 		}
 	}
 	return out, nil

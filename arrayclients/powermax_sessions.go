@@ -11,12 +11,12 @@ var _ SessionReporter = (*PowerMaxAdapter)(nil)
 
 // Sessions lists the director-port paths of the node's initiators (the
 // plan's and the identity's) that Unisphere shows logged_in and on_fabric
-// (gopowermax GetInitiatorList and GetInitiatorByID: GET
-// …/sloprovisioning/symmetrix/{sym}/initiator/{dir:port:initiator}). A
-// port login belongs to the initiator, not to the host: removing the
-// initiators from the node's host (the fence) leaves an alive node's
-// logins standing, so every session is Kept and only a new login (a path
-// that was not logged in) is a regression.
+// while the initiator is in a host (gopowermax GetInitiatorList and
+// GetInitiatorByID: GET …/sloprovisioning/symmetrix/{sym}/initiator/
+// {dir:port:initiator}, fields logged_in, on_fabric and host). A port
+// login belongs to the initiator: an alive node stays logged in after the
+// fence removed its initiators from its host, but reaches no masking view
+// until a host has them again, so only a login with a host is a session.
 //
 // csi-powermax's vSphere host is shared by every node: ErrNoSessions.
 func (a *PowerMaxAdapter) Sessions(ctx context.Context, p Plan) (SessionReport, error) {
@@ -37,9 +37,9 @@ func (a *PowerMaxAdapter) Sessions(ctx context.Context, p Plan) (SessionReport, 
 		return SessionReport{}, a.errf("sessions", p.Identity.Node, err)
 	}
 	for _, path := range paths {
-		if path.up {
-			rep.Sessions = append(rep.Sessions, Session{Key: path.id, Kept: true,
-				What: fmt.Sprintf("initiator path %s logged in and on the fabric (host %s had it)", path.id, e.HostID)})
+		if path.up && path.host != "" {
+			rep.Sessions = append(rep.Sessions, Session{Key: path.id,
+				What: fmt.Sprintf("initiator path %s logged in and on the fabric, in host %s", path.id, path.host)})
 		}
 	}
 	return rep, nil

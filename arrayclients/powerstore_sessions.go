@@ -19,11 +19,12 @@ var _ SessionReporter = (*PowerStoreAdapter)(nil)
 // only under a host initiator, so an initiator that a fence removed has
 // none to show until it is registered with a host again and logs in.
 //
-// The node's initiators are the plan's, the identity's initiator keys
-// and, in detach mode, whatever the plan's host has now. A detach-mode
-// fence keeps the host's initiators and detaches its volumes, so their
-// sessions are Kept: only a new one is a regression. In initiators mode
-// no session of the node's initiators survives the cut.
+// The node's initiators are the plan's and the identity's. A detach-mode
+// fence keeps the host's initiators (and their sessions) and detaches its
+// volumes instead: sessions on the node's own host reach only what the
+// read-back already checks, so in that mode only sessions of the node's
+// initiators on another host are reported. In initiators mode the cut
+// removes the initiators, which ends their sessions.
 //
 // An NFS client without a host has no sessions on the array: ErrNoSessions.
 func (a *PowerStoreAdapter) Sessions(ctx context.Context, plan Plan) (SessionReport, error) {
@@ -56,9 +57,11 @@ func (a *PowerStoreAdapter) Sessions(ctx context.Context, plan Plan) (SessionRep
 			return fmt.Errorf("list hosts: %w", err)
 		}
 		for _, h := range hosts {
-			own := h.ID == e.HostID
+			if h.ID == e.HostID && e.Mode == PowerStoreModeDetach {
+				continue
+			}
 			for _, in := range h.Initiators {
-				if !ports[in.PortName] && !(own && e.Mode == PowerStoreModeDetach) {
+				if !ports[in.PortName] {
 					continue
 				}
 				for _, s := range in.ActiveSessions {
@@ -66,7 +69,6 @@ func (a *PowerStoreAdapter) Sessions(ctx context.Context, plan Plan) (SessionRep
 						Key: fmt.Sprintf("%s>%s@%s/%s", in.PortName, s.PortName, s.ApplianceID, s.NodeID),
 						What: fmt.Sprintf("initiator %s on host %s logged in to %s (appliance %s, node %s)",
 							in.PortName, h.Name, s.PortName, s.ApplianceID, s.NodeID),
-						Kept: own && e.Mode == PowerStoreModeDetach,
 					})
 				}
 			}

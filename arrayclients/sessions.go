@@ -15,8 +15,8 @@ var ErrNoSessions = errors.New("the array reports no sessions or I/O of this nod
 // SessionReporter is implemented by adapters whose array reports a node's
 // sessions or I/O of its own (PowerStore host initiators' active_sessions,
 // PowerMax initiator paths' logged_in and on_fabric, PowerFlex SDC
-// statistics). A fence's cut removes what gives the node
-// access; a session or I/O that appears after the cut was read back means
+// statistics). A fence's cut removes what gives the node access; a session
+// through a path the cut removed, or I/O after the cut was read back, means
 // something gave it back, even where the read-back of the plan's entries
 // does not show it.
 type SessionReporter interface {
@@ -29,8 +29,9 @@ type SessionReporter interface {
 // SessionReport is what an array shows of a node's sessions and I/O at one
 // moment.
 type SessionReport struct {
-	// Sessions are the node's active sessions (an initiator logged in to
-	// a target port), by the array's own report.
+	// Sessions are the node's active sessions through paths a fence's
+	// cut removes (an initiator logged in to a target port while a host
+	// has it), by the array's own report.
 	Sessions []Session `json:"sessions,omitempty"`
 	// IO is the node's I/O in the array's latest statistics window, where
 	// the array counts I/O per node; nil where it does not.
@@ -40,19 +41,15 @@ type SessionReport struct {
 	AskedAt time.Time `json:"askedAt"`
 }
 
-// Session is one active session of the node.
+// Session is one active session of the node through a path the fence's
+// cut removes (an initiator logged in while a host has it): after the cut
+// there is none, unless something gave the path back.
 type Session struct {
-	// Key identifies the session stably across reads (initiator, target
-	// port and where the array shows it), so that a session seen before
-	// can be told from a new one.
+	// Key identifies the session (initiator, target port and where the
+	// array shows it).
 	Key string `json:"key"`
 	// What describes it for logs, Events and the ledger note.
 	What string `json:"what"`
-	// Kept is true when the plan's cut leaves the session in place by
-	// design (a PowerStore detach-mode fence keeps the host's initiators
-	// and detaches its volumes; no fence ends a PowerMax port login): such
-	// a session is no regression while it lasts, only a new one is.
-	Kept bool `json:"kept,omitempty"`
 }
 
 // IOWindow is the node's I/O that the array counted over a window ending

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dell/gopowerstore"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -42,7 +43,6 @@ func TestPowerStoreSessions(t *testing.T) {
 		assert.Len(t, rep.Sessions, 6, "three initiators, each logged in to both appliance nodes")
 		assert.Nil(t, rep.IO, "PowerStore counts no I/O per host")
 		for _, s := range rep.Sessions {
-			assert.False(t, s.Kept, "an initiators-mode cut ends every session: %s", s.What)
 			assert.Contains(t, s.What, id.ObjectName)
 		}
 
@@ -60,20 +60,37 @@ func TestPowerStoreSessions(t *testing.T) {
 		require.NoError(t, err)
 		assert.Empty(t, rep.Sessions)
 
-		// Registered again (a driver or a person): its sessions show.
-		require.NoError(t, a.Undo(ctx, plan, arrayclients.RestoreScope{}))
+		// Registered with another node's host (a person's mistake): the
+		// login shows there, a path the node should not have.
+		other := e.nodes["worker-2"].CSINodeIDs("")[arrayclients.DriverPowerStore]
+		otherID, ok := e.sim.HostID(other)
+		require.True(t, ok)
+		drv := e.driver(t)
+		p, pt := iqn, gopowerstore.InitiatorProtocolTypeEnumISCSI
+		add := []gopowerstore.InitiatorCreateModify{{PortName: &p, PortType: &pt}}
+		_, err = drv.c.ModifyHost(ctx, &gopowerstore.HostModify{AddInitiators: &add}, otherID)
+		require.NoError(t, err)
 		rep, err = sessions(t, a, plan)
 		require.NoError(t, err)
 		require.Len(t, rep.Sessions, 2, "%v", rep.Sessions)
-		assert.Contains(t, rep.Sessions[0].What, "initiator "+iqn)
+		assert.Contains(t, rep.Sessions[0].What, "initiator "+iqn+" on host "+other)
 		assert.NotEqual(t, rep.Sessions[0].Key, rep.Sessions[1].Key)
 
-		// Removing it from the host ends the login for good.
-		require.NoError(t, a.Apply(ctx, plan))
+		// Removed from that host: the array drops the login for good.
+		remove := []string{iqn}
+		_, err = drv.c.ModifyHost(ctx, &gopowerstore.HostModify{RemoveInitiators: &remove}, otherID)
+		require.NoError(t, err)
 		require.NoError(t, a.Undo(ctx, plan, arrayclients.RestoreScope{}))
 		rep, err = sessions(t, a, plan)
 		require.NoError(t, err)
 		assert.Empty(t, rep.Sessions, "a removed initiator logs in again before it has a session")
+
+		// Back on its own host, the node's iscsid logs in.
+		e.sim.LogIn(iqn)
+		rep, err = sessions(t, a, plan)
+		require.NoError(t, err)
+		require.Len(t, rep.Sessions, 2)
+		assert.Contains(t, rep.Sessions[0].What, "initiator "+iqn+" on host "+id.ObjectName)
 	})
 
 	t.Run(arrayclients.PowerStoreModeDetach, func(t *testing.T) {
@@ -94,18 +111,16 @@ func TestPowerStoreSessions(t *testing.T) {
 		require.NoError(t, err)
 		assert.Empty(t, rep.Sessions)
 
-		// The cut keeps the initiators: the node's login shows at once,
-		// as a session the cut keeps by design.
+		// The cut keeps the initiators, and the node's login to its own
+		// host, whose volumes are detached, reaches only what the
+		// read-back checks: no session is reported for it.
 		e.sim.LogIn(iqn)
 		rep, err = sessions(t, a, plan)
 		require.NoError(t, err)
-		require.Len(t, rep.Sessions, 2)
-		for _, s := range rep.Sessions {
-			assert.True(t, s.Kept, s.What)
-		}
+		assert.Empty(t, rep.Sessions)
 		v, err = a.Verify(ctx, plan)
 		require.NoError(t, err)
-		assert.True(t, v.Fenced, "a session reaches no volume: the read-back does not see it")
+		assert.True(t, v.Fenced, "%v", v.Remaining)
 	})
 
 	t.Run("nfs client", func(t *testing.T) {
@@ -178,9 +193,11 @@ func TestPowerFlexNFSClientHasNoSessions(t *testing.T) {
 }
 
 // TestPowerMaxSessions: the node's initiator paths that are logged in and
-// on the fabric, as the simulator shows them the way Unisphere does: a
-// port login follows the node, not the host, so the fence leaves it and
-// every session is one the cut keeps; a node that comes up logs in anew.
+// on the fabric while a host has the initiator, as the simulator shows them
+// the way Unisphere does: a port login follows the node, not the host, so
+// an alive node stays logged in after the fence, but with no host it
+// reaches nothing and is no session; once a host has the initiator again,
+// it is.
 func TestPowerMaxSessions(t *testing.T) {
 	e := startPowerMax(t, pmaxFixture, 2*time.Second)
 	ctx := context.Background()
@@ -194,24 +211,25 @@ func TestPowerMaxSessions(t *testing.T) {
 	requireReadOnlyProbes(t, e.srv)
 	require.NotEmpty(t, rep.Sessions)
 	for _, s := range rep.Sessions {
-		assert.True(t, s.Kept, s.What)
-		assert.Contains(t, s.What, "logged in and on the fabric")
+		assert.Contains(t, s.What, "logged in and on the fabric, in host "+id.ObjectID)
 	}
 	up := len(rep.Sessions)
 
-	// The node dies and is fenced: no path is logged in.
-	require.NoError(t, e.sim.SetSignals(id.ObjectID, simcore.Signals{Connected: simcore.Bool(false)}))
+	// Fenced while alive (its storage paths up): logged in, in no host.
 	require.NoError(t, e.adapter.Apply(ctx, plan))
 	rep, err = sessions(t, e.adapter, plan)
 	require.NoError(t, err)
 	assert.Empty(t, rep.Sessions)
 
-	// It comes up: its initiators log in again although no host has them.
-	require.NoError(t, e.sim.SetSignals(id.ObjectID, simcore.Signals{Connected: simcore.Bool(true)}))
+	// Its initiators back in its host: every path is a session again.
+	require.NoError(t, e.adapter.Undo(ctx, plan, arrayclients.RestoreScope{}))
 	rep, err = sessions(t, e.adapter, plan)
 	require.NoError(t, err)
 	assert.Len(t, rep.Sessions, up)
-	v, err := e.adapter.Verify(ctx, plan)
+
+	// The node dies: no path is logged in.
+	require.NoError(t, e.sim.SetSignals(id.ObjectID, simcore.Signals{Connected: simcore.Bool(false)}))
+	rep, err = sessions(t, e.adapter, plan)
 	require.NoError(t, err)
-	assert.True(t, v.Fenced, "a login reaches no volume: the read-back does not see it (%v)", v.Remaining)
+	assert.Empty(t, rep.Sessions)
 }

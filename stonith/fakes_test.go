@@ -201,8 +201,8 @@ type fakeArray struct {
 	plans    int
 	// sessions and io are what the array reports of each node's sessions
 	// and I/O; with neither set it reports none (ErrNoSessions). A cut
-	// ends a node's sessions the cut does not keep, and its I/O unless
-	// keepIO (a window still counting I/O from before the cut).
+	// ends a node's sessions, and its I/O unless keepIO (a window still
+	// counting I/O from before the cut).
 	sessions    map[string][]arrayclients.Session
 	io          map[string]arrayclients.IOWindow
 	keepIO      bool
@@ -259,8 +259,7 @@ func (a *fakeArray) Apply(_ context.Context, p arrayclients.Plan) error {
 	a.applies++
 	a.access[p.Identity.Node] = false
 	if a.sessions != nil {
-		a.sessions[p.Identity.Node] = slices.DeleteFunc(a.sessions[p.Identity.Node],
-			func(s arrayclients.Session) bool { return !s.Kept })
+		delete(a.sessions, p.Identity.Node)
 	}
 	if w, ok := a.io[p.Identity.Node]; ok && !a.keepIO {
 		w.Ops = 0

@@ -14,8 +14,9 @@ import (
 // A held check also watches what an array reports of the node itself,
 // where the family reports it (arrayclients.SessionReporter): PowerStore
 // host initiators' active sessions, PowerFlex SDC I/O statistics. After a
-// verified cut the node should reach nothing, so a session that begins or
-// I/O that is counted after it means something gave the node access back,
+// verified cut the node should reach nothing, so a session through a path
+// the cut removed, or I/O counted after it, means something gave the node
+// access back,
 // even where the read-back of the plan's entries does not show it. It is
 // a regression with reason "session": the array's read-back is recorded
 // as not fenced, with the session or I/O named, so the fencing step cuts
@@ -71,10 +72,6 @@ func (c *Controller) readSessions(ctx context.Context, a Array, p arrayclients.P
 // array's sessions and I/O (in heldEntry, so a fence sent back to fencing
 // starts again from its next verified cut).
 type sessionWatch struct {
-	// seen are the keys of the sessions the last read showed; read is
-	// whether there was one.
-	seen map[string]bool
-	read bool
 	// cutSince is when a read-back of this leader first showed the cut in
 	// place: I/O in a window that began after it is I/O after the cut.
 	cutSince time.Time
@@ -83,11 +80,10 @@ type sessionWatch struct {
 }
 
 // watchSessions adds what the arrays' session reads show after a verified
-// cut to their read-backs (see sessionFinding), and remembers the rest for
-// the next check. A session is after the cut when the previous check did
-// not show it, or, at a fence's first check, when the cut does not keep
-// it (Session.Kept); I/O is after the cut when its window began after a
-// read-back showed the cut. A session read that fails proves nothing.
+// cut to their read-backs (see sessionFinding). Every session an array
+// reports is through a path the cut removes, so any is after the cut; I/O
+// is after the cut when its window began after a read-back of this leader
+// showed the cut. A session read that fails proves nothing.
 func (c *Controller) watchSessions(cl *clusterRuntime, fenceID, node string, reads map[string]arrayclients.Verification,
 	sess map[string]*sessionRead) {
 	type logLine struct {
@@ -125,9 +121,7 @@ func (c *Controller) watchSessions(cl *clusterRuntime, fenceID, node string, rea
 		cut := v.Fenced && len(accessLeft(v)) == 0
 		var found []string
 		for _, s := range sr.rep.Sessions {
-			if (w.read && !w.seen[s.Key]) || (!w.read && !s.Kept) {
-				found = append(found, sessionFinding+"active session: "+s.What)
-			}
+			found = append(found, sessionFinding+"active session: "+s.What)
 		}
 		if io := sr.rep.IO; io != nil && io.Ops > 0 && !w.cutSince.IsZero() && io.StartsAfter(sr.asked, w.cutSince) {
 			found = append(found, sessionFinding+"I/O: "+io.What)
@@ -136,18 +130,11 @@ func (c *Controller) watchSessions(cl *clusterRuntime, fenceID, node string, rea
 			w.cutSince = sr.verifiedAt
 		}
 		if len(found) > 0 {
-			// Reported as a regression: the fence goes back to fencing
-			// and this schedule with it. While the step cannot be taken
-			// (paused) the same finding stays, and is not reported twice.
+			// A regression: the fence goes back to fencing, and this
+			// schedule with it.
 			v.Fenced = false
 			v.Remaining = append(v.Remaining, found...)
 			reads[a] = v
-			continue
-		}
-		w.read = true
-		w.seen = map[string]bool{}
-		for _, s := range sr.rep.Sessions {
-			w.seen[s.Key] = true
 		}
 	}
 	c.mu.Unlock()

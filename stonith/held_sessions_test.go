@@ -84,33 +84,6 @@ func TestHeldFenceCutsASessionAfterTheCut(t *testing.T) {
 	assert.Equal(t, ledger.StateEvicted, w.state())
 }
 
-// TestHeldFenceWatchesSessionsTheCutKeeps: a session the cut keeps by
-// design (a PowerStore detach-mode fence keeps the host's initiators) is no
-// regression while it lasts; a new login is, once: after it is cut again
-// the same session is the standing one.
-func TestHeldFenceWatchesSessionsTheCutKeeps(t *testing.T) {
-	w := newWorld(t, heldPeriod(50*time.Millisecond))
-	w.watchSessionsOn("a2")
-	kept := arrayclients.Session{Key: "iqn.n1>t1", What: "initiator iqn.n1 on host h1 logged in to t1", Kept: true}
-	w.arrays["a2"].set(func(fa *fakeArray) { fa.sessions["n1"] = []arrayclients.Session{kept} })
-	_, stop := w.lead()
-	defer stop()
-	w.evicted()
-	w.waitHeldChecks(6)
-	got, _ := Regressions(w.group.fence("c1", "n1"))
-	require.Zero(t, got, "a kept session standing since the cut is no regression")
-
-	applies := w.log.count("apply a2 n1")
-	login := arrayclients.Session{Key: "iqn.n1>t2", What: "initiator iqn.n1 on host h1 logged in to t2", Kept: true}
-	w.arrays["a2"].set(func(fa *fakeArray) { fa.sessions["n1"] = append(fa.sessions["n1"], login) })
-	w.requireSessionRegression("a2", "active session: "+login.What, applies)
-	assert.NotContains(t, w.group.fence("c1", "n1").Steps[5].Note, "logged in to t1", "the standing session is not named")
-
-	w.waitHeldChecks(6)
-	got, _ = Regressions(w.group.fence("c1", "n1"))
-	assert.Equal(t, 1, got, "after the new cut both sessions are the standing ones")
-}
-
 // TestHeldFenceCountsIOAfterTheCut: I/O the array counts in a window that
 // began after a read-back showed the cut (PowerFlex SDC statistics) is a
 // regression with reason session; I/O in a window that may reach back
