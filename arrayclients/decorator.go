@@ -21,6 +21,8 @@ const (
 	OpVerifyRestore = "verify-restore"
 	OpHealth        = "health"
 	OpCheck         = "check"
+	// OpSessions reads a node's sessions and I/O (SessionReporter).
+	OpSessions = "sessions"
 )
 
 // OpError is the error of one adapter call: which array, node and
@@ -301,6 +303,34 @@ func (d *decorated) Health(ctx context.Context, id Identity) (Health, error) {
 		h.IO = IOUnknown
 	}
 	return h, err
+}
+
+var _ SessionReporter = (*decorated)(nil)
+
+// Sessions asks the family's adapter for the plan's node's sessions and
+// I/O; a family that reports none answers ErrNoSessions without a call.
+func (d *decorated) Sessions(ctx context.Context, p Plan) (SessionReport, error) {
+	sr, ok := d.inner.(SessionReporter)
+	if !ok {
+		return SessionReport{}, fmt.Errorf("%s array %s: %w", d.family, d.name, ErrNoSessions)
+	}
+	var rep SessionReport
+	var none error
+	err := d.call(ctx, OpSessions, p.Identity.Node, func(ctx context.Context) (err error) {
+		if err := d.owns(p); err != nil {
+			return err
+		}
+		rep, err = sr.Sessions(ctx, p)
+		if errors.Is(err, ErrNoSessions) {
+			// An answer, not a failure: nothing to log or count as one.
+			none, err = err, nil
+		}
+		return err
+	})
+	if err == nil && none != nil {
+		return SessionReport{}, none
+	}
+	return rep, err
 }
 
 func (d *decorated) Check(ctx context.Context) CheckResult {

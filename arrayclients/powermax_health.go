@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	pmax "github.com/dell/gopowermax/v2"
 	pmaxtypes "github.com/dell/gopowermax/v2/types/v100"
 )
 
@@ -71,20 +72,53 @@ func (a *PowerMaxAdapter) connectivity(ctx context.Context, h *pmaxtypes.Host, k
 	if err != nil {
 		return ConnectivityUnknown, err.Error()
 	}
-	initiators := slices.Clone(h.Initiators)
-	for _, k := range keys {
-		if pmaxInitiatorRE.MatchString(k) && !slices.Contains(initiators, k) {
-			initiators = append(initiators, k)
+	list, err := a.initiatorPaths(ctx, c, slices.Concat(h.Initiators, keys))
+	if err != nil {
+		return ConnectivityUnknown, err.Error()
+	}
+	paths, up := len(list), 0
+	for _, p := range list {
+		if p.up {
+			up++
 		}
 	}
-	sort.Strings(initiators)
-	paths, up := 0, 0
+	switch {
+	case up > 0:
+		return Connected, fmt.Sprintf("%d of %d initiator paths logged in", up, paths)
+	case paths == 0:
+		return Disconnected, fmt.Sprintf("no initiator of host %s is known on any port", h.HostID)
+	}
+	return Disconnected, fmt.Sprintf("none of %d initiator paths is logged in", paths)
+}
+
+// pmaxPath is one director-port path of an initiator: up when Unisphere
+// shows it logged_in and on_fabric; host is the host the initiator is in
+// ("" for none).
+type pmaxPath struct {
+	id   string
+	up   bool
+	host string
+}
+
+// initiatorPaths reads every director-port path of the initiators (bare
+// IQNs/WWNs; other strings are ignored): GetInitiatorList filtered by the
+// initiator (GET …/initiator?initiator_hba=<in>), then GetInitiatorByID of
+// each dir:port:<in> path for its logged_in and on_fabric.
+func (a *PowerMaxAdapter) initiatorPaths(ctx context.Context, c pmax.Pmax, initiators []string) ([]pmaxPath, error) {
+	var ins []string
 	for _, in := range initiators {
+		if pmaxInitiatorRE.MatchString(in) && !slices.Contains(ins, in) {
+			ins = append(ins, in)
+		}
+	}
+	sort.Strings(ins)
+	var out []pmaxPath
+	for _, in := range ins {
 		rctx, cancel := pmaxTimeout(ctx, a.cfg.RequestTimeout)
 		list, err := c.GetInitiatorList(rctx, a.cfg.SymmetrixID, in, false, false)
 		cancel()
 		if err != nil {
-			return ConnectivityUnknown, fmt.Sprintf("list paths of initiator %s: %v", in, classifyPmax(err))
+			return nil, fmt.Errorf("list paths of initiator %s: %w", in, classifyPmax(err))
 		}
 		for _, pid := range list.InitiatorIDs {
 			// Unisphere IDs are dir:port:initiator; the filter is ours to check.
@@ -95,21 +129,12 @@ func (a *PowerMaxAdapter) connectivity(ctx context.Context, h *pmaxtypes.Host, k
 			p, err := c.GetInitiatorByID(rctx, a.cfg.SymmetrixID, pid)
 			cancel()
 			if err != nil {
-				return ConnectivityUnknown, fmt.Sprintf("read initiator %s: %v", pid, classifyPmax(err))
+				return nil, fmt.Errorf("read initiator %s: %w", pid, classifyPmax(err))
 			}
-			paths++
-			if p.LoggedIn && p.OnFabric {
-				up++
-			}
+			out = append(out, pmaxPath{id: pid, up: p.LoggedIn && p.OnFabric, host: p.Host})
 		}
 	}
-	switch {
-	case up > 0:
-		return Connected, fmt.Sprintf("%d of %d initiator paths logged in", up, paths)
-	case paths == 0:
-		return Disconnected, fmt.Sprintf("no initiator of host %s is known on any port", h.HostID)
-	}
-	return Disconnected, fmt.Sprintf("none of %d initiator paths is logged in", paths)
+	return out, nil
 }
 
 // ioState applies csi-powermax's rule to the volumes of the host's storage

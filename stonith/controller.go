@@ -114,7 +114,7 @@ func New(cfg Config) (*Controller, error) {
 	for name, rt := range c.clusters {
 		m.initCluster(name)
 		for _, a := range rt.arrays {
-			for _, r := range []string{RegressionVolume, RegressionEntry} {
+			for _, r := range []string{RegressionVolume, RegressionEntry, RegressionSession} {
 				m.regressions.WithLabelValues(name, a.Name(), r)
 			}
 		}

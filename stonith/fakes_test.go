@@ -203,6 +203,14 @@ type fakeArray struct {
 	// counts Plan calls.
 	planGaps map[string]*arrayclients.Gap
 	plans    int
+	// sessions and io are what the array reports of each node's sessions
+	// and I/O; with neither set it reports none (ErrNoSessions). A cut
+	// ends a node's sessions, and its I/O unless keepIO (a window still
+	// counting I/O from before the cut).
+	sessions    map[string][]arrayclients.Session
+	io          map[string]arrayclients.IOWindow
+	keepIO      bool
+	sessionsErr error
 }
 
 func newFakeArray(name string, log *opLog, nodes ...string) *fakeArray {
@@ -254,8 +262,32 @@ func (a *fakeArray) Apply(_ context.Context, p arrayclients.Plan) error {
 	}
 	a.applies++
 	a.access[p.Identity.Node] = false
+	if a.sessions != nil {
+		delete(a.sessions, p.Identity.Node)
+	}
+	if w, ok := a.io[p.Identity.Node]; ok && !a.keepIO {
+		w.Ops = 0
+		a.io[p.Identity.Node] = w
+	}
 	a.log.add("apply %s %s", a.name, p.Identity.Node)
 	return nil
+}
+
+// Sessions reports the node's sessions and I/O as set.
+func (a *fakeArray) Sessions(_ context.Context, p arrayclients.Plan) (arrayclients.SessionReport, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.sessionsErr != nil {
+		return arrayclients.SessionReport{}, a.sessionsErr
+	}
+	if a.sessions == nil && a.io == nil {
+		return arrayclients.SessionReport{}, arrayclients.ErrNoSessions
+	}
+	rep := arrayclients.SessionReport{Sessions: slices.Clone(a.sessions[p.Identity.Node]), AskedAt: time.Now().UTC()}
+	if w, ok := a.io[p.Identity.Node]; ok {
+		rep.IO = &w
+	}
+	return rep, nil
 }
 
 func (a *fakeArray) Verify(_ context.Context, p arrayclients.Plan) (arrayclients.Verification, error) {

@@ -62,6 +62,9 @@ type heldEntry struct {
 	// reported is the regression already reported while the step back to
 	// fencing could not be committed (paused): it is not reported again.
 	reported string
+	// sessions is what the checks remember of each array's sessions and
+	// I/O (held_sessions.go).
+	sessions map[string]*sessionWatch
 }
 
 // heldStates are the states in which a fence is held: verified on every
@@ -199,6 +202,7 @@ func (c *Controller) holdFence(ctx context.Context, l Leadership, cl *clusterRun
 		arrays = append(arrays, p.Array)
 	}
 	reads := map[string]arrayclients.Verification{}
+	sess := map[string]*sessionRead{}
 	var rmu sync.Mutex
 	errs := c.forEachArray(ctx, arrays, func(ctx context.Context, array string) error {
 		a, err := c.adapter(array)
@@ -207,15 +211,22 @@ func (c *Controller) holdFence(ctx context.Context, l Leadership, cl *clusterRun
 		}
 		p, _ := planOf(f, array)
 		var v arrayclients.Verification
+		var sr *sessionRead
 		if err := c.readArray(ctx, cl.Name, array, now, "held-verify", func(ctx context.Context) error {
 			var err error
-			v, err = a.Verify(ctx, p)
-			return err
+			if v, err = a.Verify(ctx, p); err != nil {
+				return err
+			}
+			sr = c.readSessions(ctx, a, p)
+			return nil
 		}); err != nil {
 			return err
 		}
 		rmu.Lock()
 		reads[array] = v
+		if sr != nil {
+			sess[array] = sr
+		}
 		rmu.Unlock()
 		return nil
 	})
@@ -223,6 +234,7 @@ func (c *Controller) holdFence(ctx context.Context, l Leadership, cl *clusterRun
 		return false, 0, ctx.Err()
 	}
 	c.heldReadErrors(cl, f, errs)
+	c.watchSessions(cl, f.ID, f.Node, reads, sess)
 
 	var regressed []string
 	for _, a := range slices.Sorted(maps.Keys(reads)) {
@@ -302,6 +314,8 @@ func (c *Controller) regress(ctx context.Context, l Leadership, cl *clusterRunti
 			reason := RegressionEntry
 			if slices.ContainsFunc(reads[a].Volumes, func(v arrayclients.VolumeCheck) bool { return v.NodeAccess }) {
 				reason = RegressionVolume
+			} else if sessionRegressed(reads[a]) {
+				reason = RegressionSession
 			}
 			c.metrics.regressed(cl.Name, a, reason)
 		}

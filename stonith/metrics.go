@@ -80,7 +80,7 @@ func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 		}, []string{"cluster", "reason"}),
 		regressions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fenced_fence_regressions_total",
-			Help: "Held fences whose read-back found the fenced node's access again (a CSI driver, sidecar or person gave it back), by array and reason (volume-access, identity-entry); each is cut again and read back. Counted once per regression found.",
+			Help: "Held fences whose read-back found the fenced node's access again (a CSI driver, sidecar or person gave it back), by array and reason (volume-access, identity-entry, session: a session or I/O of the node the array reported after the cut); each is cut again and read back. Counted once per regression found.",
 		}, []string{"cluster", "array", "reason"}),
 		callsQueued: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "fenced_array_calls_queued",

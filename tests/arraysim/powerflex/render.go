@@ -159,7 +159,10 @@ func (s *Sim) sdcStatistics(c *sdc) sdcStatisticsJSON {
 		}
 	}
 	out.NumOfMappedVolumes = len(out.VolumeIDs)
-	io := ioCounters(c.IOActive)
+	// An SDC sends user data only to volumes mapped to it: with none
+	// mapped (a fenced SDC) its window counts no I/O, whatever the node
+	// tries (IOActive says it would).
+	io := ioCounters(c.IOActive && len(out.VolumeIDs) > 0)
 	out.UserDataReadBwc, out.UserDataWriteBwc = io, io
 	idle := ioCounters(false)
 	out.UserDataTrimBwc, out.UserDataSdcReadLatency = idle, idle

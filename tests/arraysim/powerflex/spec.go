@@ -89,7 +89,8 @@ type SDCSpec struct {
 	System string `yaml:"system"`
 	// Connected sets mdmConnectionState (default true).
 	Connected *bool `yaml:"connected"`
-	// IOActive makes the SDC statistics show I/O (default false).
+	// IOActive makes the SDC statistics show I/O while a volume is mapped
+	// to it (default false).
 	IOActive bool `yaml:"ioActive"`
 	// HostType is SdcHost (default) or NVMeHost: an NVMe/TCP host of
 	// PowerFlex >= 4.0, listed with the SDCs, named by csi-vxflexos

@@ -28,7 +28,7 @@ func (s *Sim) renderHostLocked(h *host) map[string]any {
 	for _, p := range ports {
 		in := h.Initiators[p]
 		sessions := []map[string]any{}
-		if h.Connected {
+		if h.Connected || s.logins[in.PortName] {
 			for _, node := range []string{"A", "B"} {
 				sess := map[string]any{"appliance_id": s.applianceID, "node_id": s.applianceID + "-node-" + node}
 				if in.PortType == "FC" {
@@ -320,6 +320,7 @@ func (s *Sim) modifyHostLocked(id string, mod hostModify) *apiError {
 	s.changes.Touch(collHosts, h.ID)
 	for p := range removing {
 		delete(h.Initiators, p)
+		delete(s.logins, p) // the array drops its sessions
 	}
 	for _, in := range adds {
 		h.Initiators[in.PortName] = in

@@ -55,7 +55,11 @@ type Sim struct {
 	exports     map[string]*nfsExport
 
 	// sessions maps an auth_cookie value to its DELL-EMC-TOKEN.
-	sessions   map[string]string
+	sessions map[string]string
+	// logins are the initiators (by port name) that logged in to the
+	// array's target ports on their own (LogIn), whatever their host's
+	// Connected signal: their active_sessions show while a host has them.
+	logins     map[string]bool
 	sessionSeq int64
 
 	// now is the clock used for metric timestamps (tests may replace it).
@@ -307,6 +311,31 @@ func (s *Sim) SetSignals(hostRef string, sig simcore.Signals) error {
 	}
 	s.changes.Touch(collHosts, h.ID)
 	return nil
+}
+
+// LogIn logs the initiator with port name port in to the array's target
+// ports, as a node's iscsid (or FC HBA) does on its own: from now on it
+// shows active_sessions under whichever host has it registered, whatever
+// that host's Connected signal. Removing the initiator from its host ends
+// the login (the array drops the sessions of an initiator it no longer
+// knows); an initiator no host has shows nothing until one registers it.
+func (s *Sim) LogIn(port string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.logins[port] = true
+	if h := s.initiatorOwnerLocked(port); h != nil {
+		s.changes.Touch(collHosts, h.ID)
+	}
+}
+
+// LogOut ends the initiator's own login (LogIn).
+func (s *Sim) LogOut(port string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.logins, port)
+	if h := s.initiatorOwnerLocked(port); h != nil {
+		s.changes.Touch(collHosts, h.ID)
+	}
 }
 
 // findHostLocked finds a host by id or name.

@@ -180,6 +180,7 @@ func NewFromSpec(sp Spec, nodes []fixture.Node) (*Sim, error) {
 		fileSystems:  map[string]*fileSystem{},
 		exports:      map[string]*nfsExport{},
 		sessions:     map[string]string{},
+		logins:       map[string]bool{},
 		now:          time.Now,
 	}
 	if sp.PageSize < 0 || sp.PageSize > maxPageSize {
