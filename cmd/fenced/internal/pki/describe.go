@@ -15,17 +15,17 @@ const ExpiryWarning = 30 * 24 * time.Hour
 // Description is what an operator checks of a certificate before
 // installing it.
 type Description struct {
-	Subject   string    `json:"subject"`
-	Issuer    string    `json:"issuer"`
-	Serial    string    `json:"serial"`
-	IsCA      bool      `json:"isCA"`
-	DNSNames  []string  `json:"dnsNames,omitempty"`
-	IPs       []string  `json:"ipAddresses,omitempty"`
-	Emails    []string  `json:"emailAddresses,omitempty"`
-	URIs      []string  `json:"uris,omitempty"`
+	Subject  string   `json:"subject"`
+	Issuer   string   `json:"issuer"`
+	Serial   string   `json:"serial"`
+	IsCA     bool     `json:"isCA"`
+	DNSNames []string `json:"dnsNames,omitempty"`
+	IPs      []string `json:"ipAddresses,omitempty"`
+	Emails   []string `json:"emailAddresses,omitempty"`
+	URIs     []string `json:"uris,omitempty"`
 	// Replicas are the replica IDs the certificate names (URI SANs
 	// fenced://replica/<id>): the only names peers recognise.
-	Replicas []string `json:"replicas,omitempty"`
+	Replicas  []string  `json:"replicas,omitempty"`
 	Usages    []string  `json:"extKeyUsages,omitempty"`
 	NotBefore time.Time `json:"notBefore"`
 	NotAfter  time.Time `json:"notAfter"`
