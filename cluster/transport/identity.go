@@ -173,3 +173,30 @@ func verifyPeerAt(peers PeerSet, address string) func(tls.ConnectionState) error
 			address, describe(cert), strings.Join(want, " or "), ErrNotAPeer, RefusalHint(cert, ps))
 	}
 }
+
+// CheckNames returns an error when c's own certificate does not name
+// replica id by the URI subject alternative name fenced://replica/<id>:
+// every peer would refuse it, so a replica must not start with it. The
+// error says how to reissue it.
+func (c *Credentials) CheckNames(id string) error {
+	if len(c.cert.Certificate) == 0 {
+		return errors.New("no certificate")
+	}
+	cert := c.cert.Leaf
+	if cert == nil {
+		parsed, err := x509.ParseCertificate(c.cert.Certificate[0])
+		if err != nil {
+			return fmt.Errorf("parse certificate: %w", err)
+		}
+		cert = parsed
+	}
+	if slices.Contains(NamedIDs(cert), id) {
+		return nil
+	}
+	how := "issue one with `fenced pki replica --config <this configuration>`"
+	if legacyNames(cert, []Peer{{ID: id}}) != nil {
+		how = "it names the replica by common name or DNS name only, as certificates made by earlier releases do: reissue it with `fenced pki replica --from-cert <this certificate>` before this release runs (docs/operations.md, \"Replica certificates\")"
+	}
+	return fmt.Errorf("the certificate (%s) does not name replica %q by the URI SAN %s, the only name peers recognise a replica by: every peer would refuse it; %s: %w",
+		describe(cert), id, ReplicaURI(id), how, ErrNotAPeer)
+}
