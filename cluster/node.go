@@ -272,6 +272,9 @@ func (n *Node) newTransport(hl hclog.Logger) (raft.Transport, error) {
 	if err != nil {
 		return nil, fmt.Errorf("raft TLS: %w", err)
 	}
+	if err := creds.CheckNames(n.cfg.ID); err != nil {
+		return nil, fmt.Errorf("raft TLS: certificate %s: %w", n.cfg.TLS.CertFile, err)
+	}
 	stream, err := transport.Listen(n.cfg.BindAddr, n.cfg.AdvertiseAddr, creds, transport.Options{
 		HandshakeTimeout: n.cfg.Timings.HandshakeTimeout,
 		Dial:             n.cfg.Dial,

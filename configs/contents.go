@@ -209,7 +209,8 @@ func (c *checker) raftTLS(cfg *Config, r *reader, now time.Time) {
 		peers = append(peers, transport.Peer{ID: p.ID, Addr: p.RaftAddress})
 	}
 	if !slices.Contains(transport.NamedPeers(leaf, peers), cfg.Replica.ID) {
-		c.add(certField, "the certificate does not name replica %q: peers refuse it; give the replica ID as subject common name or DNS name", cfg.Replica.ID)
+		c.add(certField, "the certificate does not name replica %q by the URI SAN %s: peers refuse it (a common name, DNS name or address is no replica identity); issue it with `fenced pki replica --config`, or reissue it with `fenced pki replica --from-cert`",
+			cfg.Replica.ID, transport.ReplicaURI(cfg.Replica.ID))
 	}
 }
 

@@ -45,7 +45,7 @@ const plantedKubeToken = "kube-token-PLANTED-4711"
 func contentsFixture(t *testing.T, ca *configstest.CA, change map[string][]byte) string {
 	t.Helper()
 	dir := t.TempDir()
-	raftCert, raftKey := ca.Issue(t, configstest.Cert{CN: "r1", Names: []string{"r1", "127.0.0.1"}})
+	raftCert, raftKey := ca.Issue(t, configstest.Cert{CN: "r1", Names: []string{"r1", "127.0.0.1", "fenced://replica/r1"}})
 	httpCert, httpKey := ca.Issue(t, configstest.Cert{CN: "r1", Names: []string{"127.0.0.1"}, Usages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}})
 	files := map[string][]byte{
 		"ca.crt": ca.PEM, "raft.crt": raftCert, "raft.key": raftKey, "http.crt": httpCert, "http.key": httpKey,
@@ -97,7 +97,8 @@ func TestContentsRefused(t *testing.T) {
 	}{
 		{"HTTP certificate and key do not match", map[string][]byte{"http.key": strayKey}, "http.tls.certFile: certificate and http.tls.keyFile do not load as a pair: tls: private key does not match public key (line 11)"},
 		{"raft certificate without the host's name", raft(configstest.Cert{CN: "r1", Names: []string{"r1"}}), `replica.tls.certFile: the certificate does not name "127.0.0.1", the host of replica.raftAdvertiseAddress`},
-		{"raft certificate naming another replica", raft(configstest.Cert{CN: "r2", Names: []string{"r2", "127.0.0.2"}}), `replica.tls.certFile: the certificate does not name replica "r1"`},
+		{"raft certificate naming another replica", raft(configstest.Cert{CN: "r2", Names: []string{"r2", "127.0.0.2", "fenced://replica/r2"}}), `replica.tls.certFile: the certificate does not name replica "r1"`},
+		{"raft certificate naming the replica by common name only", raft(configstest.Cert{CN: "r1", Names: []string{"r1", "127.0.0.1"}}), "replica.tls.certFile: the certificate does not name replica \"r1\" by the URI SAN fenced://replica/r1: peers refuse it (a common name, DNS name or address is no replica identity); issue it with `fenced pki replica --config`, or reissue it with `fenced pki replica --from-cert`"},
 		{"raft certificate without clientAuth", raft(configstest.Cert{CN: "r1", Names: []string{"r1", "127.0.0.1"}, Usages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}), "replica.tls.certFile: the certificate lacks the clientAuth extended key usage"},
 		{"raft certificate expired", raft(configstest.Cert{CN: "r1", Names: []string{"r1", "127.0.0.1"}, NotBefore: time.Now().Add(-48 * time.Hour), NotAfter: time.Now().Add(-time.Hour)}), "replica.tls.certFile: the certificate expired on "},
 		{"raft certificate of another CA", map[string][]byte{"raft.crt": otherCert, "raft.key": otherKey}, "replica.tls.certFile: the certificate does not chain to replica.tls.caFile"},
@@ -130,7 +131,7 @@ func TestContentsRefused(t *testing.T) {
 // validates with a warning naming the field and line.
 func TestContentsWarnExpiry(t *testing.T) {
 	ca := configstest.NewCA(t, "ca")
-	cert, key := ca.Issue(t, configstest.Cert{CN: "r1", Names: []string{"r1", "127.0.0.1"}, NotAfter: time.Now().Add(24 * time.Hour)})
+	cert, key := ca.Issue(t, configstest.Cert{CN: "r1", Names: []string{"r1", "127.0.0.1", "fenced://replica/r1"}, NotAfter: time.Now().Add(24 * time.Hour)})
 	dir := contentsFixture(t, ca, map[string][]byte{"raft.crt": cert, "raft.key": key})
 	cfg, err := Parse([]byte(contentsYAML), dir, Options{CheckContents: true})
 	require.NoError(t, err)

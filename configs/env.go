@@ -62,7 +62,7 @@ func settingEnv(key string) string {
 }
 
 func testEnv(name string) bool {
-	for _, p := range []string{"FENCED_E2E", "FENCED_TEST_", "FENCED_CHAOS_", "FENCED_ALERT_TESTS"} {
+	for _, p := range []string{"FENCED_E2E", "FENCED_TEST_", "FENCED_CHAOS_", "FENCED_ALERT_TESTS", "FENCED_OLD_"} {
 		if strings.HasPrefix(name, p) {
 			return true
 		}

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"math/big"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sync"
@@ -66,9 +67,27 @@ type Leaf struct {
 	CertPEM, KeyPEM []byte
 }
 
-// Issue creates a certificate for name valid for both server and client
-// authentication, for the DNS name name and the IP addresses ips.
+// Issue creates a replica-style certificate for name valid for both server
+// and client authentication: subject common name and DNS name name, the
+// URI fenced://replica/<name> (how replicas are named; see
+// cluster/transport.ReplicaURI) and the IP addresses ips.
 func (ca *CA) Issue(name string, ips ...net.IP) (*Leaf, error) {
+	return ca.IssueNames(Names{CommonName: name, DNSNames: []string{name}, IPs: ips,
+		URIs: []*url.URL{{Scheme: "fenced", Host: "replica", Path: "/" + name}}})
+}
+
+// Names are what IssueNames puts into a certificate.
+type Names struct {
+	CommonName string
+	DNSNames   []string
+	IPs        []net.IP
+	URIs       []*url.URL
+}
+
+// IssueNames creates a certificate valid for both server and client
+// authentication that carries exactly n.
+func (ca *CA) IssueNames(n Names) (*Leaf, error) {
+	name := n.CommonName
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, fmt.Errorf("generate key for %s: %w", name, err)
@@ -76,8 +95,9 @@ func (ca *CA) Issue(name string, ips ...net.IP) (*Leaf, error) {
 	tmpl := &x509.Certificate{
 		SerialNumber: serial(),
 		Subject:      pkix.Name{CommonName: name},
-		DNSNames:     []string{name},
-		IPAddresses:  ips,
+		DNSNames:     n.DNSNames,
+		IPAddresses:  n.IPs,
+		URIs:         n.URIs,
 		NotBefore:    time.Now().Add(-time.Hour),
 		NotAfter:     time.Now().Add(24 * time.Hour),
 		KeyUsage:     x509.KeyUsageDigitalSignature,
@@ -107,13 +127,24 @@ type Files struct {
 	CertFile, KeyFile, CAFile string
 }
 
-// WriteFiles writes a leaf certificate for name (valid for 127.0.0.1 and
-// ::1) with its key and the CA's certificate into dir.
+// WriteFiles writes a leaf certificate for name (see Issue; valid for
+// 127.0.0.1 and ::1) with its key and the CA's certificate into dir.
 func (ca *CA) WriteFiles(dir, name string) (Files, error) {
-	leaf, err := ca.Issue(name, net.IPv4(127, 0, 0, 1), net.IPv6loopback)
+	return ca.WriteFilesFor(dir, name, net.IPv4(127, 0, 0, 1), net.IPv6loopback)
+}
+
+// WriteFilesFor is WriteFiles for the IP addresses ips.
+func (ca *CA) WriteFilesFor(dir, name string, ips ...net.IP) (Files, error) {
+	leaf, err := ca.Issue(name, ips...)
 	if err != nil {
 		return Files{}, err
 	}
+	return ca.WriteLeaf(dir, name, leaf)
+}
+
+// WriteLeaf writes leaf as name.crt and name.key, and the CA's certificate
+// as name-ca.crt, into dir.
+func (ca *CA) WriteLeaf(dir, name string, leaf *Leaf) (Files, error) {
 	f := Files{
 		CertFile: filepath.Join(dir, name+".crt"),
 		KeyFile:  filepath.Join(dir, name+".key"),

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
+	"slices"
 	"strings"
 )
 
@@ -25,65 +27,83 @@ type PeerSet func() []Peer
 // names no configured replica, or not the replica it has to.
 var ErrNotAPeer = errors.New("certificate names no configured raft peer")
 
-// NamedPeers returns the IDs of the configured peers that cert names. A
-// certificate names a replica when its subject common name or one of its DNS
-// names is the replica ID, or when one of its names (DNS, IP or common name)
-// is the host of the replica's Raft address and no other configured replica
-// has that host: replicas that share a host (one machine, tests) can only be
-// named by ID.
-func NamedPeers(cert *x509.Certificate, peers []Peer) []string {
-	hosts := map[string]int{}
-	for _, p := range peers {
-		if h := addrHost(p.Addr); h != "" {
-			hosts[h]++
+// ReplicaURIScheme and ReplicaURIHost make the URI subject alternative
+// name that names a replica: fenced://replica/<id>.
+const (
+	ReplicaURIScheme = "fenced"
+	ReplicaURIHost   = "replica"
+)
+
+// ReplicaURI is the URI subject alternative name naming replica id:
+// fenced://replica/<id>. It is the only name a Raft or replica-HTTP
+// certificate is recognised by.
+func ReplicaURI(id string) *url.URL {
+	return &url.URL{Scheme: ReplicaURIScheme, Host: ReplicaURIHost, Path: "/" + id}
+}
+
+// NamedIDs returns the replica IDs cert names by URI subject alternative
+// names fenced://replica/<id>, configured or not. A URI with anything more
+// (user, port, query, fragment, a deeper path) names nothing.
+func NamedIDs(cert *x509.Certificate) []string {
+	var ids []string
+	for _, u := range cert.URIs {
+		if u == nil || !strings.EqualFold(u.Scheme, ReplicaURIScheme) || !strings.EqualFold(u.Host, ReplicaURIHost) ||
+			u.User != nil || u.Opaque != "" || u.RawQuery != "" || u.Fragment != "" || u.ForceQuery {
+			continue
 		}
+		id, ok := strings.CutPrefix(u.Path, "/")
+		if !ok || id == "" || strings.Contains(id, "/") {
+			continue
+		}
+		ids = append(ids, id)
 	}
+	return ids
+}
+
+// NamedPeers returns the IDs of the configured peers that cert names. A
+// certificate names a replica only by the URI subject alternative name
+// fenced://replica/<id> (see ReplicaURI). Its common name, DNS names and
+// IP addresses are never an identity: any certificate for a replica's host
+// (a monitoring agent's on the same machine) would otherwise be that
+// replica, and replica IDs are often the hosts' names.
+func NamedPeers(cert *x509.Certificate, peers []Peer) []string {
+	named := NamedIDs(cert)
 	var ids []string
 	for _, p := range peers {
-		if p.ID == "" {
-			continue
-		}
-		if namesID(cert, p.ID) {
-			ids = append(ids, p.ID)
-			continue
-		}
-		if h := addrHost(p.Addr); h != "" && hosts[h] == 1 && namesHost(cert, h) {
+		if p.ID != "" && slices.Contains(named, p.ID) && !slices.Contains(ids, p.ID) {
 			ids = append(ids, p.ID)
 		}
 	}
 	return ids
 }
 
-func namesID(cert *x509.Certificate, id string) bool {
-	if cert.Subject.CommonName == id {
-		return true
-	}
-	for _, d := range cert.DNSNames {
-		if strings.EqualFold(d, id) {
-			return true
+// legacyNames returns the configured peers cert names the way certificates
+// made before replicas were named by URI did (subject common name or DNS
+// name equal to the ID): what a refusal points out, never an identity.
+func legacyNames(cert *x509.Certificate, peers []Peer) []string {
+	var ids []string
+	for _, p := range peers {
+		if p.ID == "" {
+			continue
+		}
+		if cert.Subject.CommonName == p.ID || slices.ContainsFunc(cert.DNSNames, func(d string) bool { return strings.EqualFold(d, p.ID) }) {
+			ids = append(ids, p.ID)
 		}
 	}
-	return false
+	return ids
 }
 
-func namesHost(cert *x509.Certificate, host string) bool {
-	if ip := net.ParseIP(host); ip != nil {
-		for _, c := range cert.IPAddresses {
-			if c.Equal(ip) {
-				return true
-			}
-		}
-		return false
+// RefusalHint is what a refusal of cert adds for an operator: when cert
+// names a configured replica only by common name or DNS name (a
+// certificate issued before replicas were named by URI), how to reissue
+// it. Empty otherwise.
+func RefusalHint(cert *x509.Certificate, peers []Peer) string {
+	legacy := legacyNames(cert, peers)
+	if len(legacy) == 0 || len(NamedPeers(cert, peers)) > 0 {
+		return ""
 	}
-	if strings.EqualFold(cert.Subject.CommonName, host) {
-		return true
-	}
-	for _, d := range cert.DNSNames {
-		if strings.EqualFold(d, host) {
-			return true
-		}
-	}
-	return false
+	return fmt.Sprintf(" (it names replica %s by common name or DNS name only: a replica is named only by the URI SAN %s; reissue it with `fenced pki replica --from-cert`)",
+		legacy[0], ReplicaURI(legacy[0]))
 }
 
 // addrHost is the lower-cased host of a host:port (the whole string when it
@@ -102,6 +122,9 @@ func describe(cert *x509.Certificate) string {
 	for _, ip := range cert.IPAddresses {
 		names = append(names, ip.String())
 	}
+	for _, u := range cert.URIs {
+		names = append(names, u.String())
+	}
 	return fmt.Sprintf("subject %q, names [%s]", cert.Subject.String(), strings.Join(names, " "))
 }
 
@@ -113,8 +136,9 @@ func verifyAnyPeer(peers PeerSet) func(tls.ConnectionState) error {
 			return fmt.Errorf("no client certificate: %w", ErrNotAPeer)
 		}
 		cert := cs.PeerCertificates[0]
-		if len(NamedPeers(cert, peers())) == 0 {
-			return fmt.Errorf("%s: %w", describe(cert), ErrNotAPeer)
+		ps := peers()
+		if len(NamedPeers(cert, ps)) == 0 {
+			return fmt.Errorf("%s: %w%s", describe(cert), ErrNotAPeer, RefusalHint(cert, ps))
 		}
 		return nil
 	}
@@ -145,7 +169,34 @@ func verifyPeerAt(peers PeerSet, address string) func(tls.ConnectionState) error
 				}
 			}
 		}
-		return fmt.Errorf("certificate of %s (%s) does not name replica %s: %w",
-			address, describe(cert), strings.Join(want, " or "), ErrNotAPeer)
+		return fmt.Errorf("certificate of %s (%s) does not name replica %s: %w%s",
+			address, describe(cert), strings.Join(want, " or "), ErrNotAPeer, RefusalHint(cert, ps))
 	}
+}
+
+// CheckNames returns an error when c's own certificate does not name
+// replica id by the URI subject alternative name fenced://replica/<id>:
+// every peer would refuse it, so a replica must not start with it. The
+// error says how to reissue it.
+func (c *Credentials) CheckNames(id string) error {
+	if len(c.cert.Certificate) == 0 {
+		return errors.New("no certificate")
+	}
+	cert := c.cert.Leaf
+	if cert == nil {
+		parsed, err := x509.ParseCertificate(c.cert.Certificate[0])
+		if err != nil {
+			return fmt.Errorf("parse certificate: %w", err)
+		}
+		cert = parsed
+	}
+	if slices.Contains(NamedIDs(cert), id) {
+		return nil
+	}
+	how := "issue one with `fenced pki replica --config <this configuration>`"
+	if legacyNames(cert, []Peer{{ID: id}}) != nil {
+		how = "it names the replica by common name or DNS name only, as certificates made by earlier releases do: reissue it with `fenced pki replica --from-cert <this certificate>` before this release runs (docs/operations.md, \"Replica certificates\")"
+	}
+	return fmt.Errorf("the certificate (%s) does not name replica %q by the URI SAN %s, the only name peers recognise a replica by: every peer would refuse it; %s: %w",
+		describe(cert), id, ReplicaURI(id), how, ErrNotAPeer)
 }

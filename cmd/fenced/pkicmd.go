@@ -22,7 +22,8 @@ func newPKICmd() *cobra.Command {
 A group uses two CAs: one for the replicas (replica.tls.caFile and
 http.tls.clientCAFile) and one for people (http.tls.operatorCAFile). A
 replica's certificate serves Raft and HTTPS and authenticates the replica to
-its peers (serverAuth and clientAuth); it names the replica ID and the hosts
+its peers (serverAuth and clientAuth); it names the replica by the URI
+fenced://replica/<id> (the only name peers recognise it by) and the hosts
 it is reached at. An operator's certificate only authenticates (clientAuth)
 and names the person.
 
@@ -32,6 +33,7 @@ overwritten. Keep CA keys off the management hosts.`,
   fenced pki ca --name fenced-operator-ca
   fenced pki replica --ca fenced-replica-ca --config mgmt1.yaml
   fenced pki replica mgmt2 --ca fenced-replica-ca --host mgmt2.example.net --host 10.0.0.12
+  fenced pki replica --ca fenced-replica-ca --from-cert old/mgmt3.crt --out new
   fenced pki operator alice --ca fenced-operator-ca --email alice@example.net
   fenced pki show mgmt1.crt`,
 	}
@@ -63,18 +65,43 @@ func newPKICACmd() *cobra.Command {
 func newPKIReplicaCmd() *cobra.Command {
 	var ca caFlags
 	var hosts []string
-	var config, out string
+	var config, fromCert, out string
 	var days int
 	cmd := &cobra.Command{
 		Use:   "replica [ID]",
 		Short: "Issue a replica's certificate (serverAuth and clientAuth): ID.crt and ID.key",
-		Long: `Issue a replica's certificate from the replica CA. It names the replica ID
-(subject CN and a DNS name) and every --host (DNS name or IP address). With
---config, the ID defaults to replica.id and the hosts of
-replica.raftAdvertiseAddress and http.advertiseURL are added.`,
+		Long: `Issue a replica's certificate from the replica CA. It names the replica by the
+URI SAN fenced://replica/<ID>, which is how peers recognise it (never by a
+host name or address), and also carries the ID as subject CN and a DNS
+name, and every --host (DNS name or IP address). With --config, the ID
+defaults to replica.id and the hosts of replica.raftAdvertiseAddress and
+http.advertiseURL are added.
+
+With --from-cert, the ID and hosts come from a certificate issued earlier
+(its URI SAN, else its subject CN; its DNS names and IP addresses): how a
+certificate made before replicas were named by URI is reissued.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req := pki.ReplicaRequest{Hosts: hosts}
+			if fromCert != "" {
+				if config != "" {
+					return &exitError{code: exitUsage, err: errors.New("--from-cert and --config: give one")}
+				}
+				data, err := configs.ReadFileLimited(fromCert, 1<<20)
+				if err != nil {
+					return &exitError{code: exitFailure, err: fmt.Errorf("--from-cert: %w", err)}
+				}
+				certs, err := pki.ParseCertificates(data)
+				if err != nil {
+					return &exitError{code: exitFailure, err: fmt.Errorf("--from-cert %s: %w", fromCert, err)}
+				}
+				old, err := pki.ReplicaFromCert(certs[0])
+				if err != nil {
+					return &exitError{code: exitFailure, err: fmt.Errorf("--from-cert %s: %w", fromCert, err)}
+				}
+				req.ID = old.ID
+				req.Hosts = append(old.Hosts, hosts...)
+			}
 			if config != "" {
 				fromCfg, err := pki.ReplicaFromConfig(config)
 				if err != nil {
@@ -85,6 +112,9 @@ replica.raftAdvertiseAddress and http.advertiseURL are added.`,
 			}
 			if len(args) == 1 {
 				if req.ID != "" && req.ID != args[0] {
+					if fromCert != "" {
+						return &exitError{code: exitUsage, err: fmt.Errorf("replica ID %q differs from %q, the replica %s names", args[0], req.ID, fromCert)}
+					}
 					return &exitError{code: exitUsage, err: fmt.Errorf("replica ID %q differs from replica.id %q in %s", args[0], req.ID, config)}
 				}
 				req.ID = args[0]
@@ -106,6 +136,7 @@ replica.raftAdvertiseAddress and http.advertiseURL are added.`,
 	ca.register(cmd)
 	cmd.Flags().StringSliceVar(&hosts, "host", nil, "a host name or IP address the replica is reached at (repeatable)")
 	cmd.Flags().StringVar(&config, "config", "", "the replica's configuration: ID and addresses from it")
+	cmd.Flags().StringVar(&fromCert, "from-cert", "", "a certificate issued earlier: reissue it with the same ID and hosts")
 	cmd.Flags().StringVar(&out, "out", ".", "directory to write ID.crt and ID.key into")
 	cmd.Flags().IntVar(&days, "days", wholeDays(pki.DefaultReplicaValidity), "validity in days")
 	return cmd

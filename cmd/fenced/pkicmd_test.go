@@ -57,6 +57,19 @@ func TestPKICommands(t *testing.T) {
 	require.Len(t, replica.IPAddresses, 1)
 	assert.Equal(t, "10.0.0.11", replica.IPAddresses[0].String())
 	assert.ElementsMatch(t, []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}, replica.ExtKeyUsage)
+	require.Len(t, replica.URIs, 1)
+	assert.Equal(t, "fenced://replica/mgmt1", replica.URIs[0].String(), "peers recognise the replica by this name only")
+
+	// Reissued from the certificate: the same ID, names and addresses.
+	require.NoError(t, os.Mkdir(at("again"), 0o700))
+	mustRun("pki", "replica", "--from-cert", at("mgmt1.crt"), "--ca", at("fenced-replica-ca"), "--out", at("again"))
+	again, err := tls.LoadX509KeyPair(at("again/mgmt1.crt"), at("again/mgmt1.key"))
+	require.NoError(t, err)
+	reissued, err := x509.ParseCertificate(again.Certificate[0])
+	require.NoError(t, err)
+	assert.Equal(t, replica.DNSNames, reissued.DNSNames)
+	assert.Equal(t, replica.IPAddresses, reissued.IPAddresses)
+	assert.Equal(t, replica.URIs, reissued.URIs)
 
 	// show, as JSON.
 	out = mustRun("pki", "show", "-o", "json", at("mgmt1.crt"), at("alice.crt"))

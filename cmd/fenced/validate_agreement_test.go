@@ -53,7 +53,7 @@ func agreementFixture(t *testing.T, ca *configstest.CA, doc string, change map[s
 		doc = agreementYAML
 	}
 	dir := t.TempDir()
-	raftCert, raftKey := ca.Issue(t, configstest.Cert{CN: "r1", Names: []string{"r1", "127.0.0.1"}})
+	raftCert, raftKey := ca.Issue(t, configstest.Cert{CN: "r1", Names: []string{"r1", "127.0.0.1", "fenced://replica/r1"}})
 	httpCert, httpKey := ca.Issue(t, configstest.Cert{CN: "r1", Names: []string{"127.0.0.1"}, Usages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}})
 	files := map[string]string{
 		"fenced.yaml": fmt.Sprintf(doc, filepath.Join(dir, "data"), freeAddr(t), freeAddr(t)),

@@ -12,8 +12,10 @@ import (
 	"encoding/pem"
 	"math/big"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -48,7 +50,7 @@ func NewCA(t testing.TB, name string) *CA {
 // Cert describes a certificate to issue.
 type Cert struct {
 	CN    string
-	Names []string // DNS names or IP addresses
+	Names []string // DNS names, IP addresses or URIs (scheme://...)
 	// Usages are the extended key usages; nil means serverAuth and
 	// clientAuth.
 	Usages    []x509.ExtKeyUsage
@@ -81,6 +83,10 @@ func (ca *CA) Issue(t testing.TB, c Cert) (certPEM, keyPEM []byte) {
 	for _, n := range c.Names {
 		if ip := net.ParseIP(n); ip != nil {
 			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
+		} else if strings.Contains(n, "://") {
+			u, err := url.Parse(n)
+			require.NoError(t, err)
+			tmpl.URIs = append(tmpl.URIs, u)
 		} else {
 			tmpl.DNSNames = append(tmpl.DNSNames, n)
 		}
@@ -144,7 +150,7 @@ func NewSite(t testing.TB) *Site {
 // CAs), kubeconfig-*, *.password, *.chap and api-token.
 func (s *Site) Credentials(t testing.TB, dir string, names []string) {
 	t.Helper()
-	raftCert, raftKey := s.ReplicaCA.Issue(t, Cert{CN: s.ReplicaID, Names: []string{s.ReplicaID, s.Host}})
+	raftCert, raftKey := s.ReplicaCA.Issue(t, Cert{CN: s.ReplicaID, Names: []string{s.ReplicaID, s.Host, "fenced://replica/" + s.ReplicaID}})
 	httpCert, httpKey := s.ReplicaCA.Issue(t, Cert{CN: s.Host, Names: []string{s.Host, "localhost", "127.0.0.1"}})
 	for _, n := range names {
 		var data []byte

@@ -4,6 +4,8 @@ import (
 	"crypto/x509"
 	"fmt"
 	"time"
+
+	"github.com/fenced-project/fenced/cluster/transport"
 )
 
 // ExpiryWarning is how close to its end a certificate's validity must be
@@ -13,13 +15,17 @@ const ExpiryWarning = 30 * 24 * time.Hour
 // Description is what an operator checks of a certificate before
 // installing it.
 type Description struct {
-	Subject   string    `json:"subject"`
-	Issuer    string    `json:"issuer"`
-	Serial    string    `json:"serial"`
-	IsCA      bool      `json:"isCA"`
-	DNSNames  []string  `json:"dnsNames,omitempty"`
-	IPs       []string  `json:"ipAddresses,omitempty"`
-	Emails    []string  `json:"emailAddresses,omitempty"`
+	Subject  string   `json:"subject"`
+	Issuer   string   `json:"issuer"`
+	Serial   string   `json:"serial"`
+	IsCA     bool     `json:"isCA"`
+	DNSNames []string `json:"dnsNames,omitempty"`
+	IPs      []string `json:"ipAddresses,omitempty"`
+	Emails   []string `json:"emailAddresses,omitempty"`
+	URIs     []string `json:"uris,omitempty"`
+	// Replicas are the replica IDs the certificate names (URI SANs
+	// fenced://replica/<id>): the only names peers recognise.
+	Replicas  []string  `json:"replicas,omitempty"`
 	Usages    []string  `json:"extKeyUsages,omitempty"`
 	NotBefore time.Time `json:"notBefore"`
 	NotAfter  time.Time `json:"notAfter"`
@@ -47,6 +53,10 @@ func Describe(cert *x509.Certificate, now time.Time) Description {
 	for _, ip := range cert.IPAddresses {
 		d.IPs = append(d.IPs, ip.String())
 	}
+	for _, u := range cert.URIs {
+		d.URIs = append(d.URIs, u.String())
+	}
+	d.Replicas = transport.NamedIDs(cert)
 	for _, u := range cert.ExtKeyUsage {
 		d.Usages = append(d.Usages, usageName(u))
 	}
@@ -59,6 +69,10 @@ func Describe(cert *x509.Certificate, now time.Time) Description {
 		d.Warnings = append(d.Warnings, fmt.Sprintf("expires in %d days (%s): renew it", d.DaysLeft, cert.NotAfter.UTC().Format(time.DateOnly)))
 	}
 	d.Role = role(cert)
+	if !cert.IsCA && hasUsage(cert, x509.ExtKeyUsageServerAuth) && hasUsage(cert, x509.ExtKeyUsageClientAuth) && len(d.Replicas) == 0 {
+		d.Warnings = append(d.Warnings, "names no replica by the URI SAN fenced://replica/<id>: peers refuse it as a replica "+
+			"(a common name or DNS name is no replica identity); reissue it with `fenced pki replica --from-cert FILE`")
+	}
 	return d
 }
 

@@ -112,6 +112,8 @@ func WriteDescription(w io.Writer, file string, d Description) {
 	row("DNS names", strings.Join(d.DNSNames, ", "))
 	row("IPs", strings.Join(d.IPs, ", "))
 	row("E-mail", strings.Join(d.Emails, ", "))
+	row("URIs", strings.Join(d.URIs, ", "))
+	row("Replica", strings.Join(d.Replicas, ", "))
 	row("Usages", strings.Join(d.Usages, ", "))
 	row("Role", d.Role)
 	row("Valid", fmt.Sprintf("%s to %s (%d days left)", d.NotBefore.Format(time.RFC3339), d.NotAfter.Format(time.RFC3339), d.DaysLeft))

@@ -20,8 +20,11 @@ import (
 	"fmt"
 	"math/big"
 	"net"
+	"net/url"
 	"strings"
 	"time"
+
+	"github.com/fenced-project/fenced/cluster/transport"
 )
 
 // Default lifetimes.
@@ -78,8 +81,11 @@ func NewCA(name string, now time.Time, validity time.Duration) (Pair, error) {
 
 // ReplicaRequest is what a replica certificate names.
 type ReplicaRequest struct {
-	// ID is the replica's replica.id; it becomes the subject common name
-	// and a DNS name, which is how peers recognise the replica.
+	// ID is the replica's replica.id; it becomes the URI SAN
+	// fenced://replica/<id>, the only name peers recognise the replica by,
+	// and the subject common name and a DNS name (which releases before
+	// the URI recognised it by, so a reissued certificate serves both
+	// during an upgrade).
 	ID string
 	// Hosts are the replica's host names and IP addresses: the hosts of
 	// its raftAdvertiseAddress and http.advertiseURL, and any other name
@@ -88,8 +94,8 @@ type ReplicaRequest struct {
 }
 
 // IssueReplica issues a replica certificate from ca: server and client
-// authentication, subject CN and a DNS name equal to the replica ID, the
-// hosts as DNS or IP SANs.
+// authentication, the URI SAN fenced://replica/<id>, subject CN and a DNS
+// name equal to the replica ID, the hosts as DNS or IP SANs.
 func (ca *CA) IssueReplica(req ReplicaRequest, now time.Time, validity time.Duration) (Pair, error) {
 	if err := checkName("replica ID", req.ID); err != nil {
 		return Pair{}, err
@@ -114,6 +120,7 @@ func (ca *CA) IssueReplica(req ReplicaRequest, now time.Time, validity time.Dura
 		Subject:     pkix.Name{CommonName: req.ID},
 		DNSNames:    dns,
 		IPAddresses: ips,
+		URIs:        []*url.URL{transport.ReplicaURI(req.ID)},
 		KeyUsage:    x509.KeyUsageDigitalSignature,
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
 	}
@@ -271,6 +278,31 @@ func parseKey(data []byte) (crypto.Signer, error) {
 func publicKeysEqual(a, b crypto.PublicKey) bool {
 	e, ok := a.(interface{ Equal(crypto.PublicKey) bool })
 	return ok && e.Equal(b)
+}
+
+// ReplicaFromCert reads what a replica certificate issued earlier names, to
+// reissue it: the replica ID (from its URI SAN fenced://replica/<id>, else
+// its subject common name, as certificates made before the URI carried
+// it) and its other DNS names and IP addresses as hosts.
+func ReplicaFromCert(cert *x509.Certificate) (ReplicaRequest, error) {
+	req := ReplicaRequest{ID: cert.Subject.CommonName}
+	if ids := transport.NamedIDs(cert); len(ids) == 1 {
+		req.ID = ids[0]
+	} else if len(ids) > 1 {
+		return ReplicaRequest{}, fmt.Errorf("the certificate names %d replicas (%s): reissue each with its own ID", len(ids), strings.Join(ids, ", "))
+	}
+	if req.ID == "" {
+		return ReplicaRequest{}, errors.New("the certificate names no replica: neither a URI SAN fenced://replica/<id> nor a subject common name")
+	}
+	for _, d := range cert.DNSNames {
+		if !strings.EqualFold(d, req.ID) {
+			req.Hosts = append(req.Hosts, d)
+		}
+	}
+	for _, ip := range cert.IPAddresses {
+		req.Hosts = append(req.Hosts, ip.String())
+	}
+	return req, nil
 }
 
 // checkName refuses names that cannot be a certificate's common name.

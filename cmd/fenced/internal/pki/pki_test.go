@@ -55,11 +55,14 @@ func TestReplicaCertificate(t *testing.T) {
 	_, err = cert.Verify(x509.VerifyOptions{Roots: roots, CurrentTime: now, DNSName: "mgmt1.example.net"})
 	require.NoError(t, err, "serves HTTPS as its host name")
 
-	// The Raft transport recognises it as mgmt1, by ID and by host.
+	// The Raft transport recognises it as mgmt1, by its URI SAN.
+	require.Len(t, cert.URIs, 1)
+	assert.Equal(t, "fenced://replica/mgmt1", cert.URIs[0].String())
 	peers := []transport.Peer{{ID: "mgmt1", Addr: "mgmt1.example.net:7441"}, {ID: "mgmt2", Addr: "mgmt2.example.net:7441"}}
 	assert.Equal(t, []string{"mgmt1"}, transport.NamedPeers(cert, peers))
 	d := Describe(cert, now)
 	assert.Empty(t, d.Warnings)
+	assert.Equal(t, []string{"mgmt1"}, d.Replicas)
 	assert.Equal(t, "replica (serverAuth and clientAuth: Raft and HTTPS)", d.Role)
 }
 
@@ -164,4 +167,39 @@ func TestDescribeWarnsOfExpiry(t *testing.T) {
 	assert.Equal(t, []string{"expires in 9 days (2026-03-11): renew it"}, Describe(cert, now.Add(24*time.Hour)).Warnings)
 	assert.Equal(t, []string{"expired on 2026-03-11T12:00:00Z"}, Describe(cert, now.Add(11*24*time.Hour)).Warnings)
 	assert.Equal(t, "CA", Describe(ca.Cert, now).Role)
+}
+
+// A replica certificate made before replicas were named by URI (CN and DNS
+// name equal to the ID, the host's names and address): peers recognise no
+// replica in it, `pki show` warns and says how to reissue it, and
+// ReplicaFromCert reissues it with the same ID and hosts and the URI.
+func TestLegacyReplicaCertificateIsReissued(t *testing.T) {
+	ca, _ := newCA(t, "fenced-replica-ca")
+	p, err := ca.IssueReplica(ReplicaRequest{ID: "mgmt2", Hosts: []string{"mgmt2.example.net", "10.0.0.12"}}, now, DefaultReplicaValidity)
+	require.NoError(t, err)
+	issued := parse(t, p)
+	legacy := *issued
+	legacy.URIs = nil // as issued before
+	peers := []transport.Peer{{ID: "mgmt1", Addr: "10.0.0.11:7441"}, {ID: "mgmt2", Addr: "10.0.0.12:7441"}}
+	assert.Empty(t, transport.NamedPeers(&legacy, peers), "a common name, DNS name or address is no replica identity")
+	assert.Contains(t, transport.RefusalHint(&legacy, peers), "fenced pki replica --from-cert")
+	d := Describe(&legacy, now)
+	require.Len(t, d.Warnings, 1)
+	assert.Contains(t, d.Warnings[0], "names no replica by the URI SAN fenced://replica/<id>")
+
+	req, err := ReplicaFromCert(&legacy)
+	require.NoError(t, err)
+	assert.Equal(t, ReplicaRequest{ID: "mgmt2", Hosts: []string{"mgmt2.example.net", "10.0.0.12"}}, req)
+	again, err := ca.IssueReplica(req, now, DefaultReplicaValidity)
+	require.NoError(t, err)
+	cert := parse(t, again)
+	assert.Equal(t, []string{"mgmt2"}, transport.NamedPeers(cert, peers))
+	assert.Equal(t, issued.DNSNames, cert.DNSNames)
+	assert.Equal(t, issued.IPAddresses, cert.IPAddresses)
+	assert.Empty(t, Describe(cert, now).Warnings)
+
+	// An operator's certificate is not offered as a replica.
+	op, err := ca.IssueOperator("alice", "", now, DefaultOperatorValidity)
+	require.NoError(t, err)
+	assert.Empty(t, Describe(parse(t, op), now).Warnings)
 }

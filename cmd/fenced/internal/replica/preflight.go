@@ -27,8 +27,12 @@ func Preflight(d *daemon.Daemon) error {
 		return fmt.Errorf("raft: %w", err)
 	}
 	if rc.TLS.CertFile != "" {
-		if _, err := transport.LoadCredentials(rc.TLS.CertFile, rc.TLS.KeyFile, rc.TLS.CAFile, rc.TLS.ServerName); err != nil {
+		creds, err := transport.LoadCredentials(rc.TLS.CertFile, rc.TLS.KeyFile, rc.TLS.CAFile, rc.TLS.ServerName)
+		if err != nil {
 			return fmt.Errorf("replica.tls: %w", err)
+		}
+		if err := creds.CheckNames(rc.ID); err != nil {
+			return fmt.Errorf("replica.tls.certFile %s: %w", rc.TLS.CertFile, err)
 		}
 	}
 	// A registry of its own: the daemon's gets the real adapters' metrics.
