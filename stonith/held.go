@@ -73,29 +73,65 @@ func heldState(s ledger.FenceState) bool {
 	return s == ledger.StateFenced || s == ledger.StateTainted || s == ledger.StateEvicted
 }
 
-// heldSpread is where in its period a fence's checks fall: a fraction in
-// [0.75, 1) of the period, fixed per fence, so that many fences' checks
-// spread over time instead of reading every array at once, and no check
-// comes later than one period after the last.
+// heldSpread is the time between two held checks of a fence: a fraction
+// in [0.375, 0.5) of the period, fixed per fence, so that many fences'
+// checks spread over time instead of reading every array at once. A check
+// comes at most half a period after the last: access regained just after
+// a check is found within half a period, which leaves the other half for
+// the read-back, the step back to fencing and the cut, so that the access
+// ends within one period.
 func heldSpread(fenceID string, period time.Duration) time.Duration {
 	h := fnv.New32a()
 	_, _ = h.Write([]byte(fenceID))
-	frac := 0.75 + 0.25*float64(h.Sum32()%1000)/1000
+	frac := 0.375 + 0.125*float64(h.Sum32()%1000)/1000
 	return time.Duration(float64(period) * frac)
 }
 
 // heldDue returns how long until the fence's next held check, scheduling
-// its first one when none is.
+// its first one when none is: one spread after the fence's last read-back
+// in the ledger, and at once when that is longer ago. A leader that has
+// just taken over does not know when the last one checked, so it checks
+// every held fence at once; a fence just read back is not read again
+// before its spread.
 func (c *Controller) heldDue(cl *clusterRuntime, f *ledger.Fence) time.Duration {
 	now := c.clk.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e := c.held[f.ID]
 	if e == nil {
-		e = &heldEntry{next: now.Add(heldSpread(f.ID, cl.HeldPeriod))}
+		spread := heldSpread(f.ID, cl.HeldPeriod)
+		next := now
+		if last := lastReadBack(f); !last.IsZero() {
+			// Bounded by one spread from now: a previous leader's clock
+			// ahead of this one's must not put the check off.
+			next = minTime(last.Add(spread), now.Add(spread))
+			if next.Before(now) {
+				next = now
+			}
+		}
+		e = &heldEntry{next: next}
 		c.held[f.ID] = e
 	}
 	return e.next.Sub(now)
+}
+
+// lastReadBack is when the fence's last recorded result was written (its
+// read-back, by whichever leader), zero when it has none.
+func lastReadBack(f *ledger.Fence) time.Time {
+	var last time.Time
+	for _, r := range f.Results {
+		if r != nil && r.LastAt.After(last) {
+			last = r.LastAt
+		}
+	}
+	return last
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
 }
 
 // forgetHeld drops the schedule of a fence that is no longer held.

@@ -1,6 +1,7 @@
 package stonith
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -108,6 +109,46 @@ func TestHeldFenceCutsRegainedAccess(t *testing.T) {
 		assert.Empty(t, w.ctrl.held, "no schedule is kept for a closed fence")
 		w.ctrl.mu.Unlock()
 	})
+}
+
+// TestNewLeaderChecksHeldFencesAtOnce: a leader schedules a held fence's
+// first check one spread after the fence's last read-back in the ledger,
+// by whichever leader: at once when that is longer ago (a leader that takes
+// over does not know when the last one checked), never later than one
+// spread from now (a previous leader's clock ahead of its own).
+func TestNewLeaderChecksHeldFencesAtOnce(t *testing.T) {
+	w := newWorld(t, heldPeriod(time.Hour))
+	cl := w.ctrl.clusters["c1"]
+	spread := heldSpread("fence-7", time.Hour)
+	fence := func(last time.Duration) *ledger.Fence {
+		w.ctrl.forgetHeld("fence-7")
+		return &ledger.Fence{ID: "fence-7", State: ledger.StateEvicted, Results: map[string]*ledger.ArrayResult{
+			"a1": {LastAt: time.Now().Add(-2 * time.Hour)}, "a2": {LastAt: time.Now().Add(last)}}}
+	}
+	assert.LessOrEqual(t, w.ctrl.heldDue(cl, fence(-time.Hour)), time.Duration(0),
+		"read back a period ago: checked at once")
+	due := w.ctrl.heldDue(cl, fence(-10*time.Minute))
+	assert.InDelta(t, float64(spread-10*time.Minute), float64(due), float64(time.Minute),
+		"read back 10 minutes ago: checked one spread after it")
+	due = w.ctrl.heldDue(cl, fence(time.Hour))
+	assert.LessOrEqual(t, due, spread, "a read-back timed in the future puts the check off by one spread at most")
+	assert.Greater(t, due, spread-time.Minute)
+	w.ctrl.forgetHeld("fence-7")
+	assert.LessOrEqual(t, w.ctrl.heldDue(cl, &ledger.Fence{ID: "fence-7", State: ledger.StateEvicted}), time.Duration(0),
+		"no read-back recorded: checked at once")
+}
+
+// TestHeldChecksComeTwiceAPeriod: every fence is read back between 37.5 %
+// and 50 % of the held period after its last check, so that access
+// regained just after a check is found within half a period and cut
+// within the period.
+func TestHeldChecksComeTwiceAPeriod(t *testing.T) {
+	const period = 30 * time.Second
+	for i := range 2000 {
+		d := heldSpread("fence-"+strconv.Itoa(i), period)
+		require.GreaterOrEqual(t, d, period*3/8)
+		require.Less(t, d, period/2)
+	}
 }
 
 // TestAttachmentChangeChecksAHeldFenceAtOnce: with a held period far

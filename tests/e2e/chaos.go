@@ -66,6 +66,11 @@ type ChaosResult struct {
 	// EarlyVerdicts counts the fences opened on an early verdict,
 	// GraceVerdicts those opened on a verdict at the heartbeat grace.
 	EarlyVerdicts, GraceVerdicts int
+	// Regrants are the transient profile's re-grant faults, and Held
+	// what they did as the checker's held rule saw it (nil in the other
+	// profile).
+	Regrants []RegrantFault
+	Held     *HeldFigures
 }
 
 // OK reports whether the run broke no invariant, settled and, in the
@@ -97,6 +102,14 @@ type chaos struct {
 	// kubeletDown are the nodes whose kubelet the transient profile
 	// stopped.
 	kubeletDown map[string]bool
+	// footprints are, per node killed in the transient profile, the
+	// volumes it held when it died; regrants the re-grant faults
+	// injected.
+	footprints map[string]*chaosFootprint
+	regrants   []RegrantFault
+	// heldSince are, per dead node, when the run first saw its fence
+	// held.
+	heldSince map[string]time.Time
 }
 
 type window struct{ from, to time.Time }
@@ -134,7 +147,8 @@ func RunChaos(h *Harness, cfg ChaosConfig) (*ChaosResult, error) {
 	c := &chaos{h: h, cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)),
 		replicaDown: map[string]bool{}, replicaCut: map[string]bool{}, apiCut: map[string]bool{},
 		arrayCut: map[string]bool{}, nodeState: map[string]testbed.NodeState{}, healed: map[string]bool{},
-		dead: map[string][]window{}, kubeletDown: map[string]bool{}}
+		dead: map[string][]window{}, kubeletDown: map[string]bool{}, footprints: map[string]*chaosFootprint{},
+		heldSince: map[string]time.Time{}}
 	for name := range h.Nodes {
 		c.nodeState[name] = testbed.NodeUp
 	}
@@ -151,6 +165,11 @@ func RunChaos(h *Harness, cfg ChaosConfig) (*ChaosResult, error) {
 		// session state, so their verdicts wait for the grace.
 		sets = append(sets, testbed.StatefulSetSpec{Namespace: "db", Name: "chaos-nfs", Driver: testbed.DriverPowerScale,
 			Replicas: int32(max(1, len(h.Nodes)/3)), AntiAffinity: true})
+		// And a ReadWriteMany csi-powerstore NFS volume: one the driver
+		// publishes again to a fenced node whatever other node has it
+		// (the re-grant fault).
+		sets = append(sets, testbed.StatefulSetSpec{Namespace: "db", Name: "chaos-rwx", Driver: testbed.DriverPowerStore,
+			NFS: true, ReadWriteMany: true, Replicas: int32(max(1, len(h.Nodes)-cfg.MaxNodesDown)), AntiAffinity: true})
 	}
 	for _, set := range sets {
 		if _, err := h.CP.CreateStatefulSet(h.ctx, set); err != nil {
@@ -204,6 +223,15 @@ func RunChaos(h *Harness, cfg ChaosConfig) (*ChaosResult, error) {
 	}
 	c.classify(res, in.Ledger.Fences)
 	res.Report = invariants.Check(in, opts)
+	if cfg.Transient {
+		period := opts.HeldPeriod
+		if period <= 0 {
+			period = invariants.DefaultHeldPeriod
+		}
+		res.Regrants = c.regrants
+		fig := heldFigures(c.regrants, res.Report.Held, in.Ledger.Fences, period)
+		res.Held = &fig
+	}
 	c.summary(res)
 	return res, nil
 }
@@ -486,6 +514,9 @@ func (c *chaos) summary(r *ChaosResult) {
 		for _, f := range r.FalseFences {
 			fmt.Fprintf(w, "FALSE FENCE: %s\n", f)
 		}
+	}
+	if r.Held != nil {
+		fmt.Fprintln(w, r.Held)
 	}
 	fmt.Fprintf(w, "invariants: %s\n", r.Report)
 	for _, u := range r.Unsettled {

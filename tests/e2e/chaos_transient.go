@@ -22,6 +22,12 @@ const (
 	// deadAtLeast is how long a node killed in the transient profile stays
 	// dead: past the default grace, so that it is fenced.
 	deadAtLeast = 50 * time.Second
+	// heldAtLeast is how long a dead node whose fence the run saw held
+	// (evicted) stays dead after that, so that the re-grant fault can hit
+	// its fence several times; deadAtMost bounds the wait of a dead node
+	// that is not seen held (its verdict held back by the faults).
+	heldAtLeast = 30 * time.Second
+	deadAtMost  = 2 * time.Minute
 )
 
 // TransientTiming is the cluster timing of the transient profile: the
@@ -29,9 +35,11 @@ const (
 // 10 s) with early verdicts on, but a storm cooldown of 30 s instead of
 // 5 minutes: a cut of the management network from most nodes rightly
 // trips the storm guard, and its default cooldown would then hold every
-// verdict, and so every chance of a false one, for most of the run.
+// verdict, and so every chance of a false one, for most of the run; and a
+// held period of 5 s instead of 30 s, so that every re-grant fault is
+// judged against a period shorter than the time its node stays fenced.
 func TransientTiming() ClusterTiming {
-	return ClusterTiming{EarlyVerdict: EarlyOn, StormCooldown: 30 * time.Second}
+	return ClusterTiming{EarlyVerdict: EarlyOn, StormCooldown: 30 * time.Second, HeldPeriod: transientHeldPeriod}
 }
 
 // sleep waits until next (or end), running the pending heals that fall
@@ -128,7 +136,10 @@ func (c *chaos) wasDead(node string, t time.Time) bool {
 // array API outages, kubelet restarts and cuts of the management network
 // from most nodes (the last two end on their own within transientMax,
 // their nodes' storage paths up all along) — and real node deaths and
-// reboots, so that verdicts, early or at the grace, are taken too.
+// reboots, so that verdicts, early or at the grace, are taken too; while
+// a dead node's fence is held, the emulated driver publishes one of its
+// volumes to it again (regrant), which fenced must cut within its held
+// period.
 func (c *chaos) stepTransient() {
 	var acts actions
 	add := acts.add
@@ -181,13 +192,29 @@ func (c *chaos) stepTransient() {
 		c.logf("management network cut from %s (%s)", strings.Join(cut, ", "), d)
 	})
 	add(len(down) < c.cfg.MaxNodesDown && len(up) > 0 && len(c.pending) == 0, 3, func() {
-		c.nodeDown(c.pick(up), "dies", h.KillNode, testbed.NodeKilled)
+		n := c.pick(up)
+		c.recordFootprint(n)
+		c.nodeDown(n, "dies", h.KillNode, testbed.NodeKilled)
 	})
+	// A dead node whose fence is held (evicted) gets one of its volumes
+	// published to it again by the emulated driver, as the driver and the
+	// attacher's reconcile do (see regrant).
+	if targets := c.regrantTargets(down); len(targets) > 0 {
+		add(true, 8, func() { c.regrant(c.pick(targets)) })
+	}
 	// A dead node stays dead past its grace, so that its verdict, early
-	// or at the grace, is taken before it comes back.
+	// or at the grace, is taken before it comes back, and once its fence
+	// is seen held, for heldAtLeast more (at most deadAtMost in all when
+	// it is not).
 	var longDead []string
 	for _, n := range down {
-		if ws := c.dead[n]; len(ws) > 0 && time.Since(ws[len(ws)-1].from) > deadAtLeast {
+		ws := c.dead[n]
+		if len(ws) == 0 {
+			continue
+		}
+		dead := time.Since(ws[len(ws)-1].from)
+		held, seen := c.heldSince[n]
+		if dead > deadAtLeast && ((seen && time.Since(held) > heldAtLeast) || dead > deadAtMost) {
 			longDead = append(longDead, n)
 		}
 	}

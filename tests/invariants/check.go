@@ -53,6 +53,37 @@ type Report struct {
 	// Checked counts what each rule examined, so a report that checked
 	// nothing is visible as such.
 	Checked map[string]int `json:"checked"`
+	// Held lists every access a held node regained (rule held), judged or
+	// not, with the write that ended it: what a chaos run's figures count.
+	Held []HeldAccess `json:"held,omitempty"`
+}
+
+// HeldAccess is one array write that gave a node access again while its
+// fence was held (from the eviction to the unfence), and the first later
+// write that took the access away.
+type HeldAccess struct {
+	// Fence is the record's ID; Subject its "cluster/node".
+	Fence   string `json:"fence"`
+	Subject string `json:"subject"`
+	Array   string `json:"array"`
+	// GrantAt and GrantBy are the granting write's time and remote
+	// address ("<tag>/<address>": a replica ID, or the emulated driver's
+	// "csi").
+	GrantAt time.Time `json:"grantAt"`
+	GrantBy string    `json:"grantBy"`
+	// CutAt and CutBy are the revoking write's; CutAt is zero when no
+	// later write took the access away.
+	CutAt time.Time `json:"cutAt,omitzero"`
+	CutBy string    `json:"cutBy,omitempty"`
+}
+
+// Cut reports whether a later write took the access away, and how long
+// after the grant.
+func (a HeldAccess) Cut() (time.Duration, bool) {
+	if a.CutAt.IsZero() {
+		return 0, false
+	}
+	return a.CutAt.Sub(a.GrantAt), true
 }
 
 // OK reports whether no invariant was broken.

@@ -65,6 +65,8 @@ func (c *checker) checkHeld() {
 			held = append(held, c.regrantsOn(arr, tokens, w)...)
 		}
 		for _, r := range held {
+			c.rep.Held = append(c.rep.Held, HeldAccess{Fence: f.ID, Subject: subject, Array: r.array,
+				GrantAt: r.grant.Time, GrantBy: r.grant.Remote, CutAt: r.cut.Time, CutBy: r.cut.Remote})
 			deadline := r.grant.Time.Add(period)
 			if !w.To.IsZero() && w.To.Before(deadline) {
 				deadline = w.To

@@ -1,6 +1,7 @@
 package invariants
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -141,4 +142,23 @@ func TestGrantsAndRevokesAccess(t *testing.T) {
 		assert.Equal(t, tc.grants, grantsAccess(tc.e, tokens), "grants: %s %s %s", tc.e.Method, tc.e.Path, tc.e.Body)
 		assert.Equal(t, tc.revoke, revokesAccess(tc.e, tokens), "revokes: %s %s %s", tc.e.Method, tc.e.Path, tc.e.Body)
 	}
+}
+
+// The report lists every access a held node regained, with its cut, judged
+// or not, for a chaos run's figures.
+func TestHeldRuleListsTheRegainedAccesses(t *testing.T) {
+	rep := heldRun(3*time.Second, grantNFS(8000), cutNFS(10500), grantNFS(12000)).check()
+	require.Len(t, rep.Held, 2, rep.String())
+	first, second := rep.Held[0], rep.Held[1]
+	assert.Equal(t, "fence-10", first.Fence)
+	assert.Equal(t, cl+"/"+node, first.Subject)
+	assert.Equal(t, pflex, first.Array)
+	assert.True(t, strings.HasPrefix(first.GrantBy, "csi/"), first.GrantBy)
+	assert.True(t, strings.HasPrefix(first.CutBy, "a/"), first.CutBy)
+	d, ok := first.Cut()
+	require.True(t, ok)
+	assert.Equal(t, 2500*time.Millisecond, d)
+	_, ok = second.Cut()
+	assert.False(t, ok, "the second grant was never cut")
+	assert.Len(t, rep.ByRule(RuleHeld), 1, rep.String())
 }

@@ -15,7 +15,10 @@
 // partitions, apiserver cuts, restarts and outages, array API outages,
 // kubelet restarts, cuts of the management network from most nodes, each
 // shorter than the heartbeat grace) and real node deaths, and counts a
-// fence of a node that was not dead as a false fence:
+// fence of a node that was not dead as a false fence. It also makes the
+// emulated CSI drivers publish a fenced node's volumes to it again while
+// its fence is held (held period 5 s), and the checker's held rule
+// requires fenced to cut each such access within the period:
 //
 //	go run ./tests/cmd/chaos -transient -duration 30m
 //
