@@ -106,23 +106,17 @@ func repeatedRegressionGaps(records []*ledger.Fence, now time.Time) []VolumeGap 
 }
 
 // regressionGaps are the node's repeated-regression gaps, from the
-// ledger (the same records on every replica).
+// ledger (the same records on every replica), read under its lock: only
+// the regression steps within the window are parsed.
 func (c *Controller) regressionGaps(cluster, node string) []VolumeGap {
-	var records []*ledger.Fence
+	now := c.clk.Now()
+	var gaps []VolumeGap
 	c.cfg.Ledger.Read(func(s *ledger.State) {
-		n := s.Node(cluster, node)
-		if n == nil {
-			return
-		}
-		for _, f := range append(slices.Clone(n.History), n.Fence) {
-			if f == nil {
-				continue
-			}
-			// Only the steps are read; a copy keeps the lock short.
-			records = append(records, &ledger.Fence{ID: f.ID, Steps: slices.Clone(f.Steps)})
+		if n := s.Node(cluster, node); n != nil {
+			gaps = repeatedRegressionGaps(append(slices.Clone(n.History), n.Fence), now)
 		}
 	})
-	return repeatedRegressionGaps(records, c.clk.Now())
+	return gaps
 }
 
 // blockingGaps are the gaps that keep a node from being fenced on a
