@@ -608,14 +608,26 @@ const (
 	// without a VolumeAttachment to it, the mark of csi-vxflexos with
 	// interfaceNames, which adds every node's IPs on every publish.
 	GapDriverRegrant GapReason = "driver-regrant"
+	// GapRepeatedRegression: fenced's held checks found the node's access
+	// to the volume on the array again, after fences had cut it, several
+	// times in a short while: something keeps giving it back. Unlike the
+	// other reasons it does not keep the node from being fenced (the
+	// volume can be cut, and held checks cut it again); it reports that
+	// between a re-grant and the next held check the fence does not hold.
+	GapRepeatedRegression GapReason = "repeated-regression"
 )
 
 // GapReasons lists every reason (metric series are initialised from it).
 func GapReasons() []GapReason {
 	return []GapReason{GapUnknownDriver, GapBadHandle, GapArrayNotConfigured, GapIdentitiesNotLearned,
 		GapIdentityNotFound, GapIdentityAmbiguous, GapCutUnsupported, GapNotFenceable, GapVolumeNotFound,
-		GapOtherIdentity, GapExternalAccess, GapDriverRegrant}
+		GapOtherIdentity, GapExternalAccess, GapDriverRegrant, GapRepeatedRegression}
 }
+
+// Blocking reports whether a gap of this reason keeps a node from being
+// fenced on a verdict (invariant 7): every reason but
+// GapRepeatedRegression, which is a report on a volume that can be cut.
+func (r GapReason) Blocking() bool { return r != GapRepeatedRegression }
 
 // Gap is why a node's access to one volume cannot be cut.
 type Gap struct {

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
 	"strings"
@@ -57,8 +58,9 @@ func serveVersions(t *testing.T, g *testGroup) *versionServers {
 // TestGroupLedgerVersionNegotiated: with a voter that advertises no ledger
 // versions (a build before them), the group stays at version 2, commands
 // are written in it and one of version 3 is refused on the write path; once
-// that voter advertises 3 the leader commits the group version and every
-// replica holds it, with identical ledgers.
+// that voter advertises this build's versions the leader commits the group
+// version (ledger.Version) and every replica holds it, with identical
+// ledgers.
 func TestGroupLedgerVersionNegotiated(t *testing.T) {
 	g := newGroup(t, 3)
 	for id, cfg := range g.cfgs {
@@ -83,11 +85,12 @@ func TestGroupLedgerVersionNegotiated(t *testing.T) {
 	}
 	require.Eventually(t, func() bool { return len(leader.Status().VoterLedgerVersions) == 3 }, waitLong, 10*time.Millisecond)
 	st := leader.Status()
-	want := map[string]int{"r1": 3, "r2": 3, "r3": 3}
+	v := ledger.Version
+	want := map[string]int{"r1": v, "r2": v, "r3": v}
 	want[old] = 2
 	assert.Equal(t, want, st.VoterLedgerVersions)
 	assert.Equal(t, 2, st.GroupLedgerVersion)
-	assert.Equal(t, "1..3", st.LedgerVersions)
+	assert.Equal(t, fmt.Sprintf("1..%d", v), st.LedgerVersions)
 	assert.Equal(t, 2, l.Meta().V)
 
 	m := l.Meta()
@@ -100,16 +103,16 @@ func TestGroupLedgerVersionNegotiated(t *testing.T) {
 	vs.setOld(old, false) // upgraded
 	require.Eventually(t, func() bool {
 		for _, n := range g.running() {
-			if n.Status().GroupLedgerVersion != 3 {
+			if n.Status().GroupLedgerVersion != v {
 				return false
 			}
 		}
 		return true
-	}, waitLong, 10*time.Millisecond, "the group ledger version never reached 3")
-	assert.Equal(t, 3, l.Meta().V)
-	index = applyNotes(t, leader, l, "at-v3", 3)
+	}, waitLong, 10*time.Millisecond, "the group ledger version never reached %d", v)
+	assert.Equal(t, v, l.Meta().V)
+	index = applyNotes(t, leader, l, "at-new", 3)
 	same := waitSameLedger(t, g.running(), index)
-	assert.Contains(t, same, `"ledgerVersion": 3`)
+	assert.Contains(t, same, fmt.Sprintf(`"ledgerVersion": %d`, v))
 }
 
 // TestLedgerHaltsOnEntryItCannotApply: an entry of a ledger version no
@@ -125,7 +128,8 @@ func TestLedgerHaltsOnEntryItCannotApply(t *testing.T) {
 	m := l.Meta()
 	body, err := json.Marshal(&ledger.OperatorNote{Meta: m, Operator: "test", Action: "note", Reason: "from the future"})
 	require.NoError(t, err)
-	body = []byte(strings.Replace(string(body), `"v":2`, `"v":4`, 1))
+	newer := ledger.Version + 1
+	body = []byte(strings.Replace(string(body), `"v":2`, fmt.Sprintf(`"v":%d`, newer), 1))
 	f := leader.raft.Apply(append([]byte{byte(ledger.TypeOperatorNote)}, body...), waitLong)
 	require.NoError(t, f.Error())
 	require.ErrorIs(t, f.Response().(error), ledger.ErrHalted)
@@ -142,8 +146,8 @@ func TestLedgerHaltsOnEntryItCannotApply(t *testing.T) {
 		h := n.Ledger().Halted()
 		require.NotNil(t, h)
 		assert.Equal(t, f.Index(), h.Index, n.ID())
-		assert.Equal(t, 4, h.V)
-		assert.Contains(t, n.Status().LedgerHalted, "applies ledger versions 1..3")
+		assert.Equal(t, newer, h.V)
+		assert.Contains(t, n.Status().LedgerHalted, fmt.Sprintf("applies ledger versions 1..%d", ledger.Version))
 		assert.Equal(t, index, n.Ledger().AppliedIndex(), "%s applied nothing after the halt", n.ID())
 	}
 	// The leader hands over; whoever Raft elects next does not establish.

@@ -386,6 +386,10 @@ func (c *Controller) driveArray(ctx context.Context, l Leadership, f *ledger.Fen
 	backoff := c.arrayBackoff()
 	for attempt := 1; ; attempt++ {
 		if d.changeOp == ledger.OpUndo {
+			// Never a write with a scope Kubernetes no longer has.
+			if err := c.scopeCurrent(f, array); err != nil {
+				return err
+			}
 			// What the node is known by now: a node back under a new
 			// name (a new IP on PowerStore) is recognised by it.
 			scope.Learned = c.learnedIdentity(f.Cluster, f.Node, array)

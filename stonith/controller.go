@@ -52,6 +52,10 @@ type Controller struct {
 	// lifted is when this leader removed an unfencing fence's
 	// out-of-service taint, by fence ID (see liftOutOfService).
 	lifted map[string]time.Time
+	// keptScope is, by fence ID, the live restore scope this leader last
+	// said it restores without because the group runs a ledger version
+	// before ledger.RescopeVersion (see rescope), so it says so once.
+	keptScope map[string]string
 }
 
 type clusterRuntime struct {
@@ -80,7 +84,7 @@ func New(cfg Config) (*Controller, error) {
 		clk: cfg.Clock, verdicts: map[string]verdictEntry{}, reports: map[string]*nodeReport{},
 		protection: map[string]*protectionState{},
 		drift:      map[string]map[string]*Unplaced{}, driftKick: make(chan struct{}, 1),
-		held: map[string]*heldEntry{}, lifted: map[string]time.Time{},
+		held: map[string]*heldEntry{}, lifted: map[string]time.Time{}, keptScope: map[string]string{},
 	}
 	for _, cl := range cfg.Clusters {
 		sel := labels.Nothing()
@@ -233,6 +237,7 @@ func (c *Controller) Lead(l Leadership) error {
 		c.lead, c.queue = nil, nil
 		clear(c.held)   // the next leadership schedules its own checks
 		clear(c.lifted) // and waits out its own out-of-service settle
+		clear(c.keptScope)
 		c.mu.Unlock()
 		c.log.Info("stopped leading the fencing pipeline", "term", l.Term())
 	}()

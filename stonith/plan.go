@@ -127,6 +127,9 @@ func (c *Controller) PlanNode(ctx context.Context, req PlanRequest) (NodePlan, e
 			Summary: p.Summary, Volumes: p.Volumes}
 		out.Gaps = append(out.Gaps, planGaps(p)...)
 	}
+	// Volumes whose access kept coming back after fences (reported; the
+	// node is still fenced).
+	out.Gaps = append(out.Gaps, c.regressionGaps(cl.Name, req.Node)...)
 	for a, err := range errs {
 		ap := ArrayPlan{Array: a}
 		if !errors.Is(err, errNoIdentity) {

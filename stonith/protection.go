@@ -138,6 +138,7 @@ func (c *Controller) evaluateProtection(ctx context.Context, cl *clusterRuntime,
 				gaps = append(gaps, c.scans.gaps(nodeKey(cl.Name, node), cv.Vols)...)
 			}
 		}
+		gaps = append(gaps, c.regressionGaps(cl.Name, node)...)
 	} else {
 		c.scans.drop(nodeKey(cl.Name, node))
 	}
@@ -201,6 +202,15 @@ func (c *Controller) setProtection(ctx context.Context, cl *clusterRuntime, node
 		c.updateUnprotectedGauge()
 	}
 	if !report {
+		return
+	}
+	if len(blockingGaps(gaps)) == 0 {
+		// Only volumes whose access keeps coming back: the node is
+		// fenced, but its fence does not hold between held checks.
+		c.log.Warn("node is unprotected: access to a volume keeps coming back after its fences; it is still fenced and the access cut again at each held check",
+			"cluster", cl.Name, "node", node, "gaps", gapsText(gaps))
+		c.nodeEvent(ctx, cl, node, corev1.EventTypeWarning, "FenceUnprotected", key,
+			"fenced fences this node but its fence does not hold: "+gapsText(gaps))
 		return
 	}
 	c.log.Warn("node is unprotected: a fence could not cut every volume of its footprint, so it will not be fenced, tainted or evicted",

@@ -2,13 +2,16 @@ package stonith
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/fenced-project/fenced/arrayclients"
 	"github.com/fenced-project/fenced/cluster/ledger"
 	"github.com/fenced-project/fenced/detector"
 )
@@ -208,6 +211,12 @@ func (c *Controller) stepRestore(ctx context.Context, l Leadership, cl *clusterR
 	if w, err := c.liftOutOfService(ctx, l, cl, f); err != nil || w > 0 {
 		return waitFor(w), err
 	}
+	// Every attempt restores with the scope Kubernetes wants now (a
+	// retry after an array error, after a block, under a new leader):
+	// recorded first when it changed.
+	if again, err := c.rescope(ctx, l, cl, f); err != nil || again {
+		return next, err
+	}
 	var todo []string
 	for _, p := range f.Plans {
 		if r := f.Results[p.Array]; r == nil || !r.RestoreVerified {
@@ -220,6 +229,11 @@ func (c *Controller) stepRestore(ctx context.Context, l Leadership, cl *clusterR
 	if hasStop(errs) {
 		return done, errStopped
 	}
+	for _, err := range errs {
+		if errors.Is(err, errRescoped) {
+			return next, nil // record the new scope, then restore with it
+		}
+	}
 	if len(errs) > 0 {
 		names, text := errorsByArray(errs)
 		return done, c.blocked(ctx, cl, f, names, "cannot restore on "+text)
@@ -227,6 +241,11 @@ func (c *Controller) stepRestore(ctx context.Context, l Leadership, cl *clusterR
 	f = c.readNode(cl.Name, f.Node).Fence
 	if f == nil || f.State != ledger.StateUnfenceIntent {
 		return next, nil
+	}
+	// An array restored earlier under a scope that changed since is
+	// restored again (the new scope takes its read-back away).
+	if again, err := c.rescope(ctx, l, cl, f); err != nil || again {
+		return next, err
 	}
 	if err := c.step(ctx, l, f, ledger.StateRestored, "restored and verified on "+strings.Join(planArrays(f), ", ")); err != nil {
 		return done, err
@@ -283,4 +302,133 @@ func (c *Controller) liftOutOfService(ctx context.Context, l Leadership, cl *clu
 	c.log.Info("unfence: out-of-service taint removed; array access is given back once Kubernetes' controllers have seen it",
 		"cluster", cl.Name, "node", f.Node, "fenceID", f.ID, "removed", changed, "wait", c.cfg.OutOfServiceSettle)
 	return c.cfg.OutOfServiceSettle, nil
+}
+
+// errRescoped ends an array's restore attempts when the volumes
+// Kubernetes wants on the node changed since the scope was recorded: the
+// reconcile records the new scope, then restores with it.
+var errRescoped = errors.New("the restore scope changed since it was recorded")
+
+// rescope computes the record's restore scope again from the live
+// VolumeAttachments and, when it differs from the recorded one, records
+// it (ledger.Rescope) and reports true: the caller reconciles again and
+// restores with it. A volume whose VolumeAttachment to the node went away
+// is not given back; one Kubernetes wants on the node since is. A group
+// that runs a ledger version before ledger.RescopeVersion cannot record
+// it: the unfence restores with the recorded scope, as that version does,
+// and the leader says so once per fence and scope.
+func (c *Controller) rescope(ctx context.Context, l Leadership, cl *clusterRuntime, f *ledger.Fence) (bool, error) {
+	live, err := c.restoreScope(cl, f)
+	g := c.groupVersion()
+	if g < ledger.RescopeVersion {
+		if err != nil || sameScope(live, f.Restore) {
+			return false, nil
+		}
+		key := scopeKey(live)
+		c.mu.Lock()
+		first := c.keptScope[f.ID] != key
+		c.keptScope[f.ID] = key
+		c.mu.Unlock()
+		if first {
+			c.log.Warn("unfence restores with the scope recorded at unfence-intent although Kubernetes wants other volumes on the node now: "+
+				fmt.Sprintf("the group runs ledger version %d, recomputed scopes need version %d; upgrade every replica", g, ledger.RescopeVersion),
+				"cluster", cl.Name, "node", f.Node, "fenceID", f.ID, "recorded", scopeKey(f.Restore), "live", key,
+				"change", scopeChange(f.Restore, live))
+		}
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("fence %s: restore scope: %w", f.ID, err)
+	}
+	if sameScope(live, f.Restore) {
+		return false, nil
+	}
+	note := scopeChange(f.Restore, live)
+	if err := c.commit(ctx, l, &ledger.Rescope{Meta: c.meta(l), Cluster: f.Cluster, Node: f.Node, FenceID: f.ID,
+		Restore: live, Note: note}); err != nil {
+		return false, fmt.Errorf("fence %s: record the restore scope: %w", f.ID, err)
+	}
+	c.log.Warn("unfence: the volumes Kubernetes wants on the node changed since the restore scope was recorded; restoring with the new scope",
+		"cluster", cl.Name, "node", f.Node, "fenceID", f.ID, "change", note, "scope", scopeKey(live))
+	return true, nil
+}
+
+// scopeCurrent checks, before a restore write on array, that the volumes
+// Kubernetes wants on the node there are still those of the recorded
+// scope (from ledger.RescopeVersion; an older group restores with the
+// recorded scope). It returns errRescoped when they are not.
+func (c *Controller) scopeCurrent(f *ledger.Fence, array string) error {
+	cl := c.clusters[f.Cluster]
+	if cl == nil || c.groupVersion() < ledger.RescopeVersion {
+		return nil
+	}
+	live, err := c.restoreScope(cl, f)
+	if err != nil {
+		return fmt.Errorf("fence %s: restore scope: %w", f.ID, err)
+	}
+	if !sameWanted(live[array], f.Restore[array]) {
+		return fmt.Errorf("%w: %s", errRescoped, scopeChange(f.Restore, live))
+	}
+	return nil
+}
+
+// sameScope reports whether two restore scopes want the same volumes on
+// every array (an empty scope and none are the same).
+func sameScope(a, b map[string]arrayclients.RestoreScope) bool {
+	for _, array := range slices.Concat(slices.Collect(maps.Keys(a)), slices.Collect(maps.Keys(b))) {
+		if !sameWanted(a[array], b[array]) {
+			return false
+		}
+	}
+	return true
+}
+
+// sameWanted reports whether two scopes of one array name the same volumes.
+func sameWanted(a, b arrayclients.RestoreScope) bool {
+	x, y := slices.Sorted(slices.Values(a.Wanted)), slices.Sorted(slices.Values(b.Wanted))
+	return slices.Equal(slices.Compact(x), slices.Compact(y))
+}
+
+// scopeKey writes a scope as "array: pv, pv; array: pv", "none" when empty.
+func scopeKey(s map[string]arrayclients.RestoreScope) string {
+	var parts []string
+	for _, array := range slices.Sorted(maps.Keys(s)) {
+		if w := slices.Compact(slices.Sorted(slices.Values(s[array].Wanted))); len(w) > 0 {
+			parts = append(parts, array+": "+strings.Join(w, ", "))
+		}
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, "; ")
+}
+
+// scopeChange says what changed from one scope to the next: the volumes
+// no longer wanted on the node and those newly wanted, with their arrays.
+func scopeChange(old, now map[string]arrayclients.RestoreScope) string {
+	var gone, added []string
+	for _, array := range slices.Compact(slices.Sorted(slices.Values(slices.Concat(
+		slices.Collect(maps.Keys(old)), slices.Collect(maps.Keys(now)))))) {
+		for _, v := range old[array].Wanted {
+			if !now[array].Wants(v) && !slices.Contains(gone, v+" ("+array+")") {
+				gone = append(gone, v+" ("+array+")")
+			}
+		}
+		for _, v := range now[array].Wanted {
+			if !old[array].Wants(v) && !slices.Contains(added, v+" ("+array+")") {
+				added = append(added, v+" ("+array+")")
+			}
+		}
+	}
+	var parts []string
+	if len(gone) > 0 {
+		parts = append(parts, "no longer wanted on the node: "+strings.Join(gone, ", "))
+	}
+	if len(added) > 0 {
+		parts = append(parts, "newly wanted: "+strings.Join(added, ", "))
+	}
+	if len(parts) == 0 {
+		return "unchanged"
+	}
+	return strings.Join(parts, "; ")
 }

@@ -266,6 +266,10 @@ func applyFenceStep(s *State, index uint64, c *FenceStep) error {
 			f.UnfenceBootID = c.BootID
 		}
 		f.Restore = maps.Clone(c.Restore)
+		if c.V >= RescopeVersion {
+			f.Scopes = appendBounded(f.Scopes, ScopeRecord{Term: c.Term, Index: index, At: c.At, By: c.By,
+				Restore: maps.Clone(c.Restore), Note: "unfence intent"}, MaxScopes)
+		}
 	case StateFailed, StateAborted:
 		f.FailReason = c.Note
 	}
@@ -327,4 +331,42 @@ func applyArrayResult(s *State, c *RecordArrayResult) error {
 		r.RestoreVerified = v.Restored
 	}
 	return nil
+}
+
+// applyRescope records a restore scope computed again (version 4). The
+// record must be in unfence-intent. Every array whose scope differs from
+// the recorded one loses its restore read-back: it is restored and read
+// back again under the new scope before the record may step to restored.
+func applyRescope(s *State, index uint64, c *Rescope) error {
+	_, f, err := lookupFence(s, c.Type(), fenceRef{c.Cluster, c.Node, c.FenceID})
+	if err != nil {
+		return err
+	}
+	if err := expectState(c.Type(), f, StateUnfenceIntent); err != nil {
+		return err
+	}
+	arrays := slices.Collect(maps.Keys(f.Restore))
+	arrays = append(arrays, slices.Collect(maps.Keys(c.Restore))...)
+	slices.Sort(arrays)
+	for _, a := range slices.Compact(arrays) {
+		if sameWanted(f.Restore[a], c.Restore[a]) {
+			continue
+		}
+		if r := f.Results[a]; r != nil {
+			r.RestoreVerified = false
+		}
+	}
+	f.Restore = maps.Clone(c.Restore)
+	f.Scopes = appendBounded(f.Scopes, ScopeRecord{Term: c.Term, Index: index, At: c.At, By: c.By,
+		Restore: maps.Clone(c.Restore), Note: c.Note}, MaxScopes)
+	f.UpdatedAt = c.At
+	return nil
+}
+
+// sameWanted reports whether two scopes of an array name the same volumes.
+func sameWanted(a, b arrayclients.RestoreScope) bool {
+	x, y := slices.Clone(a.Wanted), slices.Clone(b.Wanted)
+	slices.Sort(x)
+	slices.Sort(y)
+	return slices.Equal(slices.Compact(x), slices.Compact(y))
 }

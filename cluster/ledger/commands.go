@@ -28,6 +28,7 @@ const (
 	TypeOperatorNote      MessageType = 9
 	TypeForgetNode        MessageType = 10
 	TypeSetLedgerVersion  MessageType = 11
+	TypeRescope           MessageType = 12
 )
 
 // Version is the highest command body version this ledger understands,
@@ -44,11 +45,16 @@ const (
 //   - 3: the group ledger version (SetLedgerVersion): a leader writes at
 //     most the version every voter applies, and takes a tainted or evicted
 //     record back to fencing only from version 3.
+//   - 4: the restore scope of an unfence is computed again before every
+//     restore attempt (Rescope): a changed scope is recorded in
+//     unfence-intent and clears the restore read-back of each array whose
+//     scope changed; every scope computed for a record, the first one of
+//     its unfence-intent step included, is kept in it (Fence.Scopes).
 //
 // Every change to a rule of Apply is a new version: TestRulesLocked fails
 // when transitions.go, validate.go or an apply_*.go file changes while
 // Version stays the same.
-const Version = 3
+const Version = 4
 
 // MinVersion is the oldest command version this ledger applies.
 const MinVersion = 1
@@ -73,6 +79,7 @@ var typeNames = map[MessageType]string{
 	TypeOperatorNote:      "operator-note",
 	TypeForgetNode:        "forget-node",
 	TypeSetLedgerVersion:  "set-ledger-version",
+	TypeRescope:           "rescope",
 }
 
 // String names the type for logs.
@@ -296,6 +303,25 @@ type SetLedgerVersion struct {
 	Voters map[string]int `json:"voters,omitempty"`
 }
 
+// Rescope records the restore scope of a record in unfence-intent computed
+// again before a restore attempt, when it differs from the recorded one
+// (version 4): the footprint volumes Kubernetes wants on the node now,
+// by array. It replaces the record's Restore, is kept in its Scopes, and
+// clears the restore read-back of every array whose scope changed, so
+// that array is restored and read back again under the new scope before
+// the record may step to restored.
+type Rescope struct {
+	Meta
+	Cluster string `json:"cluster"`
+	Node    string `json:"node"`
+	FenceID string `json:"fenceID"`
+	// Restore is the new scope; empty when Kubernetes wants none of the
+	// record's footprint volumes on the node any more.
+	Restore map[string]arrayclients.RestoreScope `json:"restore,omitempty"`
+	// Note says what changed, for the record.
+	Note string `json:"note,omitempty"`
+}
+
 // Type implementations.
 func (*LeaderEpoch) Type() MessageType       { return TypeLeaderEpoch }
 func (*SetIdentities) Type() MessageType     { return TypeSetIdentities }
@@ -308,6 +334,7 @@ func (*Observe) Type() MessageType           { return TypeObserve }
 func (*OperatorNote) Type() MessageType      { return TypeOperatorNote }
 func (*ForgetNode) Type() MessageType        { return TypeForgetNode }
 func (*SetLedgerVersion) Type() MessageType  { return TypeSetLedgerVersion }
+func (*Rescope) Type() MessageType           { return TypeRescope }
 
 // newCommand returns an empty command of type t, or nil for an unknown type.
 func newCommand(t MessageType) Command {
@@ -334,6 +361,8 @@ func newCommand(t MessageType) Command {
 		return &ForgetNode{}
 	case TypeSetLedgerVersion:
 		return &SetLedgerVersion{}
+	case TypeRescope:
+		return &Rescope{}
 	}
 	return nil
 }

@@ -47,7 +47,11 @@
 //	  - tainted: the out-of-service taints are on the node.
 //	  - evicted: the node's pods were force-deleted. The node stays fenced.
 //	  - unfence-intent: recovery started (after a reboot, or by an operator).
-//	    Kind becomes unfence. The leader may now undo the plans.
+//	    Kind becomes unfence. The leader may now undo the plans. From
+//	    version 4 it records the restore scope again (Rescope) whenever a
+//	    restore attempt finds that Kubernetes wants other volumes on the
+//	    node; the arrays whose scope changed are restored and read back
+//	    again before the step to restored.
 //	  - restored: every plan's undo was verified by a read-back.
 //	  - untainted: the taints are removed.
 //	  - closed: done; the record moves to the node's history.

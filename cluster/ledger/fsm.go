@@ -163,6 +163,8 @@ func applyEntry(s *State, index, term uint64, data []byte) error {
 		return applyForgetNode(s, index, c)
 	case *SetLedgerVersion:
 		return applySetLedgerVersion(s, c)
+	case *Rescope:
+		return applyRescope(s, index, c)
 	}
 	return fmt.Errorf("%w: %d has no apply function", ErrUnknownType, uint8(c.Type()))
 }

@@ -31,6 +31,13 @@ func (h *harness) meta() Meta {
 	return Meta{V: Version, Term: h.term, At: t0.Add(time.Duration(h.index+1) * time.Second), By: "r1"}
 }
 
+// metaV is meta with body version v.
+func (h *harness) metaV(v int) Meta {
+	m := h.meta()
+	m.V = v
+	return m
+}
+
 // raw appends an entry with these bytes and applies it.
 func (h *harness) raw(data []byte) error {
 	h.index++

@@ -168,6 +168,20 @@ func progress(r *rand.Rand, m Meta, f *Fence) Command {
 		to := map[FenceState]FenceState{StateFenced: StateTainted, StateTainted: StateEvicted}[f.State]
 		return &FenceStep{Meta: m, Cluster: f.Cluster, Node: f.Node, FenceID: f.ID, From: f.State, To: to, Note: "gen"}
 	case StateUnfenceIntent:
+		if r.IntN(4) == 0 {
+			// The scope computed again: any subset of the footprint.
+			scope := map[string]arrayclients.RestoreScope{}
+			for _, v := range f.Footprint {
+				for _, pl := range v.Placements {
+					if r.IntN(2) == 0 {
+						sc := scope[pl.Array]
+						sc.Wanted = append(sc.Wanted, v.PV)
+						scope[pl.Array] = sc
+					}
+				}
+			}
+			return &Rescope{Meta: m, Cluster: f.Cluster, Node: f.Node, FenceID: f.ID, Restore: scope, Note: "gen"}
+		}
 		for _, p := range f.Plans {
 			if res := f.Results[p.Array]; res == nil || !res.RestoreVerified {
 				return ref(StateUnfenceIntent, p.Array, OpVerifyRestore, &arrayclients.Verification{Restored: r.IntN(5) > 0, CheckedAt: m.At})
@@ -195,7 +209,7 @@ func replay(t testing.TB, h *harness, seed uint64, n int) {
 				// A known type: garbage of an unknown type halts the
 				// ledger (TestHaltOnEntryItCannotApply), which a leader
 				// never writes.
-				junk[0] = junk[0]%byte(TypeSetLedgerVersion) + 1
+				junk[0] = junk[0]%byte(TypeRescope) + 1
 			}
 			_ = h.raw(junk)
 		default:

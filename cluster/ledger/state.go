@@ -18,6 +18,9 @@ const (
 	MaxLeaders = 20
 	// MaxRejections is how many refused commands are kept.
 	MaxRejections = 20
+	// MaxScopes is how many computed restore scopes a fence record keeps
+	// (the oldest go first; the log holds every one).
+	MaxScopes = 50
 )
 
 // State is the whole replicated ledger. Maps are keyed by names; encoding/json
@@ -170,10 +173,16 @@ type Fence struct {
 	// leader amends it.
 	Footprint         []arrayclients.FootprintVolume `json:"footprint,omitempty"`
 	FootprintRecorded bool                           `json:"footprintRecorded,omitempty"`
-	// Restore is, by array, the restore scope committed with
-	// unfence-intent: the footprint volumes Kubernetes still wanted on the
-	// node.
+	// Restore is, by array, the restore scope the unfence restores with:
+	// the footprint volumes Kubernetes still wanted on the node, as
+	// committed with unfence-intent or, from version 4, as last computed
+	// again before a restore attempt (Rescope).
 	Restore map[string]arrayclients.RestoreScope `json:"restore,omitempty"`
+	// Scopes are the restore scopes computed for the record, oldest first
+	// (version 4): the one of its unfence-intent step, then each differing
+	// one a restore attempt computed. Empty for records whose unfence
+	// began in an older version.
+	Scopes []ScopeRecord `json:"scopes,omitempty"`
 	// Results are the outcomes per array.
 	Results map[string]*ArrayResult `json:"results,omitempty"`
 	// OutOfServiceBefore says whether the node had an out-of-service taint
@@ -191,6 +200,21 @@ type Fence struct {
 	// OpenedAt and UpdatedAt are the times of the first and last step.
 	OpenedAt  time.Time `json:"openedAt"`
 	UpdatedAt time.Time `json:"updatedAt"`
+}
+
+// ScopeRecord is one restore scope computed for a fence record, with the
+// entry that recorded it.
+type ScopeRecord struct {
+	// Term and Index are those of the entry; At is when the leader By
+	// composed it.
+	Term  uint64    `json:"term"`
+	Index uint64    `json:"index"`
+	At    time.Time `json:"at"`
+	By    string    `json:"by"`
+	// Restore is the scope by array, empty when nothing is wanted.
+	Restore map[string]arrayclients.RestoreScope `json:"restore,omitempty"`
+	// Note says where the scope came from or what changed.
+	Note string `json:"note,omitempty"`
 }
 
 // Step is one state change of a fence record.

@@ -18,6 +18,8 @@ package ledger
 //     of version 2, but a leader of this build takes a tainted or evicted
 //     record back to fencing only once the group runs version 3, when every
 //     voter is known to apply the step.
+//   - 4: the restore scope recomputed on every restore attempt (Rescope,
+//     allowed only in unfence-intent). The steps are those of version 3.
 var rules = map[int]map[FenceState][]FenceState{
 	1: {
 		StateIntent:        {StateFencing, StateAborted},
@@ -34,9 +36,10 @@ var rules = map[int]map[FenceState][]FenceState{
 	},
 	2: refenceRules,
 	3: refenceRules,
+	4: refenceRules,
 }
 
-// refenceRules are the steps of versions 2 and 3.
+// refenceRules are the steps of versions 2 to 4.
 var refenceRules = map[FenceState][]FenceState{
 	StateIntent:        {StateFencing, StateAborted},
 	StateFencing:       {StateFenced, StateFailed, StateUnfenceIntent},
@@ -54,6 +57,11 @@ var refenceRules = map[FenceState][]FenceState{
 // RefenceVersion is the group ledger version from which a leader takes a
 // tainted or evicted record back to fencing (see rules).
 const RefenceVersion = 3
+
+// RescopeVersion is the group ledger version from which a leader records
+// a restore scope computed again (Rescope) and restores with it; below it,
+// an unfence restores with the scope committed with unfence-intent.
+const RescopeVersion = 4
 
 // opState is the state a fence record must be in to record an array op.
 var opState = map[ArrayOp]FenceState{

@@ -301,19 +301,38 @@ func (c *FenceStep) Validate() error {
 		if c.V < 2 || c.To != StateUnfenceIntent {
 			return invalid(t, "restore is given only with a v 2 step to %s", StateUnfenceIntent)
 		}
-		for _, array := range slices.Sorted(maps.Keys(c.Restore)) {
-			sc := c.Restore[array]
-			if err := checkName(t, "restore key", array, true); err != nil {
+		return validateRestore(t, c.Restore)
+	}
+	return nil
+}
+
+// validateRestore checks a restore scope: arrays and volumes by name.
+func validateRestore(t MessageType, restore map[string]arrayclients.RestoreScope) error {
+	for _, array := range slices.Sorted(maps.Keys(restore)) {
+		sc := restore[array]
+		if err := checkName(t, "restore key", array, true); err != nil {
+			return err
+		}
+		for i, v := range sc.Wanted {
+			if err := checkName(t, fmt.Sprintf("restore[%s].wanted[%d]", array, i), v, true); err != nil {
 				return err
-			}
-			for i, v := range sc.Wanted {
-				if err := checkName(t, fmt.Sprintf("restore[%s].wanted[%d]", array, i), v, true); err != nil {
-					return err
-				}
 			}
 		}
 	}
 	return nil
+}
+
+// Validate implements Command.
+func (c *Rescope) Validate() error {
+	t := c.Type()
+	ref := fenceRef{c.Cluster, c.Node, c.FenceID}
+	if err := firstErr(c.check(t), ref.validate(t), checkText(t, "note", c.Note, false)); err != nil {
+		return err
+	}
+	if c.V < RescopeVersion {
+		return invalid(t, "needs v %d, got v %d", RescopeVersion, c.V)
+	}
+	return validateRestore(t, c.Restore)
 }
 
 // Validate implements Command.

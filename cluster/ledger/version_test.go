@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -24,32 +25,42 @@ func TestGroupVersion(t *testing.T) {
 	require.ErrorIs(t, err, ErrInvalid)
 	assert.Contains(t, err.Error(), "needs v 3")
 	require.ErrorIs(t, h.apply(&SetLedgerVersion{Meta: h.meta(), LedgerVersion: 2}), ErrInvalid, "ledgerVersion must equal v")
-	err = h.apply(&SetLedgerVersion{Meta: h.meta(), LedgerVersion: 3, Voters: map[string]int{"r1": 3, "r2": 2}})
+	err = h.apply(&SetLedgerVersion{Meta: h.metaV(3), LedgerVersion: 3, Voters: map[string]int{"r1": 3, "r2": 2}})
 	require.ErrorIs(t, err, ErrInvalid)
 	assert.Contains(t, err.Error(), "voter r2 applies up to version 2")
 
-	h.must(&SetLedgerVersion{Meta: h.meta(), LedgerVersion: 3, Voters: map[string]int{"r1": 3, "r2": 3, "r3": 3}})
+	h.must(&SetLedgerVersion{Meta: h.metaV(3), LedgerVersion: 3, Voters: map[string]int{"r1": 3, "r2": 3, "r3": 3}})
 	st := h.fsm.Copy()
 	assert.Equal(t, 3, st.GroupVersion())
-	h.must(&SetLedgerVersion{Meta: h.meta(), LedgerVersion: 3}) // again: harmless
+	h.must(&SetLedgerVersion{Meta: h.metaV(3), LedgerVersion: 3}) // again: harmless
+
+	// Version 4 once every voter applies it.
+	err = h.apply(&SetLedgerVersion{Meta: h.metaV(4), LedgerVersion: 4, Voters: map[string]int{"r1": 4, "r2": 3}})
+	require.ErrorIs(t, err, ErrInvalid)
+	assert.Contains(t, err.Error(), "voter r2 applies up to version 3")
+	assert.Equal(t, 3, h.fsm.Copy().GroupVersion())
+	h.must(&SetLedgerVersion{Meta: h.metaV(4), LedgerVersion: 4, Voters: map[string]int{"r1": 4, "r2": 4, "r3": 4}})
+	assert.Equal(t, 4, h.fsm.Copy().GroupVersion())
 
 	// Lowering is a refusal every replica makes alike.
-	v4 := &SetLedgerVersion{Meta: h.meta(), LedgerVersion: 3}
+	require.ErrorIs(t, h.apply(&SetLedgerVersion{Meta: h.metaV(3), LedgerVersion: 3}), ErrConflict)
+	lower := &SetLedgerVersion{Meta: h.meta(), LedgerVersion: Version}
 	h.fsm.mu.Lock()
-	h.fsm.state.LedgerVersion = 4 // as if a newer build had raised it
+	h.fsm.state.LedgerVersion = Version + 1 // as if a newer build had raised it
 	h.fsm.mu.Unlock()
-	require.ErrorIs(t, h.apply(v4), ErrConflict)
+	require.ErrorIs(t, h.apply(lower), ErrConflict)
 }
 
 // TestRulesByEntryVersion: every entry keeps the steps of its own version.
 // A version 1 entry may not take a record back to fencing; a version 2
 // entry may, from fenced, tainted or evicted (written only by builds that
-// had the rule, and applied as they applied it); so may version 3.
+// had the rule, and applied as they applied it); so may versions 3 and 4.
 func TestRulesByEntryVersion(t *testing.T) {
 	for _, from := range []FenceState{StateFenced, StateTainted, StateEvicted} {
 		assert.False(t, AllowedIn(1, from, StateFencing), "v1 %s -> fencing", from)
 		assert.True(t, AllowedIn(2, from, StateFencing), "v2 %s -> fencing", from)
 		assert.True(t, AllowedIn(3, from, StateFencing), "v3 %s -> fencing", from)
+		assert.True(t, AllowedIn(4, from, StateFencing), "v4 %s -> fencing", from)
 	}
 	for v := MinVersion; v <= Version; v++ {
 		require.Contains(t, rules, v, "version %d has no rules", v)
@@ -63,9 +74,11 @@ func TestRulesByEntryVersion(t *testing.T) {
 // Snapshot refuses, OnHalt is told once; a snapshot that covers the entry
 // lifts the halt.
 func TestHaltOnEntryItCannotApply(t *testing.T) {
+	newer := Version + 1
 	for name, entry := range map[string][]byte{
-		"newer version":            append([]byte{byte(TypeSetPause)}, `{"v":4,"term":1,"at":"2025-03-01T12:00:00Z","by":"r1","paused":true,"operator":"x","reason":"y","quota":7}`...),
-		"newer version, new shape": append([]byte{byte(TypeSetPause)}, `{"v":4,"term":1,"paused":"yes"}`...),
+		"newer version": append([]byte{byte(TypeSetPause)},
+			fmt.Sprintf(`{"v":%d,"term":1,"at":"2025-03-01T12:00:00Z","by":"r1","paused":true,"operator":"x","reason":"y","quota":7}`, newer)...),
+		"newer version, new shape": append([]byte{byte(TypeSetPause)}, fmt.Sprintf(`{"v":%d,"term":1,"paused":"yes"}`, newer)...),
 		"unknown type":             {0x33, '{', '}'},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -79,7 +92,7 @@ func TestHaltOnEntryItCannotApply(t *testing.T) {
 			halt := h.fsm.Halted()
 			require.NotNil(t, halt)
 			assert.Equal(t, uint64(2), halt.Index)
-			assert.Contains(t, halt.String(), "applies ledger versions 1..3")
+			assert.Contains(t, halt.String(), fmt.Sprintf("applies ledger versions 1..%d", Version))
 			require.Len(t, told, 1)
 
 			require.ErrorIs(t, h.apply(&SetPause{Meta: h.meta(), Operator: "x", Reason: "z"}), ErrHalted)
@@ -108,7 +121,7 @@ func TestSnapshotCarriesLedgerVersion(t *testing.T) {
 	buf := snapshotBytes(t, h.fsm)
 	assert.True(t, strings.HasPrefix(string(buf), `{"format":"fenced-ledger","version":1,"index":1,"term":1}`+"\n"), string(buf))
 
-	h.must(&SetLedgerVersion{Meta: h.meta(), LedgerVersion: 3})
+	h.must(&SetLedgerVersion{Meta: h.metaV(3), LedgerVersion: 3})
 	buf = snapshotBytes(t, h.fsm)
 	assert.True(t, strings.HasPrefix(string(buf), `{"format":"fenced-ledger","version":2,"index":2,"term":1,"ledgerVersion":3}`+"\n"), string(buf))
 	restored := New()

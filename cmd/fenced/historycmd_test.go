@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/fenced-project/fenced/arrayclients"
 	"github.com/fenced-project/fenced/cluster/ledger"
 	"github.com/fenced-project/fenced/cmd/fenced/internal/opclient"
 	"github.com/fenced-project/fenced/cmd/fenced/internal/replica"
@@ -48,6 +49,14 @@ func historyLedger(t *testing.T) *ledger.FSM {
 	st.Clusters["lab"] = &ledger.ClusterState{Nodes: map[string]*ledger.NodeState{
 		"w-1": {History: []*ledger.Fence{rec("fence-30", "lab", "w-1", 48*time.Hour, ledger.StateClosed, closed(49*time.Hour, "bob@mgmt1", false)...)}},
 	}}
+	// fence-30's unfence computed its scope again: one volume moved away.
+	f30 := st.Clusters["lab"].Nodes["w-1"].History[0]
+	f30.Scopes = []ledger.ScopeRecord{
+		{At: t0.Add(49 * time.Hour), By: "mgmt1", Index: 2, Term: 1, Note: "unfence intent",
+			Restore: map[string]arrayclients.RestoreScope{"pflex-1": {Wanted: []string{"pv-a", "pv-b"}}}},
+		{At: t0.Add(49*time.Hour + time.Second), By: "mgmt1", Index: 3, Term: 1, Note: "no longer wanted on the node: pv-b (pflex-1)",
+			Restore: map[string]arrayclients.RestoreScope{"pflex-1": {Wanted: []string{"pv-a"}}}},
+	}
 	l, err := ledger.FromState(st)
 	require.NoError(t, err)
 	return l
@@ -81,6 +90,15 @@ func TestHistoryFromTheLedger(t *testing.T) {
 		}
 		return s
 	}())
+
+	// Every restore scope the unfence computed, in order.
+	lab := replica.ReadHistory(l, "lab", "w-1", 0)
+	require.Len(t, lab.Fences, 1)
+	require.Len(t, lab.Fences[0].Scopes, 2)
+	assert.Equal(t, map[string][]string{"pflex-1": {"pv-a", "pv-b"}}, lab.Fences[0].Scopes[0].Wanted)
+	assert.Equal(t, map[string][]string{"pflex-1": {"pv-a"}}, lab.Fences[0].Scopes[1].Wanted)
+	assert.Equal(t, "no longer wanted on the node: pv-b (pflex-1)", lab.Fences[0].Scopes[1].Note)
+	assert.Empty(t, h.Fences[1].Scopes, "a record of an older version has none")
 
 	// Served over HTTP and rendered by `fenced history`.
 	srv := httptest.NewServer(replica.HistoryHandler("mgmt1", l, []string{"prod", "staging"}))

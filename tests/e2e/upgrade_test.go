@@ -82,10 +82,10 @@ func snapshotHeaders(r *Replica) []string {
 // TestRollingLedgerUpgrade: a group of three replicas of the previous
 // ledger version is upgraded one replica at a time while a node is fenced,
 // with snapshots taken on the way. The group keeps writing version 2 until
-// the last replica runs this build, then runs version 3; every replica's
-// log replays to the same ledger with nothing refused. A replica rolled
-// back to the previous build afterwards refuses to start on the version 3
-// snapshot rather than diverge.
+// the last replica runs this build, then runs this build's newest version
+// (ledger.Version); every replica's log replays to the same ledger with
+// nothing refused. A replica rolled back to the previous build afterwards
+// refuses to start on the new version's snapshot rather than diverge.
 func TestRollingLedgerUpgrade(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end: builds an older fenced, starts a control plane and three fenced processes")
@@ -143,7 +143,7 @@ func TestRollingLedgerUpgrade(t *testing.T) {
 			}
 		}
 	}
-	h.wait(2*time.Minute, "group ledger version 3 on every replica", func() (bool, string) {
+	h.wait(2*time.Minute, fmt.Sprintf("group ledger version %d on every replica", ledger.Version), func() (bool, string) {
 		v := groupVersions()
 		for _, id := range h.IDs {
 			if v[id] != ledger.Version {
@@ -160,15 +160,16 @@ func TestRollingLedgerUpgrade(t *testing.T) {
 			rollback = id
 		}
 	}
-	// Entries at version 3 (operator pauses through a follower) until
-	// every snapshot the replica keeps is of version 3: Raft would restore
+	// Entries at the new version (operator pauses through a follower)
+	// until every snapshot the replica keeps is of it: Raft would restore
 	// an older one it can read.
 	i := 0
-	h.wait(3*time.Minute, "only version 3 snapshots on "+rollback, func() (bool, string) {
+	newest := fmt.Sprintf(`"ledgerVersion":%d`, ledger.Version)
+	h.wait(3*time.Minute, fmt.Sprintf("only version %d snapshots on %s", ledger.Version, rollback), func() (bool, string) {
 		hdrs := snapshotHeaders(h.Replicas[rollback])
 		all := len(hdrs) > 0
 		for _, hdr := range hdrs {
-			all = all && strings.Contains(hdr, `"ledgerVersion":3`)
+			all = all && strings.Contains(hdr, newest)
 		}
 		if all {
 			return true, ""
@@ -211,8 +212,8 @@ func TestRollingLedgerUpgrade(t *testing.T) {
 		assert.JSONEq(t, want, string(d), "%s's ledger differs", id)
 	}
 
-	// Roll one replica back to the previous build: it refuses the
-	// version 3 snapshot and does not run.
+	// Roll one replica back to the previous build: it refuses the new
+	// version's snapshot and does not run.
 	r := h.Replicas[rollback]
 	r.binary = oldBin
 	h.StartReplica(rollback)

@@ -278,6 +278,20 @@ type Fence struct {
 	ForcedUnfence   bool   `json:"forcedUnfence,omitempty"`
 	// Steps are the record's state changes, oldest first (history only).
 	Steps []FenceStep `json:"steps,omitempty"`
+	// Scopes are the restore scopes the record's unfence computed, oldest
+	// first (history only; ledger version 4): the first with the step to
+	// unfence-intent, then each differing one a restore attempt found.
+	Scopes []RestoreScope `json:"scopes,omitempty"`
+}
+
+// RestoreScope is one restore scope of an unfence, as the ledger records
+// it: by array, the footprint volumes Kubernetes wanted on the node.
+type RestoreScope struct {
+	At     time.Time           `json:"at"`
+	By     string              `json:"by,omitempty"`
+	Wanted map[string][]string `json:"wanted,omitempty"`
+	// Note says what changed from the scope before.
+	Note string `json:"note,omitempty"`
 }
 
 // FenceStep is one state change of a fence record, as the ledger

@@ -87,6 +87,18 @@ func ReadHistory(l *ledger.FSM, cluster, node string, limit int) status.History 
 				e.Steps = append(e.Steps, status.FenceStep{To: string(st.To), At: st.At, By: st.By,
 					Operator: st.Operator, Note: st.Note, Forced: st.Forced})
 			}
+			for _, sc := range f.Scopes {
+				rs := status.RestoreScope{At: sc.At, By: sc.By, Note: sc.Note}
+				for array, w := range sc.Restore {
+					if len(w.Wanted) > 0 {
+						if rs.Wanted == nil {
+							rs.Wanted = map[string][]string{}
+						}
+						rs.Wanted[array] = slices.Clone(w.Wanted)
+					}
+				}
+				e.Scopes = append(e.Scopes, rs)
+			}
 			h.Fences = append(h.Fences, e)
 		}
 	})

@@ -3,6 +3,7 @@ package tables
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -15,6 +16,10 @@ func Plan(out io.Writer, p stonith.NodePlan) error {
 	verdict := "PROTECTED: a fence would cut every volume and prove it by read-back"
 	if !p.Protected {
 		verdict = "UNPROTECTED: fenced would not fence, taint or evict this node"
+		unread := slices.ContainsFunc(p.Arrays, func(a stonith.ArrayPlan) bool { return a.Error != "" })
+		if len(p.Gaps) > 0 && !unread && !slices.ContainsFunc(p.Gaps, func(g stonith.VolumeGap) bool { return g.Reason.Blocking() }) {
+			verdict = "UNPROTECTED: fenced would fence this node, but access to a volume keeps coming back after its fences (repeated-regression)"
+		}
 	}
 	fmt.Fprintf(out, "Node %s (cluster %s): %s\n", p.Node, p.Cluster, verdict)
 	fmt.Fprintf(out, "Read at %s", p.ReadAt.Local().Format(time.RFC3339))

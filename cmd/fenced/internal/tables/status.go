@@ -124,7 +124,7 @@ func Status(out io.Writer, st status.Status, now time.Time) error {
 			section(out, "Nodes not healthy", append([][]string{{"CLUSTER", "NODE", "VERDICT", "REASON", "SINCE"}}, nodes...))
 		}
 		if len(gaps) > 0 {
-			section(out, "Nodes unprotected (never fenced until every volume can be cut)",
+			section(out, "Nodes unprotected (never fenced until every volume can be cut; repeated-regression: fenced, but the fence does not hold)",
 				append([][]string{{"CLUSTER", "NODE", "VOLUME", "ARRAY", "GAP", "DETAIL"}}, gaps...))
 		}
 		if len(unplaced) > 0 {
