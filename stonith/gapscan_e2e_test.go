@@ -176,7 +176,9 @@ func TestArrayReadGapsShowWhileHealthy(t *testing.T) {
 		t.Fatalf("nodes still unprotected after the fix: %v", statusGaps())
 	}
 	for _, reason := range []string{"other-identity", "volume-not-found"} {
-		assert.Zero(t, gauge(t, p, reason), "fenced_nodes_unprotected{reason=%q} after the fix", reason)
+		// The gauge follows /status right after (updateUnprotectedGauge).
+		assert.Eventually(t, func() bool { return gauge(t, p, reason) == 0 }, 10*time.Second, 50*time.Millisecond,
+			"fenced_nodes_unprotected{reason=%q} after the fix", reason)
 	}
 	for node := range byNode {
 		plan, err := p.ctrl.PlanNode(ctx, stonith.PlanRequest{Cluster: clusterName, Node: node})
@@ -347,7 +349,8 @@ func TestDriverRegrantShowsWhileHealthy(t *testing.T) {
 	require.NoError(t, regrant.ControllerUnpublish(ctx, handle, csiNodeID(t, b, node, testbed.DriverPowerFlex)))
 	b.cp.RegisterCSIController(plain)
 	require.NoError(t, plain.ControllerPublish(ctx, handle, csiNodeID(t, b, node, testbed.DriverPowerFlex), false))
-	require.Eventually(t, func() bool { return len(p.ctrl.Status().Unprotected) == 0 },
-		time.Minute, 200*time.Millisecond, "%s still unprotected with the driver fixed", node)
-	assert.Zero(t, gauge(t, p, string(arrayclients.GapDriverRegrant)))
+	// /status changes first, the gauge right after it (updateUnprotectedGauge).
+	require.Eventually(t, func() bool {
+		return len(p.ctrl.Status().Unprotected) == 0 && gauge(t, p, string(arrayclients.GapDriverRegrant)) == 0
+	}, time.Minute, 200*time.Millisecond, "%s still unprotected with the driver fixed", node)
 }
