@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/fenced-project/fenced/tests/arraysim/powerstore"
 	"github.com/fenced-project/fenced/tests/csidriver"
@@ -76,11 +77,18 @@ func TestAttacherReconcileRepublishes(t *testing.T) {
 
 	// Health monitor on, the node tainted out-of-service: the next pass
 	// re-publishes, the node's IP is back.
-	node, err := cp.Client.CoreV1().Nodes().Get(ctx, "worker-1", metav1.GetOptions{})
-	require.NoError(t, err)
-	node.Spec.Taints = append(node.Spec.Taints, corev1.Taint{Key: "node.kubernetes.io/out-of-service",
-		Value: "nodeshutdown", Effect: corev1.TaintEffectNoExecute})
-	_, err = cp.Client.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{})
+	// The kubelet emulation patches the Node's status meanwhile: retry the
+	// update on a conflict, as any controller writing a Node does.
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		node, err := cp.Client.CoreV1().Nodes().Get(ctx, "worker-1", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		node.Spec.Taints = append(node.Spec.Taints, corev1.Taint{Key: "node.kubernetes.io/out-of-service",
+			Value: "nodeshutdown", Effect: corev1.TaintEffectNoExecute})
+		_, err = cp.Client.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{})
+		return err
+	})
 	require.NoError(t, err)
 	ps.SetHealthMonitor(true)
 	cp.SetAttacherReconcileSync(200 * time.Millisecond)
