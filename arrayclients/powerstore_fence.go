@@ -276,13 +276,57 @@ func (a *PowerStoreAdapter) verifyInitiators(ctx context.Context, c gopowerstore
 		if other.ID == e.HostID {
 			continue
 		}
+		var on []string
 		for _, in := range other.Initiators {
 			if planned[in.PortName] {
-				v.Remaining = append(v.Remaining, fmt.Sprintf("initiator %s is registered on host %s", in.PortName, other.Name))
+				on = append(on, in.PortName)
 			}
+		}
+		if len(on) == 0 {
+			continue
+		}
+		why, err := a.hostAccess(ctx, c, other)
+		if err != nil {
+			return err
+		}
+		if why == "" {
+			// The node's paths reach a host through which no volume is
+			// mapped: no access (a node back from a reboot, whose node
+			// plugin registered it again, looks like this until a volume
+			// is published to it, which the next read-back sees).
+			continue
+		}
+		for _, p := range on {
+			v.Remaining = append(v.Remaining, fmt.Sprintf("initiator %s is registered on host %s (%s)", p, other.Name, why))
 		}
 	}
 	return nil
+}
+
+// hostAccess says what a host's initiators reach: the volumes mapped to
+// the host, or its host group (whose mappings its members share), or ""
+// when nothing is mapped through it. A node's initiators on such a host
+// give it no volume; a mapping added later is found by the next
+// read-back.
+func (a *PowerStoreAdapter) hostAccess(ctx context.Context, c gopowerstore.Client, h gopowerstore.Host) (string, error) {
+	if h.HostGroupID != "" {
+		// A member's access is its group's; a group is the operator's,
+		// never the driver's: count it as access without reading further.
+		return "a member of host group " + h.HostGroupID, nil
+	}
+	maps, err := a.mappings(ctx, c, "host_id", h.ID)
+	if err != nil {
+		return "", fmt.Errorf("read what host %s reaches: %w", h.Name, err)
+	}
+	if len(maps) == 0 {
+		return "", nil
+	}
+	vols := make([]string, 0, len(maps))
+	for _, m := range maps {
+		vols = append(vols, m.VolumeID)
+	}
+	slices.Sort(vols)
+	return fmt.Sprintf("%d volume(s) mapped: %s", len(vols), strings.Join(vols, ", ")), nil
 }
 
 // verifyDetach reads the host's mappings back. skip names attachments of

@@ -150,3 +150,52 @@ func TestPowerStoreUndoInitiatorsOnAnotherNodesHost(t *testing.T) {
 		})
 	}
 }
+
+// TestPowerStoreInitiatorsOnAnUnmappedHost: the node's initiators on a
+// host through which no volume is mapped reach nothing: the fence
+// read-back counts them as no access, and their logins are no session to
+// report. Once a volume is mapped to that host they are access again, as
+// are logins through it. This is what a node back from a reboot with a
+// new IP looks like before the unfence: its node plugin registered a new
+// host by its new node ID (dell/csi-powerstore pkg/node/node.go
+// setupHost), and fenced's NoSchedule taint keeps pods, and so
+// publishes, away from it.
+func TestPowerStoreInitiatorsOnAnUnmappedHost(t *testing.T) {
+	e := newPSEnv(t, psFixture)
+	ctx := context.Background()
+	a, plan, initiators := psFenced(t, e, "worker-2")
+	back := withIP(e.node("worker-2"), "127.0.10.22")
+	newName := back.CSINodeIDs[arrayclients.DriverPowerStore]
+	newID := e.driver(t).registerHost(newName, initiators)
+	for _, in := range initiators {
+		e.sim.LogIn(in.PortName)
+	}
+
+	v, err := a.Verify(ctx, plan)
+	require.NoError(t, err)
+	assert.True(t, v.Fenced, "nothing is mapped to host %s: remaining %v", newName, v.Remaining)
+	rep, err := sessions(t, a, plan)
+	require.NoError(t, err)
+	assert.Empty(t, rep.Sessions, "a login to a host with nothing mapped reaches no volume")
+
+	// A volume published to that host is access again (detached from the
+	// node's old host first, as the attach-detach controller does once
+	// the old attachment is gone).
+	vol := e.volumeID(t, "pvc-worker-2-1")
+	e.driver(t).unpublish(plan.Identity.ObjectID, vol)
+	e.driver(t).publish(newID, vol)
+	v, err = a.Verify(ctx, plan)
+	require.NoError(t, err)
+	assert.False(t, v.Fenced)
+	require.NotEmpty(t, v.Remaining)
+	assert.Contains(t, strings.Join(v.Remaining, "; "), "is registered on host "+newName+" (1 volume(s) mapped: "+vol+")")
+	for _, in := range initiators {
+		e.sim.LogIn(in.PortName)
+	}
+	rep, err = sessions(t, a, plan)
+	require.NoError(t, err)
+	assert.NotEmpty(t, rep.Sessions)
+	for _, s := range rep.Sessions {
+		assert.Contains(t, s.What, "on host "+newName)
+	}
+}

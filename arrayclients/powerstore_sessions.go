@@ -26,6 +26,11 @@ var _ SessionReporter = (*PowerStoreAdapter)(nil)
 // initiators on another host are reported. In initiators mode the cut
 // removes the initiators, which ends their sessions.
 //
+// Sessions on a host other than the plan's through which no volume is
+// mapped (a host the node plugin registered again) reach nothing and are
+// not reported, as the read-back does not count those initiators as
+// access.
+//
 // An NFS client without a host has no sessions on the array: ErrNoSessions.
 func (a *PowerStoreAdapter) Sessions(ctx context.Context, plan Plan) (SessionReport, error) {
 	fail := func(err error) (SessionReport, error) {
@@ -60,9 +65,21 @@ func (a *PowerStoreAdapter) Sessions(ctx context.Context, plan Plan) (SessionRep
 			if h.ID == e.HostID && e.Mode == PowerStoreModeDetach {
 				continue
 			}
+			reach := ""
 			for _, in := range h.Initiators {
-				if !ports[in.PortName] {
+				if !ports[in.PortName] || len(in.ActiveSessions) == 0 {
 					continue
+				}
+				if h.ID != e.HostID && reach == "" {
+					// A login to another host through which nothing is
+					// mapped reaches no volume (as the read-back counts
+					// it): not a session to report.
+					if reach, err = a.hostAccess(ctx, c, h); err != nil {
+						return err
+					}
+					if reach == "" {
+						break
+					}
 				}
 				for _, s := range in.ActiveSessions {
 					rep.Sessions = append(rep.Sessions, Session{
