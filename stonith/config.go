@@ -64,6 +64,15 @@ type Config struct {
 	// node's pods or force-detach its volumes for a while after it is gone
 	// (kubernetes#142331). fenced's NoSchedule taint stays on meanwhile.
 	OutOfServiceSettle time.Duration
+	// TaintEvictionWait bounds how long an eviction waits, after the
+	// out-of-service taint, for Kubernetes' taint-eviction controller to
+	// delete the node's pods that do not tolerate it (default 5s) before
+	// fenced force-deletes them. That controller deletes by name, without
+	// a UID precondition, and retries: had fenced's force-delete come
+	// first, its delete could hit the StatefulSet's replacement pod of the
+	// same name on a healthy node. A cluster that runs without that
+	// controller pays this bound once per fence.
+	TaintEvictionWait time.Duration
 	// Resync is how often every open record and failed node is reconciled
 	// even without an event (default 5s): it is what notices a settled
 	// node or a cleared array fault.
@@ -123,7 +132,7 @@ func DefaultConfig() Config {
 		ArrayTimeout: 10 * time.Second, ArrayAttempts: 3, ArrayBackoff: 500 * time.Millisecond,
 		ArrayConcurrency: 4, KubeTimeout: 10 * time.Second, Workers: 64,
 		RetryBase: time.Second, RetryMax: time.Minute, Resync: 5 * time.Second,
-		OutOfServiceSettle: 10 * time.Second,
+		OutOfServiceSettle: 10 * time.Second, TaintEvictionWait: 5 * time.Second,
 	}
 }
 
@@ -147,6 +156,7 @@ func (c Config) withDefaults() Config {
 	setDur(&c.RetryMax, d.RetryMax)
 	setDur(&c.Resync, d.Resync)
 	setDur(&c.OutOfServiceSettle, d.OutOfServiceSettle)
+	setDur(&c.TaintEvictionWait, d.TaintEvictionWait)
 	setInt(&c.ArrayAttempts, d.ArrayAttempts)
 	setInt(&c.ArrayConcurrency, d.ArrayConcurrency)
 	setInt(&c.Workers, d.Workers)

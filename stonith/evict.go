@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
@@ -154,13 +155,20 @@ func (c *Controller) stepEvict(ctx context.Context, l Leadership, cl *clusterRun
 	if err != nil {
 		return done, fmt.Errorf("fence %s: %w", f.ID, err)
 	}
-	start := c.clk.Now()
 	var evict []*corev1.Pod
 	for i := range pods {
 		if cl.evictable(&pods[i]) {
 			evict = append(evict, &pods[i])
 		}
 	}
+	if wait := awaitingTaintEviction(evict); len(wait) > 0 {
+		if at := taintedAt(f); !at.IsZero() && c.clk.Since(at) < c.cfg.TaintEvictionWait {
+			return waitFor(taintEvictionPoll), nil
+		}
+		c.log.Info("the taint-eviction controller has not deleted these pods of the fenced node: fenced deletes them",
+			"cluster", cl.Name, "node", f.Node, "fenceID", f.ID, "pods", wait, "waited", c.cfg.TaintEvictionWait)
+	}
+	start := c.clk.Now()
 	// Side by side, at most evictWorkers at once: each pod's deletion is
 	// its own leadership check, Event and UID-preconditioned delete, so
 	// their order does not matter, and one node's pods cost about one
@@ -224,6 +232,49 @@ func (c *Controller) stepEvict(ctx context.Context, l Leadership, cl *clusterRun
 		return done, err
 	}
 	return waitFor(c.cfg.Resync), nil
+}
+
+// taintEvictionPoll is how often the eviction looks again while it waits
+// for the taint-eviction controller.
+const taintEvictionPoll = 100 * time.Millisecond
+
+// awaitingTaintEviction names the pods Kubernetes' taint-eviction
+// controller is still to delete: pods not being deleted that do not
+// tolerate the out-of-service taint. The controller deletes every pod
+// without a matching NoExecute toleration as soon as it sees the taint,
+// and a pod whose toleration has tolerationSeconds later; it deletes by
+// name and retries on an error, reading the pod by name again each time
+// (kubernetes pkg/controller/tainteviction taint_eviction.go:
+// deletePodHandler, addConditionAndDeletePod). A force-delete of ours
+// before its delete lands would let that retry find the StatefulSet's
+// replacement pod, bound to a healthy node, under the same name and
+// delete it. Once the controller's delete has landed (the pod has a
+// deletion timestamp) its work on the pod is done; a pod that tolerates
+// the taint is one it does not delete now, and its scheduled work is
+// cancelled when the pod is deleted.
+func awaitingTaintEviction(pods []*corev1.Pod) []string {
+	oos := corev1.Taint{Key: TaintOutOfService, Value: OutOfServiceValue, Effect: corev1.TaintEffectNoExecute}
+	var out []string
+	for _, p := range pods {
+		if p.DeletionTimestamp != nil {
+			continue
+		}
+		if slices.ContainsFunc(p.Spec.Tolerations, func(t corev1.Toleration) bool { return t.ToleratesTaint(&oos) }) {
+			continue
+		}
+		out = append(out, p.Namespace+"/"+p.Name)
+	}
+	return out
+}
+
+// taintedAt is when the fence last entered tainted, or zero.
+func taintedAt(f *ledger.Fence) time.Time {
+	for i := len(f.Steps) - 1; i >= 0; i-- {
+		if f.Steps[i].To == ledger.StateTainted {
+			return f.Steps[i].At
+		}
+	}
+	return time.Time{}
 }
 
 // evictWorkers is how many of a fenced node's pods are force-deleted at

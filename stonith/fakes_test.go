@@ -448,6 +448,9 @@ type fakeKube struct {
 	// peakDeletes count them.
 	deleteDelay            time.Duration
 	inDeletes, peakDeletes int
+	// noTaintEviction leaves out the taint-eviction controller: nothing
+	// deletes a pod when a NoExecute taint appears.
+	noTaintEviction bool
 }
 
 func newFakeKube(log *opLog) *fakeKube {
@@ -579,9 +582,29 @@ func (k *fakeKube) AddTaints(_ context.Context, node string, taints ...corev1.Ta
 			n.Spec.Taints = append(n.Spec.Taints, t)
 			changed = true
 			k.log.add("taint %s %s", node, t.Key)
+			if t.Effect == corev1.TaintEffectNoExecute && !k.noTaintEviction {
+				k.taintEvict(node, t)
+			}
 		}
 	}
 	return changed, nil
+}
+
+// taintEvict does what Kubernetes' taint-eviction controller does when a
+// NoExecute taint appears: it deletes (gracefully: a dead kubelet never
+// finishes it, so the pod stays with a deletion timestamp) every pod of
+// the node that does not tolerate it (pkg/controller/tainteviction
+// processPodOnNode, addConditionAndDeletePod).
+func (k *fakeKube) taintEvict(node string, t corev1.Taint) {
+	for uid, p := range k.pods {
+		if p.Spec.NodeName != node || p.DeletionTimestamp != nil ||
+			slices.ContainsFunc(p.Spec.Tolerations, func(tl corev1.Toleration) bool { return tl.ToleratesTaint(&t) }) {
+			continue
+		}
+		now := metav1.Now()
+		p.DeletionTimestamp = &now
+		k.pods[uid] = p
+	}
 }
 
 func (k *fakeKube) RemoveTaints(_ context.Context, node string, taints ...corev1.Taint) (bool, error) {

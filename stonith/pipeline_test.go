@@ -419,6 +419,7 @@ func TestGuardsHoldNewFences(t *testing.T) {
 			})
 		}, "storm"},
 		{"no quorum", func(w *world) { w.group.verifyErr = errors.New("no quorum") }, "quorum"},
+		{"returning node", func(w *world) { w.det.set(settling("n1", time.Now())) }, "heartbeat is fresh again"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := newWorld(t)
@@ -440,6 +441,20 @@ func TestGuardsHoldNewFences(t *testing.T) {
 		w.verdict("n2", detector.Failed)
 		require.Eventually(t, func() bool { return len(w.ctrl.Status().Held) == 1 }, 5*time.Second, 2*time.Millisecond)
 		assert.Contains(t, w.ctrl.Status().Held[0].Note, "never learned")
+	})
+
+	t.Run("a returning node whose heartbeat goes stale again is fenced", func(t *testing.T) {
+		w := newWorld(t)
+		w.det.set(settling("n1", time.Now()))
+		_, stop := w.lead()
+		defer stop()
+		w.verdict("n1", detector.Failed)
+		require.Never(t, func() bool { return w.group.fence("c1", "n1") != nil }, 200*time.Millisecond, 5*time.Millisecond)
+		// The heartbeat stale again: the detector's evidence no longer
+		// shows the node settling, and the Failed verdict (unchanged,
+		// re-read on the resync) opens the fence.
+		w.det.set(settling("n1", time.Time{}))
+		w.waitState(ledger.StateEvicted)
 	})
 
 	t.Run("resume lets the held fence go on", func(t *testing.T) {
@@ -844,4 +859,68 @@ func TestWitnessArraysAreTheFootprintArrays(t *testing.T) {
 	assert.False(t, ok)
 	_, ok = w.ctrl.WitnessArrays("c9", "n1")
 	assert.False(t, ok, "unknown cluster")
+}
+
+// TestEvictionWaitsForTheTaintEvictionController: after the out-of-service
+// taint, fenced force-deletes a pod only once Kubernetes' taint-eviction
+// controller has deleted it (it deletes by name and retries, and could
+// otherwise delete the replacement pod of the same name); a pod that
+// tolerates the taint is not waited for; and every pod is deleted after
+// TaintEvictionWait when the controller never acts.
+func TestEvictionWaitsForTheTaintEvictionController(t *testing.T) {
+	podsLeft := func(w *world) []string {
+		pods, err := w.kube.PodsOnNode(t.Context(), "n1")
+		require.NoError(t, err)
+		var names []string
+		for _, p := range pods {
+			names = append(names, p.Name)
+		}
+		slices.Sort(names)
+		return names
+	}
+	t.Run("waits for the controller's delete", func(t *testing.T) {
+		w := newWorld(t, func(cfg *Config) { cfg.TaintEvictionWait = time.Hour })
+		w.kube.noTaintEviction = true
+		tolerant := w.kube.addPod("db", "tolerant", "n1", true, nil)
+		w.kube.mu.Lock()
+		p := w.kube.pods[tolerant]
+		p.Spec.Tolerations = []corev1.Toleration{{Key: TaintOutOfService, Operator: corev1.TolerationOpExists,
+			Effect: corev1.TaintEffectNoExecute}}
+		w.kube.pods[tolerant] = p
+		w.kube.mu.Unlock()
+		_, stop := w.lead()
+		defer stop()
+		w.verdict("n1", detector.Failed)
+		w.waitState(ledger.StateTainted)
+		require.Never(t, func() bool { return w.state() != ledger.StateTainted }, 300*time.Millisecond, 10*time.Millisecond,
+			"the eviction went on before the taint-eviction controller deleted the pods")
+		assert.Equal(t, []string{"cache", "db-0", "db-1", "frontend", "tolerant"}, podsLeft(w), "no pod deleted yet")
+
+		// The controller acts late: fenced's deletes follow.
+		w.kube.mu.Lock()
+		w.kube.taintEvict("n1", corev1.Taint{Key: TaintOutOfService, Value: OutOfServiceValue, Effect: corev1.TaintEffectNoExecute})
+		w.kube.mu.Unlock()
+		w.waitState(ledger.StateEvicted)
+		assert.Equal(t, []string{"frontend"}, podsLeft(w))
+		ops := w.log.list()
+		assert.Less(t, slices.Index(ops, "taint n1 "+TaintOutOfService), slices.Index(ops, "delete db/db-0"), "%v", ops)
+	})
+	t.Run("bounded when the controller never acts", func(t *testing.T) {
+		w := newWorld(t, func(cfg *Config) { cfg.TaintEvictionWait = 50 * time.Millisecond })
+		w.kube.noTaintEviction = true
+		_, stop := w.lead()
+		defer stop()
+		w.verdict("n1", detector.Failed)
+		w.waitState(ledger.StateEvicted)
+		assert.Equal(t, []string{"frontend"}, podsLeft(w))
+	})
+}
+
+// settling sets the detector's evidence for a Failed node: its heartbeat
+// fresh again since since (zero: stale).
+func settling(node string, since time.Time) func(st *detector.Status) {
+	return func(st *detector.Status) {
+		st.Nodes = []detector.Verdict{{Cluster: "c1", Node: node, State: detector.Failed, Reason: detector.ReasonHeartbeatStale,
+			Evidence: detector.Evidence{SettlingSince: since}}}
+	}
 }

@@ -127,6 +127,29 @@ func (c *Controller) openGuard(ctx context.Context, l Leadership, cl *clusterRun
 	return ""
 }
 
+// returningGuard returns why a Failed verdict must not lead to a change
+// of any array now, or "": the node's heartbeat is fresh again since the
+// verdict (the detector's evidence shows it settling). A Failed verdict
+// stays Failed while a returning node settles (the detector's
+// hysteresis), but a node whose kubelet renews its Lease again is alive:
+// whether it died and rebooted or never died, nothing of it needs fencing
+// until its heartbeat goes stale again, which ends the settling (and the
+// verdict, still Failed, lets the fence go on). A fence already past
+// intent is not affected: its arrays are cut, and a node back without a
+// reboot stays fenced.
+func returningGuard(cl *clusterRuntime, node string) string {
+	if cl.Detector == nil {
+		return ""
+	}
+	for _, v := range cl.Detector.Status().Nodes {
+		if v.Node == node && v.State == detector.Failed && !v.Evidence.SettlingSince.IsZero() {
+			return "the node's heartbeat is fresh again since " + v.Evidence.SettlingSince.UTC().Format(time.RFC3339) +
+				" (a returning node settles, and is not fenced unless its heartbeat goes stale again)"
+		}
+	}
+	return ""
+}
+
 // fencingGuard returns why a fence in intent may not enter fencing now, or
 // "": this replica doubts its view of the cluster (invariant 4: no fencing
 // without the API server), or, for a fence on a verdict, the storm guard
@@ -250,9 +273,13 @@ func (c *Controller) maybeOpen(ctx context.Context, l Leadership, cl *clusterRun
 		c.clearReport(cl.Name, node)
 		return done, nil
 	}
-	if reason := c.openGuard(ctx, l, cl, v); reason != "" {
-		if c.block(cl.Name, node, "", "not fencing: "+reason, nil) {
-			c.log.Warn("node failed but not fencing it", "cluster", cl.Name, "node", node, "reason", reason)
+	guard := c.openGuard(ctx, l, cl, v)
+	if guard == "" {
+		guard = returningGuard(cl, node)
+	}
+	if guard != "" {
+		if c.block(cl.Name, node, "", "not fencing: "+guard, nil) {
+			c.log.Warn("node failed but not fencing it", "cluster", cl.Name, "node", node, "reason", guard)
 		}
 		return waitFor(c.cfg.Resync), nil
 	}
@@ -309,6 +336,10 @@ func (c *Controller) stepIntent(ctx context.Context, l Leadership, cl *clusterRu
 		}
 		if v.Paused {
 			c.block(cl.Name, f.Node, f.ID, "fencing is paused: fence "+f.ID+" waits before changing any array", nil)
+			return waitFor(c.cfg.Resync), nil
+		}
+		if reason := returningGuard(cl, f.Node); reason != "" {
+			c.block(cl.Name, f.Node, f.ID, reason+": fence "+f.ID+" waits before changing any array", nil)
 			return waitFor(c.cfg.Resync), nil
 		}
 	}
