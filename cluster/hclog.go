@@ -7,9 +7,11 @@ import (
 	"log"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
 )
 
 // slogHCLog lets hashicorp/raft log through log/slog. The hclog name
@@ -18,15 +20,65 @@ import (
 // component. Arguments that hclog formats itself (hclog.Fmt, Hex, Octal,
 // Binary, Quote) are formatted here, so no record carries a format verb.
 type slogHCLog struct {
-	l    *slog.Logger
-	name string
-	args []any
+	l     *slog.Logger
+	name  string
+	args  []any
+	limit *peerLimiter
 }
 
 var _ hclog.Logger = (*slogHCLog)(nil)
 
 func newHCLog(l *slog.Logger) hclog.Logger {
-	return &slogHCLog{l: l}
+	return &slogHCLog{l: l, limit: newPeerLimiter(peerLogEvery, time.Now)}
+}
+
+// peerLogEvery is how often raft's report that a peer cannot be reached
+// is written at most, per message and peer.
+const peerLogEvery = time.Minute
+
+// peerUnreachable are raft's messages (hashicorp/raft replication.go,
+// raft.go) that a peer did not answer: written at ERROR by raft every
+// heartbeat backoff while a replica is down, which is planned maintenance
+// as often as a fault. They are written at WARN, at most once per
+// peerLogEvery for each message and peer, with the count of those left
+// out; /status and fenced_raft_peer_reachable say the same at any time.
+var peerUnreachable = map[string]bool{
+	"failed to appendEntries to":              true,
+	"failed to heartbeat to":                  true,
+	"failed to start pipeline replication to": true,
+	"failed to pipeline appendEntries":        true,
+	"failed to contact":                       true,
+	"failed to make requestVote RPC":          true,
+	"failed to send snapshot to":              true,
+}
+
+// peerLimiter counts the peer records left out, per key.
+type peerLimiter struct {
+	every time.Duration
+	now   func() time.Time
+	mu    sync.Mutex
+	last  map[string]time.Time
+	left  map[string]int
+}
+
+func newPeerLimiter(every time.Duration, now func() time.Time) *peerLimiter {
+	return &peerLimiter{every: every, now: now, last: map[string]time.Time{}, left: map[string]int{}}
+}
+
+// allow reports whether a record with key is written now and how many
+// were left out since the last one written.
+func (p *peerLimiter) allow(key string) (bool, int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := p.now()
+	if at, ok := p.last[key]; ok && now.Sub(at) < p.every {
+		p.left[key]++
+		return false, 0
+	}
+	n := p.left[key]
+	p.last[key] = now
+	delete(p.left, key)
+	return true, n
 }
 
 func toSlogLevel(level hclog.Level) slog.Level {
@@ -51,12 +103,35 @@ func (h *slogHCLog) Log(level hclog.Level, msg string, args ...any) {
 	if !l.Enabled(context.Background(), toSlogLevel(level)) {
 		return
 	}
-	out := make([]any, 0, len(args)+2)
+	lvl := toSlogLevel(level)
+	out := make([]any, 0, len(args)+4)
 	if h.name != "" {
 		out = append(out, "module", h.name)
 	}
 	out = append(out, hclogArgs(args)...)
-	l.Log(context.Background(), toSlogLevel(level), msg, out...)
+	if peerUnreachable[msg] && h.limit != nil {
+		lvl = min(lvl, slog.LevelWarn)
+		ok, left := h.limit.allow(h.name + "|" + msg + "|" + peerOf(out))
+		if !ok {
+			return
+		}
+		if left > 0 {
+			out = append(out, "suppressed", left, "suppressedWithin", h.limit.every.String())
+		}
+	}
+	l.Log(context.Background(), lvl, msg, out...)
+}
+
+// peerOf is the peer a raft record is about ("peer", "server-id" or
+// "target"), or "".
+func peerOf(kv []any) string {
+	for i := 0; i+1 < len(kv); i += 2 {
+		switch kv[i] {
+		case "peer", "server-id", "target", "id":
+			return fmt.Sprint(kv[i+1])
+		}
+	}
+	return ""
 }
 
 // hclogArgs turns hclog's value types into plain values.
@@ -92,6 +167,15 @@ func hclogValue(v any) any {
 		return fmt.Sprintf("0b%b", int(x))
 	case hclog.Quote:
 		return string(x)
+	case raft.Server:
+		// raft logs a peer as a Server in some records and as its
+		// address in others: always a string, so a log store maps the
+		// key to one type.
+		return fmt.Sprintf("%s (%s)", x.ID, x.Address)
+	case raft.ServerAddress:
+		return string(x)
+	case raft.ServerID:
+		return string(x)
 	case time.Duration, time.Time, error:
 		return v
 	case fmt.Stringer:
@@ -122,7 +206,7 @@ func (h *slogHCLog) IsError() bool { return h.enabled(hclog.Error) }
 func (h *slogHCLog) ImpliedArgs() []any { return h.args }
 
 func (h *slogHCLog) With(args ...any) hclog.Logger {
-	return &slogHCLog{l: h.l.With(hclogArgs(args)...), name: h.name, args: append(append([]any{}, h.args...), args...)}
+	return &slogHCLog{l: h.l.With(hclogArgs(args)...), name: h.name, args: append(append([]any{}, h.args...), args...), limit: h.limit}
 }
 
 func (h *slogHCLog) Name() string { return h.name }
@@ -135,7 +219,7 @@ func (h *slogHCLog) Named(name string) hclog.Logger {
 }
 
 func (h *slogHCLog) ResetNamed(name string) hclog.Logger {
-	return &slogHCLog{l: h.l, name: name, args: h.args}
+	return &slogHCLog{l: h.l, name: name, args: h.args, limit: h.limit}
 }
 
 // SetLevel is ignored: the slog handler decides.

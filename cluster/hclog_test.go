@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -70,4 +71,44 @@ func TestHCLogRecords(t *testing.T) {
 	assert.InDelta(t, float64(1500*time.Millisecond), rec["lastContact"], 0, "a duration stays a duration (the handler makes it seconds)")
 	assert.NotContains(t, lines[0], "%+v")
 	assert.NotContains(t, lines[0], "ID:")
+}
+
+// TestHCLogPeerUnreachable: raft's reports that a peer does not answer,
+// written at ERROR each heartbeat backoff while a replica is down, come
+// out at WARN, once per message and peer a minute, with the count left
+// out; the peer is a string whether raft logs a Server or an address.
+func TestHCLogPeerUnreachable(t *testing.T) {
+	var buf bytes.Buffer
+	now := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	h := &slogHCLog{l: slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		limit: newPeerLimiter(time.Minute, func() time.Time { return now })}
+	r := h.Named("raft")
+	down := raft.Server{Suffrage: raft.Voter, ID: "r3", Address: "127.0.0.3:7000"}
+	for i := range 60 { // a minute of heartbeats and appendEntries, one a second
+		r.Error("failed to appendEntries to", "peer", down, "error", "connection refused")
+		r.Error("failed to heartbeat to", "peer", down.Address, "backoff time", time.Second, "error", "connection refused")
+		r.Warn("failed to contact", "server-id", down.ID, "time", time.Duration(i)*time.Second)
+		now = now.Add(time.Second)
+	}
+	r.Error("failed to appendEntries to", "peer", down, "error", "connection refused")
+	r.Error("failed to commit logs", "error", "disk full") // not about a peer: as raft wrote it
+
+	var lines []map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+		var m map[string]any
+		require.NoError(t, json.Unmarshal([]byte(l), &m), l)
+		lines = append(lines, m)
+	}
+	require.Len(t, lines, 5, "%s", buf.String())
+	for _, m := range lines[:4] {
+		assert.Equal(t, "WARN", m["level"], m)
+		if p, ok := m["peer"]; ok {
+			assert.IsType(t, "", p, "peer is a string: %v", m)
+		}
+	}
+	assert.Equal(t, "r3 (127.0.0.3:7000)", lines[0]["peer"])
+	assert.Equal(t, "127.0.0.3:7000", lines[1]["peer"])
+	assert.Equal(t, "failed to appendEntries to", lines[3]["msg"])
+	assert.InDelta(t, 59.0, lines[3]["suppressed"], 0, "the minute's left-out records are counted")
+	assert.Equal(t, "ERROR", lines[4]["level"])
 }

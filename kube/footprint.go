@@ -191,8 +191,9 @@ func (f *Footprints) PersistentVolumes() ([]arrayclients.KubeVolume, error) {
 	return out, nil
 }
 
-// Start runs the informers until ctx ends.
-func (f *Footprints) Start(ctx context.Context) { f.factory.Start(ctx.Done()) }
+// Start runs the informers until ctx ends; client-go logs through the
+// logger of ctx (ContextWithLogger).
+func (f *Footprints) Start(ctx context.Context) { runInformers(ctx, f.vaInf, f.pvInf) }
 
 // WaitForSync blocks until both informers have synced or ctx ends.
 func (f *Footprints) WaitForSync(ctx context.Context) bool {

@@ -107,7 +107,7 @@ func NewWatcher(cs kubernetes.Interface, clk clock.PassiveClock, h Handler) (*Wa
 	w.csi = w.factory.Storage().V1().CSINodes().Lister()
 	w.leaseInf = w.leaseFac.Coordination().V1().Leases().Informer()
 	w.leases = w.leaseFac.Coordination().V1().Leases().Lister().Leases(LeaseNamespace)
-	if err := w.leaseInf.SetWatchErrorHandler(w.leaseWatchError); err != nil {
+	if err := w.leaseInf.SetWatchErrorHandlerWithContext(w.leaseWatchError); err != nil {
 		return nil, fmt.Errorf("watcher: lease watch error handler: %w", err)
 	}
 	for _, reg := range []struct {
@@ -127,8 +127,8 @@ func NewWatcher(cs kubernetes.Interface, clk clock.PassiveClock, h Handler) (*Wa
 	return w, nil
 }
 
-func (w *Watcher) leaseWatchError(r *cache.Reflector, err error) {
-	cache.DefaultWatchErrorHandler(context.Background(), r, err)
+func (w *Watcher) leaseWatchError(ctx context.Context, r *cache.Reflector, err error) {
+	cache.DefaultWatchErrorHandler(ctx, r, err)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.errMsg = err.Error()
@@ -160,10 +160,10 @@ func (w *Watcher) deliver(kind Kind, obj any, deleted bool) {
 }
 
 // Start runs the informers until ctx ends. It does not wait for them to
-// sync.
+// sync. client-go logs what its watches meet through the logger of ctx
+// (ContextWithLogger).
 func (w *Watcher) Start(ctx context.Context) {
-	w.factory.Start(ctx.Done())
-	w.leaseFac.Start(ctx.Done())
+	runInformers(ctx, w.nodeInf, w.csiInf, w.leaseInf)
 }
 
 // WaitForSync blocks until every informer has synced or ctx ends, and

@@ -11,9 +11,21 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"time"
 
 	"k8s.io/klog/v2"
 )
+
+// LibraryEvery is how often a library's record is repeated at most (see
+// Quiet): a watch failing every second while an API server restarts, or
+// a client printing the same line at each login, is one line a minute.
+const LibraryEvery = time.Minute
+
+// LibraryLogger is l for a library's records: named by "library", at WARN
+// at most, each distinct record at most once per LibraryEvery (Quiet).
+func LibraryLogger(l *slog.Logger, library string) *slog.Logger {
+	return slog.New(Quiet(l.Handler(), LibraryEvery, nil)).With("library", library)
+}
 
 // Route sends the process-wide loggers through l, so that a replica's
 // output is one stream in one format behind one redactor: client-go's
@@ -21,16 +33,16 @@ import (
 // gopowerstore writes to), and whatever a library prints on standard
 // output (gounity and goscaleio do, with fmt.Print), line by line as info
 // records with source "stdout". Each record names its origin in
-// "library" (klog, stdlog). The array libraries' own loggers are routed
+// "library" (klog, stdlog), through LibraryLogger. The array libraries' own loggers are routed
 // by arrayclients.RouteLibraryLogs.
 //
 // Route changes process state; call it once, in the daemon, and call the
 // returned function to undo it (tests do).
 func Route(l *slog.Logger) (restore func()) {
-	klog.SetSlogLogger(l.With("library", "klog"))
+	klog.SetSlogLogger(LibraryLogger(l, "klog"))
 
 	stdOut, stdFlags, stdPrefix := log.Writer(), log.Flags(), log.Prefix()
-	log.SetOutput(LineWriter(l.With("library", "stdlog"), slog.LevelInfo))
+	log.SetOutput(LineWriter(LibraryLogger(l, "stdlog"), slog.LevelInfo))
 	log.SetFlags(0)
 	log.SetPrefix("")
 

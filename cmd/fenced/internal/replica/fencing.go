@@ -19,6 +19,7 @@ import (
 	"github.com/fenced-project/fenced/cluster/ledger"
 	"github.com/fenced-project/fenced/cmd/fenced/internal/apiprobe"
 	"github.com/fenced-project/fenced/cmd/fenced/internal/daemon"
+	"github.com/fenced-project/fenced/cmd/fenced/internal/logging"
 	"github.com/fenced-project/fenced/configs"
 	"github.com/fenced-project/fenced/detector"
 	"github.com/fenced-project/fenced/detector/groupview"
@@ -60,6 +61,14 @@ type fencing struct {
 	pathMetrics *detector.PathMetrics
 }
 
+// clientGoLogger is the logger client-go reports a cluster's watches
+// through: the cluster named on every record, at WARN at most and each
+// record at most once a minute (a watch failing while an API server is
+// away is the detector's doubt to report, not an error of fenced's).
+func (f *fencing) clientGoLogger(cluster string) *slog.Logger {
+	return logging.LibraryLogger(f.log.With("cluster", cluster), "client-go")
+}
+
 // wireFencing builds the components and plugs them into the daemon. A
 // cluster whose kubeconfig cannot be used is reported (not ready, in
 // /status), never fatal; bad array settings are.
@@ -97,7 +106,9 @@ func wireFencing(d *daemon.Daemon, node *cluster.Node, order *stopOrder) (*fenci
 			continue
 		}
 		fp := cr.footprints
+		kubeLog := f.clientGoLogger(cr.cfg.Name)
 		if err := d.AddComponent("footprints/"+cr.cfg.Name, func(ctx context.Context) error {
+			ctx = kube.ContextWithLogger(ctx, kubeLog)
 			fp.Start(ctx)
 			// Once synced, scan every PersistentVolume for configuration
 			// drift at once rather than at the next resync.
@@ -112,7 +123,10 @@ func wireFencing(d *daemon.Daemon, node *cluster.Node, order *stopOrder) (*fenci
 		if err := f.newRunner(cr, metrics); err != nil {
 			return nil, err
 		}
-		if err := order.add(d, "detector/"+cr.cfg.Name, cr.runner.Run); err != nil {
+		runner := cr.runner
+		if err := order.add(d, "detector/"+cr.cfg.Name, func(ctx context.Context) error {
+			return runner.Run(kube.ContextWithLogger(ctx, kubeLog))
+		}); err != nil {
 			return nil, err
 		}
 	}

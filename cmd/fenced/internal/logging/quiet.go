@@ -1,0 +1,134 @@
+package logging
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Quiet wraps the handler of a library's records (client-go's klog, the
+// standard library's log) so that an expected degraded state reads as
+// one: a record at ERROR is written at WARN (a watch that fails while an
+// API server restarts is the detector's doubt to report, not an error of
+// fenced's), and a record equal to one written less than every ago (the
+// same message and the same keys named in keyAttrs) is dropped; the next
+// one written says how many were ("suppressed"). now is the clock (nil:
+// time.Now).
+func Quiet(h slog.Handler, every time.Duration, now func() time.Time) slog.Handler {
+	if now == nil {
+		now = time.Now
+	}
+	return &quietHandler{next: h, limit: &limiter{every: every, now: now, seen: map[string]*seenRecord{}}}
+}
+
+// keyAttrs are the attributes that tell one library record from another
+// of the same message: which cluster, which watch, which peer.
+var keyAttrs = map[string]bool{"cluster": true, "type": true, "reflector": true, "peer": true, "logger": true, "library": true}
+
+type quietHandler struct {
+	next  slog.Handler
+	limit *limiter
+	// bound is the key part of the attributes bound with WithAttrs.
+	bound string
+	group string
+}
+
+type limiter struct {
+	every time.Duration
+	now   func() time.Time
+	mu    sync.Mutex
+	seen  map[string]*seenRecord
+}
+
+type seenRecord struct {
+	at         time.Time
+	suppressed int
+}
+
+// maxKeys bounds the limiter's memory: past it, entries older than every
+// are dropped, and if none are, the whole table.
+const maxKeys = 4096
+
+// allow reports whether a record with this key is written now, and how
+// many were dropped since the last one written.
+func (l *limiter) allow(key string) (bool, int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.now()
+	s, ok := l.seen[key]
+	if ok && now.Sub(s.at) < l.every {
+		s.suppressed++
+		return false, 0
+	}
+	if !ok && len(l.seen) >= maxKeys {
+		for k, v := range l.seen {
+			if now.Sub(v.at) >= l.every {
+				delete(l.seen, k)
+			}
+		}
+		if len(l.seen) >= maxKeys {
+			clear(l.seen)
+		}
+	}
+	n := 0
+	if ok {
+		n = s.suppressed
+	}
+	l.seen[key] = &seenRecord{at: now}
+	return true, n
+}
+
+func (q *quietHandler) Enabled(ctx context.Context, level slog.Level) bool {
+	if level > slog.LevelWarn {
+		level = slog.LevelWarn
+	}
+	return q.next.Enabled(ctx, level)
+}
+
+func (q *quietHandler) Handle(ctx context.Context, r slog.Record) error {
+	var key strings.Builder
+	key.WriteString(q.bound)
+	key.WriteString("|")
+	key.WriteString(r.Message)
+	r.Attrs(func(a slog.Attr) bool {
+		if keyAttrs[a.Key] {
+			fmt.Fprintf(&key, "|%s=%s", a.Key, a.Value.String())
+		}
+		return true
+	})
+	ok, suppressed := q.limit.allow(key.String())
+	if !ok {
+		return nil
+	}
+	level := r.Level
+	if level > slog.LevelWarn {
+		level = slog.LevelWarn
+	}
+	out := slog.NewRecord(r.Time, level, r.Message, r.PC)
+	r.Attrs(func(a slog.Attr) bool {
+		out.AddAttrs(a)
+		return true
+	})
+	if suppressed > 0 {
+		out.AddAttrs(slog.Int("suppressed", suppressed), slog.String("suppressedWithin", q.limit.every.String()))
+	}
+	return q.next.Handle(ctx, out)
+}
+
+func (q *quietHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	var key strings.Builder
+	key.WriteString(q.bound)
+	for _, a := range attrs {
+		if keyAttrs[a.Key] {
+			fmt.Fprintf(&key, "|%s%s=%s", q.group, a.Key, a.Value.String())
+		}
+	}
+	return &quietHandler{next: q.next.WithAttrs(attrs), limit: q.limit, bound: key.String(), group: q.group}
+}
+
+func (q *quietHandler) WithGroup(name string) slog.Handler {
+	return &quietHandler{next: q.next.WithGroup(name), limit: q.limit, bound: q.bound, group: q.group + name + "."}
+}
