@@ -195,3 +195,30 @@ arrays: []
 	assert.Equal(t, exitFailure, code)
 	assert.Contains(t, errb.String(), "certificate")
 }
+
+// TestErrorsAsJSON: a command asked for -o json that fails writes its
+// error as JSON on standard output (with the exit code), besides the line
+// on standard error.
+func TestErrorsAsJSON(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close()) // nothing listens there now
+	var out, errb bytes.Buffer
+	code := run(context.Background(), []string{"history", "--cluster", "c1", "--addr", "http://" + addr, "-o", "json"}, &out, &errb)
+	require.NotEqual(t, exitOK, code)
+	var got struct {
+		Error    string `json:"error"`
+		ExitCode int    `json:"exitCode"`
+	}
+	require.NoError(t, json.Unmarshal(out.Bytes(), &got), "stdout: %q", out.String())
+	assert.Equal(t, code, got.ExitCode)
+	assert.Contains(t, got.Error, addr)
+	assert.Contains(t, errb.String(), got.Error)
+
+	out.Reset()
+	errb.Reset()
+	code = run(context.Background(), []string{"history", "--cluster", "c1", "--addr", "http://" + addr}, &out, &errb)
+	require.NotEqual(t, exitOK, code)
+	assert.Empty(t, out.String(), "table output: the error goes to standard error only")
+}

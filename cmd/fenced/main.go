@@ -55,19 +55,36 @@ func main() {
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	root := newRootCmd(stdout, stderr)
 	root.SetArgs(args)
-	err := root.ExecuteContext(ctx)
+	cmd, err := root.ExecuteContextC(ctx)
 	if err == nil {
 		return exitOK
 	}
+	code, msg := exitUsage, err.Error()
 	var ee *exitError
 	if errors.As(err, &ee) {
-		if ee.err != nil && ee.err.Error() != "" {
-			fmt.Fprintln(stderr, "fenced:", ee.err)
+		code, msg = ee.code, ""
+		if ee.err != nil {
+			msg = ee.err.Error()
 		}
-		return ee.code
 	}
-	fmt.Fprintln(stderr, "fenced:", err)
-	return exitUsage
+	if msg != "" {
+		fmt.Fprintln(stderr, "fenced:", msg)
+	}
+	if cmd != nil && jsonOutput(cmd) {
+		// A script that asked for JSON gets its error as JSON too, on
+		// standard output, where it reads the answer.
+		_ = writeJSON(stdout, struct {
+			Error    string `json:"error"`
+			ExitCode int    `json:"exitCode"`
+		}{msg, code})
+	}
+	return code
+}
+
+// jsonOutput reports whether the command was asked for -o json.
+func jsonOutput(cmd *cobra.Command) bool {
+	f := cmd.Flags().Lookup("output")
+	return f != nil && f.Value.String() == "json"
 }
 
 func newRootCmd(stdout, stderr io.Writer) *cobra.Command {

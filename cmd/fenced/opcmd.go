@@ -53,7 +53,7 @@ func opCommand(use, short, long string, args cobra.PositionalArgs, setup func(*c
 			defer cancel()
 			res, err := call(ctx, c, args)
 			if err != nil {
-				return &exitError{code: exitFailure, err: opclient.APIError(c.BaseURL, err)}
+				return &exitError{code: exitFailure, err: opclient.APIError(c.BaseURL, c.Token != "" || f.CertFile != "", err)}
 			}
 			if f.Output == "json" {
 				return writeJSON(cmd.OutOrStdout(), res)

@@ -42,7 +42,7 @@ protected, 1 when it is not (or on error).`,
 			defer cancel()
 			p, err := c.Plan(ctx, stonith.PlanRequest{Cluster: cluster, Node: args[0]})
 			if err != nil {
-				return &exitError{code: exitFailure, err: opclient.APIError(c.BaseURL, err)}
+				return &exitError{code: exitFailure, err: opclient.APIError(c.BaseURL, c.Token != "" || f.CertFile != "", err)}
 			}
 			out := cmd.OutOrStdout()
 			if f.Output == "json" {

@@ -115,8 +115,10 @@ func tokenTransportAllowed(base string) error {
 }
 
 // APIError turns an API refusal from the replica at addr into an
-// operator-facing error.
-func APIError(addr string, err error) error {
+// operator-facing error; sent says whether the call carried credentials
+// (a token or a client certificate), which a refusal then names as wrong
+// rather than missing.
+func APIError(addr string, sent bool, err error) error {
 	var ae *stonith.APIError
 	if !errors.As(err, &ae) {
 		return fmt.Errorf("call %s: %w", addr, err)
@@ -124,7 +126,10 @@ func APIError(addr string, err error) error {
 	msg := ae.Message
 	switch ae.StatusCode {
 	case http.StatusUnauthorized:
-		return fmt.Errorf("not authorized by %s: pass the API token with --token-file (or $FENCED_TOKEN_FILE, or --config), or a client certificate with --cert-file and --key-file", addr)
+		if sent {
+			return fmt.Errorf("not authorized by %s: it refused the credentials given: check that the token file holds the replicas' api.tokenFile token, or that the client certificate is issued by the group's CA", addr)
+		}
+		return fmt.Errorf("not authorized by %s: no credentials given: pass the API token with --token-file (or $FENCED_TOKEN_FILE, or --config), or a client certificate with --cert-file and --key-file", addr)
 	case http.StatusNotFound:
 		if strings.Contains(msg, "404 page not found") {
 			return fmt.Errorf("%s serves no fencing API: is a cluster configured on that replica?", addr)
@@ -136,6 +141,9 @@ func APIError(addr string, err error) error {
 		}
 		return fmt.Errorf("unavailable: %s", msg)
 	case http.StatusConflict:
+		if strings.HasPrefix(msg, "refused") {
+			return errors.New(msg)
+		}
 		return fmt.Errorf("refused: %s", msg)
 	case http.StatusBadRequest:
 		return fmt.Errorf("bad request: %s", msg)
