@@ -16,6 +16,11 @@ import (
 // ErrNotStarted means the cluster's watches have not been started.
 var ErrNotStarted = errors.New("watches not started")
 
+// ErrNotSynced means the volume attachment and persistent volume caches
+// have not synced with the API server yet (or not since it came back):
+// what they would show is not known.
+var ErrNotSynced = errors.New("the volume attachment and persistent volume caches have not synced with the API server (is it reachable?)")
+
 // Cluster is one cluster's API access for the detector: clients, watches,
 // read-backs, the API server check and the kubelet probe.
 type Cluster struct {

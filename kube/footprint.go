@@ -172,7 +172,7 @@ func (f *Footprints) pvChanged() {
 // have synced.
 func (f *Footprints) PersistentVolumes() ([]arrayclients.KubeVolume, error) {
 	if !f.Synced() {
-		return nil, fmt.Errorf("persistent volumes: the persistent volume cache has not synced")
+		return nil, fmt.Errorf("persistent volumes: %w", ErrNotSynced)
 	}
 	pvs, err := f.pvs.List(labels.Everything())
 	if err != nil {
@@ -212,7 +212,7 @@ func (f *Footprints) Synced() bool { return f.vaInf.HasSynced() && f.pvInf.HasSy
 // dropping it. It fails until the informers have synced.
 func (f *Footprints) Volumes(node string) ([]arrayclients.KubeVolume, error) {
 	if !f.Synced() {
-		return nil, fmt.Errorf("footprint of %s: the volume attachment and persistent volume caches have not synced", node)
+		return nil, fmt.Errorf("footprint of %s: %w", node, ErrNotSynced)
 	}
 	objs, err := f.vaInf.GetIndexer().ByIndex(nodeIndex, node)
 	if err != nil {
@@ -244,7 +244,7 @@ func (f *Footprints) Volumes(node string) ([]arrayclients.KubeVolume, error) {
 // those of its VolumeAttachments that are not being deleted.
 func (f *Footprints) Wanted(node string) ([]string, error) {
 	if !f.Synced() {
-		return nil, fmt.Errorf("volumes wanted on %s: the volume attachment cache has not synced", node)
+		return nil, fmt.Errorf("volumes wanted on %s: %w", node, ErrNotSynced)
 	}
 	objs, err := f.vaInf.GetIndexer().ByIndex(nodeIndex, node)
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/fenced-project/fenced/cluster"
 	"github.com/fenced-project/fenced/cluster/ledger"
+	"github.com/fenced-project/fenced/kube"
 )
 
 // API routes, relative to the daemon's root.
@@ -190,7 +191,8 @@ func statusOf(err error) int {
 	case errors.Is(err, ErrConflict), errors.Is(err, ErrRefused), errors.Is(err, ledger.ErrConflict),
 		errors.Is(err, ledger.ErrBadTransition), errors.Is(err, ledger.ErrPaused):
 		return http.StatusConflict
-	case errors.Is(err, ErrNotLeader), errors.Is(err, cluster.ErrNotLeader), errors.Is(err, cluster.ErrNoLeader):
+	case errors.Is(err, ErrNotLeader), errors.Is(err, cluster.ErrNotLeader), errors.Is(err, cluster.ErrNoLeader),
+		errors.Is(err, kube.ErrNotSynced):
 		return http.StatusServiceUnavailable
 	}
 	return http.StatusInternalServerError

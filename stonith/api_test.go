@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/fenced-project/fenced/cluster/ledger"
 	"github.com/fenced-project/fenced/detector"
+	"github.com/fenced-project/fenced/kube"
 )
 
 const testToken = "s3cret-token-0123456789"
@@ -216,6 +218,8 @@ func TestAuthenticator(t *testing.T) {
 func TestStatusOf(t *testing.T) {
 	assert.Equal(t, http.StatusConflict, statusOf(ledger.ErrConflict))
 	assert.Equal(t, http.StatusServiceUnavailable, statusOf(ErrNotLeader))
+	// fenced plan while the API server is away: unavailable, not a 500.
+	assert.Equal(t, http.StatusServiceUnavailable, statusOf(fmt.Errorf("plan fence of c1/n1: footprint of n1: %w", kube.ErrNotSynced)))
 	assert.Equal(t, http.StatusInternalServerError, statusOf(errors.New("boom")))
 }
 
