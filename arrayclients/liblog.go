@@ -50,7 +50,7 @@ func RouteLibraryLogs(l *slog.Logger) (restore func()) {
 	unity.AddHook(&logrusHook{l: l, lib: "gounity"})
 
 	scLog := sclog.Log
-	sclog.Log = l.With("library", "goscaleio")
+	sclog.Log = slog.New(libraryHandler{l.Handler()}).With("library", "goscaleio")
 	if l.Enabled(context.Background(), slog.LevelDebug) {
 		sclog.SetLogLevel(slog.LevelDebug)
 	}
@@ -74,6 +74,26 @@ func RouteLibraryLogs(l *slog.Logger) (restore func()) {
 		gournal.DefaultAppender, gournal.DefaultLevel = appender, glevel
 	}
 }
+
+// libraryHandler writes a library's slog records at libraryLevel.
+type libraryHandler struct{ next slog.Handler }
+
+func (h libraryHandler) Enabled(ctx context.Context, l slog.Level) bool {
+	return h.next.Enabled(ctx, min(l, slog.LevelWarn))
+}
+
+func (h libraryHandler) Handle(ctx context.Context, r slog.Record) error {
+	r.Level = libraryLevel(r.Level, r.Message)
+	if !h.next.Enabled(ctx, r.Level) {
+		return nil
+	}
+	return h.next.Handle(ctx, r)
+}
+
+func (h libraryHandler) WithAttrs(a []slog.Attr) slog.Handler {
+	return libraryHandler{h.next.WithAttrs(a)}
+}
+func (h libraryHandler) WithGroup(n string) slog.Handler { return libraryHandler{h.next.WithGroup(n)} }
 
 // logrusHook turns a logrus entry into a slog record. The library is lib,
 // or when that is empty named from the caller (gopowermax, gounity).
@@ -108,8 +128,24 @@ func (h *logrusHook) Fire(e *logrus.Entry) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	h.l.Log(ctx, slogLevel(e.Level), strings.TrimSpace(e.Message), attrs...)
+	msg := strings.TrimSpace(e.Message)
+	h.l.Log(ctx, libraryLevel(slogLevel(e.Level), msg), msg, attrs...)
 	return nil
+}
+
+// libraryLevel is the level a Dell library's record is written at: never
+// above WARN (a failed call is the adapter's to report, with what it was
+// doing, and it does), and at DEBUG when the library reports an object it
+// looked up and did not find: fenced looks up every candidate name a
+// driver may have given a node's host (gopowermax logs "GetHostByID
+// failed: Cannot find Host ..." at ERROR for each one absent), and an
+// absent candidate is an answer, not a fault.
+func libraryLevel(l slog.Level, msg string) slog.Level {
+	lower := strings.ToLower(msg)
+	if strings.Contains(lower, "cannot find") || strings.Contains(lower, "not found") || strings.Contains(lower, "does not exist") {
+		return min(l, slog.LevelDebug)
+	}
+	return min(l, slog.LevelWarn)
 }
 
 func slogLevel(l logrus.Level) slog.Level {
@@ -176,7 +212,8 @@ func (a gournalAppender) Append(ctx context.Context, lvl gournal.Level, fields m
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	a.l.Log(ctx, level, strings.TrimSpace(msg), attrs...)
+	msg = strings.TrimSpace(msg)
+	a.l.Log(ctx, libraryLevel(level, msg), msg, attrs...)
 }
 
 func gournalLevel(l *slog.Logger) gournal.Level {
@@ -206,10 +243,11 @@ func (p powerStoreLogger) log(ctx context.Context, level slog.Level, format stri
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	if !p.l.Enabled(ctx, level) {
+	if !p.l.Enabled(ctx, min(level, slog.LevelWarn)) {
 		return
 	}
-	p.l.Log(ctx, level, strings.TrimSpace(fmt.Sprintf(format, args...)), "library", "gopowerstore")
+	msg := strings.TrimSpace(fmt.Sprintf(format, args...))
+	p.l.Log(ctx, libraryLevel(level, msg), msg, "library", "gopowerstore")
 }
 
 func (p powerStoreLogger) Info(ctx context.Context, format string, args ...any) {

@@ -70,3 +70,29 @@ func TestRouteLibraryLogs(t *testing.T) {
 	gournal.Error(ctx, "after")
 	assert.Equal(t, before, buf.String(), "restored")
 }
+
+// TestLibraryLevels: a Dell library's ERROR is written at WARN (the
+// adapter reports a failed call with what it was doing), and its report
+// of an object it looked up and did not find at DEBUG: fenced looks up
+// every candidate host name a driver may have used, and gopowermax logs
+// each absent one at ERROR.
+func TestLibraryLevels(t *testing.T) {
+	var buf syncBuf
+	l := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	restore := RouteLibraryLogs(l)
+	defer restore()
+	ctx := context.Background()
+	logrus.Error("GetHostByID failed: Cannot find Host csi-node-E2E-worker-2-FC") // gopowermax
+	logrus.Error("Unable to read certificate file")
+	powerStoreLogger{l: l}.Error(ctx, "request failed: %s", "boom")
+	gournal.Error(ctx, "export not found")
+	sclog.Log.Error("Volume not found")
+
+	var levels []string
+	for _, line := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+		var rec map[string]any
+		require.NoError(t, json.Unmarshal([]byte(line), &rec), line)
+		levels = append(levels, rec["level"].(string))
+	}
+	assert.Equal(t, []string{"DEBUG", "WARN", "WARN", "DEBUG", "DEBUG"}, levels)
+}

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"os"
 	"os/signal"
@@ -106,7 +107,7 @@ func runDaemon(cmd *cobra.Command, f runFlags) error {
 	// One stream: client-go, the standard log package, stdout prints and
 	// the Dell libraries' loggers all go through log's handler.
 	defer logging.Route(log)()
-	defer arrayclients.RouteLibraryLogs(log)()
+	defer arrayclients.RouteLibraryLogs(slog.New(logging.Quiet(log.Handler(), logging.LibraryEvery, nil)))()
 	for _, w := range cfg.Warnings() {
 		log.Warn("configuration warning", "file", f.config, "warning", w.String())
 	}
