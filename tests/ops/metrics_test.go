@@ -216,6 +216,11 @@ func TestAlertRules(t *testing.T) {
 				assert.NotEmpty(t, r.Annotations["summary"])
 				assert.NotEmpty(t, r.Annotations["description"])
 				assert.Contains(t, string(guide), "`"+r.Alert+"`", "docs/operations.md does not explain %s", r.Alert)
+				// runbook_url links the guide's section of the alert (its
+				// heading "### `Name`" has the anchor #name).
+				assert.Contains(t, string(guide), "\n### `"+r.Alert+"`\n", "docs/operations.md has no section for %s", r.Alert)
+				assert.True(t, strings.HasSuffix(r.Annotations["runbook_url"], "/docs/operations.md#"+strings.ToLower(r.Alert)),
+					"runbook_url %q does not link the guide's section", r.Annotations["runbook_url"])
 
 				// Every fenced_* metric is documented (histogram series by
 				// their family name).
