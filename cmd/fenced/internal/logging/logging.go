@@ -32,6 +32,9 @@ type Options struct {
 	Format string
 	// Level is debug, info, warn or error.
 	Level string
+	// JournalEnabled reports whether journald's socket is there (nil:
+	// journal.Enabled); asked when Output is Journal.
+	JournalEnabled func() bool
 	// Output selects journal or stream output; empty means Auto.
 	Output Output
 	// Writer receives stream output (normally os.Stderr).
@@ -79,6 +82,13 @@ func New(opts Options) (*slog.Logger, error) {
 	var h slog.Handler
 	switch out {
 	case Journal:
+		enabled := opts.JournalEnabled
+		if enabled == nil {
+			enabled = journal.Enabled
+		}
+		if opts.Output == Journal && !enabled() {
+			return nil, fmt.Errorf("log output journal: journald's socket (/run/systemd/journal/socket) is not there: every record would be lost; use --log-output stream (or auto)")
+		}
 		h = NewJournalHandler(level, journal.Send)
 	case Stream:
 		if opts.Writer == nil {

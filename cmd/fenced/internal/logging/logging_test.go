@@ -161,3 +161,17 @@ func TestNamedLevel(t *testing.T) {
 		assert.Equal(t, want, NamedLevel(in), "%d", in)
 	}
 }
+
+// TestJournalOutputWithoutJournald: asking for journal output where
+// journald's socket is missing is an error, not a silent loss of every
+// record; auto falls back to the stream.
+func TestJournalOutputWithoutJournald(t *testing.T) {
+	none := func() bool { return false }
+	_, err := New(Options{Output: Journal, JournalEnabled: none})
+	assert.ErrorContains(t, err, "journald's socket")
+	var buf bytes.Buffer
+	l, err := New(Options{Output: Auto, JournalEnabled: none, Writer: &buf})
+	assert.NoError(t, err)
+	l.Info("hello")
+	assert.Contains(t, buf.String(), "hello")
+}

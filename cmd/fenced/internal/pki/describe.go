@@ -33,6 +33,9 @@ type Description struct {
 	Role string `json:"role"`
 	// DaysLeft is the whole days until NotAfter (negative once expired).
 	DaysLeft int `json:"daysLeft"`
+	// TimeLeft says the time until NotAfter for people: days, or hours
+	// and minutes under two days.
+	TimeLeft string `json:"timeLeft"`
 	// Warnings say what makes the certificate unusable now or soon.
 	Warnings []string `json:"warnings,omitempty"`
 }
@@ -49,6 +52,7 @@ func Describe(cert *x509.Certificate, now time.Time) Description {
 		NotBefore: cert.NotBefore.UTC(),
 		NotAfter:  cert.NotAfter.UTC(),
 		DaysLeft:  int(cert.NotAfter.Sub(now).Hours() / 24),
+		TimeLeft:  timeLeft(cert.NotAfter, now),
 	}
 	for _, ip := range cert.IPAddresses {
 		d.IPs = append(d.IPs, ip.String())
@@ -122,4 +126,20 @@ func usageName(u x509.ExtKeyUsage) string {
 	default:
 		return fmt.Sprintf("usage(%d)", int(u))
 	}
+}
+
+// timeLeft says how long until notAfter, from now: in days, or in hours
+// (then minutes) under two days, where "0 days left" would hide a
+// certificate expiring tomorrow.
+func timeLeft(notAfter, now time.Time) string {
+	left := notAfter.Sub(now)
+	switch {
+	case left <= 0:
+		return "expired " + (-left).Round(time.Minute).String() + " ago"
+	case left < time.Hour:
+		return fmt.Sprintf("%d minutes left", int(left.Minutes()))
+	case left < 48*time.Hour:
+		return fmt.Sprintf("%d hours left", int(left.Hours()))
+	}
+	return fmt.Sprintf("%d days left", int(left.Hours()/24))
 }

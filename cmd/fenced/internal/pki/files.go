@@ -116,7 +116,7 @@ func WriteDescription(w io.Writer, file string, d Description) {
 	row("Replica", strings.Join(d.Replicas, ", "))
 	row("Usages", strings.Join(d.Usages, ", "))
 	row("Role", d.Role)
-	row("Valid", fmt.Sprintf("%s to %s (%d days left)", d.NotBefore.Format(time.RFC3339), d.NotAfter.Format(time.RFC3339), d.DaysLeft))
+	row("Valid", fmt.Sprintf("%s to %s (%s)", d.NotBefore.Format(time.RFC3339), d.NotAfter.Format(time.RFC3339), d.TimeLeft))
 	for _, warn := range d.Warnings {
 		row("Warning", warn)
 	}
