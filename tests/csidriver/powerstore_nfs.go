@@ -177,15 +177,19 @@ func (p *PowerStore) ListVolumesPublishedNodes(ctx context.Context) (map[string]
 	return out, true, nil
 }
 
-// unpublishFS takes the file system away from the node as
-// pkg/controller/controller.go ControllerUnpublishVolume does: a file
-// system or export that is gone is success; otherwise the node's IP with
-// its netmask is removed from whichever of the four access lists holds it
-// in one PATCH, the array's 400 (already removed) being success. The
-// driver puts a removal into the PATCH for every non-empty list, and the
-// array refuses removing what a list does not hold; this removes only
-// where the entry is, and writes nothing when no list holds it, which
-// leaves the export as the driver's request would.
+// unpublishFS removes the node from the export as
+// pkg/controller/controller.go unpublishVolume (case "nfs") does: a
+// deleted file system or export succeeds; the node's IP is the first in
+// its node ID. The PATCH asks to remove "<ip>/255.255.255.255" from
+// ROHosts and from RORootHosts whenever that list is not empty (the
+// driver's sort.SearchStrings index is never negative, so it does not
+// check that the entry is there), and from RWHosts and RWRootHosts only
+// when they hold it; it is sent even when empty. A 400
+// (HostAlreadyRemovedFromNFSExport, status only in the pinned
+// gopowerstore) is success. So with another address in a read-only list
+// an array that refuses the whole PATCH leaves the node's read-write
+// entry, and the driver reports success: the emulation does the same,
+// so our tests see what the real driver leaves.
 func (p *PowerStore) unpublishFS(ctx context.Context, fsID, nodeID string, fail func(error) error) error {
 	fs, err := p.c.GetFS(ctx, fsID)
 	if err != nil {
@@ -207,10 +211,10 @@ func (p *PowerStore) unpublishFS(ctx context.Context, fsID, nodeID string, fail 
 	}
 	entry := ip + nfsHostMask
 	var mod gopowerstore.NFSExportModify
-	if slices.Contains(x.ROHosts, entry) {
+	if len(x.ROHosts) > 0 {
 		mod.RemoveROHosts = []string{entry}
 	}
-	if slices.Contains(x.RORootHosts, entry) {
+	if len(x.RORootHosts) > 0 {
 		mod.RemoveRORootHosts = []string{entry}
 	}
 	if slices.Contains(x.RWHosts, entry) {
@@ -219,12 +223,9 @@ func (p *PowerStore) unpublishFS(ctx context.Context, fsID, nodeID string, fail 
 	if slices.Contains(x.RWRootHosts, entry) {
 		mod.RemoveRWRootHosts = []string{entry}
 	}
-	if mod.RemoveROHosts == nil && mod.RemoveRORootHosts == nil && mod.RemoveRWHosts == nil && mod.RemoveRWRootHosts == nil {
-		return nil
-	}
 	if _, err := p.c.ModifyNFSExport(ctx, &mod, x.ID); err != nil {
 		if apiErr, ok := apiErrOf(err); !ok || !apiErr.HostAlreadyRemovedFromNFSExport() {
-			return fail(fmt.Errorf("failure when removing host from nfs export: %w", err))
+			return fail(fmt.Errorf("failure when removing new host to nfs export: %w", err))
 		}
 	}
 	return nil

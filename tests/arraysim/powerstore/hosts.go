@@ -1,6 +1,7 @@
 package powerstore
 
 import (
+	"fmt"
 	"net/http"
 	"slices"
 	"sort"
@@ -395,7 +396,12 @@ func (s *Sim) attachDetachLocked(hostID, groupID, action string, b attachBody) *
 		}
 		mid := mappingID(hostID, groupID, volID)
 		if _, ok := s.mappings[mid]; !ok {
-			return errf(http.StatusBadRequest, "volume %s is not attached to this host or host group", volID)
+			// csi-powerstore's detachVolumeFromHost (pkg/controller/base.go)
+			// takes a 400 as success only when its message contains "Host
+			// is not attached to volume" (any other 400 is HostIsNotExist:
+			// codes.NotFound), and any 422 as success (PR #147).
+			return &apiError{status: s.detachNotAttached, code: codeHostNotAttached,
+				msg: fmt.Sprintf("Host is not attached to volume %s", volID)}
 		}
 		delete(s.mappings, mid)
 		s.changes.Touch(collMappings, mid)
