@@ -536,6 +536,10 @@ func (s *Sim) createVolume(w http.ResponseWriter, body []byte) *apiError {
 		PerformancePolicyID string  `json:"performance_policy_id"`
 		AppType             string  `json:"app_type"`
 		AppTypeOther        string  `json:"app_type_other"`
+		// Metadata is what csi-powerstore's SCSICreator.Create sends on
+		// arrays of release 3.0 or later (k8s_pvol_name, k8s_claim_name,
+		// k8s_claim_namespace, with the header DELL-VISIBILITY: internal).
+		Metadata map[string]string `json:"metadata"`
 	}
 	if e := decodeBody(body, &b); e != nil {
 		return e

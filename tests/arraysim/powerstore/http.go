@@ -37,7 +37,7 @@ const (
 	codeHostNotAttached = "0xE0A01001001E"
 	codeNFSHostPresent  = "0xE080100F0008"
 	codeNFSHostAbsent   = "0xE080100F0009"
-	maxRequestBody     = 1 << 20
+	maxRequestBody      = 1 << 20
 )
 
 // ErrorBody is PowerStore's error body: {"messages":[{code, severity,
