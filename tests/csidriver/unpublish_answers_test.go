@@ -106,3 +106,29 @@ func TestPowerStoreNFSUnpublishWithAReadOnlyNeighbour(t *testing.T) {
 		})
 	}
 }
+
+// TestUnityRepeatedUnpublishOfASharedLUNFails checks that the emulated
+// csi-unity unpublishes as ControllerUnpublishVolume does: it writes the
+// LUN's host list without the node's host whenever any host has access,
+// and reads any error as codes.Unknown. A repeated unpublish of a LUN
+// another host still has writes the unchanged list; Unity answers "nothing
+// to modify", so the detach fails, as the real driver's does.
+func TestUnityRepeatedUnpublishOfASharedLUNFails(t *testing.T) {
+	w := newWorld(t)
+	e, err := csidriver.ForSim(context.Background(), w.servers["unity-1"], "", "", t.TempDir())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = e.Close() })
+	c := e.Controller
+	ctx := context.Background()
+	n1, n2 := w.nodeID(0, csidriver.UnityDriver), w.nodeID(1, csidriver.UnityDriver)
+	h, err := c.CreateVolume(ctx, "k8s-shared-lun", 8<<30, arrayclients.ProtocolBlock)
+	require.NoError(t, err)
+	require.NoError(t, c.ControllerPublish(ctx, h, n1, true))
+	require.NoError(t, c.ControllerPublish(ctx, h, n2, true))
+	require.NoError(t, c.ControllerUnpublish(ctx, h, n1))
+	err = c.ControllerUnpublish(ctx, h, n1)
+	require.Error(t, err, "the unchanged host list is 'nothing to modify'")
+	assert.Contains(t, err.Error(), "0x6701020")
+	require.NoError(t, c.ControllerUnpublish(ctx, h, n2))
+	require.NoError(t, c.ControllerUnpublish(ctx, h, n2), "no host has access: success without a write")
+}
