@@ -237,10 +237,19 @@ func (p *PowerStore) ControllerPublish(ctx context.Context, handle, nodeID strin
 	return nil
 }
 
-// ControllerUnpublish detaches the volume from the node's host
-// (pkg/controller/controller.go unpublishVolume, detachVolumeFromHost): a
-// deleted volume, or one not attached to the host, succeeds. An NFS
-// volume is unpublished as ControllerUnpublishVolume does it
+// ControllerUnpublish detaches the volume from the node's host as
+// pkg/controller/controller.go unpublishVolume does: a deleted volume
+// (GetVolume 404) succeeds without a detach; the host is looked up by
+// node ID, then without the trailing "-<IP>" (neither: NotFound). The
+// detach's answer is read as detachVolumeFromHost (pkg/controller/base.go)
+// reads it, with the pinned gopowerstore's status-only predicates:
+//   - a message containing "Host is not attached to volume": success;
+//   - HostIsNotExist (any 404 or other 400): NotFound, so a repeated
+//     detach whose 400 says anything else never finishes;
+//   - 422 (VolumeDetachedFromHost, csi-powerstore PR #147): success;
+//   - anything else: Unknown.
+//
+// An NFS volume is unpublished as ControllerUnpublishVolume does it
 // (unpublishFS).
 func (p *PowerStore) ControllerUnpublish(ctx context.Context, handle, nodeID string) error {
 	id, nfs, err := p.volumeOf(handle)
@@ -253,19 +262,38 @@ func (p *PowerStore) ControllerUnpublish(ctx context.Context, handle, nodeID str
 	if nfs {
 		return p.unpublishFS(ctx, id, nodeID, fail)
 	}
-	var apiErr gopowerstore.APIError
-	if _, err := p.c.GetVolume(ctx, id); err != nil && errors.As(err, &apiErr) && apiErr.NotFound() {
-		return nil
+	if _, err := p.c.GetVolume(ctx, id); err != nil {
+		if apiErr, ok := apiErrOf(err); ok && apiErr.NotFound() {
+			return nil
+		}
 	}
 	h, err := p.host(ctx, nodeID)
 	if err != nil {
 		return fail(err)
 	}
 	if _, err := p.c.DetachVolumeFromHost(ctx, h.ID, &gopowerstore.HostVolumeDetach{VolumeID: &id}); err != nil {
-		if errors.As(err, &apiErr) && apiErr.HostIsNotAttachedToVolume() {
-			return nil
+		if err := detachAnswer(err, id, h.ID); err != nil {
+			return fail(err)
 		}
-		return fail(fmt.Errorf("detach volume %s from host %s: %w", id, h.ID, err))
+	}
+	return nil
+}
+
+// detachAnswer reads a failed detach as csi-powerstore's
+// detachVolumeFromHost (pkg/controller/base.go) does; nil is success.
+func detachAnswer(err error, volID, hostID string) error {
+	apiErr, ok := apiErrOf(err)
+	if !ok {
+		return fmt.Errorf("failed to detach volume '%s' from host: %w", volID, err)
+	}
+	if strings.Contains(apiErr.Message, "Host is not attached to volume") {
+		return nil
+	}
+	if apiErr.HostIsNotExist() {
+		return fmt.Errorf("host with ID '%s' not found (detach answered %d %q): %w", hostID, apiErr.StatusCode, apiErr.Message, ErrNotFound)
+	}
+	if !apiErr.VolumeIsNotAttachedToHost() && !apiErr.HostIsNotAttachedToVolume() && !apiErr.NotFound() && !apiErr.VolumeDetachedFromHost() {
+		return fmt.Errorf("unexpected api error when detaching volume from host: %w", err)
 	}
 	return nil
 }

@@ -30,10 +30,18 @@ func apiErrOf(err error) (gopowerstore.APIError, bool) {
 	return apiErr, ok
 }
 
+// nfsReservedSize is what csi-powerstore adds to an NFS volume's size
+// when it creates the file system (pkg/controller/creator.go ReservedSize).
+const nfsReservedSize = 1610612736
+
 // createFS creates a file system on the secret's NAS server and returns
-// "<UUID>/<globalID>/nfs" (pkg/controller/creator.go NfsCreator.Create:
-// GetNASByName, CreateFS; a name in use is looked up by name). The NFS
-// export is created by the first publish, as the driver does.
+// "<UUID>/<globalID>/nfs" as csi-powerstore's CreateVolume does
+// (pkg/controller/controller.go CreateVolume, creator.go NfsCreator): the
+// size is rounded up to 8 KiB (at least 1 MiB); a job in progress for the
+// name is AlreadyExists (GetInProgressJobsByFsName); a file system of the
+// name is the volume when it is large enough (GetFSByName, then GetNAS);
+// else GetNASByName and CreateFS with the size plus nfsReservedSize. The
+// NFS export is created by the first publish, as the driver does.
 func (p *PowerStore) createFS(ctx context.Context, name string, size int64) (string, error) {
 	fail := func(err error) (string, error) {
 		return "", fmt.Errorf("emulated %s: create nfs volume %s: %w", p.cfg.Driver, name, err)
@@ -41,26 +49,36 @@ func (p *PowerStore) createFS(ctx context.Context, name string, size int64) (str
 	if name == "" || p.cfg.NASName == "" {
 		return fail(fmt.Errorf("a name and the secret's nasName are required: %w", ErrInvalid))
 	}
-	const minSize = 1 << 20
+	const minSize, multiple = 1 << 20, 8192
 	size = max(size, minSize)
+	size = (size + multiple - 1) / multiple * multiple
+	jobs, err := p.c.GetInProgressJobsByFsName(ctx, name)
+	if err != nil {
+		return fail(fmt.Errorf("error getting jobs that are in progress for FileSystem: %w", err))
+	}
+	if len(jobs) > 0 {
+		return fail(fmt.Errorf("job already in progress to create FileSystem %s: %w", name, ErrInvalid))
+	}
+	if fs, err := p.c.GetFSByName(ctx, name); err == nil {
+		if fs.SizeTotal < size {
+			return fail(fmt.Errorf("filesystem '%s' already exists but is incompatible volume size: %d < %d: %w", name, fs.SizeTotal, size, ErrInvalid))
+		}
+		if _, err := p.c.GetNAS(ctx, fs.NasServerID); err != nil {
+			return fail(fmt.Errorf("can't find nas server '%s': %w", fs.NasServerID, err))
+		}
+		return fs.ID + "/" + p.cfg.GlobalID + "/nfs", nil
+	} else if apiErr, ok := apiErrOf(err); !ok || !apiErr.NotFound() {
+		return fail(fmt.Errorf("can't find filesystem '%s': %w", name, err))
+	}
 	nas, err := p.c.GetNASByName(ctx, p.cfg.NASName)
 	if err != nil {
 		return fail(fmt.Errorf("find NAS server %s: %w", p.cfg.NASName, err))
 	}
-	resp, err := p.c.CreateFS(ctx, &gopowerstore.FsCreate{Name: name, NASServerID: nas.ID, Size: size})
-	id := resp.ID
+	resp, err := p.c.CreateFS(ctx, &gopowerstore.FsCreate{Name: name, NASServerID: nas.ID, Size: size + nfsReservedSize})
 	if err != nil {
-		apiErr, ok := apiErrOf(err)
-		if !ok || !apiErr.FSNameIsAlreadyUse() {
-			return fail(fmt.Errorf("create file system: %w", err))
-		}
-		fs, err := p.c.GetFSByName(ctx, name)
-		if err != nil {
-			return fail(fmt.Errorf("find existing file system: %w", err))
-		}
-		id = fs.ID
+		return fail(fmt.Errorf("create file system: %w", err))
 	}
-	return id + "/" + p.cfg.GlobalID + "/nfs", nil
+	return resp.ID + "/" + p.cfg.GlobalID + "/nfs", nil
 }
 
 // nodeIP is the IP csi-powerstore's NFS publish and unpublish use: the
@@ -177,15 +195,19 @@ func (p *PowerStore) ListVolumesPublishedNodes(ctx context.Context) (map[string]
 	return out, true, nil
 }
 
-// unpublishFS takes the file system away from the node as
-// pkg/controller/controller.go ControllerUnpublishVolume does: a file
-// system or export that is gone is success; otherwise the node's IP with
-// its netmask is removed from whichever of the four access lists holds it
-// in one PATCH, the array's 400 (already removed) being success. The
-// driver puts a removal into the PATCH for every non-empty list, and the
-// array refuses removing what a list does not hold; this removes only
-// where the entry is, and writes nothing when no list holds it, which
-// leaves the export as the driver's request would.
+// unpublishFS removes the node from the export as
+// pkg/controller/controller.go unpublishVolume (case "nfs") does: a
+// deleted file system or export succeeds; the node's IP is the first in
+// its node ID. The PATCH asks to remove "<ip>/255.255.255.255" from
+// ROHosts and from RORootHosts whenever that list is not empty (the
+// driver's sort.SearchStrings index is never negative, so it does not
+// check that the entry is there), and from RWHosts and RWRootHosts only
+// when they hold it; it is sent even when empty. A 400
+// (HostAlreadyRemovedFromNFSExport, status only in the pinned
+// gopowerstore) is success. So with another address in a read-only list
+// an array that refuses the whole PATCH leaves the node's read-write
+// entry, and the driver reports success: the emulation does the same,
+// so our tests see what the real driver leaves.
 func (p *PowerStore) unpublishFS(ctx context.Context, fsID, nodeID string, fail func(error) error) error {
 	fs, err := p.c.GetFS(ctx, fsID)
 	if err != nil {
@@ -207,10 +229,10 @@ func (p *PowerStore) unpublishFS(ctx context.Context, fsID, nodeID string, fail 
 	}
 	entry := ip + nfsHostMask
 	var mod gopowerstore.NFSExportModify
-	if slices.Contains(x.ROHosts, entry) {
+	if len(x.ROHosts) > 0 {
 		mod.RemoveROHosts = []string{entry}
 	}
-	if slices.Contains(x.RORootHosts, entry) {
+	if len(x.RORootHosts) > 0 {
 		mod.RemoveRORootHosts = []string{entry}
 	}
 	if slices.Contains(x.RWHosts, entry) {
@@ -219,12 +241,9 @@ func (p *PowerStore) unpublishFS(ctx context.Context, fsID, nodeID string, fail 
 	if slices.Contains(x.RWRootHosts, entry) {
 		mod.RemoveRWRootHosts = []string{entry}
 	}
-	if mod.RemoveROHosts == nil && mod.RemoveRORootHosts == nil && mod.RemoveRWHosts == nil && mod.RemoveRWRootHosts == nil {
-		return nil
-	}
 	if _, err := p.c.ModifyNFSExport(ctx, &mod, x.ID); err != nil {
 		if apiErr, ok := apiErrOf(err); !ok || !apiErr.HostAlreadyRemovedFromNFSExport() {
-			return fail(fmt.Errorf("failure when removing host from nfs export: %w", err))
+			return fail(fmt.Errorf("failure when removing new host to nfs export: %w", err))
 		}
 	}
 	return nil

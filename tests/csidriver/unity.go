@@ -249,11 +249,16 @@ func (u *Unity) ControllerPublish(ctx context.Context, handle, nodeID string, mu
 }
 
 // ControllerUnpublish removes the node's host from the LUN's host list,
-// keeping the others (service/controller.go ControllerUnpublishVolume). A
-// deleted LUN succeeds, and so does a LUN the host has no access to (the
-// driver then writes the unchanged list, which Unity answers "nothing to
-// modify"; the emulation skips that write). An NFS volume leaves the file
-// system's share (unity_nfs.go unpublishFilesystem).
+// keeping the others, as service/controller.go ControllerUnpublishVolume
+// does: a deleted LUN (gounity.ErrorVolumeNotFound) and a LUN no host has
+// access to succeed without a write; otherwise the driver writes the list
+// without the node's host whether or not the host was in it, and any error
+// is codes.Unknown ("Unexport Volume Failed"). So unpublishing a node that
+// no longer has access to a LUN another host still has writes the
+// unchanged list, which Unity answers "nothing to modify": the real
+// driver's detach fails and is retried for ever, and so does this one. An
+// NFS volume leaves the file system's share (unity_nfs.go
+// unpublishFilesystem).
 func (u *Unity) ControllerUnpublish(ctx context.Context, handle, nodeID string) error {
 	id, proto, err := u.volumeOf(handle)
 	if err != nil {
@@ -281,20 +286,17 @@ func (u *Unity) ControllerUnpublish(ctx context.Context, handle, nodeID string) 
 	if err != nil {
 		return fail(fmt.Errorf("find volume %s: %w", id, err))
 	}
-	keep := []string{}
-	had := false
-	for _, a := range vol.VolumeContent.HostAccessResponse {
-		if a.HostContent.ID == h.HostContent.ID {
-			had = true
-			continue
-		}
-		keep = append(keep, a.HostContent.ID)
-	}
-	if !had {
+	if len(vol.VolumeContent.HostAccessResponse) == 0 {
 		return nil
 	}
+	keep := []string{}
+	for _, a := range vol.VolumeContent.HostAccessResponse {
+		if a.HostContent.ID != h.HostContent.ID {
+			keep = append(keep, a.HostContent.ID)
+		}
+	}
 	if err := u.c.ModifyVolumeExport(ctx, id, keep); err != nil {
-		return fail(fmt.Errorf("unexport volume %s: %w", id, err))
+		return fail(fmt.Errorf("unexport volume failed (the driver's codes.Unknown): %w", err))
 	}
 	return nil
 }

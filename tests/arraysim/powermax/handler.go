@@ -120,6 +120,10 @@ func (s *Sim) serveProvisioning(w http.ResponseWriter, r *http.Request, kind str
 			s.putHost(w, r, id)
 			return
 		}
+		if id == "" && r.Method == http.MethodPost {
+			s.createHost(w, r)
+			return
+		}
 		s.only(w, r, http.MethodGet, func() { s.getHost(w, id) })
 	case "initiator":
 		s.only(w, r, http.MethodGet, func() { s.getInitiator(w, r, id) })
@@ -271,7 +275,10 @@ func (s *Sim) getVolume(w http.ResponseWriter, r *http.Request, id string) {
 	}
 	v := s.volumes[id]
 	if v == nil {
-		s.fail(w, http.StatusNotFound, "Cannot find Volume %s", id)
+		// The text csi-powermax's GetVolumeByID matches ("Could not find",
+		// service/controller.go cannotBeFound) to answer NotFound, as
+		// gopowermax's mock answers (mock/mock.go).
+		s.fail(w, http.StatusNotFound, "Could not find volume: %s", id)
 		return
 	}
 	cyl, ident := v.Cylinders, v.Identifier

@@ -194,3 +194,53 @@ func (s *Sim) setPathHostLocked(initiators []string, hostID string) {
 		}
 	}
 }
+
+// createHost answers POST .../sloprovisioning/symmetrix/<id>/host as
+// gopowermax's CreateHost sends it ({hostId, initiatorId, hostFlags,
+// executionOption}), which csi-powermax's node plugin calls when no host of
+// its name exists (service/node.go nodeHostSetup, createOrUpdateIscsiHost
+// and its FC and NVMe/TCP kin). Like putHost, an initiator another host
+// has fails the request with 400; a name in use is a 409 (the simulator's
+// choice of status: the driver looks the host up first). The host's type
+// is iSCSI when its initiators are IQNs, else Fibre.
+func (s *Sim) createHost(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		HostID          string          `json:"hostId"`
+		InitiatorIDs    []string        `json:"initiatorId"`
+		HostFlags       json.RawMessage `json:"hostFlags"`
+		ExecutionOption string          `json:"executionOption"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+		s.fail(w, http.StatusBadRequest, "Invalid JSON in request body: %v", err)
+		return
+	}
+	if body.HostID == "" || len(body.HostID) > 64 {
+		s.fail(w, http.StatusBadRequest, "hostId %q: want 1..64 characters", body.HostID)
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.hosts[body.HostID] != nil {
+		s.fail(w, http.StatusConflict, "The requested host resource %s already exists", body.HostID)
+		return
+	}
+	typ := "Fibre"
+	for _, in := range body.InitiatorIDs {
+		if in == "" {
+			s.fail(w, http.StatusBadRequest, "initiatorId must not hold an empty name")
+			return
+		}
+		if other := s.hostOfLocked(in); other != "" {
+			s.fail(w, http.StatusBadRequest, "Initiator %s is already in use by host %s", in, other)
+			return
+		}
+		if strings.HasPrefix(in, "iqn.") {
+			typ = "iSCSI"
+		}
+	}
+	h := &host{ID: body.HostID, Type: typ, Initiators: slices.Compact(slices.Sorted(slices.Values(body.InitiatorIDs))), Connected: true}
+	s.hosts[h.ID] = h
+	s.changes.Touch(collHosts, h.ID)
+	s.setPathHostLocked(h.Initiators, h.ID)
+	simcore.WriteJSON(w, http.StatusOK, s.hostJSONLocked(h))
+}

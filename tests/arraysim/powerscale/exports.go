@@ -100,6 +100,23 @@ func (s *Sim) serveExports(w http.ResponseWriter, r *http.Request, path string, 
 	return errf(http.StatusMethodNotAllowed, "%s is not allowed on an export", r.Method)
 }
 
+// writeV1Exports answers GET /platform/1/protocols/nfs/exports, which
+// csi-isilon's ControllerPublishVolume reads through goisilon's
+// GetExportsCountAttachedToNode (apiv1.GetIsiExports) to count the exports
+// a node's IP is a client of before it publishes (its per-node volume
+// limit). goisilon reads one answer and follows no resume token, so the
+// simulator answers every export of the System zone (the v1 API has no
+// zone argument) in one page.
+func (s *Sim) writeV1Exports(w http.ResponseWriter) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	page := []any{}
+	for _, e := range s.sortedExportsLocked(DefaultZone) {
+		page = append(page, renderExportLocked(e))
+	}
+	simcore.WriteJSON(w, http.StatusOK, map[string]any{"exports": page, "total": len(page), "resume": nil})
+}
+
 // resumeToken encodes where the next page starts.
 type resumeToken struct {
 	Zone   string `json:"z"`

@@ -91,6 +91,8 @@ func (s *Sim) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		e = s.onlyGet(r, func() { s.writeClientStats(w, r) })
 	case strings.HasPrefix(path, "/namespace"):
 		e = s.serveNamespace(w, r, path)
+	case path == "/platform/1/protocols/nfs/exports" || path == "/platform/1/protocols/nfs/exports/":
+		e = s.onlyGet(r, func() { s.writeV1Exports(w) })
 	case strings.HasPrefix(path, "/platform/2/protocols/nfs/exports") || strings.HasPrefix(path, "/platform/4/protocols/nfs/exports"):
 		e = s.serveExports(w, r, path, body)
 	default:

@@ -1,6 +1,7 @@
 package powerstore
 
 import (
+	"fmt"
 	"net/http"
 	"slices"
 	"sort"
@@ -395,7 +396,12 @@ func (s *Sim) attachDetachLocked(hostID, groupID, action string, b attachBody) *
 		}
 		mid := mappingID(hostID, groupID, volID)
 		if _, ok := s.mappings[mid]; !ok {
-			return errf(http.StatusBadRequest, "volume %s is not attached to this host or host group", volID)
+			// csi-powerstore's detachVolumeFromHost (pkg/controller/base.go)
+			// takes a 400 as success only when its message contains "Host
+			// is not attached to volume" (any other 400 is HostIsNotExist:
+			// codes.NotFound), and any 422 as success (PR #147).
+			return &apiError{status: s.detachNotAttached, code: codeHostNotAttached,
+				msg: fmt.Sprintf("Host is not attached to volume %s", volID)}
 		}
 		delete(s.mappings, mid)
 		s.changes.Touch(collMappings, mid)
@@ -530,6 +536,10 @@ func (s *Sim) createVolume(w http.ResponseWriter, body []byte) *apiError {
 		PerformancePolicyID string  `json:"performance_policy_id"`
 		AppType             string  `json:"app_type"`
 		AppTypeOther        string  `json:"app_type_other"`
+		// Metadata is what csi-powerstore's SCSICreator.Create sends on
+		// arrays of release 3.0 or later (k8s_pvol_name, k8s_claim_name,
+		// k8s_claim_namespace, with the header DELL-VISIBILITY: internal).
+		Metadata map[string]string `json:"metadata"`
 	}
 	if e := decodeBody(body, &b); e != nil {
 		return e

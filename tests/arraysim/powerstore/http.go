@@ -28,7 +28,16 @@ const (
 	codeForbidden      = "0xE09040040002"
 	codeUnprocessable  = "0xE0A07001B005"
 	codeServer         = "0xE04040030001"
-	maxRequestBody     = 1 << 20
+	// codeHostNotAttached, codeNFSHostPresent and codeNFSHostAbsent are
+	// the array's codes for a detach of a volume the host does not have
+	// and for an NFS export entry already present or already removed,
+	// as gopowerstore's api package named them before v1.7
+	// (HostIsNotAttachedToVolumeErrorCode, HostAlreadyPresentInNFSExport,
+	// HostAlreadyRemovedFromNFSExport).
+	codeHostNotAttached = "0xE0A01001001E"
+	codeNFSHostPresent  = "0xE080100F0008"
+	codeNFSHostAbsent   = "0xE080100F0009"
+	maxRequestBody      = 1 << 20
 )
 
 // ErrorBody is PowerStore's error body: {"messages":[{code, severity,
@@ -143,8 +152,14 @@ func (s *Sim) dispatch(w http.ResponseWriter, r *http.Request, kind, id, action 
 		e = s.serveNAS(w, r, id, action)
 	case "nfs_export":
 		e = s.serveNFSExports(w, r, id, action, body)
-	case "software_installed", "cluster", "appliance":
+	case "software_installed", "cluster":
 		e = s.serveSystem(w, r, kind, id)
+	case "appliance":
+		e = s.serveAppliance(w, r, id, action)
+	case "job":
+		e = s.serveJobs(w, r, id, action)
+	case "file_interface":
+		e = s.serveFileInterface(w, r, id, action)
 	default:
 		e = errf(http.StatusNotFound, "no such resource type %q", kind)
 	}
@@ -385,14 +400,95 @@ func (s *Sim) serveSystem(w http.ResponseWriter, r *http.Request, kind, id strin
 	case "software_installed":
 		obj = map[string]any{"id": uuidFor("software", s.release), "is_cluster": true,
 			"release_version": s.release, "build_version": s.release, "build_id": "1"}
-	case "cluster":
+	default:
 		obj = map[string]any{"id": "0", "name": s.clusterName, "global_id": "PS" + strings.ToUpper(s.applianceID) + "0000",
 			"management_address": r.Host, "state": "Configured", "appliance_count": 1,
 			"master_appliance_id": s.applianceID, "nvm_subsystem_nqn": "nqn.1988-11.com.dell:powerstore:00:sim"}
-	default:
-		obj = map[string]any{"id": s.applianceID, "name": s.clusterName + "-appliance-1", "service_tag": "SIM0001"}
 	}
 	simcore.WriteJSON(w, http.StatusOK, []any{obj})
+	return nil
+}
+
+// applianceName is the single appliance's name. A NAS server's
+// current_node_id is "<appliance name>-node-A": csi-powerstore's
+// GetServiceTag (pkg/controller/controller.go) cuts it at "-node-" and
+// asks GetApplianceByName for the rest.
+func (s *Sim) applianceName() string { return s.clusterName + "-appliance-1" }
+
+// serveAppliance answers GET appliance (filters id, name: gopowerstore
+// GetApplianceByName sends name=eq.<name>) and GET appliance/<id>
+// (GetAppliance), as csi-powerstore's GetServiceTag reads them.
+func (s *Sim) serveAppliance(w http.ResponseWriter, r *http.Request, id, action string) *apiError {
+	if r.Method != http.MethodGet || action != "" {
+		return errf(http.StatusMethodNotAllowed, "appliance supports GET only")
+	}
+	obj := map[string]any{"id": s.applianceID, "name": s.applianceName(), "service_tag": "SIM0001", "model": "PowerStore 1000T"}
+	if id != "" {
+		if id != s.applianceID {
+			return errf(http.StatusNotFound, "appliance %s not found", id)
+		}
+		simcore.WriteJSON(w, http.StatusOK, obj)
+		return nil
+	}
+	q, e := s.parseQuery(r, "id", "name")
+	if e != nil {
+		return e
+	}
+	writePage(w, []row{{fields: map[string]string{"id": s.applianceID, "name": s.applianceName()}, obj: obj}}, q)
+	return nil
+}
+
+// serveJobs answers GET job, the collection csi-powerstore reads before it
+// creates a file system (pkg/controller/controller.go CreateVolume,
+// gopowerstore GetInProgressJobsByFsName: resource_name=eq.<name>,
+// state=eq.IN_PROGRESS, resource_type=eq.file_system). The simulator runs
+// every request to its end before it answers, so no job is ever in
+// progress and the collection is empty; GET job/<id> is a 404.
+func (s *Sim) serveJobs(w http.ResponseWriter, r *http.Request, id, action string) *apiError {
+	if r.Method != http.MethodGet || action != "" {
+		return errf(http.StatusMethodNotAllowed, "job supports GET only")
+	}
+	if id != "" {
+		return errf(http.StatusNotFound, "job %s not found", id)
+	}
+	q, e := s.parseQuery(r, "id", "resource_name", "resource_type", "resource_action", "state")
+	if e != nil {
+		return e
+	}
+	writePage(w, nil, q)
+	return nil
+}
+
+// serveFileInterface answers GET file_interface/<id>: csi-powerstore's NFS
+// publish (pkg/controller/publisher.go NfsPublisher.Publish) reads the NAS
+// server's current_preferred_IPv4_interface_id with gopowerstore
+// GetFileInterface and puts its ip_address into the publish context.
+func (s *Sim) serveFileInterface(w http.ResponseWriter, r *http.Request, id, action string) *apiError {
+	if r.Method != http.MethodGet || action != "" {
+		return errf(http.StatusMethodNotAllowed, "file_interface supports GET only")
+	}
+	s.mu.Lock()
+	var rows []row
+	for _, n := range s.nasServers {
+		fid := uuidFor("file_interface", n.Name)
+		obj := map[string]any{"id": fid, "nas_server_id": n.ID, "ip_address": s.nasInterfaceIP,
+			"prefix_length": 24, "role": "Production", "is_disabled": false}
+		if id == fid {
+			s.mu.Unlock()
+			simcore.WriteJSON(w, http.StatusOK, obj)
+			return nil
+		}
+		rows = append(rows, row{fields: map[string]string{"id": fid, "nas_server_id": n.ID}, obj: obj})
+	}
+	s.mu.Unlock()
+	if id != "" {
+		return errf(http.StatusNotFound, "file interface %s not found", id)
+	}
+	q, e := s.parseQuery(r, "id", "nas_server_id")
+	if e != nil {
+		return e
+	}
+	writePage(w, rows, q)
 	return nil
 }
 

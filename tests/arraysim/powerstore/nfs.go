@@ -331,7 +331,7 @@ func (s *Sim) serveNAS(w http.ResponseWriter, r *http.Request, id, action string
 	}
 	render := func(n *nasServer) map[string]any {
 		return map[string]any{"id": n.ID, "name": n.Name, "description": "", "operational_status": "Started",
-			"current_node_id": s.applianceID + "-node-A", "current_preferred_IPv4_interface_id": uuidFor("file_interface", n.Name),
+			"current_node_id": s.applianceName() + "-node-A", "current_preferred_IPv4_interface_id": uuidFor("file_interface", n.Name),
 			"nfs_servers": []map[string]any{{"id": uuidFor("nfs_server", n.Name), "is_nfsv3_enabled": true, "is_nfsv4_enabled": true}}}
 	}
 	s.mu.Lock()
@@ -560,8 +560,12 @@ func (s *Sim) modifyExportLocked(id string, mod exportModify) *apiError {
 	for _, l := range allLists {
 		for _, h := range removes[l] {
 			i := slices.Index(next[l], h)
+			if i < 0 && s.nfsRemoveAbsent == NFSRemoveAbsentIgnore {
+				continue
+			}
 			if i < 0 {
-				return errf(http.StatusBadRequest, "host %s is not in %s of NFS export %s", h, l, x.Name)
+				return &apiError{status: http.StatusBadRequest, code: codeNFSHostAbsent,
+					msg: fmt.Sprintf("host %s is not in %s of NFS export %s", h, l, x.Name)}
 			}
 			next[l] = slices.Delete(next[l], i, i+1)
 		}
@@ -574,7 +578,8 @@ func (s *Sim) modifyExportLocked(id string, mod exportModify) *apiError {
 			}
 			for _, other := range allLists {
 				if slices.Contains(next[other], n) {
-					return errf(http.StatusBadRequest, "host %s is already present in %s of NFS export %s", n, other, x.Name)
+					return &apiError{status: http.StatusBadRequest, code: codeNFSHostPresent,
+						msg: fmt.Sprintf("host %s is already present in %s of NFS export %s", n, other, x.Name)}
 				}
 			}
 			next[l] = append(next[l], n)

@@ -39,6 +39,13 @@ type Sim struct {
 	applianceID string
 	clusterName string
 	release     string
+	// detachNotAttached is the status of a detach of a volume the host
+	// does not have (Spec.DetachNotAttachedStatus).
+	detachNotAttached int
+	// nfsRemoveAbsent is Spec.NFSRemoveAbsent, resolved.
+	nfsRemoveAbsent string
+	// nasInterfaceIP is every NAS server's file interface address.
+	nasInterfaceIP string
 	// defaultLimit and maxLimit bound collection pages (206 + Content-Range
 	// when a page is not the whole collection).
 	defaultLimit int

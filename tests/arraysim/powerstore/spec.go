@@ -3,6 +3,9 @@ package powerstore
 import (
 	"errors"
 	"fmt"
+	"net"
+	"net/http"
+	"os"
 	"strings"
 	"time"
 
@@ -42,7 +45,34 @@ type Spec struct {
 	// PerNode generates one host per fixture node, named as csi-powerstore
 	// names it.
 	PerNode *PerNodeSpec `yaml:"perNode"`
+	// DetachNotAttachedStatus is the status of a detach of a volume the
+	// host does not have: 400 (default) or 422. Both are array answers:
+	// csi-powerstore PR #147 ("the array gives two different status
+	// codes") added the 422 case to detachVolumeFromHost.
+	DetachNotAttachedStatus int `yaml:"detachNotAttachedStatus"`
+	// NFSRemoveAbsent is what PATCH nfs_export does with a removal of an
+	// entry its list does not hold: "refuse" (400, nothing of the request
+	// applied) or "ignore" (that removal skipped, the rest applied). No
+	// public source says which a PowerStore does, so both are offered;
+	// empty takes the environment variable EnvNFSRemoveAbsent, else
+	// "refuse".
+	NFSRemoveAbsent string `yaml:"nfsRemoveAbsent"`
+	// NASInterfaceIP is the IPv4 address of every NAS server's preferred
+	// file interface (GET file_interface/<id>; csi-powerstore's NFS
+	// publish puts it into the publish context). Default 127.0.0.1.
+	NASInterfaceIP string `yaml:"nasInterfaceIP"`
 }
+
+// EnvNFSRemoveAbsent names the environment variable that sets
+// Spec.NFSRemoveAbsent where a spec leaves it empty, so a whole test run
+// can be repeated under either behaviour.
+const EnvNFSRemoveAbsent = "ARRAYSIM_POWERSTORE_NFS_REMOVE_ABSENT"
+
+// NFS PATCH behaviours for a removal of an absent entry.
+const (
+	NFSRemoveAbsentRefuse = "refuse"
+	NFSRemoveAbsentIgnore = "ignore"
+)
 
 // GroupSpec is an explicit host group with the volumes mapped to it.
 type GroupSpec struct {
@@ -182,6 +212,30 @@ func NewFromSpec(sp Spec, nodes []fixture.Node) (*Sim, error) {
 		sessions:     map[string]string{},
 		logins:       map[string]bool{},
 		now:          time.Now,
+	}
+	switch sp.DetachNotAttachedStatus {
+	case 0:
+		s.detachNotAttached = http.StatusBadRequest
+	case http.StatusBadRequest, http.StatusUnprocessableEntity:
+		s.detachNotAttached = sp.DetachNotAttachedStatus
+	default:
+		return nil, fmt.Errorf("powerstore spec: detachNotAttachedStatus %d: want 400 or 422", sp.DetachNotAttachedStatus)
+	}
+	s.nfsRemoveAbsent = sp.NFSRemoveAbsent
+	where := "nfsRemoveAbsent"
+	if s.nfsRemoveAbsent == "" {
+		s.nfsRemoveAbsent, where = os.Getenv(EnvNFSRemoveAbsent), EnvNFSRemoveAbsent
+	}
+	switch s.nfsRemoveAbsent {
+	case "":
+		s.nfsRemoveAbsent = NFSRemoveAbsentRefuse
+	case NFSRemoveAbsentRefuse, NFSRemoveAbsentIgnore:
+	default:
+		return nil, fmt.Errorf("powerstore spec: %s %q: want %q or %q", where, s.nfsRemoveAbsent, NFSRemoveAbsentRefuse, NFSRemoveAbsentIgnore)
+	}
+	s.nasInterfaceIP = orDefault(sp.NASInterfaceIP, "127.0.0.1")
+	if ip := net.ParseIP(s.nasInterfaceIP); ip == nil || ip.To4() == nil {
+		return nil, fmt.Errorf("powerstore spec: nasInterfaceIP %q is not an IPv4 address", sp.NASInterfaceIP)
 	}
 	if sp.PageSize < 0 || sp.PageSize > maxPageSize {
 		return nil, fmt.Errorf("powerstore spec: pageSize %d: want 1..%d", sp.PageSize, maxPageSize)

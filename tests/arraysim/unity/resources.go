@@ -35,6 +35,15 @@ func (s *Sim) serveType(w http.ResponseWriter, r *http.Request, typ string) {
 	case typ == "metricRealTimeQuery" && r.Method == http.MethodPost:
 		s.createQuery(w, r)
 		return
+	case typ == "host" && r.Method == http.MethodPost:
+		s.createHost(w, r)
+		return
+	case typ == "hostIPPort" && r.Method == http.MethodPost:
+		s.createHostIPPort(w, r)
+		return
+	case typ == "hostInitiator" && r.Method == http.MethodPost:
+		s.createHostInitiator(w, r)
+		return
 	case r.Method != http.MethodGet:
 		s.fail(w, http.StatusMethodNotAllowed, CodeBadRequest, "Method %s not allowed on %s", r.Method, r.URL.Path)
 		return
