@@ -188,7 +188,7 @@ func (a *PowerStoreAdapter) Apply(ctx context.Context, plan Plan) error {
 			rctx, cancel := a.reqCtx(ctx)
 			_, err := c.DetachVolumeFromHost(rctx, h.ID, &gopowerstore.HostVolumeDetach{VolumeID: &vol})
 			cancel()
-			if err != nil && psStatus(err) != 400 { // 400: not attached (detached meanwhile)
+			if err != nil && !psNotAttached(err) {
 				return fmt.Errorf("detach volume %s: %w", vol, err)
 			}
 		}
@@ -382,6 +382,16 @@ type psHolder struct {
 	// (psSameNode); why says why not otherwise.
 	same bool
 	why  string
+}
+
+// psNotAttached reports whether a detach failed because the volume is not
+// attached to the host (detached meanwhile): the array answers 400 with
+// "Host is not attached to volume", and some arrays 422 (csi-powerstore
+// PR #147 reads both as detached). Either way the read-back that follows
+// decides whether the cut holds.
+func psNotAttached(err error) bool {
+	st := psStatus(err)
+	return st == 400 || st == 422
 }
 
 // psHostBase is a csi-powerstore host name without its trailing -<IP>:

@@ -349,7 +349,7 @@ func (a *PowerStoreAdapter) leaveOut(ctx context.Context, c gopowerstore.Client,
 		rctx, cancel := a.reqCtx(ctx)
 		_, err = c.DetachVolumeFromHost(rctx, h.ID, &gopowerstore.HostVolumeDetach{VolumeID: &vol})
 		cancel()
-		if err != nil && psStatus(err) != 400 { // 400: not attached (detached meanwhile)
+		if err != nil && !psNotAttached(err) {
 			return nil, fmt.Errorf("detach footprint volume %s (%s, %s) before giving the host back: %w", vc.Volume, vol,
 				leftAsItWasNote(vc.VolumeRef, scope, acc.holders), err)
 		}
