@@ -103,4 +103,3 @@ func TestShippedExampleProtects(t *testing.T) {
 		})
 	}
 }
-
