@@ -120,7 +120,7 @@ func writeTargets(w io.Writer, file string, targets []online.Target) {
 			}
 			line += ": not allowed to " + strings.Join(names, "; ")
 		} else if t.Error != "" {
-			line += ": " + t.Error
+			line += ": " + strings.Join(strings.Fields(t.Error), " ")
 		}
 		fmt.Fprintln(w, line)
 	}
