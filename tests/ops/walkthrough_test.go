@@ -110,6 +110,11 @@ func TestWalkthrough(t *testing.T) {
 			require.NoError(t, os.WriteFile(filepath.Join(creds, name), b, 0o600))
 		}
 		require.NoError(t, os.WriteFile(filepath.Join(creds, "api-token"), []byte(token), 0o600))
+		// The public copy of the replica CA, for status without root.
+		b, err := os.ReadFile(filepath.Join(pki, "fenced-replica-ca.crt"))
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(roots[id], "tmp/fenced-replica-ca.crt"), b, 0o644))
+		mustInRoot(t, roots[id], "install", "-m", "0644", "/tmp/fenced-replica-ca.crt", "/etc/fenced/public/fenced-ca.crt")
 		out := mustInRoot(t, roots[id], "fenced", "config", "validate", "--credentials-dir", "/etc/fenced/credentials", "/etc/fenced/fenced.yaml")
 		assert.Contains(t, out, ": valid: replica "+id, out)
 	}
@@ -161,7 +166,29 @@ func TestWalkthrough(t *testing.T) {
 			t.Logf("fenced status --config /etc/fenced/fenced.yaml on mgmt2:\n%s", table)
 		}
 	}
-	t.Logf("leader %s; status from each host with --config only", leaders["mgmt1"])
+	// As an operator without root (here nobody): the credentials directory
+	// is closed to them; the public CA copy lets the command trust the
+	// replica, and a follower shows the whole group as the leader sees it.
+	for _, id := range ids {
+		out, err := inRoot(roots[id], "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+			"fenced", "status", "--config", "/etc/fenced/fenced.yaml")
+		require.NoError(t, err, "fenced status as nobody on %s: %s", id, out)
+		assert.Contains(t, out, leaders[id], "status as nobody on %s names the leader", id)
+		if id != leaders[id] {
+			assert.Contains(t, out, "(reachability as the leader "+leaders[id]+" sees it)", "status as nobody on the follower %s", id)
+		}
+	}
+	// Without the public copy, the refusal says what to do, and is no
+	// usage error (exit 1, not 2).
+	mustInRoot(t, roots["mgmt1"], "rm", "/etc/fenced/public/fenced-ca.crt")
+	out, err := inRoot(roots["mgmt1"], "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+		"fenced", "status", "--config", "/etc/fenced/fenced.yaml")
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee, out)
+	assert.Equal(t, 1, ee.ExitCode(), out)
+	assert.Contains(t, out, "permission denied")
+	assert.Contains(t, out, "install the CA certificates world-readable in /etc/fenced/public")
+	t.Logf("leader %s; status from each host with --config only, as root and as nobody", leaders["mgmt1"])
 }
 
 // startInRoot runs a long-lived command in a Debian root with a clean
