@@ -183,7 +183,10 @@ func TestValidateOnline(t *testing.T) {
 		cfg := writeConfig(arraysYAML("pstore-1", "unity-1"), "full", "partial", "wrong", "closed")
 		code, out, errOut := validate(t, cfg)
 		assert.Equal(t, 3, code, "stdout:\n%s\nstderr:\n%s", out, errOut)
-		t.Logf("text output:\n%s", out)
+		t.Logf("text output:\n%s\nstderr:\n%s", out, errOut)
+		for _, secret := range []string{"Password123!", "full-token-0123456789", "partial-token-0123456789", "no-such-token-0123456789"} {
+			assert.NotContains(t, out+errOut, secret, "a credential in the report")
+		}
 		assert.Contains(t, out, "array pstore-1 (")
 		assert.Contains(t, out, "cluster partial ("+cp.APIServerURL+"): missing-rbac, version v1.")
 		assert.Contains(t, out, "not allowed to delete pods")

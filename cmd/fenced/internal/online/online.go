@@ -173,7 +173,7 @@ func checkCluster(ctx context.Context, c configs.Cluster, credDir string) Target
 func classify(err error, text string) Outcome {
 	var dnsErr *net.DNSError
 	switch {
-	case err != nil && (apierrors.IsUnauthorized(err) || apierrors.IsForbidden(err)):
+	case err != nil && apierrors.IsUnauthorized(err):
 		return WrongCredentials
 	case err != nil && errors.Is(err, syscall.ECONNREFUSED):
 		return Refused
