@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"log"
 	"os"
 	"strings"
 
@@ -60,6 +61,14 @@ valid but a target not reachable or missing RBAC.`,
 		RunE: func(cmd *cobra.Command, files []string) error {
 			if err := checkOutput(output); err != nil {
 				return err
+			}
+			if connect {
+				// The report is the output: what the Dell libraries
+				// print through the standard log package while the
+				// arrays are tried is dropped.
+				prev := log.Writer()
+				log.SetOutput(io.Discard)
+				defer log.SetOutput(prev)
 			}
 			failed, offline := 0, 0
 			var results []replica.ValidateResult
