@@ -440,6 +440,9 @@ func (c *checker) familyOptions(base string, a Array, root *yaml.Node) {
 				"plugin to set its own (docs/footprint.md, \"Unfence\"): remove the field and the file")
 		}
 	}
+	if field, set := placementField(a); field != "" && len(a.HandleIDs()) == 0 && !a.CSIDefault {
+		c.warn(base+"."+field, "array %s can place no volume: set %s (every node with a volume on it would be unprotected)", a.Name, set)
+	}
 	for key, list := range map[string][]string{"powerflex": a.PowerFlex.ExternalAccess, "powerstore": a.PowerStore.ExternalAccess} {
 		for j, e := range list {
 			if _, err := arrayclients.ParseExternalAccess([]string{e}); err != nil {
@@ -638,4 +641,21 @@ func maySecretBeValue(cfg *Config, field, ref, path string) bool {
 	}
 	dir := filepath.Dir(path)
 	return dir == filepath.Clean(cfg.baseDir) || (cfg.baseDir == "" && dir == ".")
+}
+
+// placementField names, for an array whose volumes are placed by an
+// identifier in the CSI driver's volume handles, the field that gives it
+// and what to set: the array holds no volume until one of them is set (or
+// csiDefault, for handles that name no array). PowerFlex and PowerMax
+// need their identifier anyway (a problem, not a warning).
+func placementField(a Array) (field, set string) {
+	switch a.Family {
+	case arrayclients.PowerStore:
+		return "powerstore.globalID", "powerstore.globalID (globalID in csi-powerstore's secret), or an IP address in endpoint for old handles"
+	case arrayclients.PowerScale:
+		return "powerscale.clusterName", "powerscale.clusterName (clusterName in csi-isilon's secret)"
+	case arrayclients.Unity:
+		return "unity.arrayID", "unity.arrayID (arrayId in csi-unity's secret)"
+	}
+	return "", ""
 }

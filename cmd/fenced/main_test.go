@@ -320,7 +320,15 @@ func TestConfigValidateExamples(t *testing.T) {
 	for _, f := range files {
 		out, err := exec.Command(bin, "config", "validate", f).CombinedOutput()
 		require.NoError(t, err, "%s: %s", f, out)
-		assert.Equal(t, 1, strings.Count(string(out), "\n"), "one line: %s", out)
+		// One line, and the production examples' warnings about their
+		// empty placeholders (configs' TestShippedExampleProtects).
+		var lines []string
+		for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+			if !strings.Contains(l, ": warning: ") || !strings.Contains(l, "can place no volume") {
+				lines = append(lines, l)
+			}
+		}
+		assert.Len(t, lines, 1, "one line besides the placeholder warnings: %s", out)
 		assert.Contains(t, string(out), f+": valid: replica ")
 	}
 }

@@ -99,6 +99,7 @@ func TestDebianPackage(t *testing.T) {
 	}
 	statIs("/etc/fenced", "root:root 755 directory")
 	statIs("/etc/fenced/credentials", "root:root 700 directory")
+	statIs("/etc/fenced/public", "root:root 755 directory")
 	statIs("/var/lib/fenced", "fenced:fenced 700 directory")
 	statIs("/etc/fenced/fenced.yaml", "root:root 644 regular file")
 	statIs("/usr/bin/fenced", "root:root 755 regular file")

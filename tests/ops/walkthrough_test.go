@@ -4,7 +4,6 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,49 +15,24 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// walkthroughConfig is a replica's configuration as the operator's guide
-// has it after step 2 of the walkthrough: the production example's
-// replica, peers and http sections, with every address on loopback (the
-// three "hosts" share this machine's network) and no cluster yet.
-func walkthroughConfig(id string, raft, http map[string]string) string {
-	var peers strings.Builder
+// atHosts stands in for the operator's edit of step 2: the example's host
+// names and ports become this machine's loopback addresses (the three
+// "hosts" share its network), the rest of the file stays as installed.
+func atHosts(example, id string, raft, http map[string]string) string {
 	for _, p := range []string{"mgmt1", "mgmt2", "mgmt3"} {
-		if p != id {
-			fmt.Fprintf(&peers, "  - id: %s\n    raftAddress: %s\n    httpAddress: https://%s\n", p, raft[p], http[p])
-		}
+		example = strings.ReplaceAll(example, p+".example.net:7441", raft[p])
+		example = strings.ReplaceAll(example, "https://"+p+".example.net:7440", "https://"+http[p])
 	}
-	return fmt.Sprintf(`replica:
-  id: %[1]s
-  dataDir: /var/lib/fenced
-  raftBindAddress: %[2]s
-  raftAdvertiseAddress: %[2]s
-  tls:
-    certFile: credential:raft.crt
-    keyFile: credential:raft.key
-    caFile: credential:fenced-ca.crt
-peers:
-%[4]s
-http:
-  listen: %[3]s
-  advertiseURL: https://%[3]s
-  tls:
-    certFile: credential:http.crt
-    keyFile: credential:http.key
-    clientCAFile: credential:fenced-ca.crt
-    operatorCAFile: credential:operator-ca.crt
-  tokenFile: credential:api-token
-log:
-  format: json
-  level: info
-clusters: []
-arrays: []
-`, id, raft[id], http[id], strings.TrimSuffix(peers.String(), "\n"))
+	example = strings.ReplaceAll(example, "0.0.0.0:7441", raft[id])
+	return strings.ReplaceAll(example, "0.0.0.0:7440", http[id])
 }
 
 // TestWalkthrough follows the operator's guide's walkthrough
 // (docs/operations.md, "Walkthrough: three hosts from the package") on
-// three fresh Debian roots standing in for the management hosts: install
-// the package, configure, make the certificates with `fenced pki`, install
+// three fresh Debian roots standing in for the management hosts, with the
+// files the package installs: install the package, configure from the
+// installed /etc/fenced/fenced.yaml (mgmt1) and examples (mgmt2, mgmt3) with
+// the guide's commands, make the certificates with `fenced pki`, install
 // them as credentials, validate, start three replicas, and run
 // `fenced status` on each host with nothing but --config.
 func TestWalkthrough(t *testing.T) {
@@ -81,7 +55,18 @@ func TestWalkthrough(t *testing.T) {
 		roots[id] = root
 		require.NoError(t, os.WriteFile(filepath.Join(root, "tmp", filepath.Base(deb)), debBytes, 0o644))
 		mustInRoot(t, root, "dpkg", "-i", "/tmp/"+filepath.Base(deb))
-		require.NoError(t, os.WriteFile(filepath.Join(root, "etc/fenced/fenced.yaml"), []byte(walkthroughConfig(id, raft, http)), 0o644))
+		if id != "mgmt1" {
+			mustInRoot(t, root, "cp", "/usr/share/doc/fenced/examples/production-"+id+".yaml", "/etc/fenced/fenced.yaml")
+		}
+		conf := filepath.Join(root, "etc/fenced/fenced.yaml")
+		example, err := os.ReadFile(conf)
+		require.NoError(t, err)
+		require.Contains(t, string(example), "replica:\n  id: "+id+"\n", "the installed configuration of %s", id)
+		require.NoError(t, os.WriteFile(conf, []byte(atHosts(string(example), id, raft, http)), 0o644))
+		mustInRoot(t, root, "sed", "-i", "/^clusters:/,$d", "/etc/fenced/fenced.yaml")
+		configured, err := os.ReadFile(conf)
+		require.NoError(t, err)
+		require.NotContains(t, string(configured), "arrays:", "step 2 leaves the clusters and arrays for later")
 	}
 
 	// 3. Make the certificates on one machine (the first root), from the
@@ -90,7 +75,9 @@ func TestWalkthrough(t *testing.T) {
 	pki := filepath.Join(ca, "root/pki")
 	require.NoError(t, os.MkdirAll(pki, 0o700))
 	for _, id := range ids {
-		require.NoError(t, os.WriteFile(filepath.Join(pki, id+".yaml"), []byte(walkthroughConfig(id, raft, http)), 0o644))
+		b, err := os.ReadFile(filepath.Join(roots[id], "etc/fenced/fenced.yaml"))
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(pki, id+".yaml"), b, 0o644))
 	}
 	inPKI := func(args string) string {
 		t.Helper()
@@ -123,6 +110,11 @@ func TestWalkthrough(t *testing.T) {
 			require.NoError(t, os.WriteFile(filepath.Join(creds, name), b, 0o600))
 		}
 		require.NoError(t, os.WriteFile(filepath.Join(creds, "api-token"), []byte(token), 0o600))
+		// The public copy of the replica CA, for status without root.
+		b, err := os.ReadFile(filepath.Join(pki, "fenced-replica-ca.crt"))
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(roots[id], "tmp/fenced-replica-ca.crt"), b, 0o644))
+		mustInRoot(t, roots[id], "install", "-m", "0644", "/tmp/fenced-replica-ca.crt", "/etc/fenced/public/fenced-ca.crt")
 		out := mustInRoot(t, roots[id], "fenced", "config", "validate", "--credentials-dir", "/etc/fenced/credentials", "/etc/fenced/fenced.yaml")
 		assert.Contains(t, out, ": valid: replica "+id, out)
 	}
@@ -174,7 +166,29 @@ func TestWalkthrough(t *testing.T) {
 			t.Logf("fenced status --config /etc/fenced/fenced.yaml on mgmt2:\n%s", table)
 		}
 	}
-	t.Logf("leader %s; status from each host with --config only", leaders["mgmt1"])
+	// As an operator without root (here nobody): the credentials directory
+	// is closed to them; the public CA copy lets the command trust the
+	// replica, and a follower shows the whole group as the leader sees it.
+	for _, id := range ids {
+		out, err := inRoot(roots[id], "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+			"fenced", "status", "--config", "/etc/fenced/fenced.yaml")
+		require.NoError(t, err, "fenced status as nobody on %s: %s", id, out)
+		assert.Contains(t, out, leaders[id], "status as nobody on %s names the leader", id)
+		if id != leaders[id] {
+			assert.Contains(t, out, "(reachability as the leader "+leaders[id]+" sees it)", "status as nobody on the follower %s", id)
+		}
+	}
+	// Without the public copy, the refusal says what to do, and is no
+	// usage error (exit 1, not 2).
+	mustInRoot(t, roots["mgmt1"], "rm", "/etc/fenced/public/fenced-ca.crt")
+	out, err := inRoot(roots["mgmt1"], "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+		"fenced", "status", "--config", "/etc/fenced/fenced.yaml")
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee, out)
+	assert.Equal(t, 1, ee.ExitCode(), out)
+	assert.Contains(t, out, "permission denied")
+	assert.Contains(t, out, "install the CA certificates world-readable in /etc/fenced/public")
+	t.Logf("leader %s; status from each host with --config only, as root and as nobody", leaders["mgmt1"])
 }
 
 // startInRoot runs a long-lived command in a Debian root with a clean

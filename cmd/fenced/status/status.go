@@ -73,6 +73,12 @@ type Raft struct {
 	LastLogIndex        uint64         `json:"lastLogIndex"`
 	// Members is the group's configuration.
 	Members []RaftMember `json:"members,omitempty"`
+	// MembersFrom, set by `fenced status` on a follower's document, names
+	// the leader whose view of the members' reachability and last contact
+	// Members shows (only the leader hears every member's heartbeats);
+	// MembersError says why the leader's view could not be had.
+	MembersFrom  string `json:"membersFrom,omitempty"`
+	MembersError string `json:"membersError,omitempty"`
 	// FencingPaused is the replicated pause flag (`fenced pause`); Pause
 	// says who set it, when and why.
 	FencingPaused bool   `json:"fencingPaused"`
@@ -97,6 +103,9 @@ const PauseScopeAll = "all"
 type RaftMember struct {
 	ID      string `json:"id"`
 	Address string `json:"address"`
+	// HTTPAddress is the member's HTTP endpoint, as this replica's
+	// configuration names it (peers[].httpAddress; empty for itself).
+	HTTPAddress string `json:"httpAddress,omitempty"`
 	// Suffrage is Voter, Nonvoter or Staging.
 	Suffrage string `json:"suffrage"`
 	// Self marks this replica.

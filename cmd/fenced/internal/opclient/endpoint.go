@@ -10,6 +10,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"net/http"
 	"net/url"
@@ -26,6 +27,13 @@ import (
 // from (LoadCredential=fenced:/etc/fenced/credentials): on the daemon's
 // host, credential:NAME references of its configuration resolve there.
 const DefaultCredentialsDir = "/etc/fenced/credentials"
+
+// PublicCertsDir holds copies of the group's public CA certificates,
+// world-readable (the package creates it mode 0755): a command run
+// without root, which cannot read DefaultCredentialsDir, resolves the
+// credential:NAME CA references of --config here instead. It holds no
+// secret.
+const PublicCertsDir = "/etc/fenced/public"
 
 // DefaultAddr is the HTTP endpoint the operator commands call by default:
 // the default http.listen.
@@ -45,6 +53,15 @@ type EndpointFlags struct {
 	CertFile       string
 	KeyFile        string
 	Timeout        time.Duration
+	// PublicDir replaces PublicCertsDir (tests).
+	PublicDir string
+}
+
+func (f *EndpointFlags) publicDir() string {
+	if f.PublicDir != "" {
+		return f.PublicDir
+	}
+	return PublicCertsDir
 }
 
 // Register adds the endpoint flags to cmd, with timeout as --timeout's
@@ -126,6 +143,15 @@ func (f *EndpointFlags) Resolve(groupCAs CAPool) (*Endpoint, error) {
 		tc.RootCAs = pool
 	case e.Config != nil && strings.HasPrefix(base, "https://"):
 		pool, err := groupCAs(e.Config, f.CredentialsDir)
+		if errors.Is(err, fs.ErrPermission) && f.CredentialsDir != f.publicDir() {
+			// Not root: the public copies, when they are installed.
+			if pub, perr := groupCAs(e.Config, f.publicDir()); perr == nil {
+				pool, err = pub, nil
+			} else {
+				err = fmt.Errorf("%w (and in %s: %v); run as root, or install the CA certificates world-readable in %s "+
+					"(the operator's guide, \"Read fenced status\")", err, f.publicDir(), perr, f.publicDir())
+			}
+		}
 		if err != nil {
 			return nil, fmt.Errorf("CA of --config: %w%s", err, credentialsHint(err))
 		}

@@ -152,8 +152,8 @@ func raftStatus(node *cluster.Node) *status.Raft {
 		r.LeaderID, r.LeaderAddress = s.Leader.ID, s.Leader.RaftAddr
 	}
 	for _, p := range s.Peers {
-		r.Members = append(r.Members, status.RaftMember{ID: p.ID, Address: p.RaftAddr, Suffrage: title(p.Suffrage),
-			Self: p.Self, Reachable: p.Reachable, LastContact: p.LastContact})
+		r.Members = append(r.Members, status.RaftMember{ID: p.ID, Address: p.RaftAddr, HTTPAddress: p.HTTPAddr,
+			Suffrage: title(p.Suffrage), Self: p.Self, Reachable: p.Reachable, LastContact: p.LastContact})
 	}
 	node.Ledger().Read(func(l *ledger.State) {
 		r.FencingPaused = l.Pause.Paused

@@ -57,7 +57,7 @@ func Status(out io.Writer, st status.Status, now time.Time) error {
 		}
 	}
 	if r := st.Raft; r != nil && len(r.Members) > 0 {
-		rows := [][]string{{"MEMBER", "ADDRESS", "SUFFRAGE", "REACHABLE", "LAST CONTACT", ""}}
+		rows := [][]string{{"MEMBER", "ADDRESS", "SUFFRAGE", "ROLE", "REACHABLE", "LAST CONTACT", ""}}
 		for _, m := range r.Members {
 			note := ""
 			switch {
@@ -76,10 +76,16 @@ func Status(out io.Writer, st status.Status, now time.Time) error {
 			if m.LastContact != nil {
 				contact = ago(*m.LastContact, now)
 			}
-			rows = append(rows, []string{m.ID, m.Address, m.Suffrage, reachable, contact, note})
+			rows = append(rows, []string{m.ID, m.Address, m.Suffrage, memberRole(*r, m), reachable, contact, note})
 		}
 		section(out, "", rows)
-		if r.State != "Leader" {
+		switch {
+		case r.State == "Leader":
+		case r.MembersFrom != "":
+			fmt.Fprintf(out, "(reachability as the leader %s sees it)\n", r.MembersFrom)
+		case r.MembersError != "":
+			fmt.Fprintf(out, "(peer reachability is known on the leader, which could not be asked: %s)\n", oneLine(r.MembersError))
+		default:
 			fmt.Fprintln(out, "(peer reachability is known on the leader: run status there to see it)")
 		}
 	}
@@ -243,4 +249,23 @@ func dash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// memberRole is a member's part in the group as the document shows it:
+// Leader, this replica's own state, down when it does not answer the
+// leader's heartbeats, Follower when it does, "-" when not known.
+func memberRole(r status.Raft, m status.RaftMember) string {
+	switch {
+	case m.ID == r.LeaderID && r.LeaderID != "":
+		return "Leader"
+	case m.Self:
+		return r.State
+	case m.Reachable == nil:
+		return "-"
+	case !*m.Reachable:
+		return "down"
+	case m.Suffrage == "None":
+		return "-"
+	}
+	return "Follower"
 }
