@@ -187,6 +187,7 @@ func Start(t TB, opts Options) *Harness {
 			a.Close()
 		}
 	})
+	require.NoError(t, RecordAudits(h.Arrays, filepath.Join(h.Dir, ArraysDir)))
 	cps := make([]*testbed.ControlPlane, 0, len(h.CPs))
 	for _, cp := range h.CPs {
 		cps = append(cps, cp)
