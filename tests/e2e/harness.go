@@ -63,6 +63,11 @@ type Options struct {
 	// NVMe/TCP nodes: an NVMe host named by their csi-vxflexos node ID on
 	// the PowerFlex simulator instead of an SDC (testbed.NodeSpec.NVMeTCP).
 	NVMeTCPNodes int
+	// NodeDomain, when set, names ClusterName's nodes by their FQDN:
+	// worker-N.<NodeDomain>, as a kubelet on a host whose hostname is its
+	// FQDN names its Node. The drivers' node IDs follow their own rules
+	// for such names (testbed.NodeSpec.CSINodeIDs).
+	NodeDomain string
 }
 
 // TB is what the harness needs of a test. *testing.T satisfies it, and so
@@ -161,6 +166,11 @@ func Start(t TB, opts Options) *Harness {
 		if c.name == ClusterName {
 			for i := range min(opts.NVMeTCPNodes, len(nodeSpecs)) {
 				nodeSpecs[i].NVMeTCP = true
+			}
+			if opts.NodeDomain != "" {
+				for i := range nodeSpecs {
+					nodeSpecs[i].Name += "." + opts.NodeDomain
+				}
 			}
 		}
 		nodes, err := cp.AddNodes(ctx, nodeSpecs...)
