@@ -83,7 +83,7 @@ func readArray(name string, r io.Reader) (*arrayFile, error) {
 // keyFields are the fields an object of a list is named by, in order of
 // preference ("hosts[<id>]"); a list where some object has none, or two
 // share one, names its objects by position ("hosts[0]").
-var keyFields = []string{"id", "name", "sdcId", "port_name", "initiatorId"}
+var keyFields = []string{"id", "name", "sdcId", "port_name", "initiatorId", "maskingViewId", "volumeId", "storageGroupId"}
 
 // splitState names the objects of a state: each element of a top-level
 // list, and each other top-level member.

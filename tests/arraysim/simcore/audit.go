@@ -176,8 +176,11 @@ func diffRawList(path string, a, b [][]byte, out *[]string) bool {
 	return true
 }
 
-// keyFields are the fields that key a list element, in order of preference.
-var keyFields = []string{"id", "name", "sdcId", "port_name", "initiatorId"}
+// keyFields are the fields that key a list element, in order of preference
+// (PowerMax's objects are keyed by their own maskingViewId, volumeId and
+// storageGroupId: a masking view also names its storage group, a volume
+// lists its storage groups).
+var keyFields = []string{"id", "name", "sdcId", "port_name", "initiatorId", "maskingViewId", "volumeId", "storageGroupId"}
 
 // keyedRaw indexes a list of objects by their key field (see keyFields).
 // It reports false when an element is not an object with a unique key.
