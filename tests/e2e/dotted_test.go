@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -9,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/fenced-project/fenced/tests/auditcheck"
 	"github.com/fenced-project/fenced/tests/invariants"
 	"github.com/fenced-project/fenced/tests/testbed"
 )
@@ -64,4 +66,18 @@ func TestDottedNodeNames(t *testing.T) {
 	}
 	rep := h.Check()
 	assert.Positive(t, rep.Checked[invariants.RuleFenceBeforeDelete])
+
+	// The outside checker, from the arrays' own audit files and the API
+	// server's audit log only, finds the node cut on all five arrays before
+	// each of its pods was deleted.
+	var users []string
+	for u := range h.Users {
+		users = append(users, u)
+	}
+	out, err := auditcheck.CheckFiles(filepath.Join(h.Dir, ArraysDir), h.CP.AuditLogPath, auditcheck.Options{FencedUsers: users})
+	require.NoError(t, err)
+	t.Logf("arrays' record: %s", out)
+	require.True(t, out.OK(), "%s", out)
+	require.Len(t, out.Cuts, len(h.Arrays)*out.Deletions, "%s", out)
+	assert.GreaterOrEqual(t, out.Deletions, len(byFamily), "one deletion per family's pod at least")
 }
