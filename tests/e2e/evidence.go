@@ -89,6 +89,9 @@ func (h *Harness) saveEvidence(dir string, logs bool) error {
 		return err
 	}
 	for name := range h.Arrays {
+		if h.opts.NoArrayAuditFiles {
+			break
+		}
 		f := filepath.Join(ArraysDir, AuditFileName(name))
 		if err := copyFile(filepath.Join(h.Dir, f), filepath.Join(dir, f)); err != nil {
 			return err

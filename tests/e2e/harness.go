@@ -68,6 +68,11 @@ type Options struct {
 	// FQDN names its Node. The drivers' node IDs follow their own rules
 	// for such names (testbed.NodeSpec.CSINodeIDs).
 	NodeDomain string
+	// NoArrayAuditFiles leaves the simulators' audit files (arrays/<array>.jsonl
+	// in the artifact directory) unwritten: recording them snapshots the
+	// whole array around every write, which would set the pace of the
+	// bench's runs of hundreds of nodes. Scenario and chaos runs keep them.
+	NoArrayAuditFiles bool
 }
 
 // TB is what the harness needs of a test. *testing.T satisfies it, and so
@@ -197,7 +202,9 @@ func Start(t TB, opts Options) *Harness {
 			a.Close()
 		}
 	})
-	require.NoError(t, RecordAudits(h.Arrays, filepath.Join(h.Dir, ArraysDir)))
+	if !opts.NoArrayAuditFiles {
+		require.NoError(t, RecordAudits(h.Arrays, filepath.Join(h.Dir, ArraysDir)))
+	}
 	cps := make([]*testbed.ControlPlane, 0, len(h.CPs))
 	for _, cp := range h.CPs {
 		cps = append(cps, cp)
