@@ -25,7 +25,7 @@ func BenchmarkUnityFenceLatency(b *testing.B) {
 		var doc strings.Builder
 		doc.WriteString("nodes:\n")
 		for i := range nodes {
-			fmt.Fprintf(&doc, "  - {name: n%03d, ip: 127.0.%d.%d, fqdn: n%03d.cluster.local, iqn: \"iqn.1994-05.com.redhat:n%03d\"}\n", i, 13+i/250, i%250+1, i, i)
+			fmt.Fprintf(&doc, "  - {name: n%03d.cluster.local, ip: 127.0.%d.%d, fqdn: n%03d.cluster.local, iqn: \"iqn.1994-05.com.redhat:n%03d\"}\n", i, 13+i/250, i%250+1, i, i)
 		}
 		doc.WriteString("arrays:\n  - {name: unity-1, family: unity, spec: {username: admin, password: secret, generate: {lunsPerNode: 3}}}\n")
 		return doc.String()

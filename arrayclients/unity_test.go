@@ -24,8 +24,8 @@ import (
 // name (ambiguous).
 const unityFixture = `
 nodes:
-  - {name: worker-1, ip: 127.0.10.1, fqdn: worker-1.cluster.local, iqn: "iqn.1994-05.com.redhat:worker-1", wwpns: ["10000000c9a0b001", "10000000c9a0b101"]}
-  - {name: worker-2, ip: 127.0.10.2, fqdn: worker-2.cluster.local, iqn: "iqn.1994-05.com.redhat:worker-2"}
+  - {name: worker-1.cluster.local, ip: 127.0.10.1, fqdn: worker-1.cluster.local, iqn: "iqn.1994-05.com.redhat:worker-1", wwpns: ["10000000c9a0b001", "10000000c9a0b101"]}
+  - {name: worker-2.cluster.local, ip: 127.0.10.2, fqdn: worker-2.cluster.local, iqn: "iqn.1994-05.com.redhat:worker-2"}
 arrays:
   - name: unity-1
     family: unity
@@ -346,7 +346,7 @@ func TestUnityFaults(t *testing.T) {
 func unityNodesDoc(n, lunsPerNode int) string {
 	doc := "nodes:\n"
 	for i := range n {
-		doc += fmt.Sprintf("  - {name: n%02d, ip: 127.0.11.%d, fqdn: n%02d.cluster.local, iqn: \"iqn.1994-05.com.redhat:n%02d\"}\n", i, i+1, i, i)
+		doc += fmt.Sprintf("  - {name: n%02d.cluster.local, ip: 127.0.11.%d, fqdn: n%02d.cluster.local, iqn: \"iqn.1994-05.com.redhat:n%02d\"}\n", i, i+1, i, i)
 	}
 	return doc + fmt.Sprintf("arrays:\n  - {name: unity-1, family: unity, spec: {username: admin, password: secret, generate: {lunsPerNode: %d}}}\n", lunsPerNode)
 }

@@ -41,7 +41,7 @@ func runMultiCluster(t *e2e.Standalone, p params, res *MultiClusterResult) error
 		want[e2e.ExtraClusterName(i)] = n
 	}
 	fmt.Fprintf(os.Stderr, "multi-cluster: starting %d clusters of %d nodes\n", res.Clusters, n)
-	h := e2e.Start(t, e2e.Options{Nodes: n, ExtraClusters: extra, ControlPlaneNice: p.ControlPlaneNice})
+	h := e2e.Start(t, e2e.Options{Nodes: n, ExtraClusters: extra, ControlPlaneNice: p.ControlPlaneNice, NoArrayAuditFiles: true})
 	started := time.Now()
 	h.WaitLeader(5 * time.Minute)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)

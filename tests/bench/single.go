@@ -80,7 +80,7 @@ const defaultGrace = 40 * time.Second
 
 func runSingle(t *e2e.Standalone, p params) (*SingleResults, *FailoverResult, error) {
 	fmt.Fprintf(os.Stderr, "single: starting %d nodes, three replicas, five arrays\n", p.Nodes)
-	h := e2e.Start(t, e2e.Options{Nodes: p.Nodes, Timing: e2e.ClusterTiming{EarlyVerdict: earlyMode(p.Early)}})
+	h := e2e.Start(t, e2e.Options{Nodes: p.Nodes, Timing: e2e.ClusterTiming{EarlyVerdict: earlyMode(p.Early)}, NoArrayAuditFiles: true})
 	var names []string
 	for _, a := range h.Arrays {
 		names = append(names, a.Name)

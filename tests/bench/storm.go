@@ -67,7 +67,7 @@ func runStorm(t *e2e.Standalone, p params) (*StormResult, error) {
 	// the storm guard, which would hold the last fences for its cooldown.
 	limit := p.StormDying + max(1, p.StormDying/5)
 	h := e2e.Start(t, e2e.Options{Nodes: p.StormNodes, Timing: e2e.ClusterTiming{StormLimit: strconv.Itoa(limit), EarlyVerdict: earlyMode(p.Early)},
-		ControlPlaneNice: p.ControlPlaneNice})
+		ControlPlaneNice: p.ControlPlaneNice, NoArrayAuditFiles: true})
 	h.WaitLeader(5 * time.Minute)
 	h.WaitHealthy(p.StormNodes, 10*time.Minute)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)

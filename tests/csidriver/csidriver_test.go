@@ -325,7 +325,7 @@ func TestUnityController(t *testing.T) {
 		return 0
 	}
 	n1, n2 := w.nodeID(0, csidriver.UnityDriver), w.nodeID(1, csidriver.UnityDriver)
-	require.Equal(t, "worker-1,worker-1.cluster.local", n1)
+	require.Equal(t, "worker-1,worker-1", n1, "csi-unity: <short>,<node name>")
 	h := exerciseLife(t, c, arrayclients.ProtocolBlock, n1, n2, given)
 
 	loc, err := arrayclients.ParseVolumeHandle(arrayclients.Unity, h, "ext4")
@@ -404,9 +404,9 @@ func TestUnityControllerNFS(t *testing.T) {
 	assert.Equal(t, arrayclients.ProtocolNFS, loc.Protocol)
 	assert.Regexp(t, `^fs_\d+$`, loc.Object)
 	assert.True(t, arrayclients.Config{Family: arrayclients.Unity, ArrayIDs: []string{e.ArrayID}}.Holds(loc))
-	h1, err := sim.HostID("worker-1.cluster.local")
+	h1, err := sim.HostID("worker-1")
 	require.NoError(t, err)
-	h2, err := sim.HostID("worker-2.cluster.local")
+	h2, err := sim.HostID("worker-2")
 	require.NoError(t, err)
 	shares := unityShares(t, sim)
 	require.Len(t, shares, 1)

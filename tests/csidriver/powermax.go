@@ -161,8 +161,14 @@ func (p *PowerMax) volumeOf(ctx context.Context, handle string) (*pmaxtypes.Volu
 // target is the node's host, storage group and masking view
 // (service/controller.go IsNodeISCSI, GetHostSGAndMVIDFromNodeID): the FC
 // host's when its view or host exists, else the iSCSI one's.
+//
+// The node ID is used whole, as the controller takes it
+// (ControllerPublishVolume passes req.GetNodeId() on): the node plugin
+// already cut the node's name at its first dot (service/service.go
+// BeforeServe, NodeGetInfo), so a CSINode holding a dotted name names a
+// host the driver never made.
 func (p *PowerMax) target(ctx context.Context, nodeID string) (host, sg, mv string, err error) {
-	node, _, _ := strings.Cut(nodeID, ".")
+	node := nodeID
 	if node == "" {
 		return "", "", "", fmt.Errorf("node ID %q is empty: %w", nodeID, ErrInvalid)
 	}

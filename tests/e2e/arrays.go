@@ -129,7 +129,7 @@ func StartArrays(fx *fixture.Fixture, replicas []string, certDir string, logger 
 	return out, nil
 }
 
-// Close stops the array's listeners.
+// Close stops the array's listeners and closes its audit file.
 func (a *Array) Close() {
 	for _, l := range a.Listeners {
 		_ = l.Close()
@@ -137,6 +137,26 @@ func (a *Array) Close() {
 	if a.Driver != nil {
 		_ = a.Driver.Close()
 	}
+	_ = a.Server.CloseAuditFile()
+}
+
+// AuditFileName is the name of an array's audit file in an arrays
+// directory (RecordAudits): <array>.jsonl.
+func AuditFileName(array string) string { return array + ".jsonl" }
+
+// RecordAudits makes every simulator write its audit as JSON lines into
+// dir/<array>.jsonl (simcore.Server.SetAuditFile; the format is in
+// tests/README.md), creating dir.
+func RecordAudits(arrays map[string]*Array, dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("create the arrays' audit directory: %w", err)
+	}
+	for _, a := range sortedArrays(arrays) {
+		if err := a.Server.SetAuditFile(filepath.Join(dir, AuditFileName(a.Name))); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // State returns the simulator's state as JSON.

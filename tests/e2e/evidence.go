@@ -70,7 +70,11 @@ func (h *Harness) Check() *invariants.Report {
 	return rep
 }
 
-// saveEvidence writes the array audit logs and states, the timeline and
+// ArraysDir is the directory of an artifact directory (and of the demo's
+// --dir) that holds every simulator's audit file, <array>.jsonl.
+const ArraysDir = "arrays"
+
+// saveEvidence writes the array audit files and states, the timeline and
 // placements, and with logs also every replica's directory (logs,
 // configuration) and the control plane's logs and audit log, into dir.
 func (h *Harness) saveEvidence(dir string, logs bool) error {
@@ -81,13 +85,15 @@ func (h *Harness) saveEvidence(dir string, logs bool) error {
 		}
 		return os.WriteFile(filepath.Join(dir, name), b, 0o644)
 	}
-	for name, a := range h.Arrays {
-		var buf bytes.Buffer
-		enc := json.NewEncoder(&buf)
-		for _, e := range a.Server.Audit() {
-			_ = enc.Encode(e)
+	if err := os.MkdirAll(filepath.Join(dir, ArraysDir), 0o755); err != nil {
+		return err
+	}
+	for name := range h.Arrays {
+		if h.opts.NoArrayAuditFiles {
+			break
 		}
-		if err := os.WriteFile(filepath.Join(dir, "array-"+name+".audit.jsonl"), buf.Bytes(), 0o644); err != nil {
+		f := filepath.Join(ArraysDir, AuditFileName(name))
+		if err := copyFile(filepath.Join(h.Dir, f), filepath.Join(dir, f)); err != nil {
 			return err
 		}
 	}

@@ -63,6 +63,16 @@ type Options struct {
 	// NVMe/TCP nodes: an NVMe host named by their csi-vxflexos node ID on
 	// the PowerFlex simulator instead of an SDC (testbed.NodeSpec.NVMeTCP).
 	NVMeTCPNodes int
+	// NodeDomain, when set, names ClusterName's nodes by their FQDN:
+	// worker-N.<NodeDomain>, as a kubelet on a host whose hostname is its
+	// FQDN names its Node. The drivers' node IDs follow their own rules
+	// for such names (testbed.NodeSpec.CSINodeIDs).
+	NodeDomain string
+	// NoArrayAuditFiles leaves the simulators' audit files (arrays/<array>.jsonl
+	// in the artifact directory) unwritten: recording them snapshots the
+	// whole array around every write, which would set the pace of the
+	// bench's runs of hundreds of nodes. Scenario and chaos runs keep them.
+	NoArrayAuditFiles bool
 }
 
 // TB is what the harness needs of a test. *testing.T satisfies it, and so
@@ -162,6 +172,11 @@ func Start(t TB, opts Options) *Harness {
 			for i := range min(opts.NVMeTCPNodes, len(nodeSpecs)) {
 				nodeSpecs[i].NVMeTCP = true
 			}
+			if opts.NodeDomain != "" {
+				for i := range nodeSpecs {
+					nodeSpecs[i].Name += "." + opts.NodeDomain
+				}
+			}
 		}
 		nodes, err := cp.AddNodes(ctx, nodeSpecs...)
 		require.NoError(t, err)
@@ -187,6 +202,9 @@ func Start(t TB, opts Options) *Harness {
 			a.Close()
 		}
 	})
+	if !opts.NoArrayAuditFiles {
+		require.NoError(t, RecordAudits(h.Arrays, filepath.Join(h.Dir, ArraysDir)))
+	}
 	cps := make([]*testbed.ControlPlane, 0, len(h.CPs))
 	for _, cp := range h.CPs {
 		cps = append(cps, cp)

@@ -448,3 +448,26 @@ func TestReregisteredInitiatorsExplainTheOldHost(t *testing.T) {
 	assert.False(t, checker("csi/127.0.0.1:2").reregistered("ps", removed, []Difference{removed, other}), "another initiator")
 	assert.False(t, checker("csi/127.0.0.1:2").reregistered("ps", newHost, []Difference{removed, newHost}), "an addition is not a removal")
 }
+
+// A list the audit names by position and the checker compares as a
+// multiset (a PowerMax storage group's volumes): the driver's unpublish of
+// a volume from it is not fenced's to restore; the same change by fenced
+// is; and a fenced node's own entry missing from such a list is fenced's
+// to give back whoever wrote the list last.
+func TestDriverChangeOfAPositionalList(t *testing.T) {
+	withList := func(writer, removed string) *Report {
+		r := good()
+		start := `{"sdcs":[{"id":"` + sdcID + `","connected":true}],"volumes":[{"id":"v1","mappedSdcInfo":[{"sdcId":"` + sdcID + `","accessMode":"ReadWrite"}]}],` +
+			`"storageGroups":[{"storageGroupId":"sg-w2","volumes":["00100","` + removed + `"]}]}`
+		end := `{"sdcs":[{"id":"` + sdcID + `","connected":false}],"volumes":[{"id":"v1","mappedSdcInfo":[{"sdcId":"` + sdcID + `","accessMode":"ReadWrite"}]}],` +
+			`"storageGroups":[{"storageGroupId":"sg-w2","volumes":["00100"]}]}`
+		r.in.ArrayStart[pflex], r.in.ArrayEnd[pflex] = json.RawMessage(start), json.RawMessage(end)
+		r.in.Arrays[pflex] = append(r.in.Arrays[pflex],
+			audit(6, 25000, writer, "PUT", "/sloprovisioning/storagegroup/sg-w2", "-$.storageGroups[sg-w2].volumes[1]"))
+		r.opts.DriverRemotes = []string{"csi"}
+		return r.check()
+	}
+	assert.Empty(t, withList("csi", "0010D").ByRule(RuleArrayRestored), "the driver's unpublish")
+	assert.NotEmpty(t, withList("a", "0010D").ByRule(RuleArrayRestored), "fenced's own change")
+	assert.NotEmpty(t, withList("csi", sdcID).ByRule(RuleArrayRestored), "a fenced node's own entry")
+}

@@ -59,7 +59,7 @@ func (c *checker) checkArrayRestored() {
 				// no-regrant checks that it was not).
 				explained = true
 			}
-			if !explained && c.driverWrote(arr, d.Path) {
+			if !explained && (c.driverWrote(arr, d.Path) || c.driverListWrote(arr, d)) {
 				// The last write there was not fenced's (a CSI driver
 				// publishing a volume that moved): not fenced's to restore.
 				explained = true
@@ -97,6 +97,30 @@ func (c *checker) reregistered(array string, d Difference, diffs []Difference) b
 		}
 	}
 	return false
+}
+
+// driverListWrote is driverWrote for a difference of a list compared as a
+// multiset ("$.storageGroups[sg].volumes[-]"), which the audit names by
+// position: the last write that changed the list must be a driver's, and
+// the element must name no node fenced on the array (a node's own entry
+// missing after its unfence is fenced's to give back, whoever wrote the
+// list last).
+func (c *checker) driverListWrote(array string, d Difference) bool {
+	list, ok := "", false
+	for _, suffix := range []string{"[-]", "[+]", "(order)"} {
+		if p, cut := strings.CutSuffix(d.Path, suffix); cut {
+			list, ok = p, true
+		}
+	}
+	if !ok {
+		return false
+	}
+	for _, nt := range c.tokensOnArray(array) {
+		if mentionsAny(d.Before+" "+d.After, nt.tokens) {
+			return false
+		}
+	}
+	return c.driverWrote(array, list)
 }
 
 // driverWrote reports whether the last audited write that changed path (or

@@ -32,7 +32,8 @@ func orNone(s string) string {
 // tried in order. A list whose elements all have a unique value for one of
 // them is compared as a map by that value; any other list of objects as a
 // multiset of elements; a list of scalars as a multiset plus its order.
-var listKeys = []string{"id", "hostId", "sdcId", "initiatorId", "port_name", "portName", "name", "ip"}
+var listKeys = []string{"id", "hostId", "sdcId", "initiatorId", "port_name", "portName", "name", "ip",
+	"maskingViewId", "volumeId", "storageGroupId"}
 
 // DiffStates compares two JSON documents, leaving out object keys in
 // ignore. It returns the differences in path order.

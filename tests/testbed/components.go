@@ -17,7 +17,12 @@ import (
 )
 
 // auditPolicy logs every write at Metadata level, except the Lease renewals
-// of the kubelets (kwok), which would otherwise make up most of the log.
+// of the kubelets (kwok), which would otherwise make up most of the log,
+// and the creation of Nodes and of pods' bindings, logged with their
+// request bodies (Request level): which node a pod was bound to and the
+// node's CSI node IDs (its csi.volume.kubernetes.io/nodeid annotation), so
+// that a checker reading only this log and the arrays' own audit files
+// can tell which array writes concern a pod's node.
 const auditPolicy = `apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: ["RequestReceived"]
@@ -28,9 +33,17 @@ rules:
   resources:
   - group: coordination.k8s.io
     resources: ["leases"]
-- level: Metadata
+` + auditPolicyBodies + `- level: Metadata
   verbs: ["create", "update", "patch", "delete", "deletecollection"]
 - level: None
+`
+
+// auditPolicyBodies are the rules that log request bodies.
+const auditPolicyBodies = `- level: Request
+  verbs: ["create"]
+  resources:
+  - group: ""
+    resources: ["nodes", "pods/binding"]
 `
 
 // auditPolicyWithLeases also logs the Lease renewals.
@@ -38,7 +51,7 @@ const auditPolicyWithLeases = `apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: ["RequestReceived"]
 rules:
-- level: Metadata
+` + auditPolicyBodies + `- level: Metadata
   verbs: ["create", "update", "patch", "delete", "deletecollection"]
 - level: None
 `

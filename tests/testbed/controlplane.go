@@ -85,7 +85,8 @@ type ControlPlane struct {
 	// EtcdURL is etcd's client URL.
 	EtcdURL string
 	// AuditLogPath is the apiserver's audit log (JSON lines, Metadata level
-	// for create, update, patch and delete).
+	// for create, update, patch and delete; Request level, with the body,
+	// for creating Nodes and pods' bindings).
 	AuditLogPath string
 
 	// The components. Stop, Start and Restart them directly for raw control;

@@ -3,6 +3,7 @@ package testbed
 import (
 	"fmt"
 	"net/netip"
+	"regexp"
 	"slices"
 	"strings"
 )
@@ -44,7 +45,8 @@ type NodeSpec struct {
 	// IP is the node's InternalIP, in 127.0.0.0/8; the kubelet listener binds
 	// it. Empty: a free one is allocated from 127.0.10.1 upwards.
 	IP string
-	// FQDN is the node's fully qualified host name. Default <Name>.cluster.test.
+	// FQDN is the node's fully qualified host name. Default <Name>.cluster.test,
+	// or Name itself when it has a dot (a node named by its FQDN).
 	FQDN string
 	// MachineID is the content of /etc/machine-id (32 lowercase hex digits).
 	MachineID string
@@ -107,6 +109,9 @@ func (s NodeSpec) Complete() (NodeSpec, error) {
 	}
 	if s.FQDN == "" {
 		s.FQDN = s.Name + ".cluster.test"
+		if strings.Contains(s.Name, ".") {
+			s.FQDN = s.Name // a node named by its FQDN, as a kubelet on such a host names it
+		}
 	}
 	if s.MachineID == "" {
 		s.MachineID = randomHex(16)
@@ -158,8 +163,8 @@ func (s NodeSpec) Complete() (NodeSpec, error) {
 //     name (empty until the Node exists);
 //   - PowerStore: <prefix>-<machine ID>-<IP>;
 //   - PowerScale: <name>=#=#=<FQDN>=#=#=<IP>;
-//   - PowerMax: the node name;
-//   - Unity: <short name>,<long name (FQDN)>.
+//   - PowerMax: the node name cut at its first dot (ShortName);
+//   - Unity: <UnityShortName>,<node name>.
 func (s NodeSpec) CSINodeIDs() map[string]string {
 	prefix := s.PowerStorePrefix
 	if prefix == "" {
@@ -173,8 +178,15 @@ func (s NodeSpec) CSINodeIDs() map[string]string {
 		DriverPowerFlex:  pflex,
 		DriverPowerStore: prefix + "-" + s.MachineID + "-" + s.IP,
 		DriverPowerScale: s.Name + "=#=#=" + s.FQDN + "=#=#=" + s.IP,
-		DriverPowerMax:   s.Name,
-		DriverUnity:      s.Name + "," + s.FQDN,
+		// dell/csi-powermax service/node.go NodeGetInfo: NodeId is
+		// opts.NodeName, X_CSI_POWERMAX_NODENAME (the node's name) cut at its
+		// first dot by service/service.go BeforeServe.
+		DriverPowerMax: s.ShortName(),
+		// dell/csi-unity service/node.go NodeGetInfo: NodeId is
+		// opts.NodeName + "," + opts.LongNodeName, where LongNodeName is
+		// X_CSI_UNITY_NODENAME (the node's name) and NodeName the same cut
+		// at its first dot (service/service.go BeforeServe).
+		DriverUnity: s.UnityShortName() + "," + s.Name,
 	}
 	for _, in := range s.PowerStoreInstances {
 		p := in.Prefix
@@ -185,6 +197,27 @@ func (s NodeSpec) CSINodeIDs() map[string]string {
 	}
 	return ids
 }
+
+// ShortName is the node name cut at its first dot: csi-powermax's node ID
+// (dell/csi-powermax service/service.go BeforeServe:
+// strings.Split(name, ".")[0]).
+func (s NodeSpec) ShortName() string {
+	short, _, _ := strings.Cut(s.Name, ".")
+	return short
+}
+
+// UnityShortName is csi-unity's short name of the node: ShortName, but a
+// node name that is an IPv4 address is kept whole (dell/csi-unity
+// service/service.go BeforeServe, whose unanchored test this is).
+func (s NodeSpec) UnityShortName() string {
+	if ipv4InName.MatchString(s.Name) {
+		return s.Name
+	}
+	return s.ShortName()
+}
+
+// ipv4InName is csi-unity's test for a node name that is an IP address.
+var ipv4InName = regexp.MustCompile(`(25[0-5]|2[0-4][0-9]|[01]?[0-9][0-9]?)(\.(25[0-5]|2[0-4][0-9]|[01]?[0-9][0-9]?)){3}`)
 
 // CSIDrivers returns the names of the CSI drivers whose node plugins run
 // on the node: Dell's drivers (Drivers) and then PowerStoreInstances.

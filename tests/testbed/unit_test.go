@@ -86,11 +86,33 @@ func TestCSINodeIDs(t *testing.T) {
 	assert.Equal(t, "csi-node-0123456789abcdef0123456789abcdef-127.0.10.7", ids[DriverPowerStore])
 	assert.Equal(t, "worker-1=#=#=worker-1.example.test=#=#=127.0.10.7", ids[DriverPowerScale])
 	assert.Equal(t, "worker-1", ids[DriverPowerMax])
-	assert.Equal(t, "worker-1,worker-1.example.test", ids[DriverUnity])
+	assert.Equal(t, "worker-1,worker-1", ids[DriverUnity], "csi-unity's long name is the node's name, not its FQDN")
 	assert.Len(t, ids, len(Drivers()))
 
 	s.PowerStorePrefix = "pfx"
 	assert.Equal(t, "pfx-0123456789abcdef0123456789abcdef-127.0.10.7", s.CSINodeIDs()[DriverPowerStore])
+}
+
+// A node named by its FQDN: csi-powermax and csi-unity cut the name at its
+// first dot (csi-unity keeps the whole name beside it); csi-isilon and
+// csi-powerstore keep the name whole or do not use it.
+func TestCSINodeIDsOfADottedNodeName(t *testing.T) {
+	s, err := NodeSpec{Name: "worker-1.dc1.example.com", IP: "127.0.10.7",
+		MachineID: "0123456789abcdef0123456789abcdef", SDCGUID: "6B1E5A2C-0D4F-4E1A-9C3B-2A1D0E9F8C7B"}.Complete()
+	require.NoError(t, err)
+	assert.Equal(t, "worker-1.dc1.example.com", s.FQDN, "a node named by its FQDN")
+	assert.Equal(t, "worker-1", s.ShortName())
+	ids := s.CSINodeIDs()
+	assert.Equal(t, "worker-1", ids[DriverPowerMax])
+	assert.Equal(t, "worker-1,worker-1.dc1.example.com", ids[DriverUnity])
+	assert.Equal(t, "worker-1.dc1.example.com=#=#=worker-1.dc1.example.com=#=#=127.0.10.7", ids[DriverPowerScale])
+	assert.Equal(t, "csi-node-0123456789abcdef0123456789abcdef-127.0.10.7", ids[DriverPowerStore])
+
+	ip, err := NodeSpec{Name: "10.20.30.40", IP: "127.0.10.8"}.Complete()
+	require.NoError(t, err)
+	assert.Equal(t, "10.20.30.40", ip.UnityShortName(), "csi-unity keeps a name that is an IP whole")
+	assert.Equal(t, "10.20.30.40,10.20.30.40", ip.CSINodeIDs()[DriverUnity])
+	assert.Equal(t, "10", ip.CSINodeIDs()[DriverPowerMax], "csi-powermax cuts it")
 }
 
 // A further csi-powerstore install on the node reports its own node ID,

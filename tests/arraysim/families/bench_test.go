@@ -149,7 +149,7 @@ var scaleCases = []scaleCase{
 				h.Add("Cookie", c.Name+"="+c.Value)
 			}
 			st := stateOf(tb, srv)
-			host := findID(tb, st["hosts"], "name", fx.Nodes[500].FQDN, "id")
+			host := findID(tb, st["hosts"], "name", fx.Nodes[500].Name, "id")
 			lun := findID(tb, st["luns"], "name", "csivol-"+fx.Nodes[500].Name+"-00", "id")
 			path := "/api/instances/storageResource/" + lun + "/action/modifyLun"
 			return call{http.MethodPost, path, `{"lunParameters":{"hostAccess":[]}}`, h},

@@ -18,8 +18,12 @@ type AuditEntry struct {
 	Seq    int64     `json:"seq"`
 	Time   time.Time `json:"time"`
 	Remote string    `json:"remote"` // r.RemoteAddr
-	Method string    `json:"method"`
-	Path   string    `json:"path"` // path?query
+	// Requester is the tag the listener put before the remote address
+	// (the requester's class: "csi" for the CSI drivers, a replica's ID),
+	// "" for an untagged listener.
+	Requester string `json:"requester,omitempty"`
+	Method    string `json:"method"`
+	Path      string `json:"path"` // path?query
 	// Body is the request body, truncated to 512 bytes, with any
 	// "password" values masked.
 	Body    string `json:"body,omitempty"`
@@ -31,6 +35,12 @@ type AuditEntry struct {
 	// Query is set on a write-method request the family declared
 	// read-only (see Querier): it was served without snapshots.
 	Query bool `json:"query,omitempty"`
+	// Done is when the answer was written (Time is when the request
+	// arrived).
+	Done time.Time `json:"done"`
+	// Objects are the objects the write changed, before and after; only
+	// while the server writes an audit file (SetAuditFile).
+	Objects []ObjectChange `json:"objects,omitempty"`
 }
 
 // maxAuditBody bounds the recorded request body.
@@ -166,8 +176,11 @@ func diffRawList(path string, a, b [][]byte, out *[]string) bool {
 	return true
 }
 
-// keyFields are the fields that key a list element, in order of preference.
-var keyFields = []string{"id", "name", "sdcId", "port_name", "initiatorId"}
+// keyFields are the fields that key a list element, in order of preference
+// (PowerMax's objects are keyed by their own maskingViewId, volumeId and
+// storageGroupId: a masking view also names its storage group, a volume
+// lists its storage groups).
+var keyFields = []string{"id", "name", "sdcId", "port_name", "initiatorId", "maskingViewId", "volumeId", "storageGroupId"}
 
 // keyedRaw indexes a list of objects by their key field (see keyFields).
 // It reports false when an element is not an object with a unique key.

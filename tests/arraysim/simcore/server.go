@@ -48,6 +48,8 @@ type Server struct {
 	audit      []AuditEntry
 	seq        int64
 	auditLimit int
+	// file is the audit file (SetAuditFile); nil when there is none.
+	file *auditFile
 }
 
 // New wraps fam as the simulated array name. A nil logger discards logs.
@@ -221,11 +223,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	entry := AuditEntry{
-		Time:   time.Now().UTC(),
-		Remote: r.RemoteAddr,
-		Method: r.Method,
-		Path:   r.URL.RequestURI(),
-		Body:   maskBody(body),
+		Time:      time.Now().UTC(),
+		Remote:    r.RemoteAddr,
+		Requester: requesterOf(r.RemoteAddr),
+		Method:    r.Method,
+		Path:      r.URL.RequestURI(),
+		Body:      maskBody(body),
 	}
 	rec := &statusRecorder{ResponseWriter: w}
 	recorded := false
@@ -260,8 +263,16 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
+	var before []byte
+	objects := s.recordingObjects()
+	if objects {
+		before = snapshotJSON(s.fam.Snapshot())
+	}
 	entry.Change = s.serveWrite(rec, r)
 	entry.Changed = entry.Change != ""
+	if objects && entry.Changed {
+		entry.Objects = changedObjects(before, snapshotJSON(s.fam.Snapshot()))
+	}
 	// Record while still holding writeMu so writes appear in audit order.
 	s.record(entry, rec.status)
 	recorded = true
@@ -327,10 +338,12 @@ func resetConn(w *statusRecorder, r *http.Request) {
 // record appends an audit entry.
 func (s *Server) record(e AuditEntry, status int) {
 	e.Status = status
+	e.Done = doneNow()
 	s.mu.Lock()
 	s.seq++
 	e.Seq = s.seq
 	s.audit = append(s.audit, e)
+	s.writeAuditLine(&e)
 	s.trimAudit()
 	s.mu.Unlock()
 	s.logger.Debug("request", "seq", e.Seq, "method", e.Method, "path", e.Path,

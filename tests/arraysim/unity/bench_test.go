@@ -27,7 +27,7 @@ func benchFenceRoundTrip(b *testing.B, nodes int) {
 	var doc strings.Builder
 	doc.WriteString("nodes:\n")
 	for i := range nodes {
-		fmt.Fprintf(&doc, "  - {name: n%02d, ip: 127.0.%d.%d, fqdn: n%02d.cluster.local, iqn: \"iqn.1994-05.com.redhat:n%02d\"}\n",
+		fmt.Fprintf(&doc, "  - {name: n%02d.cluster.local, ip: 127.0.%d.%d, fqdn: n%02d.cluster.local, iqn: \"iqn.1994-05.com.redhat:n%02d\"}\n",
 			i, 12+i/250, i%250+1, i, i)
 	}
 	doc.WriteString("arrays:\n  - {name: unity-1, family: unity, spec: {username: admin, password: secret, generate: {lunsPerNode: 3}}}\n")

@@ -194,11 +194,16 @@ func expandSpec(s Spec, nodes []fixture.Node) ([]HostSpec, []LUNSpec, error) {
 				continue
 			}
 			delete(want, n.Name)
-			h := HostSpec{Name: n.LongName(), WWNs: n.WWPNs}
+			// csi-unity's node plugin names the host by the node's name and
+			// gives it IP ports for that name and the node's IPs
+			// (dell/csi-unity service/node.go addNewNodeToArray:
+			// CreateHost and CreateHostIPPort with opts.LongNodeName, which
+			// is X_CSI_UNITY_NODENAME, the node's spec.nodeName).
+			h := HostSpec{Name: n.Name, WWNs: n.WWPNs}
 			if n.IQN != "" {
 				h.IQNs = []string{n.IQN}
 			}
-			h.IPPorts = append(h.IPPorts, n.LongName())
+			h.IPPorts = append(h.IPPorts, n.Name)
 			if n.IP != "" {
 				h.IPPorts = append(h.IPPorts, n.IP)
 			}

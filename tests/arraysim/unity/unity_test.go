@@ -25,8 +25,8 @@ import (
 
 const testFixture = `
 nodes:
-  - {name: worker-1, ip: 127.0.10.1, fqdn: worker-1.cluster.local, iqn: "iqn.1994-05.com.redhat:worker-1", wwpns: ["10000000c9a0b001"]}
-  - {name: worker-2, ip: 127.0.10.2, fqdn: worker-2.cluster.local, iqn: "iqn.1994-05.com.redhat:worker-2"}
+  - {name: worker-1.cluster.local, ip: 127.0.10.1, fqdn: worker-1.cluster.local, iqn: "iqn.1994-05.com.redhat:worker-1", wwpns: ["10000000c9a0b001"]}
+  - {name: worker-2.cluster.local, ip: 127.0.10.2, fqdn: worker-2.cluster.local, iqn: "iqn.1994-05.com.redhat:worker-2"}
 arrays:
   - name: unity-1
     family: unity

@@ -270,6 +270,11 @@ func (d *demo) startArrays() error {
 		return fmt.Errorf("start the array simulators: %w", err)
 	}
 	d.arrays = arrays
+	// Each simulator keeps its own record, as an array's audit log would:
+	// <dir>/arrays/<array>.jsonl.
+	if err := e2e.RecordAudits(arrays, filepath.Join(d.dir, e2e.ArraysDir)); err != nil {
+		return err
+	}
 	// The workload's volumes are made and published by the emulated CSI
 	// drivers, as the Dell drivers would on real arrays.
 	if err := e2e.StartDrivers(context.Background(), arrays, filepath.Join(d.dir, "array-certs"), d.cp); err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/fenced-project/fenced/tests/auditcheck"
 	"github.com/fenced-project/fenced/tests/testbed"
 )
 
@@ -250,6 +251,19 @@ func TestDemoRecovers(t *testing.T) {
 		assert.Contains(t, out, want)
 	}
 	assert.Equal(t, 5, strings.Count(out, "fenced and read back"), "one read-back line per array")
+	// An outside checker, reading only the arrays' own audit files and the
+	// API server's audit log, finds every array's cut of the node before
+	// fenced deleted its pod.
+	rep, err := auditcheck.CheckFiles(filepath.Join(r.dir, "arrays"), filepath.Join(r.dir, "kubernetes", "audit.log"),
+		auditcheck.Options{FencedUsers: []string{"fenced-a", "fenced-b", "fenced-c"}})
+	require.NoError(t, err)
+	t.Logf("arrays' record: %s", rep)
+	for _, c := range rep.Cuts {
+		t.Logf("  %s: %s cut by %s (%s %s, write %d) %s before %s was deleted", c.Array, c.Node, c.Requester, c.Method, c.Path, c.Seq, c.Lead, c.Pod)
+	}
+	require.True(t, rep.OK(), "%s", rep)
+	require.GreaterOrEqual(t, rep.Deletions, 1, "fenced deleted the dead node's pod")
+	assert.Len(t, rep.Cuts, 5*rep.Deletions, "each deletion follows a cut on each of the five arrays")
 	// The ledger's steps come in the order the invariants demand.
 	order := []string{"heartbeat lost", "verdict Failed", "opened by leader", "fenced, every array", "tainted fenced.io/fenced",
 		"force-deleted by fenced-", "replacement pod"}
