@@ -222,3 +222,21 @@ func TestErrorsAsJSON(t *testing.T) {
 	require.NotEqual(t, exitOK, code)
 	assert.Empty(t, out.String(), "table output: the error goes to standard error only")
 }
+
+// TestCompletions: the shell completion offers -o's formats and the
+// configuration's cluster names for --cluster.
+func TestCompletions(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "fenced.yaml")
+	require.NoError(t, os.WriteFile(cfg, []byte("clusters:\n  - name: prod\n  - name: lab\n"), 0o600))
+	complete := func(args ...string) string {
+		var out, errb bytes.Buffer
+		require.Equal(t, exitOK, run(context.Background(), append([]string{"__complete"}, args...), &out, &errb), errb.String())
+		return out.String()
+	}
+	got := complete("history", "--config", cfg, "--cluster", "")
+	assert.Contains(t, got, "prod\n")
+	assert.Contains(t, got, "lab\n")
+	got = complete("status", "-o", "")
+	assert.Contains(t, got, "table\n")
+	assert.Contains(t, got, "json\n")
+}

@@ -21,6 +21,7 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
+	"gopkg.in/yaml.v3"
 
 	"github.com/fenced-project/fenced/configs"
 )
@@ -109,5 +110,54 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 	}
 	root.AddCommand(newRunCmd(), newStatusCmd(), newPlanCmd(), newConfigCmd(), newVersionCmd(),
 		newHistoryCmd(), newFenceCmd(), newUnfenceCmd(), newPauseCmd(), newResumeCmd(), newDataDirCmd(), newPKICmd(), newGenerateDocsCmd())
+	registerCompletions(root)
 	return root
+}
+
+// defaultConfigPath is where the package installs the configuration.
+const defaultConfigPath = "/etc/fenced/fenced.yaml"
+
+// registerCompletions completes -o with its formats and --cluster with
+// the cluster names of the configuration (--config, else the installed
+// one) on every command that has them.
+func registerCompletions(cmd *cobra.Command) {
+	if cmd.Flags().Lookup("output") != nil {
+		_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{"table", "json"}, cobra.ShellCompDirectiveNoFileComp))
+	}
+	if cmd.Flags().Lookup("cluster") != nil {
+		_ = cmd.RegisterFlagCompletionFunc("cluster", func(c *cobra.Command, _ []string, _ string) ([]string, cobra.ShellCompDirective) {
+			path := defaultConfigPath
+			if f := c.Flags().Lookup("config"); f != nil && f.Value.String() != "" {
+				path = f.Value.String()
+			}
+			return configuredClusters(path), cobra.ShellCompDirectiveNoFileComp
+		})
+	}
+	for _, sub := range cmd.Commands() {
+		registerCompletions(sub)
+	}
+}
+
+// configuredClusters names the clusters of a configuration file, read
+// for completion only: nothing is checked, an unreadable file names none.
+func configuredClusters(path string) []string {
+	b, err := os.ReadFile(path)
+	if err != nil || len(b) > 1<<20 {
+		return nil
+	}
+	var doc struct {
+		Clusters []struct {
+			Name string `yaml:"name"`
+		} `yaml:"clusters"`
+	}
+	if yaml.Unmarshal(b, &doc) != nil {
+		return nil
+	}
+	var out []string
+	for _, c := range doc.Clusters {
+		if c.Name != "" {
+			out = append(out, c.Name)
+		}
+	}
+	return out
 }
