@@ -14,10 +14,13 @@ import (
 	"github.com/fenced-project/fenced/tests/arraysim/conformance"
 )
 
+// conformanceFixture's nodes are named by their FQDNs: csi-unity names a
+// node's host by the node's name (service/node.go addNewNodeToArray), and
+// looks up the short name first.
 const conformanceFixture = `
 nodes:
-  - {name: worker-1, ip: 127.0.10.1, fqdn: worker-1.cluster.local, iqn: "iqn.1994-05.com.redhat:worker-1"}
-  - {name: worker-2, ip: 127.0.10.2, fqdn: worker-2.cluster.local, iqn: "iqn.1994-05.com.redhat:worker-2"}
+  - {name: worker-1.cluster.local, ip: 127.0.10.1, fqdn: worker-1.cluster.local, iqn: "iqn.1994-05.com.redhat:worker-1"}
+  - {name: worker-2.cluster.local, ip: 127.0.10.2, fqdn: worker-2.cluster.local, iqn: "iqn.1994-05.com.redhat:worker-2"}
 arrays:
   - name: unity-1
     family: unity
