@@ -131,7 +131,7 @@ func APIError(addr string, sent bool, err error) error {
 		}
 		return fmt.Errorf("not authorized by %s: no credentials given: pass the API token with --token-file (or $FENCED_TOKEN_FILE, or --config), or a client certificate with --cert-file and --key-file", addr)
 	case http.StatusNotFound:
-		if strings.Contains(msg, "404 page not found") {
+		if strings.Contains(msg, "404 page not found") || strings.HasPrefix(msg, "no route ") {
 			return fmt.Errorf("%s serves no fencing API: is a cluster configured on that replica?", addr)
 		}
 		return fmt.Errorf("not found: %s", msg)

@@ -7,11 +7,13 @@ package server
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -69,6 +71,9 @@ type Server struct {
 	mu        sync.RWMutex
 	checks    []namedCheck
 	providers []StatusProvider
+	// methods are the methods registered per path (for a 405 from the
+	// catch-all route).
+	methods map[string][]string
 }
 
 // New returns a Server with the built-in routes registered.
@@ -102,18 +107,50 @@ func New(opts Options) *Server {
 	}
 	s := &Server{opts: opts, mux: http.NewServeMux(), startedAt: opts.Now()}
 	s.reg = newRegistry(opts.Build)
-	s.mux.HandleFunc("GET /healthz", s.healthz)
-	s.mux.HandleFunc("GET /readyz", s.readyz)
-	s.mux.HandleFunc("GET /status", s.status)
-	s.mux.Handle("GET /metrics", s.metricsHandler())
+	s.Handle("GET /healthz", http.HandlerFunc(s.healthz))
+	s.Handle("GET /readyz", http.HandlerFunc(s.readyz))
+	s.Handle("GET /status", http.HandlerFunc(s.status))
+	s.Handle("GET /metrics", s.metricsHandler())
+	s.mux.HandleFunc("/", s.notFound)
 	return s
+}
+
+// notFound answers a path no route serves with a JSON error that says
+// what this replica does serve: the fencing API (/v1/...) exists only on a
+// replica with a cluster configured.
+func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
+	s.mu.RLock()
+	allowed := s.methods[r.URL.Path]
+	s.mu.RUnlock()
+	if len(allowed) > 0 { // the path is served, with another method
+		w.Header().Set("Allow", strings.Join(allowed, ", "))
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		return
+	}
+	msg := fmt.Sprintf("no route %s %s on this replica: it serves /status, /healthz, /readyz and /metrics", r.Method, r.URL.Path)
+	if strings.HasPrefix(r.URL.Path, "/v1/") {
+		msg += ", and the fencing API (/v1/fence, /v1/unfence, /v1/pause, /v1/resume, /v1/fences, /v1/plan, /v1/history) only when a cluster is configured"
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusNotFound)
+	_ = json.NewEncoder(w).Encode(map[string]string{"error": msg})
 }
 
 // Handle registers a route. Patterns are net/http.ServeMux patterns and
 // may name a method: Handle("POST /v1/fence", h). Like ServeMux, it panics
 // when the pattern conflicts with one already registered: routes are wired
 // at start-up, and a conflict is a programming error.
-func (s *Server) Handle(pattern string, h http.Handler) { s.mux.Handle(pattern, h) }
+func (s *Server) Handle(pattern string, h http.Handler) {
+	s.mux.Handle(pattern, h)
+	if method, path, ok := strings.Cut(pattern, " "); ok {
+		s.mu.Lock()
+		if s.methods == nil {
+			s.methods = map[string][]string{}
+		}
+		s.methods[path] = append(s.methods[path], method)
+		s.mu.Unlock()
+	}
+}
 
 // Handler returns the server's root handler.
 func (s *Server) Handler() http.Handler { return s.mux }

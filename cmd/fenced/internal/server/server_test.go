@@ -172,3 +172,22 @@ func TestServeShutsDownOnCancel(t *testing.T) {
 	_, err = net.Dial("tcp", ln.Addr().String())
 	assert.Error(t, err, "listener closed")
 }
+
+// TestUnknownRouteSaysWhatIsServed: a path no route serves is a JSON 404
+// naming what the replica serves; under /v1/ it says the fencing API needs
+// a configured cluster.
+func TestUnknownRouteSaysWhatIsServed(t *testing.T) {
+	_, ts := newTestServer(t)
+	code, body := get(t, ts.URL+"/v1/fences")
+	assert.Equal(t, http.StatusNotFound, code)
+	var e struct {
+		Error string `json:"error"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(body), &e), body)
+	assert.Contains(t, e.Error, "no route GET /v1/fences")
+	assert.Contains(t, e.Error, "only when a cluster is configured")
+	code, body = get(t, ts.URL+"/statuz")
+	assert.Equal(t, http.StatusNotFound, code)
+	assert.Contains(t, body, "/status")
+	assert.NotContains(t, body, "fencing API")
+}
