@@ -240,3 +240,16 @@ func TestCompletions(t *testing.T) {
 	assert.Contains(t, got, "table\n")
 	assert.Contains(t, got, "json\n")
 }
+
+// TestValidateCredentialsDirNotADirectory: a --credentials-dir that is a
+// file is one clear usage error, not a problem per credential.
+func TestValidateCredentialsDirNotADirectory(t *testing.T) {
+	dir := t.TempDir()
+	f := filepath.Join(dir, "creds")
+	require.NoError(t, os.WriteFile(f, []byte("x"), 0o600))
+	var out, errb bytes.Buffer
+	code := run(context.Background(), []string{"config", "validate", "--credentials-dir", f, filepath.Join(dir, "fenced.yaml")}, &out, &errb)
+	assert.Equal(t, exitUsage, code)
+	assert.Equal(t, 1, strings.Count(strings.TrimSpace(errb.String()), "\n")+1, errb.String())
+	assert.Contains(t, errb.String(), "--credentials-dir "+f+": not a directory")
+}

@@ -62,14 +62,21 @@ valid but a target not reachable or missing RBAC.`,
 			if err := checkOutput(output); err != nil {
 				return err
 			}
-			if connect {
-				// The report is the output: what the Dell libraries
-				// print through the standard log package while the
-				// arrays are tried is dropped.
-				prev := log.Writer()
-				log.SetOutput(io.Discard)
-				defer log.SetOutput(prev)
+			if credDir != "" {
+				if fi, err := os.Stat(credDir); err != nil || !fi.IsDir() {
+					why := "not a directory"
+					if err != nil {
+						why = err.Error()
+					}
+					return &exitError{code: exitUsage, err: fmt.Errorf("--credentials-dir %s: %s", credDir, why)}
+				}
 			}
+			// The report is the output: what the Dell libraries print
+			// through the standard log package while the configuration
+			// is checked and the arrays are tried is dropped.
+			prev := log.Writer()
+			log.SetOutput(io.Discard)
+			defer log.SetOutput(prev)
 			failed, offline := 0, 0
 			var results []replica.ValidateResult
 			for _, f := range files {

@@ -54,7 +54,8 @@ func main() {
 
 // run executes the command line and returns the exit code.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	root := newRootCmd(stdout, stderr)
+	out := &countingWriter{w: stdout}
+	root := newRootCmd(out, stderr)
 	root.SetArgs(args)
 	cmd, err := root.ExecuteContextC(ctx)
 	if err == nil {
@@ -71,15 +72,28 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if msg != "" {
 		fmt.Fprintln(stderr, "fenced:", msg)
 	}
-	if cmd != nil && jsonOutput(cmd) {
+	if cmd != nil && jsonOutput(cmd) && out.n == 0 {
 		// A script that asked for JSON gets its error as JSON too, on
-		// standard output, where it reads the answer.
+		// standard output, where it reads the answer (unless the
+		// command wrote its JSON document, which says what failed).
 		_ = writeJSON(stdout, struct {
 			Error    string `json:"error"`
 			ExitCode int    `json:"exitCode"`
 		}{msg, code})
 	}
 	return code
+}
+
+// countingWriter counts what a command writes to standard output.
+type countingWriter struct {
+	w io.Writer
+	n int
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += n
+	return n, err
 }
 
 // jsonOutput reports whether the command was asked for -o json.
