@@ -302,6 +302,12 @@ func (c *Controller) worker(ctx context.Context, l Leadership, q workqueue.Typed
 				return
 			}
 			res, err := c.reconcile(ctx, l, cl, node)
+			if serr := c.syncRemediations(ctx, cl, node); serr != nil && ctx.Err() == nil {
+				c.log.Warn("update NodeHealthCheck remediation", "cluster", cluster, "node", node, "error", serr)
+				if err == nil && !res.again && (res.after == 0 || res.after > c.cfg.RetryMax) {
+					res.after = c.cfg.RetryMax
+				}
+			}
 			switch {
 			case ctx.Err() != nil || errors.Is(err, errStopped):
 				return

@@ -39,9 +39,11 @@ type clusterRuntime struct {
 	kube       *kube.Cluster
 	writer     *kube.Writer
 	footprints *kube.Footprints
-	runner     *detector.Runner
-	view       *groupview.View
-	err        error
+	// remediations are the cluster's FencedRemediations (NodeHealthCheck).
+	remediations *kube.Remediations
+	runner       *detector.Runner
+	view         *groupview.View
+	err          error
 }
 
 // fencing is everything `fenced run` wires next to the Raft group: the
@@ -109,6 +111,14 @@ func wireFencing(d *daemon.Daemon, node *cluster.Node, order *stopOrder) (*fenci
 		}); err != nil {
 			return nil, err
 		}
+		if rem := cr.remediations; rem != nil {
+			if err := d.AddComponent("remediations/"+cr.cfg.Name, func(ctx context.Context) error {
+				rem.Start(ctx)
+				return nil
+			}); err != nil {
+				return nil, err
+			}
+		}
 		if err := f.newRunner(cr, metrics); err != nil {
 			return nil, err
 		}
@@ -160,6 +170,10 @@ func (f *fencing) newCluster(c configs.Cluster) *clusterRuntime {
 			cr.kube = kube.NewClusterFromClients(c.Name, clients, nil)
 			cr.writer = kube.NewWriter(clients.Fence, "fenced", f.d.Config().Replica.ID, nil)
 			cr.footprints, err = kube.NewFootprints(clients.Watch)
+			if c.NodeHealthCheck.Enabled {
+				cr.remediations = kube.NewRemediations(clients.DynamicWatch, clients.Dynamic,
+					f.log.With("component", "remediations", "cluster", c.Name))
+			}
 		}
 	}
 	if err != nil {
@@ -206,8 +220,13 @@ func (f *fencing) newController() error {
 		if cr.kube == nil {
 			continue
 		}
+		var rem stonith.RemediationSource
+		if cr.remediations != nil {
+			rem = cr.remediations
+		}
 		clusters = append(clusters, stonith.ClusterConfig{
-			Name: cr.cfg.Name, Kube: cr.writer, DryRun: cr.cfg.DryRun, SettlePeriod: cr.cfg.SettlePeriod,
+			Remediations: rem,
+			Name:         cr.cfg.Name, Kube: cr.writer, DryRun: cr.cfg.DryRun, SettlePeriod: cr.cfg.SettlePeriod,
 			HeldPeriod: cr.cfg.HeldPeriod, GapScanPeriod: cr.cfg.GapScanPeriod,
 			ProtectionSelector: cr.cfg.ProtectionSelector,
 			Footprints:         cr.footprints, Arrays: cr.cfg.Arrays, Drivers: cr.cfg.DriverFamilies(),
@@ -239,6 +258,10 @@ func (f *fencing) newController() error {
 			cr.footprints.OnChange(func(node string) { ctrl.FootprintChanged(name, node) })
 			cr.footprints.OnAttachmentChange(func(ch kube.AttachmentChange) { ctrl.AttachmentChanged(name, ch) })
 			cr.footprints.OnPVChange(ctrl.VolumesChanged)
+		}
+		if cr.remediations != nil {
+			name := cr.cfg.Name
+			cr.remediations.OnChange(func(node string) { ctrl.RemediationChanged(name, node) })
 		}
 	}
 	return nil
