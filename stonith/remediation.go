@@ -173,7 +173,7 @@ func (c *Controller) syncRemediations(ctx context.Context, cl *clusterRuntime, n
 			}
 			continue
 		}
-		if !r.Deleting && !r.Finalized {
+		if !r.Deleting && !r.Finalized && !cl.DryRun { // dry-run writes only the report
 			if err := cl.Remediations.SetFinalizer(ctx, r, true); err != nil && !errors.Is(err, kube.ErrRemediationGone) {
 				errs = append(errs, err)
 				continue

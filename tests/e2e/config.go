@@ -30,6 +30,9 @@ type ClusterTiming struct {
 	// HeldPeriod is clusters[].heldPeriod: how often an open fence's cuts
 	// are read back. The invariant checker's held rule uses it too.
 	HeldPeriod time.Duration
+	// NodeHealthCheck sets clusters[].nodeHealthCheck.enabled: fenced is
+	// a remediator of medik8s NodeHealthCheck.
+	NodeHealthCheck bool
 }
 
 // EarlyMode is how a run sets clusters[].earlyVerdict.enabled.
@@ -144,6 +147,9 @@ func (c replicaConfig) cluster(ref clusterRef, arrays []string) map[string]any {
 	set("heldPeriod", dur(c.Timing.HeldPeriod))
 	if c.Timing.DryRun {
 		cluster["dryRun"] = true
+	}
+	if c.Timing.NodeHealthCheck {
+		cluster["nodeHealthCheck"] = map[string]any{"enabled": true}
 	}
 	switch c.Timing.EarlyVerdict {
 	case EarlyOn:
