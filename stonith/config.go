@@ -108,6 +108,9 @@ type ClusterConfig struct {
 	// Remediations are the cluster's FencedRemediations, the requests of
 	// medik8s NodeHealthCheck (see remediation.go); nil: none are watched.
 	Remediations RemediationSource
+	// NodeLeases are the medik8s node Leases fenced takes before fencing
+	// on its own verdict; nil: fenced does not coordinate.
+	NodeLeases NodeLeaseSource
 	// Arrays names the configured arrays serving the cluster (volumes are
 	// placed on these only); empty means every array of Config.Arrays.
 	Arrays []string

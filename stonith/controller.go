@@ -302,8 +302,9 @@ func (c *Controller) worker(ctx context.Context, l Leadership, q workqueue.Typed
 				return
 			}
 			res, err := c.reconcile(ctx, l, cl, node)
-			if serr := c.syncRemediations(ctx, cl, node); serr != nil && ctx.Err() == nil {
-				c.log.Warn("update NodeHealthCheck remediation", "cluster", cluster, "node", node, "error", serr)
+			serr := errors.Join(c.syncRemediations(ctx, cl, node), c.syncNodeLease(ctx, cl, node))
+			if serr != nil && ctx.Err() == nil {
+				c.log.Warn("update NodeHealthCheck remediation or node Lease", "cluster", cluster, "node", node, "error", serr)
 				if err == nil && !res.again && (res.after == 0 || res.after > c.cfg.RetryMax) {
 					res.after = c.cfg.RetryMax
 				}

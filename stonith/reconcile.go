@@ -277,6 +277,20 @@ func (c *Controller) maybeOpen(ctx context.Context, l Leadership, cl *clusterRun
 		c.holdUnprotected(ctx, cl, node, d.Gaps)
 		return waitFor(c.cfg.Resync), nil
 	}
+	if !asked {
+		// Coordination with NodeHealthCheck: fenced's own verdict waits
+		// while another medik8s remediator holds the node's Lease.
+		why, err := c.takeNodeLease(ctx, cl, node)
+		if err != nil {
+			return done, fmt.Errorf("open fence of %s/%s: %w", cl.Name, node, err)
+		}
+		if why != "" {
+			if c.block(cl.Name, node, "", "not fencing: "+why, nil) {
+				c.log.Warn("node failed but not fencing it", "cluster", cl.Name, "node", node, "reason", why)
+			}
+			return waitFor(c.cfg.Resync), nil
+		}
+	}
 	if err := c.verifyLeader(ctx, l); err != nil {
 		return done, err
 	}

@@ -76,6 +76,71 @@ type RemediationSource interface {
 
 var _ RemediationSource = (*kube.Remediations)(nil)
 
+// NodeLeaseSource is one cluster's medik8s node Leases (coordination with
+// NodeHealthCheck and the other medik8s remediators). *kube.NodeLeases
+// implements it.
+type NodeLeaseSource interface {
+	// Acquire takes or renews the node's Lease; held is false, with the
+	// holder, while another holder's Lease is valid.
+	Acquire(ctx context.Context, node string, duration time.Duration) (held bool, holder string, err error)
+	// Release gives the node's Lease back if fenced holds it.
+	Release(ctx context.Context, node string) error
+	Namespace() string
+}
+
+var _ NodeLeaseSource = (*kube.NodeLeases)(nil)
+
+// nodeLeaseDuration is how long fenced takes a node's Lease for; it is
+// renewed on every reconcile of the fence once half of it is gone, and a
+// fence is reconciled at least every Resync.
+func (c *Controller) nodeLeaseDuration() time.Duration {
+	return max(2*time.Minute, 6*c.cfg.Resync)
+}
+
+// isRemediationFence reports whether a fence was opened on a
+// FencedRemediation (its NodeHealthCheck holds the node's Lease).
+func isRemediationFence(f *ledger.Fence) bool {
+	return strings.HasPrefix(f.Reason, remediationReasonPrefix)
+}
+
+// takeNodeLease takes the node's medik8s Lease before fenced fences it on
+// its own verdict; "" when taken (or not configured), else why not.
+func (c *Controller) takeNodeLease(ctx context.Context, cl *clusterRuntime, node string) (string, error) {
+	if cl.NodeLeases == nil {
+		return "", nil
+	}
+	held, holder, err := cl.NodeLeases.Acquire(ctx, node, c.nodeLeaseDuration())
+	if err != nil {
+		return "", err
+	}
+	if !held {
+		return fmt.Sprintf("%s holds the node's Lease %s/%s: another medik8s remediator works on the node; fenced waits until it is given back or lapses",
+			holder, cl.NodeLeases.Namespace(), kube.LeaseName(node)), nil
+	}
+	return "", nil
+}
+
+// syncNodeLease keeps the node's Lease while fenced's own fence of it is
+// open, and gives it back once none is.
+func (c *Controller) syncNodeLease(ctx context.Context, cl *clusterRuntime, node string) error {
+	if cl.NodeLeases == nil || cl.DryRun {
+		return nil
+	}
+	v := c.readNode(cl.Name, node)
+	if v.Fence == nil {
+		return cl.NodeLeases.Release(ctx, node)
+	}
+	if isRemediationFence(v.Fence) {
+		return nil
+	}
+	held, holder, err := cl.NodeLeases.Acquire(ctx, node, c.nodeLeaseDuration())
+	if err == nil && !held {
+		c.log.Warn("another holder took the node's Lease while fenced's fence is open", "cluster", cl.Name, "node", node,
+			"fenceID", v.Fence.ID, "holder", holder)
+	}
+	return err
+}
+
 // RemediationChanged is told that a FencedRemediation of the node changed.
 func (c *Controller) RemediationChanged(cluster, node string) {
 	c.Enqueue(cluster, node)
@@ -99,10 +164,14 @@ func (c *Controller) remediationAsks(cl *clusterRuntime, node, openFence string)
 	return kube.Remediation{}, false
 }
 
+// remediationReasonPrefix begins the reason of a fence opened on a
+// FencedRemediation.
+const remediationReasonPrefix = "NodeHealthCheck remediation: "
+
 // remediationReason is the reason recorded in the ledger for a fence
 // opened on a FencedRemediation: its origin.
 func remediationReason(r kube.Remediation) string {
-	s := "NodeHealthCheck remediation: FencedRemediation " + r.Key()
+	s := remediationReasonPrefix + "FencedRemediation " + r.Key()
 	if r.Template != "" {
 		s += " from template " + r.Template
 	}

@@ -33,6 +33,11 @@ type ClusterTiming struct {
 	// NodeHealthCheck sets clusters[].nodeHealthCheck.enabled: fenced is
 	// a remediator of medik8s NodeHealthCheck.
 	NodeHealthCheck bool
+	// NodeLeases sets clusters[].nodeHealthCheck.leases: fenced takes the
+	// medik8s node Lease before fencing on its own verdict.
+	NodeLeases bool
+	// StatusObject sets clusters[].statusObject.
+	StatusObject bool
 }
 
 // EarlyMode is how a run sets clusters[].earlyVerdict.enabled.
@@ -148,8 +153,11 @@ func (c replicaConfig) cluster(ref clusterRef, arrays []string) map[string]any {
 	if c.Timing.DryRun {
 		cluster["dryRun"] = true
 	}
-	if c.Timing.NodeHealthCheck {
-		cluster["nodeHealthCheck"] = map[string]any{"enabled": true}
+	if c.Timing.StatusObject {
+		cluster["statusObject"] = true
+	}
+	if c.Timing.NodeHealthCheck || c.Timing.NodeLeases {
+		cluster["nodeHealthCheck"] = map[string]any{"enabled": c.Timing.NodeHealthCheck, "leases": c.Timing.NodeLeases}
 	}
 	switch c.Timing.EarlyVerdict {
 	case EarlyOn:

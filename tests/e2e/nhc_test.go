@@ -3,6 +3,7 @@ package e2e
 import (
 	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -209,4 +210,102 @@ func TestNodeHealthCheckEscalation(t *testing.T) {
 	p, err := h.CP.Client.CoreV1().Pods("db").Get(h.ctx, pods[victim].Name, metav1.GetOptions{})
 	require.NoError(t, err)
 	assert.Equal(t, pods[victim].UID, p.UID, "the pod of an unprotected node was deleted")
+}
+
+// TestNodeHealthCheckLeaseCoordination runs fenced with
+// nodeHealthCheck.leases and the real NodeHealthCheck operator with a
+// stand-in remediator, fenced's own verdict coming after NHC's (a 30 s
+// grace against NHC's 10 s):
+//   - fenced holding a node's Lease: fenced fences node A on its own
+//     verdict, holding medik8s-leases/node-A as "fenced"; an NHC created
+//     then finds A unhealthy, fails to take the Lease and skips it (no CR);
+//   - NHC holding a node's Lease: node B dies, NHC takes its Lease and
+//     creates the stand-in's CR; fenced's verdict on B waits and says so.
+//
+// When A's fence is closed after its reboot, fenced gives its Lease back.
+func TestNodeHealthCheckLeaseCoordination(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end: starts a control plane, the NodeHealthCheck operator and three fenced processes")
+	}
+	timing := fastTiming()
+	timing.HeartbeatGrace = 30 * time.Second
+	timing.EarlyVerdict = EarlyOff
+	timing.NodeLeases = true
+	timing.StormLimit = "2" // A stays fenced while B dies
+	h := Start(t, Options{Timing: timing, NodeLeaseDurationSeconds: 4,
+		ControllerManagerArgs: []string{"--node-monitor-grace-period=8s"}})
+	h.WaitLeader(waitLeader)
+	dyn, err := h.StartNHC()
+	require.NoError(t, err)
+	require.NoError(t, h.CP.ApplyManifests(h.ctx, filepath.Join("testdata", "standin-remediator.yaml")))
+	require.NoError(t, h.CP.WaitCRDs(h.ctx, "standinremediationtemplates.standin.fenced.test", "standinremediations.standin.fenced.test"))
+	require.NoError(t, h.CP.ApplyManifests(h.ctx, filepath.Join("testdata", "standin-template.yaml")))
+	standIn := dyn.Resource(schema.GroupVersionResource{Group: "standin.fenced.test", Version: "v1alpha1", Resource: "standinremediations"}).
+		Namespace(testbed.NHCNamespace)
+	leases := h.CP.Client.CoordinationV1().Leases("medik8s-leases")
+	pods := deployStatefulSet(t, h, "web", 1)
+	nodes := withPods(pods, 2)
+	a, b := nodes[0], nodes[1]
+
+	// fenced holds A's Lease: NHC skips A.
+	h.KillNode(a)
+	h.WaitFence(a, waitFence+30*time.Second, phasesEvicted...)
+	lease, err := leases.Get(h.ctx, "node-"+a, metav1.GetOptions{})
+	require.NoError(t, err, "fenced took no Lease for its fence of %s", a)
+	require.NotNil(t, lease.Spec.HolderIdentity)
+	assert.Equal(t, "fenced", *lease.Spec.HolderIdentity)
+	require.NoError(t, h.CreateNHC(dyn, NodeHealthCheck("workers", 2*time.Second, 5*time.Second, 10*time.Minute,
+		[3]string{"standin.fenced.test/v1alpha1", "StandInRemediationTemplate", "power-off"})))
+	h.wait(2*time.Minute, "NodeHealthCheck refused "+a+"'s Lease held by fenced", func() (bool, string) {
+		log := testbed.LogTail(h.CP.NHC.LogPath, 1<<20)
+		return strings.Contains(log, "held by different owner: fenced"), "not in NHC's log yet"
+	})
+	_, err = standIn.Get(h.ctx, a, metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "NHC remediated %s while fenced held its Lease (%v)", a, err)
+
+	// NHC holds B's Lease: fenced's verdict on B waits.
+	h.KillNode(b)
+	h.wait(2*time.Minute, "NHC's stand-in CR for "+b, func() (bool, string) {
+		_, err := standIn.Get(h.ctx, b, metav1.GetOptions{})
+		return err == nil, fmt.Sprint(err)
+	})
+	lease, err = leases.Get(h.ctx, "node-"+b, metav1.GetOptions{})
+	require.NoError(t, err)
+	require.NotNil(t, lease.Spec.HolderIdentity)
+	assert.Equal(t, "NodeHealthCheck-workers", *lease.Spec.HolderIdentity)
+	h.wait(time.Minute+timing.HeartbeatGrace, "fenced's verdict on "+b+" waiting for the Lease", func() (bool, string) {
+		st, err := leaderStatus(h)
+		if err != nil {
+			return false, err.Error()
+		}
+		if c := clusterStatus(st); c != nil {
+			for _, u := range c.Unhealthy {
+				if u.Name == b {
+					return u.Verdict == "failed" && strings.Contains(u.Reason, "NodeHealthCheck-workers holds the node's Lease medik8s-leases/node-"+b),
+						u.Verdict + ": " + u.Reason
+				}
+			}
+		}
+		return false, "not listed"
+	})
+	fences, err := h.Fences(h.ctx)
+	require.NoError(t, err)
+	for _, f := range fences {
+		assert.NotEqual(t, b, f.Node, "fenced fenced %s while NHC held its Lease: %+v", b, f)
+	}
+
+	// A's fence closes after its reboot and fenced gives its Lease back.
+	waitReplaced(t, h, pods[a])
+	h.RebootNode(a)
+	h.WaitFence(a, waitRecovery, phasesClosed...)
+	h.wait(time.Minute, "fenced's Lease of "+a+" given back", func() (bool, string) {
+		l, err := leases.Get(h.ctx, "node-"+a, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return true, ""
+		}
+		if err != nil {
+			return false, err.Error()
+		}
+		return l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity != "fenced", "still held by fenced"
+	})
 }

@@ -41,6 +41,10 @@ type clusterRuntime struct {
 	footprints *kube.Footprints
 	// remediations are the cluster's FencedRemediations (NodeHealthCheck).
 	remediations *kube.Remediations
+	// leases are the medik8s node Leases fenced coordinates with.
+	leases *kube.NodeLeases
+	// statusObject is the cluster's FencedStatus, when configured.
+	statusObject *kube.StatusObject
 	runner       *detector.Runner
 	view         *groupview.View
 	err          error
@@ -111,6 +115,14 @@ func wireFencing(d *daemon.Daemon, node *cluster.Node, order *stopOrder) (*fenci
 		}); err != nil {
 			return nil, err
 		}
+		if obj := cr.statusObject; obj != nil {
+			if err := d.AddComponent("statusobject/"+cr.cfg.Name, func(ctx context.Context) error {
+				f.publishStatusObject(ctx, cr, obj)
+				return nil
+			}); err != nil {
+				return nil, err
+			}
+		}
 		if rem := cr.remediations; rem != nil {
 			if err := d.AddComponent("remediations/"+cr.cfg.Name, func(ctx context.Context) error {
 				rem.Start(ctx)
@@ -170,6 +182,12 @@ func (f *fencing) newCluster(c configs.Cluster) *clusterRuntime {
 			cr.kube = kube.NewClusterFromClients(c.Name, clients, nil)
 			cr.writer = kube.NewWriter(clients.Fence, "fenced", f.d.Config().Replica.ID, nil)
 			cr.footprints, err = kube.NewFootprints(clients.Watch)
+			if c.StatusObject {
+				cr.statusObject = kube.NewStatusObject(clients.Dynamic)
+			}
+			if c.NodeHealthCheck.Leases {
+				cr.leases = kube.NewNodeLeases(clients.Fence, c.NodeHealthCheck.LeaseNamespace, nil)
+			}
 			if c.NodeHealthCheck.Enabled {
 				cr.remediations = kube.NewRemediations(clients.DynamicWatch, clients.Dynamic,
 					f.log.With("component", "remediations", "cluster", c.Name))
@@ -224,9 +242,13 @@ func (f *fencing) newController() error {
 		if cr.remediations != nil {
 			rem = cr.remediations
 		}
+		var leases stonith.NodeLeaseSource
+		if cr.leases != nil {
+			leases = cr.leases
+		}
 		clusters = append(clusters, stonith.ClusterConfig{
-			Remediations: rem,
-			Name:         cr.cfg.Name, Kube: cr.writer, DryRun: cr.cfg.DryRun, SettlePeriod: cr.cfg.SettlePeriod,
+			Remediations: rem, NodeLeases: leases,
+			Name: cr.cfg.Name, Kube: cr.writer, DryRun: cr.cfg.DryRun, SettlePeriod: cr.cfg.SettlePeriod,
 			HeldPeriod: cr.cfg.HeldPeriod, GapScanPeriod: cr.cfg.GapScanPeriod,
 			ProtectionSelector: cr.cfg.ProtectionSelector,
 			Footprints:         cr.footprints, Arrays: cr.cfg.Arrays, Drivers: cr.cfg.DriverFamilies(),
