@@ -193,6 +193,24 @@ func (r *Remediations) Synced() bool {
 	return inf != nil && inf.HasSynced()
 }
 
+// Nodes names every node with a FencedRemediation.
+func (r *Remediations) Nodes() []string {
+	r.mu.Lock()
+	inf := r.informer
+	r.mu.Unlock()
+	if inf == nil {
+		return nil
+	}
+	var out []string
+	for _, obj := range inf.GetStore().List() {
+		if u, ok := obj.(*unstructured.Unstructured); ok {
+			out = append(out, parseRemediation(u).Node)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
 // ForNode returns the FencedRemediations of a node, oldest first (none
 // before Synced).
 func (r *Remediations) ForNode(node string) []Remediation {

@@ -270,6 +270,14 @@ func (c *Controller) resync(q workqueue.TypedRateLimitingInterface[string]) {
 			keys[nodeKey(f.Cluster, f.Node)] = true
 		}
 	})
+	for name, cl := range c.clusters {
+		// A new leader takes up NodeHealthCheck's requests at once.
+		if cl.Remediations != nil && cl.Remediations.Synced() {
+			for _, n := range cl.Remediations.Nodes() {
+				keys[nodeKey(name, n)] = true
+			}
+		}
+	}
 	c.mu.Lock()
 	for k, v := range c.verdicts {
 		if v.State == detector.Failed {

@@ -70,6 +70,8 @@ type RemediationSource interface {
 	Synced() bool
 	// ForNode returns the node's FencedRemediations, oldest first.
 	ForNode(node string) []kube.Remediation
+	// Nodes names every node with a FencedRemediation.
+	Nodes() []string
 	SetStatus(ctx context.Context, r kube.Remediation, st kube.RemediationStatus) error
 	SetFinalizer(ctx context.Context, r kube.Remediation, on bool) error
 }
