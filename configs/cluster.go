@@ -72,6 +72,13 @@ type Cluster struct {
 	// EarlyVerdict optionally declares a node failed before HeartbeatGrace
 	// when every witness agrees it is dead.
 	EarlyVerdict EarlyVerdict `mapstructure:"earlyVerdict"`
+	// StatusObject makes the leader keep a FencedStatus named "fenced" in
+	// the cluster (deploy/kubernetes/status.yaml) with its view of the
+	// cluster, for kubectl. Default false.
+	StatusObject bool `mapstructure:"statusObject"`
+	// NodeHealthCheck makes fenced a remediator of medik8s
+	// NodeHealthCheck in the cluster.
+	NodeHealthCheck NodeHealthCheck `mapstructure:"nodeHealthCheck"`
 	// Nodes holds per-node identity overrides.
 	Nodes []NodeOverride `mapstructure:"nodes"`
 	// Drivers maps further CSI driver names to array families, for Dell
@@ -152,6 +159,24 @@ type EarlyVerdict struct {
 	// IOWindow is how long the arrays must have reported the node
 	// disconnected with no I/O. Default 6s.
 	IOWindow time.Duration `mapstructure:"ioWindow"`
+}
+
+// NodeHealthCheck is fenced's part in medik8s NodeHealthCheck (NHC).
+type NodeHealthCheck struct {
+	// Enabled makes the leader watch the cluster's FencedRemediations (the
+	// CRs NHC creates from a FencedRemediationTemplate) and fence the
+	// nodes they name. Needs deploy/kubernetes/nhc/remediator.yaml applied
+	// to the cluster. Default false.
+	Enabled bool `mapstructure:"enabled"`
+	// Leases makes fenced take a node's medik8s Lease (node-<node> in
+	// LeaseNamespace, holder "fenced") before it fences the node on its
+	// own verdict, hold it while the fence is open, and wait while
+	// another holder (NodeHealthCheck, another remediator) holds it.
+	// Default false.
+	Leases bool `mapstructure:"leases"`
+	// LeaseNamespace is where the medik8s remediators keep their node
+	// Leases. Default medik8s-leases.
+	LeaseNamespace string `mapstructure:"leaseNamespace"`
 }
 
 // DefaultEarlyProbeFrom is earlyVerdict.probeFrom when it is unset: a

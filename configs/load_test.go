@@ -195,6 +195,11 @@ func TestBrokenConfigs(t *testing.T) {
 			want: []string{"clusters[0].protectionSelector: invalid label selector"},
 		},
 		{
+			name: "bad lease namespace",
+			yaml: sub("    arrays: [pstore-1]\n", "    arrays: [pstore-1]\n    nodeHealthCheck:\n      leases: true\n      leaseNamespace: Medik8s_Leases\n"),
+			want: []string{`clusters[0].nodeHealthCheck.leaseNamespace: invalid name "Medik8s_Leases"`},
+		},
+		{
 			name: "inline password refused",
 			yaml: sub("    passwordFile: "+dir+"/pw\n", "    password: pa55word\n"),
 			want: []string{"arrays[0].password: inline passwords are refused: use passwordFile (a file or credential:NAME), or set allowInlineSecrets: true for a throw-away setup (line 18)"},

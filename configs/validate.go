@@ -488,6 +488,9 @@ func (c *checker) clusters(cfg *Config, root *yaml.Node, arrays map[string]bool)
 		c.atLeast(base+".settlePeriod", cl.SettlePeriod, time.Second)
 		c.atLeast(base+".heldPeriod", cl.HeldPeriod, time.Second)
 		c.atLeast(base+".gapScanPeriod", cl.GapScanPeriod, time.Second)
+		if ns := cl.NodeHealthCheck.LeaseNamespace; ns != "" {
+			c.name(base+".nodeHealthCheck.leaseNamespace", ns)
+		}
 		if cl.ProtectionSelector != "" {
 			if _, err := labels.Parse(cl.ProtectionSelector); err != nil {
 				c.add(base+".protectionSelector", "invalid label selector: %v", err)

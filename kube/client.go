@@ -11,6 +11,7 @@ import (
 	"net"
 	"time"
 
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -62,6 +63,11 @@ type Clients struct {
 	Watch    kubernetes.Interface
 	Requests kubernetes.Interface
 	Fence    kubernetes.Interface
+	// DynamicWatch and Dynamic reach custom resources (fenced's
+	// NodeHealthCheck remediations): the first without a request timeout,
+	// for informers; the second with the fencing client's limits.
+	DynamicWatch dynamic.Interface
+	Dynamic      dynamic.Interface
 }
 
 // CheckKubeconfig loads a kubeconfig the way NewClients does and returns
@@ -146,5 +152,15 @@ func NewClients(cfg Config) (*Clients, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fencing client for %s: %w", rc.Host, err)
 	}
-	return &Clients{Watch: wc, Requests: qc, Fence: fc}, nil
+	// The dynamic client speaks JSON whatever the config says
+	// (dynamic.ConfigFor).
+	dw, err := dynamic.NewForConfig(watch)
+	if err != nil {
+		return nil, fmt.Errorf("dynamic watch client for %s: %w", rc.Host, err)
+	}
+	dc, err := dynamic.NewForConfig(fence)
+	if err != nil {
+		return nil, fmt.Errorf("dynamic client for %s: %w", rc.Host, err)
+	}
+	return &Clients{Watch: wc, Requests: qc, Fence: fc, DynamicWatch: dw, Dynamic: dc}, nil
 }

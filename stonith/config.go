@@ -114,6 +114,12 @@ type ClusterConfig struct {
 	// it (a *kube.Footprints). Required: without it no fence could prove
 	// it cut every volume of a node.
 	Footprints FootprintSource
+	// Remediations are the cluster's FencedRemediations, the requests of
+	// medik8s NodeHealthCheck (see remediation.go); nil: none are watched.
+	Remediations RemediationSource
+	// NodeLeases are the medik8s node Leases fenced takes before fencing
+	// on its own verdict; nil: fenced does not coordinate.
+	NodeLeases NodeLeaseSource
 	// Arrays names the configured arrays serving the cluster (volumes are
 	// placed on these only); empty means every array of Config.Arrays.
 	Arrays []string

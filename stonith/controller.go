@@ -270,6 +270,14 @@ func (c *Controller) resync(q workqueue.TypedRateLimitingInterface[string]) {
 			keys[nodeKey(f.Cluster, f.Node)] = true
 		}
 	})
+	for name, cl := range c.clusters {
+		// A new leader takes up NodeHealthCheck's requests at once.
+		if cl.Remediations != nil && cl.Remediations.Synced() {
+			for _, n := range cl.Remediations.Nodes() {
+				keys[nodeKey(name, n)] = true
+			}
+		}
+	}
 	c.mu.Lock()
 	for k, v := range c.verdicts {
 		if v.State == detector.Failed {
@@ -302,6 +310,13 @@ func (c *Controller) worker(ctx context.Context, l Leadership, q workqueue.Typed
 				return
 			}
 			res, err := c.reconcile(ctx, l, cl, node)
+			serr := errors.Join(c.syncRemediations(ctx, cl, node), c.syncNodeLease(ctx, cl, node))
+			if serr != nil && ctx.Err() == nil {
+				c.log.Warn("update NodeHealthCheck remediation or node Lease", "cluster", cluster, "node", node, "error", serr)
+				if err == nil && !res.again && (res.after == 0 || res.after > c.cfg.RetryMax) {
+					res.after = c.cfg.RetryMax
+				}
+			}
 			switch {
 			case ctx.Err() != nil || errors.Is(err, errStopped):
 				return

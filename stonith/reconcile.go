@@ -269,9 +269,16 @@ func (cl *clusterRuntime) evictable(p *corev1.Pod) bool {
 // holds; in dry-run it only reports.
 func (c *Controller) maybeOpen(ctx context.Context, l Leadership, cl *clusterRuntime, node string, v nodeView) (result, error) {
 	ve, ok := c.verdict(cl.Name, node)
-	if !ok || ve.State != detector.Failed {
+	rem, asked := c.remediationAsks(cl, node, "")
+	if (!ok || ve.State != detector.Failed) && !asked {
 		c.clearReport(cl.Name, node)
 		return done, nil
+	}
+	if !ok || ve.State != detector.Failed {
+		// A FencedRemediation is NodeHealthCheck's verdict on the node:
+		// the same rules hold for it as for the detector's.
+		ve = verdictEntry{Verdict: detector.Verdict{Cluster: cl.Name, Node: node, State: detector.Failed,
+			Reason: detector.Reason("nodehealthcheck"), Since: rem.Created}, ObservedAt: rem.Created}
 	}
 	guard := c.openGuard(ctx, l, cl, v)
 	if guard == "" {
@@ -297,6 +304,20 @@ func (c *Controller) maybeOpen(ctx context.Context, l Leadership, cl *clusterRun
 		c.holdUnprotected(ctx, cl, node, d.Gaps)
 		return waitFor(c.cfg.Resync), nil
 	}
+	if !asked {
+		// Coordination with NodeHealthCheck: fenced's own verdict waits
+		// while another medik8s remediator holds the node's Lease.
+		why, err := c.takeNodeLease(ctx, cl, node)
+		if err != nil {
+			return done, fmt.Errorf("open fence of %s/%s: %w", cl.Name, node, err)
+		}
+		if why != "" {
+			if c.block(cl.Name, node, "", "not fencing: "+why, nil) {
+				c.log.Warn("node failed but not fencing it", "cluster", cl.Name, "node", node, "reason", why)
+			}
+			return waitFor(c.cfg.Resync), nil
+		}
+	}
 	if err := c.verifyLeader(ctx, l); err != nil {
 		return done, err
 	}
@@ -306,6 +327,10 @@ func (c *Controller) maybeOpen(ctx context.Context, l Leadership, cl *clusterRun
 	}
 	if ve.Evidence.Early {
 		reason += ", " + EarlyReason
+	}
+	if asked {
+		// The origin of the verdict, in the ledger: NodeHealthCheck's CR.
+		reason = remediationReason(rem)
 	}
 	err = c.commit(ctx, l, &ledger.OpenFence{Meta: c.meta(l), Cluster: cl.Name, Node: node,
 		Origin: ledger.OriginVerdict, Reason: reason, BootID: d.BootID, PodUIDs: d.PodUIDs, Plans: d.plans.list,
@@ -326,7 +351,11 @@ func (c *Controller) maybeOpen(ctx context.Context, l Leadership, cl *clusterRun
 // recovered before any array was changed).
 func (c *Controller) stepIntent(ctx context.Context, l Leadership, cl *clusterRuntime, f *ledger.Fence, v nodeView) (result, error) {
 	if f.Origin == ledger.OriginVerdict {
-		if ve, ok := c.verdict(cl.Name, f.Node); ok && ve.State == detector.Healthy {
+		// A FencedRemediation still asking for this fence is
+		// NodeHealthCheck's verdict: the detector's Healthy does not
+		// withdraw it.
+		_, asked := c.remediationAsks(cl, f.Node, f.ID)
+		if ve, ok := c.verdict(cl.Name, f.Node); ok && ve.State == detector.Healthy && !asked {
 			if err := c.step(ctx, l, f, ledger.StateAborted, "node healthy again before any array was changed"); err != nil {
 				return done, err
 			}

@@ -128,6 +128,14 @@ func (c *Controller) stepRecover(ctx context.Context, l Leadership, cl *clusterR
 	if again, err := c.refence(ctx, l, cl, f); err != nil || again {
 		return next, err
 	}
+	if r, held := c.remediationHoldsRecovery(cl, f); held {
+		// NodeHealthCheck asked for the fence: the node is unfenced once
+		// NHC deleted its FencedRemediation (it found the node healthy),
+		// and then only with the checks below.
+		why := "waits for NodeHealthCheck to delete FencedRemediation " + r.Key()
+		c.report(cl.Name, f.Node, func(r *nodeReport) { r.FenceID, r.Recovery = f.ID, why })
+		return waitFor(c.cfg.Resync), nil
+	}
 	ve, known := c.verdict(cl.Name, f.Node)
 	if !known || ve.State != detector.Healthy {
 		// Only a Healthy verdict leads to an unfence (or shows a node back

@@ -30,6 +30,14 @@ type ClusterTiming struct {
 	// HeldPeriod is clusters[].heldPeriod: how often an open fence's cuts
 	// are read back. The invariant checker's held rule uses it too.
 	HeldPeriod time.Duration
+	// NodeHealthCheck sets clusters[].nodeHealthCheck.enabled: fenced is
+	// a remediator of medik8s NodeHealthCheck.
+	NodeHealthCheck bool
+	// NodeLeases sets clusters[].nodeHealthCheck.leases: fenced takes the
+	// medik8s node Lease before fencing on its own verdict.
+	NodeLeases bool
+	// StatusObject sets clusters[].statusObject.
+	StatusObject bool
 }
 
 // EarlyMode is how a run sets clusters[].earlyVerdict.enabled.
@@ -144,6 +152,12 @@ func (c replicaConfig) cluster(ref clusterRef, arrays []string) map[string]any {
 	set("heldPeriod", dur(c.Timing.HeldPeriod))
 	if c.Timing.DryRun {
 		cluster["dryRun"] = true
+	}
+	if c.Timing.StatusObject {
+		cluster["statusObject"] = true
+	}
+	if c.Timing.NodeHealthCheck || c.Timing.NodeLeases {
+		cluster["nodeHealthCheck"] = map[string]any{"enabled": c.Timing.NodeHealthCheck, "leases": c.Timing.NodeLeases}
 	}
 	switch c.Timing.EarlyVerdict {
 	case EarlyOn:

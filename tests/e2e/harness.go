@@ -59,6 +59,10 @@ type Options struct {
 	// nodes ExtraClusterNode(i, 1) onwards. They come after ClusterName and
 	// SecondClusterName and name no node of either. Default none.
 	ExtraClusters []int
+	// ControllerManagerArgs are added to every control plane's
+	// kube-controller-manager (e.g. a shorter --node-monitor-grace-period,
+	// so that a dead node's Ready condition turns Unknown sooner).
+	ControllerManagerArgs []string
 	// NVMeTCPNodes is how many of ClusterName's first nodes are PowerFlex
 	// NVMe/TCP nodes: an NVMe host named by their csi-vxflexos node ID on
 	// the PowerFlex simulator instead of an SDC (testbed.NodeSpec.NVMeTCP).
@@ -160,7 +164,7 @@ func Start(t TB, opts Options) *Harness {
 	var specs []testbed.NodeSpec
 	for _, c := range h.clusterSpecs() {
 		cp, err := testbed.StartControlPlane(ctx, testbed.Options{Tokens: tbTokens, NodeLeaseDurationSeconds: opts.NodeLeaseDurationSeconds,
-			BuildLog: io.Discard})
+			ControllerManagerArgs: opts.ControllerManagerArgs, BuildLog: io.Discard})
 		require.NoError(t, err, "start the control plane of %s", c.name)
 		t.Cleanup(cp.Stop)
 		h.CPs[c.name] = cp

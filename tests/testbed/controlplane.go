@@ -93,6 +93,8 @@ type ControlPlane struct {
 	// StopAPIServer, StartAPIServer and RestartAPIServer also wait for
 	// readiness.
 	Etcd, APIServer, ControllerManager, Scheduler, Kwok *Process
+	// NHC is the medik8s node-healthcheck-operator, once StartNHC ran.
+	NHC *Process
 
 	opts                 Options
 	pki                  *pki
@@ -349,7 +351,7 @@ func (cp *ControlPlane) RestartAPIServer(ctx context.Context) error {
 // Processes returns the components in start order (nil ones left out).
 func (cp *ControlPlane) Processes() []*Process {
 	var ps []*Process
-	for _, p := range []*Process{cp.Etcd, cp.APIServer, cp.ControllerManager, cp.Scheduler, cp.Kwok} {
+	for _, p := range []*Process{cp.Etcd, cp.APIServer, cp.ControllerManager, cp.Scheduler, cp.Kwok, cp.NHC} {
 		if p != nil {
 			ps = append(ps, p)
 		}

@@ -83,6 +83,7 @@ type Process struct {
 
 	path    string
 	args    []string
+	env     []string // added to this process's environment
 	spawner *spawner
 
 	mu      sync.Mutex
@@ -111,6 +112,9 @@ func (p *Process) Start() error {
 	}
 	fmt.Fprintf(logf, "=== %s start: %s %s\n", time.Now().Format(time.RFC3339Nano), p.path, strings.Join(p.args, " "))
 	cmd := exec.Command(p.path, p.args...) //nolint:noctx // the process outlives any one call: Stop ends it
+	if len(p.env) > 0 {
+		cmd.Env = append(os.Environ(), p.env...)
+	}
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := p.spawner.startChild(cmd); err != nil {
 		_ = logf.Close()

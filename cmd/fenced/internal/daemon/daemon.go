@@ -31,6 +31,7 @@ import (
 	"github.com/fenced-project/fenced/cmd/fenced/internal/buildinfo"
 	"github.com/fenced-project/fenced/cmd/fenced/internal/logging"
 	"github.com/fenced-project/fenced/cmd/fenced/internal/server"
+	"github.com/fenced-project/fenced/cmd/fenced/status"
 	"github.com/fenced-project/fenced/configs"
 	"github.com/fenced-project/fenced/stonith"
 )
@@ -383,3 +384,6 @@ func prepareDataDir(dir string) error {
 	_ = f.Close()
 	return os.Remove(name)
 }
+
+// Status builds the status document /status serves.
+func (d *Daemon) Status(ctx context.Context) status.Status { return d.srv.Status(ctx) }

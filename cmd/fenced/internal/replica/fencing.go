@@ -40,9 +40,15 @@ type clusterRuntime struct {
 	kube       *kube.Cluster
 	writer     *kube.Writer
 	footprints *kube.Footprints
-	runner     *detector.Runner
-	view       *groupview.View
-	err        error
+	// remediations are the cluster's FencedRemediations (NodeHealthCheck).
+	remediations *kube.Remediations
+	// leases are the medik8s node Leases fenced coordinates with.
+	leases *kube.NodeLeases
+	// statusObject is the cluster's FencedStatus, when configured.
+	statusObject *kube.StatusObject
+	runner       *detector.Runner
+	view         *groupview.View
+	err          error
 }
 
 // fencing is everything `fenced run` wires next to the Raft group: the
@@ -120,6 +126,22 @@ func wireFencing(d *daemon.Daemon, node *cluster.Node, order *stopOrder) (*fenci
 		}); err != nil {
 			return nil, err
 		}
+		if obj := cr.statusObject; obj != nil {
+			if err := d.AddComponent("statusobject/"+cr.cfg.Name, func(ctx context.Context) error {
+				f.publishStatusObject(ctx, cr, obj)
+				return nil
+			}); err != nil {
+				return nil, err
+			}
+		}
+		if rem := cr.remediations; rem != nil {
+			if err := d.AddComponent("remediations/"+cr.cfg.Name, func(ctx context.Context) error {
+				rem.Start(ctx)
+				return nil
+			}); err != nil {
+				return nil, err
+			}
+		}
 		if err := f.newRunner(cr, metrics); err != nil {
 			return nil, err
 		}
@@ -174,6 +196,16 @@ func (f *fencing) newCluster(c configs.Cluster) *clusterRuntime {
 			cr.kube = kube.NewClusterFromClients(c.Name, clients, nil)
 			cr.writer = kube.NewWriter(clients.Fence, "fenced", f.d.Config().Replica.ID, nil)
 			cr.footprints, err = kube.NewFootprints(clients.Watch)
+			if c.StatusObject {
+				cr.statusObject = kube.NewStatusObject(clients.Dynamic)
+			}
+			if c.NodeHealthCheck.Leases {
+				cr.leases = kube.NewNodeLeases(clients.Fence, c.NodeHealthCheck.LeaseNamespace, nil)
+			}
+			if c.NodeHealthCheck.Enabled {
+				cr.remediations = kube.NewRemediations(clients.DynamicWatch, clients.Dynamic,
+					f.log.With("component", "remediations", "cluster", c.Name))
+			}
 		}
 	}
 	if err != nil {
@@ -220,7 +252,16 @@ func (f *fencing) newController() error {
 		if cr.kube == nil {
 			continue
 		}
+		var rem stonith.RemediationSource
+		if cr.remediations != nil {
+			rem = cr.remediations
+		}
+		var leases stonith.NodeLeaseSource
+		if cr.leases != nil {
+			leases = cr.leases
+		}
 		clusters = append(clusters, stonith.ClusterConfig{
+			Remediations: rem, NodeLeases: leases,
 			Name: cr.cfg.Name, Kube: cr.writer, DryRun: cr.cfg.DryRun, SettlePeriod: cr.cfg.SettlePeriod,
 			HeldPeriod: cr.cfg.HeldPeriod, GapScanPeriod: cr.cfg.GapScanPeriod,
 			ProtectionSelector: cr.cfg.ProtectionSelector,
@@ -253,6 +294,10 @@ func (f *fencing) newController() error {
 			cr.footprints.OnChange(func(node string) { ctrl.FootprintChanged(name, node) })
 			cr.footprints.OnAttachmentChange(func(ch kube.AttachmentChange) { ctrl.AttachmentChanged(name, ch) })
 			cr.footprints.OnPVChange(ctrl.VolumesChanged)
+		}
+		if cr.remediations != nil {
+			name := cr.cfg.Name
+			cr.remediations.OnChange(func(node string) { ctrl.RemediationChanged(name, node) })
 		}
 	}
 	return nil

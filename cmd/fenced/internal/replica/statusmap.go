@@ -150,6 +150,12 @@ func (f *fencing) clusterStatus(cr *clusterRuntime, ps stonith.Status, pause *st
 		out.Unhealthy = append(out.Unhealthy, status.Node{Name: fs.Node, Verdict: verdict, Reason: reason, Since: fs.OpenedAt})
 		listed[fs.Node] = true
 	}
+	held := map[string]string{}
+	for _, h := range ps.Held {
+		if h.Cluster == cr.cfg.Name {
+			held[h.Node] = h.Note
+		}
+	}
 	for _, v := range ds.Nodes {
 		if listed[v.Node] {
 			continue
@@ -157,6 +163,11 @@ func (f *fencing) clusterStatus(cr *clusterRuntime, ps stonith.Status, pause *st
 		reason := string(v.Reason)
 		if v.Partitioned && v.Reason != detector.ReasonPartitioned {
 			reason += " (partitioned)"
+		}
+		if note := held[v.Node]; note != "" && v.State == detector.Failed {
+			// Why the leader does not fence it (a guard, a medik8s
+			// remediator holding the node's Lease).
+			reason += "; " + note
 		}
 		out.Unhealthy = append(out.Unhealthy, status.Node{Name: v.Node, Verdict: string(v.State), Reason: reason, Since: v.Since})
 	}
