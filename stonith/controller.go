@@ -56,6 +56,9 @@ type Controller struct {
 	// said it restores without because the group runs a ledger version
 	// before ledger.RescopeVersion (see rescope), so it says so once.
 	keptScope map[string]string
+	// rebootSeen is, by fence ID, the fenced node's new boot ID and when
+	// this leader first saw it (see settledSince).
+	rebootSeen map[string]bootSighting
 }
 
 type clusterRuntime struct {
@@ -85,6 +88,7 @@ func New(cfg Config) (*Controller, error) {
 		protection: map[string]*protectionState{},
 		drift:      map[string]map[string]*Unplaced{}, driftKick: make(chan struct{}, 1),
 		held: map[string]*heldEntry{}, lifted: map[string]time.Time{}, keptScope: map[string]string{},
+		rebootSeen: map[string]bootSighting{},
 	}
 	for _, cl := range cfg.Clusters {
 		sel := labels.Nothing()

@@ -336,6 +336,7 @@ func (c *Controller) stepUntaint(ctx context.Context, l Leadership, cl *clusterR
 	c.mu.Lock()
 	delete(c.lifted, f.ID)
 	delete(c.keptScope, f.ID)
+	delete(c.rebootSeen, f.ID)
 	c.mu.Unlock()
 	c.nodeEvent(ctx, cl, f.Node, corev1.EventTypeNormal, "NodeUnfenced", f.ID,
 		fmt.Sprintf("fence %s lifted: access restored and verified on %s; taints removed", f.ID, strings.Join(planArrays(f), ", ")))

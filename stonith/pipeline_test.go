@@ -924,3 +924,49 @@ func settling(node string, since time.Time) func(st *detector.Status) {
 			Evidence: detector.Evidence{SettlingSince: since}}}
 	}
 }
+
+// TestSettleCountsFromTheReboot: a node fenced while its verdict stayed
+// Healthy (an operator's fence; NodeHealthCheck's is the same) settles
+// for the settle period after the leader first saw its new boot ID, not
+// from the older Healthy verdict.
+func TestSettleCountsFromTheReboot(t *testing.T) {
+	const settle = 400 * time.Millisecond
+	w := newWorld(t, func(cfg *Config) { cfg.Clusters[0].SettlePeriod = settle })
+	_, stop := w.lead()
+	defer stop()
+	w.verdict("n1", detector.Healthy)
+	time.Sleep(2 * settle) // the Healthy verdict is older than a settle period
+	_, err := w.ctrl.Fence(t.Context(), "alice", FenceRequest{Cluster: "c1", Node: "n1", Reason: "disk controller errors"})
+	require.NoError(t, err)
+	w.waitState(ledger.StateEvicted)
+
+	w.kube.setNode("n1", func(n *corev1.Node) {
+		n.Status.NodeInfo.BootID = "boot-2"
+		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
+	})
+	w.kube.mu.Lock()
+	delete(w.kube.pods, w.other)
+	w.kube.mu.Unlock()
+	rebooted := time.Now()
+	w.ctrl.Enqueue("c1", "n1")
+	require.Eventually(t, func() bool {
+		st := w.ctrl.Status()
+		for _, f := range st.Fences {
+			if strings.Contains(f.Recovery, "settling until") {
+				return true
+			}
+		}
+		return false
+	}, 5*time.Second, 2*time.Millisecond, "the fence never waited for the node to settle after its reboot")
+	w.waitClosed()
+	h := w.group.history("c1", "n1")
+	last := h[len(h)-1]
+	var unfenceAt time.Time
+	for _, s := range last.Steps {
+		if s.To == ledger.StateUnfenceIntent {
+			unfenceAt = s.At
+		}
+	}
+	require.False(t, unfenceAt.IsZero())
+	assert.GreaterOrEqual(t, unfenceAt.Sub(rebooted), settle, "unfence-intent came less than a settle period after the reboot")
+}

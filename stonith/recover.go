@@ -103,6 +103,38 @@ func decideRecovery(in recoveryInput) recoveryDecision {
 	return d
 }
 
+// bootSighting is a fenced node's new boot ID and when the leader first
+// saw it.
+type bootSighting struct {
+	bootID string
+	at     time.Time
+}
+
+// settledSince is when the fenced node's settle period starts: when its
+// verdict turned Healthy, but never before this leader first saw the boot
+// ID it has now (different from the fence's). A node whose verdict never
+// left Healthy (a fence asked for by NodeHealthCheck or an operator while
+// the detector still saw heartbeats) would otherwise count its settle
+// period from before its reboot; a new leader starts the count again.
+func (c *Controller) settledSince(f *ledger.Fence, n *corev1.Node, healthySince time.Time) time.Time {
+	boot := n.Status.NodeInfo.BootID
+	if boot == "" || boot == f.BootID {
+		return healthySince
+	}
+	now := c.clk.Now()
+	c.mu.Lock()
+	s, ok := c.rebootSeen[f.ID]
+	if !ok || s.bootID != boot {
+		s = bootSighting{bootID: boot, at: now}
+		c.rebootSeen[f.ID] = s
+	}
+	c.mu.Unlock()
+	if s.at.After(healthySince) {
+		return s.at
+	}
+	return healthySince
+}
+
 // stalePods names the pods from before the fence that still run.
 func stalePods(uids []string, pods []corev1.Pod) []string {
 	var out []string
@@ -162,7 +194,7 @@ func (c *Controller) stepRecover(ctx context.Context, l Leadership, cl *clusterR
 		return done, fmt.Errorf("fence %s: recovery check: %w", f.ID, err)
 	}
 	in := recoveryInput{FenceBootID: f.BootID, Node: n, PodUIDs: f.PodUIDs, Pods: pods, Now: c.clk.Now(),
-		Settle: cl.SettlePeriod, Verdict: ve.State, HealthySince: ve.ObservedAt}
+		Settle: cl.SettlePeriod, Verdict: ve.State, HealthySince: c.settledSince(f, n, ve.ObservedAt)}
 	d := decideRecovery(in)
 	if d.Unfence {
 		// Listing the cluster's VolumeAttachments is the costly check:
