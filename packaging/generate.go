@@ -116,12 +116,18 @@ func generate(binary, dir string, mtime time.Time) ([]*files.Content, error) {
 	file := func(src, dst string) {
 		out = append(out, &files.Content{Source: src, Destination: dst, FileInfo: &files.ContentFileInfo{Mode: 0o644, MTime: mtime}})
 	}
-	for _, p := range pages {
+	man5, err := filepath.Glob(filepath.Join(raw, "man5", "*.5"))
+	if err != nil {
+		return nil, fmt.Errorf("%s generate-docs: %w", binary, err)
+	}
+	sort.Strings(man5)
+	for _, p := range append(pages, man5...) {
 		gz := filepath.Join(dir, filepath.Base(p)+".gz")
 		if err := gzipFile(p, gz, mtime); err != nil {
 			return nil, err
 		}
-		file(gz, "/usr/share/man/man1/"+filepath.Base(gz))
+		section := filepath.Base(filepath.Dir(p)) // man1 or man5
+		file(gz, "/usr/share/man/"+section+"/"+filepath.Base(gz))
 	}
 	file(filepath.Join(raw, "completions", "fenced.bash"), "/usr/share/bash-completion/completions/fenced")
 	file(filepath.Join(raw, "completions", "_fenced"), "/usr/share/zsh/vendor-completions/_fenced")

@@ -20,7 +20,7 @@ func newGenerateDocsCmd() *cobra.Command {
 	var out, date string
 	cmd := &cobra.Command{
 		Use:    "generate-docs --out DIR",
-		Short:  "Write man pages (DIR/man1) and bash and zsh completions (DIR/completions)",
+		Short:  "Write man pages (DIR/man1, DIR/man5) and bash and zsh completions (DIR/completions)",
 		Hidden: true,
 		Args:   cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -37,8 +37,9 @@ func newGenerateDocsCmd() *cobra.Command {
 				}
 			}
 			root.DisableAutoGenTag = true
+			// No title: cobra titles each page by its command
+			// (FENCED-STATUS), not every page FENCED.
 			header := &doc.GenManHeader{
-				Title:   "FENCED",
 				Section: "1",
 				Source:  "fenced " + buildinfo.Get().Version,
 				Manual:  "fenced manual",
@@ -46,6 +47,9 @@ func newGenerateDocsCmd() *cobra.Command {
 			}
 			if err := doc.GenManTree(root, header, man); err != nil {
 				return &exitError{code: exitFailure, err: fmt.Errorf("generate man pages into %s: %w", man, err)}
+			}
+			if err := addManSections(man, when, header.Source); err != nil {
+				return &exitError{code: exitFailure, err: err}
 			}
 			if err := writeWith(filepath.Join(comp, "fenced.bash"), func(f *os.File) error { return root.GenBashCompletionV2(f, true) }); err != nil {
 				return &exitError{code: exitFailure, err: err}

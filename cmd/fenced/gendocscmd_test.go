@@ -23,6 +23,15 @@ func TestGenerateDocs(t *testing.T) {
 	assert.Contains(t, string(root), `.TH "FENCED" "1" "Jan 2026"`)
 	assert.Contains(t, string(root), `\fBfenced-pki(1)\fP`)
 	assert.NotContains(t, string(root), "generate-docs")
+	for _, section := range []string{".SH ENVIRONMENT", ".SH FILES", ".SH EXIT STATUS", `\fBfenced.yaml(5)\fP`} {
+		assert.Contains(t, string(root), section)
+	}
+	status, err := os.ReadFile(filepath.Join(dir, "man1", "fenced-status.1"))
+	require.NoError(t, err)
+	assert.Contains(t, string(status), `.TH "FENCED-STATUS" "1"`, "each page is titled by its command")
+	yamlPage, err := os.ReadFile(filepath.Join(dir, "man5", "fenced.yaml.5"))
+	require.NoError(t, err)
+	assert.Contains(t, string(yamlPage), `.TH "FENCED.YAML" "5" "Jan 2026"`)
 
 	bash, err := os.ReadFile(filepath.Join(dir, "completions", "fenced.bash"))
 	require.NoError(t, err)

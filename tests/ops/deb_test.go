@@ -113,6 +113,7 @@ func TestDebianPackage(t *testing.T) {
 	statIs("/usr/share/doc/fenced/docs/operations.md", "root:root 644 regular file")
 	statIs("/usr/share/man/man1/fenced.1.gz", "root:root 644 regular file")
 	statIs("/usr/share/man/man1/fenced-pki-replica.1.gz", "root:root 644 regular file")
+	statIs("/usr/share/man/man5/fenced.yaml.5.gz", "root:root 644 regular file")
 	statIs("/usr/share/bash-completion/completions/fenced", "root:root 644 regular file")
 	statIs("/usr/share/zsh/vendor-completions/_fenced", "root:root 644 regular file")
 	// The guide's links to the examples and the alert rules resolve.
