@@ -381,11 +381,21 @@ func sameWanted(a, b arrayclients.RestoreScope) bool {
 // Confirmed returns the operator confirmation covering an array of a
 // fence record, if any (see ConfirmArray). It is a rule
 // of the fenced step from version 5.
+//
+// A read-back of the array recorded after the confirmation that shows the
+// node's access (the array answered, and the node can write there) voids
+// it: an array's own answer outweighs an operator's word.
 func (f *Fence) Confirmed(array string) (Confirmation, bool) {
 	for i := len(f.Confirmations) - 1; i >= 0; i-- {
-		if c := f.Confirmations[i]; c.Array == array || (c.Array == "" && c.PoweredOff) {
-			return c, true
+		c := f.Confirmations[i]
+		if c.Array != array && (c.Array != "" || !c.PoweredOff) {
+			continue
 		}
+		if r := f.Results[array]; r != nil && r.LastOp == OpVerify && r.LastError == "" && !r.Verified &&
+			r.LastAt.After(c.At) {
+			return Confirmation{}, false
+		}
+		return c, true
 	}
 	return Confirmation{}, false
 }

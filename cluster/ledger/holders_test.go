@@ -143,6 +143,15 @@ func TestConfirmArray(t *testing.T) {
 	require.ErrorIs(t, h.apply(&ConfirmArray{Meta: h.meta(), Cluster: "c1", Node: "n1", FenceID: id, Array: "a2",
 		Operator: "alice", Reason: "old fence"}), ErrConflict, "a closed fence")
 
+	// A read-back of a confirmed array that shows the node's access voids
+	// the confirmation: the array answered.
+	require.NoError(t, h.apply(&ConfirmArray{Meta: h.meta(), Cluster: "c1", Node: "n1", FenceID: id2, Array: "a2",
+		Operator: "alice", Reason: "gone again"}))
+	require.NoError(t, h.result(id2, StateFencing, "a2", OpVerify, &arrayclients.Verification{Fenced: false, CheckedAt: t0}))
+	_, ok := h.fence().Confirmed("a2")
+	assert.False(t, ok)
+	require.ErrorIs(t, h.step(id2, StateFencing, StateFenced), ErrBadTransition)
+
 	// Powered off covers every array.
 	require.NoError(t, h.apply(&ConfirmArray{Meta: h.meta(), Cluster: "c1", Node: "n1", FenceID: id2, PoweredOff: true,
 		Operator: "bob", Reason: "PDU outlets 7 and 8 switched off, checked at the rack"}))
