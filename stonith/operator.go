@@ -245,4 +245,3 @@ func (c *Controller) Unfence(ctx context.Context, operator string, req UnfenceRe
 	c.Enqueue(cl.Name, req.Node)
 	return ActionResult{FenceID: f.ID, State: string(step.To), Message: "recovery started"}, nil
 }
-
