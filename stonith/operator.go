@@ -37,15 +37,15 @@ type UnfenceRequest struct {
 // Cluster is empty. A pause adds a holder of the caller (the same caller
 // pausing the same scope again updates its reason). A resume ends the
 // caller's own pauses (of Cluster when given), or the pause ID names, or
-// every pause of Operator, or with All every pause (of Cluster when
+// every pause HeldBy holds, or with All every pause (of Cluster when
 // given).
 type PauseRequest struct {
 	Cluster string `json:"cluster,omitempty"`
 	Reason  string `json:"reason"`
-	// ID, Operator and All select the pauses a resume ends (at most one).
-	ID       string `json:"id,omitempty"`
-	Operator string `json:"operator,omitempty"`
-	All      bool   `json:"all,omitempty"`
+	// ID, HeldBy and All select the pauses a resume ends (at most one).
+	ID     string `json:"id,omitempty"`
+	HeldBy string `json:"heldBy,omitempty"`
+	All    bool   `json:"all,omitempty"`
 }
 
 // ActionResult is the answer to an operator action.

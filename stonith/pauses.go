@@ -99,16 +99,16 @@ func (c *Controller) SetPause(ctx context.Context, operator string, req PauseReq
 		}
 	}
 	selectors := 0
-	for _, set := range []bool{req.ID != "", req.Operator != "", req.All} {
+	for _, set := range []bool{req.ID != "", req.HeldBy != "", req.All} {
 		if set {
 			selectors++
 		}
 	}
 	switch {
 	case paused && selectors > 0:
-		return ActionResult{}, fmt.Errorf("%w: id, operator and all select pauses to resume; a pause takes cluster and reason", ErrBadRequest)
+		return ActionResult{}, fmt.Errorf("%w: id, heldBy and all select pauses to resume; a pause takes cluster and reason", ErrBadRequest)
 	case selectors > 1:
-		return ActionResult{}, fmt.Errorf("%w: give at most one of id, operator and all", ErrBadRequest)
+		return ActionResult{}, fmt.Errorf("%w: give at most one of id, heldBy and all", ErrBadRequest)
 	case req.ID != "" && req.Cluster != "":
 		return ActionResult{}, fmt.Errorf("%w: id names one pause; cluster goes with the other selections", ErrBadRequest)
 	}
@@ -166,8 +166,8 @@ func (c *Controller) setPauseHolders(ctx context.Context, l Leadership, operator
 			return true
 		case req.All:
 			return false
-		case req.Operator != "":
-			return h.Operator != req.Operator
+		case req.HeldBy != "":
+			return h.Operator != req.HeldBy
 		}
 		return h.Operator != operator
 	})
@@ -203,18 +203,18 @@ func noPauseSelected(operator string, req PauseRequest) string {
 		return "no pause " + req.ID + " is in effect"
 	case req.All:
 		return "no pause" + of + " is in effect"
-	case req.Operator != "":
-		return req.Operator + " holds no pause" + of
+	case req.HeldBy != "":
+		return req.HeldBy + " holds no pause" + of
 	}
-	return "you (" + operator + ") hold no pause" + of + "; end another's with --id ID, --operator NAME or --all"
+	return "you (" + operator + ") hold no pause" + of + "; end another's with --id ID, --held-by NAME or --all"
 }
 
 // setPauseSlot sets or clears the single pause slot of a scope, in a group
 // that runs a ledger version before ledger.PauseHoldersVersion.
 func (c *Controller) setPauseSlot(ctx context.Context, l Leadership, operator string, req PauseRequest, paused bool) (string, error) {
 	g := c.groupVersion()
-	if req.ID != "" || req.Operator != "" {
-		return "", fmt.Errorf("%w: resuming a pause by id or operator needs ledger version %d, the group runs %d: upgrade every replica; until then `fenced resume [--cluster C]` ends the single pause of that scope",
+	if req.ID != "" || req.HeldBy != "" {
+		return "", fmt.Errorf("%w: resuming a pause by id or holder needs ledger version %d, the group runs %d: upgrade every replica; until then `fenced resume [--cluster C]` ends the single pause of that scope",
 			ErrLedgerVersion, ledger.PauseHoldersVersion, g)
 	}
 	scopes := []string{req.Cluster}

@@ -66,7 +66,7 @@ func TestTwoPausesOneResume(t *testing.T) {
 	require.ErrorIs(t, err, ErrConflict)
 	assert.Contains(t, err.Error(), "you (token/carol) hold no pause")
 	assert.Contains(t, err.Error(), alice.ID)
-	_, err = w.ctrl.SetPause(ctx, "token/carol", PauseRequest{Reason: "go", Operator: "token/bob"}, false)
+	_, err = w.ctrl.SetPause(ctx, "token/carol", PauseRequest{Reason: "go", HeldBy: "token/bob"}, false)
 	require.ErrorIs(t, err, ErrConflict)
 
 	res, err = w.ctrl.SetPause(ctx, "token/carol", PauseRequest{Reason: "alice is away", ID: alice.ID}, false)
