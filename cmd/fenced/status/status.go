@@ -73,14 +73,19 @@ type Raft struct {
 	LastLogIndex        uint64         `json:"lastLogIndex"`
 	// Members is the group's configuration.
 	Members []RaftMember `json:"members,omitempty"`
-	// FencingPaused is the replicated pause flag (`fenced pause`); Pause
-	// says who set it, when and why.
+	// FencingPaused is set while a pause of every cluster is in effect
+	// (`fenced pause`); Pause is the oldest such pause: who, when, why.
 	FencingPaused bool   `json:"fencingPaused"`
 	Pause         *Pause `json:"pause,omitempty"`
+	// Pauses lists every pause in effect, of every cluster or of one,
+	// oldest first; fencing on verdicts stays paused while one holds.
+	Pauses []Pause `json:"pauses,omitempty"`
 }
 
 // Pause is a pause of fencing in effect, as the ledger records it.
 type Pause struct {
+	// ID names the pause for `fenced resume --id`.
+	ID string `json:"id,omitempty"`
 	// Scope is "all" for the pause of every cluster, else the cluster's
 	// name.
 	Scope string `json:"scope"`
@@ -122,9 +127,11 @@ type Cluster struct {
 	// DryRun mirrors the cluster's dryRun setting.
 	DryRun bool `json:"dryRun"`
 	// Paused is set while fencing is paused for this cluster (or for all);
-	// Pause is that pause (the cluster's own, else the global one).
-	Paused bool   `json:"paused"`
-	Pause  *Pause `json:"pause,omitempty"`
+	// Pause is the oldest such pause (the cluster's own, else one of
+	// every cluster) and Pauses every one, oldest first.
+	Paused bool    `json:"paused"`
+	Pause  *Pause  `json:"pause,omitempty"`
+	Pauses []Pause `json:"pauses,omitempty"`
 	// Doubt is set while this replica doubts its own view of the cluster
 	// (apiserver-unreachable, watch-stale): every node is then blocked.
 	Doubt string `json:"doubt,omitempty"`

@@ -24,7 +24,7 @@ func (f *fencing) statusProviders() {
 			ps = f.ctrl.Status()
 		}
 		var hist []*ledger.Fence
-		paused := map[string]*status.Pause{}
+		paused := map[string][]status.Pause{}
 		known := map[string]map[string]bool{}
 		f.node.Ledger().Read(func(s *ledger.State) {
 			cutoff := time.Now().Add(-recentFences)
@@ -57,13 +57,10 @@ func (f *fencing) statusProviders() {
 	})
 }
 
-// pauseOf is the pause in effect for the cluster: its own, else the
-// global one; nil when fencing is not paused for it.
-func pauseOf(s *ledger.State, cluster string) *status.Pause {
-	if c := s.Clusters[cluster]; c != nil && c.Pause.Paused {
-		return statusPause(cluster, c.Pause)
-	}
-	return statusPause(status.PauseScopeAll, s.Pause)
+// pauseOf is the pauses in effect for the cluster: its own and those of
+// every cluster, oldest first; empty when fencing is not paused for it.
+func pauseOf(s *ledger.State, cluster string) []status.Pause {
+	return statusPauses(s.HoldersOf(cluster))
 }
 
 // identitiesKnown names the cluster's current nodes whose array
@@ -100,9 +97,18 @@ func unprotectedCount(cr *clusterRuntime, known map[string]bool, gaps []status.U
 
 // clusterStatus merges the API server probe, the detector and the
 // pipeline's view of one cluster.
-func (f *fencing) clusterStatus(cr *clusterRuntime, ps stonith.Status, pause *status.Pause) status.Cluster {
+func (f *fencing) clusterStatus(cr *clusterRuntime, ps stonith.Status, pauses []status.Pause) status.Cluster {
 	out := cr.probe.Status()
-	out.Paused, out.Pause = pause != nil, pause
+	out.Paused, out.Pauses = len(pauses) > 0, pauses
+	for i, p := range pauses { // the cluster's own first, as before
+		if p.Scope != status.PauseScopeAll {
+			out.Pause = &pauses[i]
+			break
+		}
+	}
+	if out.Pause == nil && len(pauses) > 0 {
+		out.Pause = &pauses[0]
+	}
 	if cr.err != nil {
 		out.Ready, out.Error = false, cr.err.Error()
 		return out
