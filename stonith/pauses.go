@@ -36,6 +36,14 @@ func (p PauseHolder) String() string {
 	return fmt.Sprintf("%s: %s by %s since %s (%s)", p.ID, scope, p.Operator, p.Since.UTC().Format(time.RFC3339), p.Reason)
 }
 
+// scopeText names a pause's scope as the answers say it.
+func scopeText(cluster string) string {
+	if cluster == "" {
+		return "all clusters"
+	}
+	return "cluster " + cluster
+}
+
 // PauseHolders converts the ledger's pauses in effect.
 func PauseHolders(hs []ledger.PauseHolder) []PauseHolder {
 	out := make([]PauseHolder, 0, len(hs))
@@ -155,7 +163,7 @@ func (c *Controller) setPauseHolders(ctx context.Context, l Leadership, operator
 		p := PauseHolders([]ledger.PauseHolder{added})[0]
 		c.log.Warn("fencing paused", "pauseID", p.ID, "scope", p.Scope, "operator", operator, "reason", req.Reason,
 			carrierAttr(ctx))
-		return "fencing paused: " + p.String(), nil
+		return "fencing paused for " + scopeText(req.Cluster) + ": " + p.String(), nil
 	}
 	all := c.holders()
 	chosen := slices.DeleteFunc(slices.Clone(all), func(h ledger.PauseHolder) bool {

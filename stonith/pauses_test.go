@@ -31,7 +31,7 @@ func TestTwoPausesOneResume(t *testing.T) {
 	alice := (*res.Paused)[0]
 	assert.Equal(t, "c1", alice.Scope)
 	assert.Equal(t, "token/alice", alice.Operator)
-	assert.Contains(t, res.Message, "fencing paused: "+alice.ID)
+	assert.Contains(t, res.Message, "fencing paused for cluster c1: "+alice.ID)
 
 	res, err = w.ctrl.SetPause(ctx, "token/bob", PauseRequest{Reason: "network change"}, true)
 	require.NoError(t, err)

@@ -278,6 +278,9 @@ type Fence struct {
 	// array, what access.
 	Regressions    int    `json:"regressions,omitempty"`
 	LastRegression string `json:"lastRegression,omitempty"`
+	// Confirmations are operators' attestations (`fenced confirm`) that
+	// the node cannot write to an array: who, when and why.
+	Confirmations []string `json:"confirmations,omitempty"`
 	// UnfenceOperator is who asked for the unfence, as the ledger records
 	// it (empty when fenced unfenced a rebooted node by itself);
 	// ForcedUnfence is set when the operator forced it.
@@ -332,11 +335,14 @@ type History struct {
 // FenceArray is a fence's progress on one array.
 type FenceArray struct {
 	Array string `json:"array"`
-	// Step is planned, applied, verified, undone or restored.
+	// Step is planned, applied, verified, undone or restored, or
+	// confirmed-by-operator: an operator attested that the node cannot
+	// write there (`fenced confirm`) and Confirmed says who, when and why.
 	Step string `json:"step"`
 	// Summary says what the plan removes.
-	Summary string `json:"summary,omitempty"`
-	Error   string `json:"error,omitempty"`
+	Summary   string `json:"summary,omitempty"`
+	Error     string `json:"error,omitempty"`
+	Confirmed string `json:"confirmed,omitempty"`
 }
 
 // Array is one configured array's connectivity.

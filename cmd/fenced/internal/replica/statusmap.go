@@ -35,7 +35,7 @@ func (f *fencing) statusProviders() {
 							hist = append(hist, &ledger.Fence{ID: h.ID, Cluster: h.Cluster, Node: h.Node, Kind: h.Kind,
 								Origin: h.Origin, Operator: h.Operator, Reason: h.Reason, State: h.State,
 								FailReason: h.FailReason, OpenedAt: h.OpenedAt, UpdatedAt: h.UpdatedAt,
-								Steps: slices.Clone(h.Steps)})
+								Steps: slices.Clone(h.Steps), Confirmations: slices.Clone(h.Confirmations)})
 						}
 					}
 				}
@@ -200,8 +200,12 @@ func fenceStatuses(ps stonith.Status, hist []*ledger.Fence) []status.Fence {
 			Error: fs.FailReason, Blocked: fs.Blocked, NeedsReboot: fs.NeedsReboot,
 			Recovery: fs.Recovery, Regressions: fs.Regressions, LastRegression: fs.LastRegression}
 		e.UnfenceOperator, e.ForcedUnfence = unfenceAskedBy(fs.Steps)
+		for _, cf := range fs.Confirmations {
+			e.Confirmations = append(e.Confirmations, cf.Text())
+		}
 		for _, a := range fs.Arrays {
-			e.Arrays = append(e.Arrays, status.FenceArray{Array: a.Array, Step: a.Step, Summary: a.Summary, Error: a.LastError})
+			e.Arrays = append(e.Arrays, status.FenceArray{Array: a.Array, Step: a.Step, Summary: a.Summary, Error: a.LastError,
+				Confirmed: a.Confirmed})
 			if e.Error == "" && a.LastError != "" && a.Step != "verified" && a.Step != "restored" {
 				e.Error = a.Array + ": " + a.LastError
 			}
@@ -223,6 +227,9 @@ func FinishedFence(h *ledger.Fence) status.Fence {
 		StartedAt: h.OpenedAt, UpdatedAt: h.UpdatedAt, Error: h.FailReason}
 	e.UnfenceOperator, e.ForcedUnfence = unfenceAskedBy(h.Steps)
 	e.Regressions, e.LastRegression = stonith.Regressions(h)
+	for _, cf := range h.Confirmations {
+		e.Confirmations = append(e.Confirmations, cf.Text())
+	}
 	return e
 }
 
