@@ -14,10 +14,11 @@ import (
 type Status struct {
 	// Leading is true on the replica that runs the pipeline.
 	Leading bool `json:"leading"`
-	// Paused is the global pause flag; PausedClusters the paused clusters.
+	// Paused is set while a pause of every cluster is in effect;
+	// PausedClusters names the clusters with a pause of their own.
 	Paused         bool     `json:"paused"`
 	PausedClusters []string `json:"pausedClusters,omitempty"`
-	// PausedBy is who set the global pause, as the ledger records it.
+	// PausedBy is who holds the oldest pause of every cluster.
 	PausedBy string `json:"pausedBy,omitempty"`
 	// Pauses lists every pause in effect, oldest first: who, why, scope
 	// and since when.
