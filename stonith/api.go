@@ -83,6 +83,16 @@ func (a *API) Routes() map[string]http.Handler {
 			}
 			return a.c.SetPause(ctx, who, req, false)
 		}),
+		RouteConfirm: a.action(func(ctx context.Context, who string, body []byte) (any, error) {
+			var req ConfirmRequest
+			if err := decode(body, &req); err != nil {
+				return nil, err
+			}
+			if err := validNames(req.Cluster, req.Node); err != nil {
+				return nil, err
+			}
+			return a.c.Confirm(ctx, who, req)
+		}),
 		RoutePlan: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if _, ok := a.auth.Authenticate(r); !ok {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="fenced"`)
@@ -188,7 +198,7 @@ func statusOf(err error) int {
 		return http.StatusBadRequest
 	case errors.Is(err, ErrUnknownCluster):
 		return http.StatusNotFound
-	case errors.Is(err, ErrConflict), errors.Is(err, ErrRefused), errors.Is(err, ledger.ErrConflict),
+	case errors.Is(err, ErrConflict), errors.Is(err, ErrRefused), errors.Is(err, ledger.ErrConflict), errors.Is(err, ErrLedgerVersion),
 		errors.Is(err, ledger.ErrBadTransition), errors.Is(err, ledger.ErrPaused):
 		return http.StatusConflict
 	case errors.Is(err, ErrNotLeader), errors.Is(err, cluster.ErrNotLeader), errors.Is(err, cluster.ErrNoLeader),

@@ -78,11 +78,13 @@ func TestOperatorActionsAreRecorded(t *testing.T) {
 	_, err := c.Pause(ctx, PauseRequest{Cluster: "c1", Reason: "array upgrade"})
 	require.NoError(t, err)
 	w.group.fsm.Read(func(s *ledger.State) {
-		p := s.Clusters["c1"].Pause
-		assert.True(t, p.Paused)
-		assert.Equal(t, "token/alice", p.Operator)
-		assert.Equal(t, "array upgrade", p.Reason)
-		assert.False(t, p.At.IsZero())
+		assert.True(t, s.Paused("c1"))
+		hs := s.HoldersOf("c1")
+		require.Len(t, hs, 1)
+		assert.Equal(t, "c1", hs[0].Cluster)
+		assert.Equal(t, "token/alice", hs[0].Operator)
+		assert.Equal(t, "array upgrade", hs[0].Reason)
+		assert.False(t, hs[0].At.IsZero())
 	})
 
 	// An operator fence goes on while paused: the operator decided.

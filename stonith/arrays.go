@@ -190,6 +190,9 @@ func planOf(f *ledger.Fence, array string) (arrayclients.Plan, bool) {
 func toPlan(f *ledger.Fence) []string {
 	var out []string
 	for _, a := range footprintArrays(f) {
+		if _, ok := f.Confirmed(a); ok {
+			continue // an operator confirmed the node cannot write there
+		}
 		p, ok := planOf(f, a)
 		if !ok {
 			out = append(out, a)
@@ -447,7 +450,8 @@ func (c *Controller) driveArray(ctx context.Context, l Leadership, f *ledger.Fen
 }
 
 // allVerified reports whether every identity array and every planned array
-// has a verified fence read-back (the ledger's own rule for fenced).
+// has a verified fence read-back or an operator's confirmation (the
+// ledger's own rule for fenced).
 func allVerified(f *ledger.Fence) (bool, []string) {
 	arrays := []string{}
 	for a := range f.Identities {
@@ -459,6 +463,9 @@ func allVerified(f *ledger.Fence) (bool, []string) {
 	slices.Sort(arrays)
 	var missing []string
 	for _, a := range slices.Compact(arrays) {
+		if _, ok := f.Confirmed(a); ok {
+			continue // the ledger's rule from version 5 (ConfirmArray)
+		}
 		_, planned := planOf(f, a)
 		if r := f.Results[a]; !planned || r == nil || !r.Verified {
 			missing = append(missing, a)

@@ -108,6 +108,13 @@ func (c *Client) Resume(ctx context.Context, req PauseRequest) (ActionResult, er
 	return res, c.do(ctx, RouteResume, req, &res)
 }
 
+// Confirm records an operator's confirmation that a fenced node cannot
+// write to an array (or is powered off).
+func (c *Client) Confirm(ctx context.Context, req ConfirmRequest) (ActionResult, error) {
+	var res ActionResult
+	return res, c.do(ctx, RouteConfirm, req, &res)
+}
+
 // Plan reads what a fence of the node would cut now (read-only).
 func (c *Client) Plan(ctx context.Context, req PlanRequest) (NodePlan, error) {
 	var res NodePlan

@@ -190,6 +190,9 @@ func uncut(f *ledger.Fence) []VolumeGap {
 			continue
 		}
 		for _, pl := range v.Placements {
+			if _, ok := f.Confirmed(pl.Array); ok {
+				continue // an operator confirmed the node cannot write there
+			}
 			p, ok := planOf(f, pl.Array)
 			if !ok {
 				continue // reported as an unplanned array

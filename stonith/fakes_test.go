@@ -431,12 +431,14 @@ func (f *fakeFootprints) Nodes() []string {
 type fakeKube struct {
 	log *opLog
 
-	mu      sync.Mutex
-	apiErr  error
-	nodes   map[string]*corev1.Node
-	pods    map[types.UID]corev1.Pod
-	events  map[string]string // name -> reason
-	deletes int
+	mu     sync.Mutex
+	apiErr error
+	nodes  map[string]*corev1.Node
+	pods   map[types.UID]corev1.Pod
+	events map[string]string // name -> reason
+	// messages are the Events' messages, by name.
+	messages map[string]string
+	deletes  int
 	// reads counts GetNode and PodsOnNode calls.
 	reads int
 	// detaching: node -> VolumeAttachments still to be detached.
@@ -454,7 +456,8 @@ type fakeKube struct {
 }
 
 func newFakeKube(log *opLog) *fakeKube {
-	return &fakeKube{log: log, nodes: map[string]*corev1.Node{}, pods: map[types.UID]corev1.Pod{}, events: map[string]string{}}
+	return &fakeKube{log: log, nodes: map[string]*corev1.Node{}, pods: map[types.UID]corev1.Pod{}, events: map[string]string{},
+		messages: map[string]string{}}
 }
 
 func (k *fakeKube) addNode(name, bootID string) {
@@ -654,10 +657,11 @@ func (k *fakeKube) ForceDeletePod(_ context.Context, ns, name string, uid types.
 	return true, nil
 }
 
-func (k *fakeKube) Event(_ context.Context, target kube.EventTarget, _, reason, key, _ string) error {
+func (k *fakeKube) Event(_ context.Context, target kube.EventTarget, _, reason, key, msg string) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.events[target.Kind+"/"+target.Name+"/"+reason+"/"+key] = reason
+	k.messages[target.Kind+"/"+target.Name+"/"+reason+"/"+key] = msg
 	return nil
 }
 
@@ -677,6 +681,19 @@ func (k *fakeKube) eventReasons() map[string]int {
 	out := map[string]int{}
 	for _, r := range k.events {
 		out[r]++
+	}
+	return out
+}
+
+// eventMessages returns the messages of the Events of this reason.
+func (k *fakeKube) eventMessages(reason string) []string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	var out []string
+	for name, r := range k.events {
+		if r == reason {
+			out = append(out, k.messages[name])
+		}
 	}
 	return out
 }

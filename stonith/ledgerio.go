@@ -130,7 +130,19 @@ func (c *Controller) stepFenced(ctx context.Context, l Leadership, cl *clusterRu
 		before = &had
 	}
 	start := c.clk.Now()
-	note := "verified fenced on " + strings.Join(planArrays(f), ", ")
+	var verified []string
+	for _, p := range f.Plans {
+		if r := f.Results[p.Array]; r != nil && r.Verified {
+			verified = append(verified, p.Array)
+		}
+	}
+	if len(verified) == 0 {
+		verified = []string{"no array"}
+	}
+	note := "verified fenced on " + strings.Join(verified, ", ")
+	for _, cf := range f.Confirmations {
+		note += "; " + cf.Text()
+	}
 	err := c.commit(ctx, l, &ledger.FenceStep{Meta: c.meta(l), Cluster: f.Cluster, Node: f.Node, FenceID: f.ID,
 		From: f.State, To: ledger.StateFenced, Note: note, OutOfServiceBefore: before})
 	if err != nil {
@@ -138,6 +150,10 @@ func (c *Controller) stepFenced(ctx context.Context, l Leadership, cl *clusterRu
 	}
 	c.log.Info("fence step", "cluster", f.Cluster, "node", f.Node, "fenceID", f.ID, "from", string(f.State),
 		"to", string(ledger.StateFenced), "note", note, "outOfServiceBefore", *before)
+	if confirmed := confirmedArrays(f, fenceArrayNames(f)); len(confirmed) > 0 {
+		c.log.Warn("fence goes on past arrays an operator confirmed the node cannot write to", "cluster", f.Cluster,
+			"node", f.Node, "fenceID", f.ID, "arrays", confirmed, "note", note)
+	}
 	c.metrics.commitDuration(f.Cluster, string(ledger.StateFenced), c.clk.Since(start))
 	return nil
 }

@@ -34,10 +34,18 @@ type UnfenceRequest struct {
 }
 
 // PauseRequest pauses or resumes fencing for one cluster, or for all when
-// Cluster is empty.
+// Cluster is empty. A pause adds a holder of the caller (the same caller
+// pausing the same scope again updates its reason). A resume ends the
+// caller's own pauses (of Cluster when given), or the pause ID names, or
+// every pause HeldBy holds, or with All every pause (of Cluster when
+// given).
 type PauseRequest struct {
 	Cluster string `json:"cluster,omitempty"`
 	Reason  string `json:"reason"`
+	// ID, HeldBy and All select the pauses a resume ends (at most one).
+	ID     string `json:"id,omitempty"`
+	HeldBy string `json:"heldBy,omitempty"`
+	All    bool   `json:"all,omitempty"`
 }
 
 // ActionResult is the answer to an operator action.
@@ -48,6 +56,9 @@ type ActionResult struct {
 	Message string `json:"message"`
 	// DryRun is set when the cluster is in dry-run: what a fence would do.
 	DryRun *DryRunReport `json:"dryRun,omitempty"`
+	// Paused is set by pause and resume: every pause still in effect
+	// (empty when fencing runs for every cluster).
+	Paused *[]PauseHolder `json:"stillPaused,omitempty"`
 }
 
 // leaderContext returns the current leadership and a context that ends
@@ -233,45 +244,4 @@ func (c *Controller) Unfence(ctx context.Context, operator string, req UnfenceRe
 		"force", req.Force, "unverified", req.Unverified, "reason", req.Reason, carrierAttr(ctx))
 	c.Enqueue(cl.Name, req.Node)
 	return ActionResult{FenceID: f.ID, State: string(step.To), Message: "recovery started"}, nil
-}
-
-// SetPause pauses (paused true) or resumes fencing for one cluster or all.
-// While paused no fence is opened on a verdict and no verdict fence changes
-// an array; recoveries and operator fences go on.
-func (c *Controller) SetPause(ctx context.Context, operator string, req PauseRequest, paused bool) (ActionResult, error) {
-	if err := requireFields([2]string{"reason", req.Reason}, [2]string{"operator", operator}); err != nil {
-		return ActionResult{}, err
-	}
-	if req.Cluster != "" {
-		if _, err := c.cluster(req.Cluster); err != nil {
-			return ActionResult{}, err
-		}
-	}
-	l, ctx, cancel, err := c.leaderContext(ctx)
-	if err != nil {
-		return ActionResult{}, err
-	}
-	defer cancel()
-	if err := c.commit(ctx, l, &ledger.SetPause{Meta: c.meta(l), Cluster: req.Cluster, Paused: paused,
-		Operator: operator, Reason: carried(ctx, req.Reason)}); err != nil {
-		return ActionResult{}, err
-	}
-	scope := "all clusters"
-	if req.Cluster != "" {
-		scope = "cluster " + req.Cluster
-	}
-	verb := "resumed"
-	if paused {
-		verb = "paused"
-	}
-	c.log.Warn("fencing "+verb, "scope", scope, "operator", operator, "reason", req.Reason, carrierAttr(ctx))
-	if !paused {
-		c.mu.Lock()
-		q := c.queue
-		c.mu.Unlock()
-		if q != nil {
-			c.resync(q)
-		}
-	}
-	return ActionResult{Message: "fencing " + verb + " for " + scope}, nil
 }

@@ -464,7 +464,9 @@ func TestGuardsHoldNewFences(t *testing.T) {
 		defer stop()
 		w.verdict("n1", detector.Failed)
 		require.Never(t, func() bool { return w.group.fence("c1", "n1") != nil }, 200*time.Millisecond, 5*time.Millisecond)
-		_, err := w.ctrl.SetPause(t.Context(), "alice", PauseRequest{Cluster: "c1", Reason: "upgrade done"}, false)
+		// The pause of an earlier ledger version is op's: alice ends it by
+		// ending every pause of c1.
+		_, err := w.ctrl.SetPause(t.Context(), "alice", PauseRequest{Cluster: "c1", All: true, Reason: "upgrade done"}, false)
 		require.NoError(t, err)
 		w.waitState(ledger.StateEvicted)
 	})

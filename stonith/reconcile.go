@@ -427,6 +427,9 @@ func (c *Controller) stepFencing(ctx context.Context, l Leadership, cl *clusterR
 			todo = append(todo, p.Array)
 		}
 	}
+	// An array an operator confirmed the node cannot write to (gone for
+	// good, or the node powered off) is not tried again for this fence.
+	todo = slices.DeleteFunc(todo, func(a string) bool { _, ok := f.Confirmed(a); return ok })
 	errs := c.forEachArray(ctx, todo, func(ctx context.Context, array string) error {
 		return c.fenceArray(ctx, l, f, array)
 	})

@@ -1,6 +1,7 @@
 package stonith
 
 import (
+	"slices"
 	"sort"
 	"time"
 
@@ -13,11 +14,15 @@ import (
 type Status struct {
 	// Leading is true on the replica that runs the pipeline.
 	Leading bool `json:"leading"`
-	// Paused is the global pause flag; PausedClusters the paused clusters.
+	// Paused is set while a pause of every cluster is in effect;
+	// PausedClusters names the clusters with a pause of their own.
 	Paused         bool     `json:"paused"`
 	PausedClusters []string `json:"pausedClusters,omitempty"`
-	// PausedBy is who set the global pause, as the ledger records it.
+	// PausedBy is who holds the oldest pause of every cluster.
 	PausedBy string `json:"pausedBy,omitempty"`
+	// Pauses lists every pause in effect, oldest first: who, why, scope
+	// and since when.
+	Pauses []PauseHolder `json:"pauses,omitempty"`
 	// Fences lists every open fence record with its steps and per-array results.
 	Fences []FenceStatus `json:"fences"`
 	// NeedsReboot lists fenced nodes that came back without a reboot.
@@ -66,6 +71,10 @@ type FenceStatus struct {
 	// ledger note of the last one (what access, on which array).
 	Regressions    int    `json:"regressions,omitempty"`
 	LastRegression string `json:"lastRegression,omitempty"`
+	// Confirmations are operators' attestations that the node cannot
+	// write to an array (`fenced confirm`): those arrays count as cut for
+	// this fence without a read-back.
+	Confirmations []ledger.Confirmation `json:"confirmations,omitempty"`
 }
 
 // ArrayStatus is a fence's progress on one array.
@@ -73,12 +82,16 @@ type ArrayStatus struct {
 	Array   string `json:"array"`
 	Family  string `json:"family,omitempty"`
 	Summary string `json:"summary,omitempty"`
-	// Step is unplanned, planned, applied, verified, undone or restored.
+	// Step is unplanned, planned, applied, verified, undone or restored;
+	// confirmed-by-operator when an operator confirmed the node cannot
+	// write there (Confirmed says who, when and why) and no read-back
+	// verified it.
 	Step      string    `json:"step"`
 	Attempts  int       `json:"attempts"`
 	Failures  int       `json:"failures"`
 	LastError string    `json:"lastError,omitempty"`
 	LastAt    time.Time `json:"lastAt,omitzero"`
+	Confirmed string    `json:"confirmed,omitempty"`
 }
 
 // NodeNote is a line about one node.
@@ -101,13 +114,15 @@ type DryRunStatus struct {
 func (c *Controller) Status() Status {
 	st := Status{Leading: c.leadership() != nil, Fences: []FenceStatus{}}
 	c.cfg.Ledger.Read(func(s *ledger.State) {
-		st.Paused = s.Pause.Paused
-		if s.Pause.Paused {
-			st.PausedBy = s.Pause.Operator
-		}
-		for name, cs := range s.Clusters {
-			if cs.Pause.Paused {
-				st.PausedClusters = append(st.PausedClusters, name)
+		st.Pauses = PauseHolders(s.Holders())
+		for _, h := range st.Pauses {
+			if h.Scope == PauseScopeAll {
+				if !st.Paused {
+					st.PausedBy = h.Operator
+				}
+				st.Paused = true
+			} else if !slices.Contains(st.PausedClusters, h.Scope) {
+				st.PausedClusters = append(st.PausedClusters, h.Scope)
 			}
 		}
 		for _, f := range s.OpenFences() {
@@ -150,12 +165,17 @@ func (c *Controller) Status() Status {
 	return st
 }
 
+// StepConfirmed is the ArrayStatus step of an array an operator confirmed
+// the node cannot write to, without a verified read-back.
+const StepConfirmed = "confirmed-by-operator"
+
 func fenceStatus(f *ledger.Fence) FenceStatus {
 	fs := FenceStatus{
 		ID: f.ID, Cluster: f.Cluster, Node: f.Node, Kind: string(f.Kind), Origin: string(f.Origin),
 		Operator: f.Operator, Reason: f.Reason, State: string(f.State), FailReason: f.FailReason,
 		OpenedAt: f.OpenedAt, UpdatedAt: f.UpdatedAt, BootID: f.BootID,
 		Steps: append([]ledger.Step(nil), f.Steps...), Arrays: []ArrayStatus{},
+		Confirmations: slices.Clone(f.Confirmations),
 	}
 	fs.Regressions, fs.LastRegression = Regressions(f)
 	arrays := map[string]bool{}
@@ -164,6 +184,11 @@ func fenceStatus(f *ledger.Fence) FenceStatus {
 	}
 	for _, p := range f.Plans {
 		arrays[p.Array] = true
+	}
+	for _, cf := range f.Confirmations {
+		if cf.Array != "" {
+			arrays[cf.Array] = true
+		}
 	}
 	names := make([]string, 0, len(arrays))
 	for a := range arrays {
@@ -186,6 +211,12 @@ func fenceStatus(f *ledger.Fence) FenceStatus {
 				as.Step = "verified"
 			case r.Applied:
 				as.Step = "applied"
+			}
+		}
+		if cf, ok := f.Confirmed(a); ok {
+			as.Confirmed = cf.Text()
+			if as.Step != "verified" && as.Step != "undone" && as.Step != "restored" {
+				as.Step = StepConfirmed
 			}
 		}
 		fs.Arrays = append(fs.Arrays, as)

@@ -158,6 +158,9 @@ func guardStep(s *State, f *Fence, c *FenceStep) error {
 		}
 		slices.Sort(arrays)
 		for _, a := range slices.Compact(arrays) {
+			if _, ok := f.Confirmed(a); ok && c.V >= ConfirmVersion {
+				continue // an operator confirmed the node cannot write there
+			}
 			if _, ok := f.plan(a); !ok {
 				return fmt.Errorf("%s: %w: fence %s has no plan for array %s", t, ErrBadTransition, f.ID, a)
 			}
@@ -166,7 +169,7 @@ func guardStep(s *State, f *Fence, c *FenceStep) error {
 			}
 		}
 		if c.V >= 2 {
-			if err := footprintCut(f); err != nil {
+			if err := footprintCut(f, c.V); err != nil {
 				return fmt.Errorf("%s: %w: fence %s: %w", t, ErrBadTransition, f.ID, err)
 			}
 		}
@@ -188,41 +191,45 @@ func guardStep(s *State, f *Fence, c *FenceStep) error {
 // footprintCut is the version 2 rule for the fenced step (invariants 1
 // and 7): the record has a footprint, and every footprint volume is placed,
 // has a cut in its array's plan, and that array's last read-back shows the
-// node without access to it.
-func footprintCut(f *Fence) error {
+// node without access to it. From version 5 a placement on an array an
+// operator confirmed (ConfirmArray) counts as cut.
+func footprintCut(f *Fence, v int) error {
 	if !f.FootprintRecorded {
 		return errors.New("no storage footprint is recorded: amend it before fencing")
 	}
-	for _, v := range f.Footprint {
-		if v.Gap != nil {
-			return fmt.Errorf("volume %s cannot be cut (%s): %s", v.PV, v.Gap.Reason, v.Gap.Detail)
+	for _, vol := range f.Footprint {
+		if vol.Gap != nil {
+			return fmt.Errorf("volume %s cannot be cut (%s): %s", vol.PV, vol.Gap.Reason, vol.Gap.Detail)
 		}
-		for _, pl := range v.Placements {
+		for _, pl := range vol.Placements {
+			if _, ok := f.Confirmed(pl.Array); ok && v >= ConfirmVersion {
+				continue
+			}
 			p, ok := f.plan(pl.Array)
 			if !ok {
-				return fmt.Errorf("volume %s: no plan for array %s", v.PV, pl.Array)
+				return fmt.Errorf("volume %s: no plan for array %s", vol.PV, pl.Array)
 			}
-			i := slices.IndexFunc(p.Volumes, func(c arrayclients.VolumeCut) bool { return c.Volume == v.PV })
+			i := slices.IndexFunc(p.Volumes, func(c arrayclients.VolumeCut) bool { return c.Volume == vol.PV })
 			if i < 0 {
-				return fmt.Errorf("volume %s: the plan of array %s has no cut for it", v.PV, pl.Array)
+				return fmt.Errorf("volume %s: the plan of array %s has no cut for it", vol.PV, pl.Array)
 			}
 			if vc := p.Volumes[i]; vc.Gap != nil || vc.Cut == "" {
 				reason := "no cut"
 				if vc.Gap != nil {
 					reason = string(vc.Gap.Reason) + ": " + vc.Gap.Detail
 				}
-				return fmt.Errorf("volume %s cannot be cut on array %s (%s)", v.PV, pl.Array, reason)
+				return fmt.Errorf("volume %s cannot be cut on array %s (%s)", vol.PV, pl.Array, reason)
 			}
 			r := f.Results[pl.Array]
 			if r == nil || r.Verification == nil {
-				return fmt.Errorf("volume %s: array %s was not read back", v.PV, pl.Array)
+				return fmt.Errorf("volume %s: array %s was not read back", vol.PV, pl.Array)
 			}
-			j := slices.IndexFunc(r.Verification.Volumes, func(c arrayclients.VolumeCheck) bool { return c.Volume == v.PV })
+			j := slices.IndexFunc(r.Verification.Volumes, func(c arrayclients.VolumeCheck) bool { return c.Volume == vol.PV })
 			if j < 0 {
-				return fmt.Errorf("volume %s: the read-back of array %s does not show it", v.PV, pl.Array)
+				return fmt.Errorf("volume %s: the read-back of array %s does not show it", vol.PV, pl.Array)
 			}
 			if r.Verification.Volumes[j].NodeAccess {
-				return fmt.Errorf("volume %s: the read-back of array %s shows the node's access", v.PV, pl.Array)
+				return fmt.Errorf("volume %s: the read-back of array %s shows the node's access", vol.PV, pl.Array)
 			}
 		}
 	}
@@ -369,4 +376,70 @@ func sameWanted(a, b arrayclients.RestoreScope) bool {
 	slices.Sort(x)
 	slices.Sort(y)
 	return slices.Equal(slices.Compact(x), slices.Compact(y))
+}
+
+// Confirmed returns the operator confirmation covering an array of a
+// fence record, if any (see ConfirmArray). It is a rule
+// of the fenced step from version 5.
+//
+// A read-back of the array recorded after the confirmation that shows the
+// node's access (the array answered, and the node can write there) voids
+// it: an array's own answer outweighs an operator's word.
+func (f *Fence) Confirmed(array string) (Confirmation, bool) {
+	for i := len(f.Confirmations) - 1; i >= 0; i-- {
+		c := f.Confirmations[i]
+		if c.Array != array && (c.Array != "" || !c.PoweredOff) {
+			continue
+		}
+		if r := f.Results[array]; r != nil && r.LastOp == OpVerify && r.LastError == "" && !r.Verified &&
+			r.LastAt.After(c.At) {
+			return Confirmation{}, false
+		}
+		return c, true
+	}
+	return Confirmation{}, false
+}
+
+// applyConfirmArray records an operator's attestation (version 5) that the
+// node of an open fence cannot write to an array, or is powered off. The
+// record must be a fence (not a recovery) in intent, fencing or failed,
+// and the array one of the record's: an identity, plan or footprint array.
+func applyConfirmArray(s *State, index uint64, c *ConfirmArray) error {
+	_, f, err := lookupFence(s, c.Type(), fenceRef{c.Cluster, c.Node, c.FenceID})
+	if err != nil {
+		return err
+	}
+	if f.Kind != KindFence || (f.State != StateIntent && f.State != StateFencing && f.State != StateFailed) {
+		return fmt.Errorf("%s: %w: fence %s is %s (%s); a confirmation helps only a fence in %s, %s or %s",
+			c.Type(), ErrConflict, f.ID, f.State, f.Kind, StateIntent, StateFencing, StateFailed)
+	}
+	if c.Array != "" {
+		arrays := fenceArrays(f)
+		if !slices.Contains(arrays, c.Array) {
+			return fmt.Errorf("%s: %w: array %s is not one of fence %s's arrays (%s)", c.Type(), ErrNotFound,
+				c.Array, f.ID, strings.Join(arrays, ", "))
+		}
+	}
+	f.Confirmations = append(f.Confirmations, Confirmation{Array: c.Array, PoweredOff: c.PoweredOff,
+		Operator: c.Operator, Reason: c.Reason, Term: c.Term, Index: index, At: c.At, By: c.By})
+	f.UpdatedAt = c.At
+	s.recordAction(index, Action{At: c.At, Operator: c.Operator, Action: "confirm", Reason: c.Reason,
+		Cluster: c.Cluster, Node: c.Node, FenceID: f.ID})
+	return nil
+}
+
+// fenceArrays names the arrays of a record: its identity, plan and
+// footprint arrays, sorted.
+func fenceArrays(f *Fence) []string {
+	arrays := slices.Collect(maps.Keys(f.Identities))
+	for _, p := range f.Plans {
+		arrays = append(arrays, p.Array)
+	}
+	for _, v := range f.Footprint {
+		for _, pl := range v.Placements {
+			arrays = append(arrays, pl.Array)
+		}
+	}
+	slices.Sort(arrays)
+	return slices.Compact(arrays)
 }

@@ -3,6 +3,7 @@ package ledger
 import (
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 
 	"github.com/fenced-project/fenced/arrayclients"
@@ -95,13 +96,80 @@ func applySetPause(s *State, index uint64, c *SetPause) error {
 }
 
 // Paused reports whether fencing is paused for the cluster, globally or for
-// the cluster itself.
+// the cluster itself: by a single pause slot of versions 1 to 4 or by a
+// pause holder (version 5).
 func (s *State) Paused(cluster string) bool {
 	if s.Pause.Paused {
 		return true
 	}
-	c := s.Clusters[cluster]
-	return c != nil && c.Pause.Paused
+	if c := s.Clusters[cluster]; c != nil && c.Pause.Paused {
+		return true
+	}
+	for _, h := range s.Pauses {
+		if h.Cluster == "" || h.Cluster == cluster {
+			return true
+		}
+	}
+	return false
+}
+
+// applyAddPause adds a pause holder (version 5), or updates the reason of
+// the one the same operator holds for the same scope.
+func applyAddPause(s *State, index uint64, c *AddPause) error {
+	i := slices.IndexFunc(s.Pauses, func(h PauseHolder) bool { return h.Operator == c.Operator && h.Cluster == c.Cluster })
+	if i < 0 && len(s.Pauses) >= MaxPauses {
+		return fmt.Errorf("%s: %w: %d pauses are held already; end some first", c.Type(), ErrConflict, len(s.Pauses))
+	}
+	if i >= 0 {
+		s.Pauses[i].Reason, s.Pauses[i].UpdatedAt = c.Reason, c.At
+	} else {
+		s.Pauses = append(s.Pauses, PauseHolder{ID: fmt.Sprintf("pause-%d", index), Cluster: c.Cluster,
+			Operator: c.Operator, Reason: c.Reason, At: c.At})
+	}
+	if c.Cluster != "" && s.Clusters[c.Cluster] == nil {
+		s.Clusters[c.Cluster] = &ClusterState{Nodes: map[string]*NodeState{}}
+	}
+	s.recordAction(index, Action{At: c.At, Operator: c.Operator, Action: "pause", Reason: c.Reason, Cluster: c.Cluster})
+	return nil
+}
+
+// applyEndPauses ends the named pause holders (version 5); a legacy ID
+// clears that single pause slot. It refuses the whole command when an ID
+// names no pause in effect.
+func applyEndPauses(s *State, index uint64, c *EndPauses) error {
+	type end struct {
+		slot  *Pause // a legacy slot, nil for a holder
+		scope string
+	}
+	var ends []end
+	for _, id := range c.IDs {
+		if i := slices.IndexFunc(s.Pauses, func(h PauseHolder) bool { return h.ID == id }); i >= 0 {
+			ends = append(ends, end{scope: s.Pauses[i].Cluster})
+			continue
+		}
+		if id == LegacyPauseID && s.Pause.Paused {
+			ends = append(ends, end{slot: &s.Pause})
+			continue
+		}
+		if name, ok := strings.CutPrefix(id, LegacyPauseID+"-"); ok {
+			if cs := s.Clusters[name]; cs != nil && cs.Pause.Paused {
+				ends = append(ends, end{slot: &cs.Pause, scope: name})
+				continue
+			}
+		}
+		return fmt.Errorf("%s: %w: no pause %s is in effect", c.Type(), ErrNotFound, id)
+	}
+	for _, e := range ends {
+		if e.slot != nil {
+			*e.slot = Pause{Paused: false, Operator: c.Operator, Reason: c.Reason, At: c.At}
+		}
+		s.recordAction(index, Action{At: c.At, Operator: c.Operator, Action: "resume", Reason: c.Reason, Cluster: e.scope})
+	}
+	s.Pauses = slices.DeleteFunc(s.Pauses, func(h PauseHolder) bool { return slices.Contains(c.IDs, h.ID) })
+	if len(s.Pauses) == 0 {
+		s.Pauses = nil
+	}
+	return nil
 }
 
 func applyObserve(s *State, index uint64, c *Observe) error {

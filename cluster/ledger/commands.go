@@ -29,6 +29,9 @@ const (
 	TypeForgetNode        MessageType = 10
 	TypeSetLedgerVersion  MessageType = 11
 	TypeRescope           MessageType = 12
+	TypeAddPause          MessageType = 13
+	TypeEndPauses         MessageType = 14
+	TypeConfirmArray      MessageType = 15
 )
 
 // Version is the highest command body version this ledger understands,
@@ -50,11 +53,17 @@ const (
 //     unfence-intent and clears the restore read-back of each array whose
 //     scope changed; every scope computed for a record, the first one of
 //     its unfence-intent step included, is kept in it (Fence.Scopes).
+//   - 5: pauses are a list of holders (AddPause, EndPauses): each pause
+//     has its own operator, reason, scope and time, and a resume ends
+//     named pauses only; the single pause slots of earlier versions stay
+//     and apply as before. An operator may confirm that a fenced node
+//     cannot reach an array (ConfirmArray, `fenced confirm`): that
+//     array's cut counts as verified for that fence only.
 //
 // Every change to a rule of Apply is a new version: TestRulesLocked fails
 // when transitions.go, validate.go or an apply_*.go file changes while
 // Version stays the same.
-const Version = 4
+const Version = 5
 
 // MinVersion is the oldest command version this ledger applies.
 const MinVersion = 1
@@ -80,6 +89,9 @@ var typeNames = map[MessageType]string{
 	TypeForgetNode:        "forget-node",
 	TypeSetLedgerVersion:  "set-ledger-version",
 	TypeRescope:           "rescope",
+	TypeAddPause:          "add-pause",
+	TypeEndPauses:         "end-pauses",
+	TypeConfirmArray:      "confirm-array",
 }
 
 // String names the type for logs.
@@ -322,6 +334,44 @@ type Rescope struct {
 	Note string `json:"note,omitempty"`
 }
 
+// AddPause adds a pause holder (version 5): fencing on verdicts is paused
+// for the cluster (every cluster when Cluster is empty) while any holder
+// stays. A second AddPause of the same operator and scope updates that
+// holder's reason; its ID and time stay.
+type AddPause struct {
+	Meta
+	Cluster  string `json:"cluster,omitempty"`
+	Operator string `json:"operator"`
+	Reason   string `json:"reason"`
+}
+
+// EndPauses ends the named pause holders (version 5). Every ID must name a
+// holder: the leader resolves "mine", "by operator" and "all" into IDs, and
+// a holder ended meanwhile refuses the whole command. LegacyPauseID names
+// the single pause slots of earlier versions.
+type EndPauses struct {
+	Meta
+	IDs      []string `json:"ids"`
+	Operator string   `json:"operator"`
+	Reason   string   `json:"reason"`
+}
+
+// ConfirmArray records an operator's attestation (version 5) that the
+// node of an open fence cannot write to an array (it is gone for good, or
+// the node is powered off): for that fence only, the array counts as cut
+// and read back. With PoweredOff and no Array it covers every array of the
+// fence. It is never written without an operator.
+type ConfirmArray struct {
+	Meta
+	Cluster    string `json:"cluster"`
+	Node       string `json:"node"`
+	FenceID    string `json:"fenceID"`
+	Array      string `json:"array,omitempty"`
+	PoweredOff bool   `json:"poweredOff,omitempty"`
+	Operator   string `json:"operator"`
+	Reason     string `json:"reason"`
+}
+
 // Type implementations.
 func (*LeaderEpoch) Type() MessageType       { return TypeLeaderEpoch }
 func (*SetIdentities) Type() MessageType     { return TypeSetIdentities }
@@ -335,6 +385,9 @@ func (*OperatorNote) Type() MessageType      { return TypeOperatorNote }
 func (*ForgetNode) Type() MessageType        { return TypeForgetNode }
 func (*SetLedgerVersion) Type() MessageType  { return TypeSetLedgerVersion }
 func (*Rescope) Type() MessageType           { return TypeRescope }
+func (*AddPause) Type() MessageType          { return TypeAddPause }
+func (*EndPauses) Type() MessageType         { return TypeEndPauses }
+func (*ConfirmArray) Type() MessageType      { return TypeConfirmArray }
 
 // newCommand returns an empty command of type t, or nil for an unknown type.
 func newCommand(t MessageType) Command {
@@ -363,6 +416,12 @@ func newCommand(t MessageType) Command {
 		return &SetLedgerVersion{}
 	case TypeRescope:
 		return &Rescope{}
+	case TypeAddPause:
+		return &AddPause{}
+	case TypeEndPauses:
+		return &EndPauses{}
+	case TypeConfirmArray:
+		return &ConfirmArray{}
 	}
 	return nil
 }

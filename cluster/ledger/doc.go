@@ -12,8 +12,10 @@
 // Per cluster and node (NodeState): the node's identities on the arrays,
 // learned while the node was healthy, with its boot ID; the current fence
 // record (Fence) and a bounded history of closed ones; the operator actions
-// on the node. Per cluster: a pause flag. Globally: a pause flag, the
-// leadership epochs and the last rejected commands. Per replica
+// on the node. Per cluster: a pause flag. Globally: a pause flag, the pause
+// holders (version 5: each pause with its operator, reason, scope and
+// time; fencing stays paused while any holder of the cluster or of all
+// remains), the leadership epochs and the last rejected commands. Per replica
 // (ReplicaView): vantage observations such as "replica X cannot reach the
 // kubelet of node N since T", recorded on change only.
 //
@@ -60,6 +62,12 @@
 //	    (unfence-intent) or, only by an operator, closed.
 //	  - aborted: abandoned in intent, before any array was changed; the
 //	    record moves to the node's history.
+//
+// An operator may confirm (ConfirmArray, version 5) that the node of an
+// open fence cannot write to an array, or is powered off: from then on the
+// step to fenced of that record counts the array as planned, cut and read
+// back. The confirmation belongs to the record; the next fence of the node
+// proves every array again.
 //
 // While fencing is paused (globally or for the node's cluster), a fence
 // whose origin is a verdict can be neither opened nor moved into fencing.

@@ -165,6 +165,12 @@ func applyEntry(s *State, index, term uint64, data []byte) error {
 		return applySetLedgerVersion(s, c)
 	case *Rescope:
 		return applyRescope(s, index, c)
+	case *AddPause:
+		return applyAddPause(s, index, c)
+	case *EndPauses:
+		return applyEndPauses(s, index, c)
+	case *ConfirmArray:
+		return applyConfirmArray(s, index, c)
 	}
 	return fmt.Errorf("%w: %d has no apply function", ErrUnknownType, uint8(c.Type()))
 }

@@ -57,8 +57,17 @@ func genCommand(r *rand.Rand, h *harness) Command {
 			ids[a] = identity(a, nd)
 		}
 		return &SetIdentities{Meta: m, Cluster: cl, Node: nd, BootID: fmt.Sprintf("boot-%d", r.IntN(3)), Identities: ids}
+	case k == 1 && m.V >= PauseHoldersVersion && r.IntN(2) == 0:
+		if r.IntN(2) == 0 {
+			return &AddPause{Meta: m, Cluster: pick(r, []string{"", cl}), Operator: pick(r, []string{"op", "op2"}), Reason: "gen"}
+		}
+		return &EndPauses{Meta: m, IDs: []string{pick(r, []string{LegacyPauseID, "pause-1", "pause-2", "pause-3"})},
+			Operator: "op", Reason: "gen"}
 	case k == 1:
 		return &SetPause{Meta: m, Cluster: pick(r, []string{"", cl}), Paused: r.IntN(3) == 0, Operator: "op", Reason: "gen"}
+	case k == 6 && open != nil && m.V >= ConfirmVersion && r.IntN(3) == 0:
+		return &ConfirmArray{Meta: m, Cluster: open.Cluster, Node: open.Node, FenceID: open.ID,
+			Array: pick(r, genArrays), Operator: "op", Reason: "gen"}
 	case k == 2:
 		return &Observe{Meta: m, Replica: pick(r, []string{"r1", "r2", "r3"}), Cluster: cl, Node: nd,
 			Probe: "kubelet", OK: r.IntN(2) == 0, Since: m.At}

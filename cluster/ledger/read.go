@@ -1,6 +1,11 @@
 package ledger
 
-import "sort"
+import (
+	"slices"
+	"sort"
+	"strings"
+	"time"
+)
 
 // Node returns the node's state, or nil. The result points into the state:
 // use it only inside FSM.Read, or on a State from FSM.Copy.
@@ -64,4 +69,46 @@ func (s *State) Observations(cluster, node, probe string) map[string]Observation
 		}
 	}
 	return out
+}
+
+// Holders returns every pause in effect, oldest first: the holders
+// (version 5) and the single pause slots of earlier versions, each as a
+// holder with ID LegacyPauseID (global) or LegacyPauseID-CLUSTER.
+func (s *State) Holders() []PauseHolder {
+	out := slices.Clone(s.Pauses)
+	if s.Pause.Paused {
+		out = append(out, PauseHolder{ID: LegacyPauseID, Operator: s.Pause.Operator, Reason: s.Pause.Reason, At: s.Pause.At})
+	}
+	for name, c := range s.Clusters {
+		if c.Pause.Paused {
+			out = append(out, PauseHolder{ID: LegacyPauseID + "-" + name, Cluster: name, Operator: c.Pause.Operator,
+				Reason: c.Pause.Reason, At: c.Pause.At})
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		if !out[i].At.Equal(out[j].At) {
+			return out[i].At.Before(out[j].At)
+		}
+		return out[i].ID < out[j].ID
+	})
+	return out
+}
+
+// HoldersOf returns the pauses in effect for a cluster: those of every
+// cluster and the cluster's own, oldest first.
+func (s *State) HoldersOf(cluster string) []PauseHolder {
+	return slices.DeleteFunc(s.Holders(), func(h PauseHolder) bool { return h.Cluster != "" && h.Cluster != cluster })
+}
+
+// Text describes a confirmation for logs, Events and status.
+func (c Confirmation) Text() string {
+	what := "cannot write to array " + c.Array
+	if c.PoweredOff {
+		what = "is powered off"
+		if c.Array != "" {
+			what += " (confirmed for array " + c.Array + ")"
+		}
+	}
+	return "operator " + c.Operator + " confirmed at " + c.At.UTC().Format(time.RFC3339) + " that the node " + what +
+		": " + strings.TrimSpace(c.Reason)
 }

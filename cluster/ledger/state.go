@@ -21,6 +21,9 @@ const (
 	// MaxScopes is how many computed restore scopes a fence record keeps
 	// (the oldest go first; the log holds every one).
 	MaxScopes = 50
+	// MaxPauses is how many pause holders the ledger keeps at once; a
+	// further AddPause is refused.
+	MaxPauses = 100
 )
 
 // State is the whole replicated ledger. Maps are keyed by names; encoding/json
@@ -29,8 +32,10 @@ type State struct {
 	// Index and Term are those of the last applied log entry.
 	Index uint64 `json:"index"`
 	Term  uint64 `json:"term"`
-	// Pause is the global pause flag.
+	// Pause is the global pause flag (the single slot of versions 1 to 4).
 	Pause Pause `json:"pause"`
+	// Pauses are the pause holders (version 5), oldest first.
+	Pauses []PauseHolder `json:"pauses,omitempty"`
 	// Clusters maps a configured cluster name to its state.
 	Clusters map[string]*ClusterState `json:"clusters"`
 	// Replicas maps a replica ID to what that replica observed.
@@ -74,6 +79,43 @@ type Pause struct {
 	Operator string    `json:"operator,omitempty"`
 	Reason   string    `json:"reason,omitempty"`
 	At       time.Time `json:"at"`
+}
+
+// LegacyPauseID is the holder ID of the global pause slot of versions 1
+// to 4; a cluster's slot is LegacyPauseID-CLUSTER (see State.Holders).
+const LegacyPauseID = "pause-legacy"
+
+// PauseHolder is one pause of fencing (version 5): who holds it, why,
+// for which cluster (every cluster when Cluster is empty) and since when.
+type PauseHolder struct {
+	// ID is "pause-" and the index of the entry that added it, or
+	// LegacyPauseID for a single pause slot of an earlier version.
+	ID       string `json:"id"`
+	Cluster  string `json:"cluster,omitempty"`
+	Operator string `json:"operator"`
+	Reason   string `json:"reason"`
+	// At is when the pause began; UpdatedAt when its reason was last
+	// changed by the same operator pausing the same scope again.
+	At        time.Time `json:"at"`
+	UpdatedAt time.Time `json:"updatedAt,omitempty"`
+}
+
+// Confirmation is an operator's attestation (version 5) that the node of
+// a fence cannot write to an array: its cut counts as verified for this
+// fence only.
+type Confirmation struct {
+	// Array is the array confirmed; empty with PoweredOff for every array
+	// of the fence.
+	Array      string `json:"array,omitempty"`
+	PoweredOff bool   `json:"poweredOff,omitempty"`
+	Operator   string `json:"operator"`
+	Reason     string `json:"reason"`
+	// Term and Index are those of the entry; At is when the leader By
+	// composed it.
+	Term  uint64    `json:"term"`
+	Index uint64    `json:"index"`
+	At    time.Time `json:"at"`
+	By    string    `json:"by"`
 }
 
 // ClusterState is the ledger of one Kubernetes cluster.
@@ -185,6 +227,9 @@ type Fence struct {
 	Scopes []ScopeRecord `json:"scopes,omitempty"`
 	// Results are the outcomes per array.
 	Results map[string]*ArrayResult `json:"results,omitempty"`
+	// Confirmations are operators' attestations that the node cannot
+	// write to an array (version 5), oldest first.
+	Confirmations []Confirmation `json:"confirmations,omitempty"`
 	// OutOfServiceBefore says whether the node had an out-of-service taint
 	// of its own before the fence tainted it (from the first fenced step);
 	// nil when unknown.

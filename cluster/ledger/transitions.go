@@ -20,6 +20,10 @@ package ledger
 //     voter is known to apply the step.
 //   - 4: the restore scope recomputed on every restore attempt (Rescope,
 //     allowed only in unfence-intent). The steps are those of version 3.
+//   - 5: pause holders (AddPause, EndPauses) and operator confirmations
+//     (ConfirmArray): a step to fenced of version 5 counts a confirmed
+//     array as planned, cut and read back. The steps are those of
+//     version 3.
 var rules = map[int]map[FenceState][]FenceState{
 	1: {
 		StateIntent:        {StateFencing, StateAborted},
@@ -37,9 +41,10 @@ var rules = map[int]map[FenceState][]FenceState{
 	2: refenceRules,
 	3: refenceRules,
 	4: refenceRules,
+	5: refenceRules,
 }
 
-// refenceRules are the steps of versions 2 to 4.
+// refenceRules are the steps of versions 2 to 5.
 var refenceRules = map[FenceState][]FenceState{
 	StateIntent:        {StateFencing, StateAborted},
 	StateFencing:       {StateFenced, StateFailed, StateUnfenceIntent},
@@ -62,6 +67,15 @@ const RefenceVersion = 3
 // a restore scope computed again (Rescope) and restores with it; below it,
 // an unfence restores with the scope committed with unfence-intent.
 const RescopeVersion = 4
+
+// PauseHoldersVersion is the group ledger version from which a pause is a
+// holder of its own (AddPause, EndPauses); below it, a leader writes the
+// single pause slot of a cluster or of all (SetPause).
+const PauseHoldersVersion = 5
+
+// ConfirmVersion is the group ledger version from which an operator may
+// confirm that a fenced node cannot reach an array (ConfirmArray).
+const ConfirmVersion = 5
 
 // opState is the state a fence record must be in to record an array op.
 var opState = map[ArrayOp]FenceState{

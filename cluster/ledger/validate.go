@@ -12,6 +12,10 @@ import (
 // maxName bounds names (clusters, nodes, arrays, replicas, probes, IDs).
 const maxName = 253
 
+// maxEndIDs bounds the pauses one EndPauses names (the holders and the
+// single pause slots of earlier versions).
+const maxEndIDs = 1024
+
 // maxText bounds free text (reasons, notes, errors, details).
 const maxText = 4096
 
@@ -425,6 +429,65 @@ func (c *SetLedgerVersion) Validate() error {
 		if c.Voters[id] < c.LedgerVersion {
 			return invalid(t, "voter %s applies up to version %d, below %d", id, c.Voters[id], c.LedgerVersion)
 		}
+	}
+	return nil
+}
+
+// Validate implements Command.
+func (c *AddPause) Validate() error {
+	t := c.Type()
+	if err := firstErr(c.check(t), checkName(t, "cluster", c.Cluster, false),
+		checkOperator(t, "operator", c.Operator, true), checkText(t, "reason", c.Reason, true)); err != nil {
+		return err
+	}
+	if c.V < PauseHoldersVersion {
+		return invalid(t, "needs v %d, got v %d", PauseHoldersVersion, c.V)
+	}
+	return nil
+}
+
+// Validate implements Command.
+func (c *EndPauses) Validate() error {
+	t := c.Type()
+	if err := firstErr(c.check(t), checkOperator(t, "operator", c.Operator, true),
+		checkText(t, "reason", c.Reason, true)); err != nil {
+		return err
+	}
+	if c.V < PauseHoldersVersion {
+		return invalid(t, "needs v %d, got v %d", PauseHoldersVersion, c.V)
+	}
+	if len(c.IDs) == 0 {
+		return invalid(t, "ids is required")
+	}
+	if len(c.IDs) > maxEndIDs {
+		return invalid(t, "ids names %d pauses, more than %d", len(c.IDs), maxEndIDs)
+	}
+	seen := map[string]bool{}
+	for i, id := range c.IDs {
+		if err := checkName(t, fmt.Sprintf("ids[%d]", i), id, true); err != nil {
+			return err
+		}
+		if seen[id] {
+			return invalid(t, "ids names %s twice", id)
+		}
+		seen[id] = true
+	}
+	return nil
+}
+
+// Validate implements Command.
+func (c *ConfirmArray) Validate() error {
+	t := c.Type()
+	ref := fenceRef{c.Cluster, c.Node, c.FenceID}
+	if err := firstErr(c.check(t), ref.validate(t), checkName(t, "array", c.Array, false),
+		checkOperator(t, "operator", c.Operator, true), checkText(t, "reason", c.Reason, true)); err != nil {
+		return err
+	}
+	if c.V < ConfirmVersion {
+		return invalid(t, "needs v %d, got v %d", ConfirmVersion, c.V)
+	}
+	if c.Array == "" && !c.PoweredOff {
+		return invalid(t, "array is required unless the node is confirmed powered off")
 	}
 	return nil
 }

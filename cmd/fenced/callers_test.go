@@ -146,7 +146,7 @@ func TestCallersProvenNeverDeclared(t *testing.T) {
 	// what the token proves.
 	resp, body = send(g.client(t, ""), follower, "/v1/resume",
 		map[string]string{"Authorization": "Bearer " + callersToken, stonith.CallerHeader: "cert:alice"},
-		stonith.PauseRequest{Reason: "done"})
+		stonith.PauseRequest{Reason: "done", All: true})
 	require.Equal(t, http.StatusOK, resp.StatusCode, body)
 	assert.Equal(t, leader.id, resp.Header.Get(cluster.HeaderForwardedBy), "the follower forwarded it")
 	require.Eventually(t, func() bool {

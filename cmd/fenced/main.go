@@ -8,6 +8,7 @@
 //	fenced fence NODE --cluster C --reason R        fence a node now
 //	fenced unfence NODE --cluster C [--force --yes] restore a fenced node
 //	fenced pause|resume [--cluster C]               pause or resume fencing
+//	fenced confirm NODE --cluster C --array A       attest a fenced node cannot write to an array
 //	fenced datadir recover --config F --rejoin      recover a refused data directory
 //	fenced pki ca|replica|operator|show             make and check certificates
 //	fenced version                                  print the version
@@ -123,7 +124,7 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 		}
 	}
 	root.AddCommand(newRunCmd(), newStatusCmd(), newPlanCmd(), newConfigCmd(), newVersionCmd(),
-		newHistoryCmd(), newFenceCmd(), newUnfenceCmd(), newPauseCmd(), newResumeCmd(), newDataDirCmd(), newPKICmd(), newGenerateDocsCmd())
+		newHistoryCmd(), newFenceCmd(), newUnfenceCmd(), newPauseCmd(), newResumeCmd(), newConfirmCmd(), newDataDirCmd(), newPKICmd(), newGenerateDocsCmd())
 	registerCompletions(root)
 	return root
 }

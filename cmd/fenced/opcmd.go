@@ -134,7 +134,12 @@ func newPauseCmd() *cobra.Command {
 	return opCommand("pause [--cluster C] --reason R", "Pause fencing (one cluster, or all)",
 		`Pause fencing on verdicts, for one cluster or for all, e.g. during an
 array upgrade. Fences already applied stay; recoveries and operator fences
-go on.`,
+go on.
+
+Every pause is held by its caller: two operators' pauses are two pauses,
+and fencing stays paused until both end. Pausing the same scope again
+updates the reason of your pause (its start time stays). The answer lists
+every pause in effect.`,
 		cobra.NoArgs, func(cmd *cobra.Command) {
 			cmd.Flags().StringVar(&cluster, "cluster", "", "the cluster to pause (default: all)")
 			cmd.Flags().StringVar(&reason, "reason", "", "why, recorded in the ledger (required)")
@@ -146,13 +151,67 @@ go on.`,
 }
 
 func newResumeCmd() *cobra.Command {
-	var cluster, reason string
-	return opCommand("resume [--cluster C]", "Resume fencing (one cluster, or all)", "",
+	var cluster, reason, id, heldBy string
+	var all bool
+	cmd := opCommand("resume [--cluster C] [--id ID | --held-by NAME | --all]", "End pauses of fencing",
+		`End your own pauses (of --cluster C only, when given), or the pause --id
+names, or every pause --held-by NAME holds (as fenced status names it), or with --all every pause (of --cluster
+C only, when given). Pauses of others stay. The answer lists every pause
+still in effect; fenced status shows them too.`,
 		cobra.NoArgs, func(cmd *cobra.Command) {
-			cmd.Flags().StringVar(&cluster, "cluster", "", "the cluster to resume (default: all)")
+			cmd.Flags().StringVar(&cluster, "cluster", "", "only pauses of this cluster")
 			cmd.Flags().StringVar(&reason, "reason", "operator resume", "why, recorded in the ledger")
+			cmd.Flags().StringVar(&id, "id", "", "end the pause with this ID (see fenced status)")
+			cmd.Flags().StringVar(&heldBy, "held-by", "", "end every pause this operator holds (e.g. token/alice)")
+			cmd.Flags().BoolVar(&all, "all", false, "end every pause")
+			cmd.MarkFlagsMutuallyExclusive("id", "held-by", "all")
+			cmd.MarkFlagsMutuallyExclusive("id", "cluster")
 		},
 		func(ctx context.Context, c *stonith.Client, _ []string) (stonith.ActionResult, error) {
-			return c.Resume(ctx, stonith.PauseRequest{Cluster: cluster, Reason: reason})
+			return c.Resume(ctx, stonith.PauseRequest{Cluster: cluster, Reason: reason, ID: id, HeldBy: heldBy, All: all})
 		})
+	return cmd
+}
+
+func newConfirmCmd() *cobra.Command {
+	var cluster, array, reason string
+	var poweredOff, yes bool
+	cmd := opCommand("confirm NODE --cluster C (--array A | --powered-off) --reason R --yes", "Attest that a fenced node cannot write to an array",
+		`Attest, as pcs stonith confirm does, that the node of an open fence cannot
+write to array A (the array is gone for good), or with --powered-off that
+the node is powered off. fenced then counts that array's cut as verified
+for this fence only and goes on to taint the node and delete its pods.
+
+fenced cannot check what you attest. If the node can still write to the
+array, its old pods and their replacements write the same volumes: data
+corruption. Confirm only what you checked yourself (the array is
+destroyed or disconnected; the node's power is off at the PDU or BMC).
+
+The ledger records who, when and why; fenced logs it at WARN and records
+an Event on the node. A later read-back of the array that shows the
+node's access voids the confirmation. Needs --yes and a reason.`,
+		cobra.ExactArgs(1), func(cmd *cobra.Command) {
+			cmd.Flags().StringVar(&cluster, "cluster", "", "the node's cluster (required)")
+			cmd.Flags().StringVar(&array, "array", "", "the array the node cannot write to")
+			cmd.Flags().BoolVar(&poweredOff, "powered-off", false, "the node is powered off (every array, unless --array)")
+			cmd.Flags().StringVar(&reason, "reason", "", "what you checked, recorded in the ledger (required)")
+			cmd.Flags().BoolVar(&yes, "yes", false, "confirm that you checked it (required)")
+			_ = cmd.MarkFlagRequired("cluster")
+			_ = cmd.MarkFlagRequired("reason")
+		},
+		func(ctx context.Context, c *stonith.Client, args []string) (stonith.ActionResult, error) {
+			return c.Confirm(ctx, stonith.ConfirmRequest{Cluster: cluster, Node: args[0], Array: array,
+				PoweredOff: poweredOff, Reason: reason})
+		})
+	call := cmd.RunE
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if array == "" && !poweredOff {
+			return &exitError{code: exitUsage, err: errors.New("give --array A, or --powered-off")}
+		}
+		if !yes {
+			return &exitError{code: exitUsage, err: errors.New("confirm attests what fenced cannot check: run it with --yes once you checked it yourself")}
+		}
+		return call(cmd, args)
+	}
+	return cmd
 }

@@ -494,8 +494,14 @@ func TestProductOneReplica(t *testing.T) {
 		require.NoError(t, err)
 		assert.False(t, nodeHasTaint(n, "node.kubernetes.io/out-of-service"))
 
+		// A resume ends the caller's own pause: alice's.
 		code, out = cli(t, bin, "resume", "--addr", base, "--token-file", token)
+		require.NotEqual(t, 0, code, out)
+		assert.Contains(t, out, "hold no pause")
+		assert.Contains(t, out, "every cluster by token/alice")
+		code, out = cli(t, bin, "resume", "--addr", base, "--token-file", token, "--operator", "alice")
 		require.Equal(t, 0, code, out)
+		assert.Contains(t, out, "nothing is paused")
 		st, ok = getStatus(t, base)
 		require.True(t, ok)
 		assert.False(t, st.Raft.FencingPaused)

@@ -79,14 +79,19 @@ type Raft struct {
 	// MembersError says why the leader's view could not be had.
 	MembersFrom  string `json:"membersFrom,omitempty"`
 	MembersError string `json:"membersError,omitempty"`
-	// FencingPaused is the replicated pause flag (`fenced pause`); Pause
-	// says who set it, when and why.
+	// FencingPaused is set while a pause of every cluster is in effect
+	// (`fenced pause`); Pause is the oldest such pause: who, when, why.
 	FencingPaused bool   `json:"fencingPaused"`
 	Pause         *Pause `json:"pause,omitempty"`
+	// Pauses lists every pause in effect, of every cluster or of one,
+	// oldest first; fencing on verdicts stays paused while one holds.
+	Pauses []Pause `json:"pauses,omitempty"`
 }
 
 // Pause is a pause of fencing in effect, as the ledger records it.
 type Pause struct {
+	// ID names the pause for `fenced resume --id`.
+	ID string `json:"id,omitempty"`
 	// Scope is "all" for the pause of every cluster, else the cluster's
 	// name.
 	Scope string `json:"scope"`
@@ -131,9 +136,11 @@ type Cluster struct {
 	// DryRun mirrors the cluster's dryRun setting.
 	DryRun bool `json:"dryRun"`
 	// Paused is set while fencing is paused for this cluster (or for all);
-	// Pause is that pause (the cluster's own, else the global one).
-	Paused bool   `json:"paused"`
-	Pause  *Pause `json:"pause,omitempty"`
+	// Pause is the oldest such pause (the cluster's own, else one of
+	// every cluster) and Pauses every one, oldest first.
+	Paused bool    `json:"paused"`
+	Pause  *Pause  `json:"pause,omitempty"`
+	Pauses []Pause `json:"pauses,omitempty"`
 	// Doubt is set while this replica doubts its own view of the cluster
 	// (apiserver-unreachable, watch-stale): every node is then blocked.
 	Doubt string `json:"doubt,omitempty"`
@@ -280,6 +287,9 @@ type Fence struct {
 	// array, what access.
 	Regressions    int    `json:"regressions,omitempty"`
 	LastRegression string `json:"lastRegression,omitempty"`
+	// Confirmations are operators' attestations (`fenced confirm`) that
+	// the node cannot write to an array: who, when and why.
+	Confirmations []string `json:"confirmations,omitempty"`
 	// UnfenceOperator is who asked for the unfence, as the ledger records
 	// it (empty when fenced unfenced a rebooted node by itself);
 	// ForcedUnfence is set when the operator forced it.
@@ -334,11 +344,14 @@ type History struct {
 // FenceArray is a fence's progress on one array.
 type FenceArray struct {
 	Array string `json:"array"`
-	// Step is planned, applied, verified, undone or restored.
+	// Step is planned, applied, verified, undone or restored, or
+	// confirmed-by-operator: an operator attested that the node cannot
+	// write there (`fenced confirm`) and Confirmed says who, when and why.
 	Step string `json:"step"`
 	// Summary says what the plan removes.
-	Summary string `json:"summary,omitempty"`
-	Error   string `json:"error,omitempty"`
+	Summary   string `json:"summary,omitempty"`
+	Error     string `json:"error,omitempty"`
+	Confirmed string `json:"confirmed,omitempty"`
 }
 
 // Array is one configured array's connectivity.

@@ -13,7 +13,7 @@ import (
 )
 
 // opsCollector reports what operators alert on besides the pipeline's own
-// metrics: the pause of each cluster (from the replicated ledger), each
+// metrics: the pauses of each cluster (from the replicated ledger), each
 // cluster's dry-run setting, and when the replica's certificates expire.
 // It reads at scrape time, so a renewed certificate file shows at once.
 type opsCollector struct {
@@ -23,7 +23,7 @@ type opsCollector struct {
 	credDir  string
 	log      *slog.Logger
 
-	paused, dryRun, expiry *prometheus.Desc
+	paused, holders, started, dryRun, expiry *prometheus.Desc
 }
 
 // certRef is a certificate file of the configuration, by its use.
@@ -35,6 +35,10 @@ func newOpsCollector(cfg *configs.Config, l *ledger.FSM, credDir string, log *sl
 	c := &opsCollector{ledger: l, clusters: cfg.Clusters, credDir: credDir, log: log,
 		paused: prometheus.NewDesc("fenced_fencing_paused",
 			"1 while fencing on verdicts is paused for the cluster (fenced pause, for the cluster or all), else 0.", []string{"cluster"}, nil),
+		holders: prometheus.NewDesc("fenced_pause_holders",
+			"How many pauses are in effect for the cluster: its own and those of every cluster (fenced pause); fencing on verdicts is paused while it is above 0.", []string{"cluster"}, nil),
+		started: prometheus.NewDesc("fenced_pause_started_timestamp_seconds",
+			"When each pause in effect began (Unix seconds), by its ID, scope (a cluster, or all) and operator; fenced resume --id ID ends it.", []string{"id", "scope", "operator"}, nil),
 		dryRun: prometheus.NewDesc("fenced_dry_run",
 			"1 when the cluster is configured dryRun: fenced decides and reports but changes nothing.", []string{"cluster"}, nil),
 		expiry: prometheus.NewDesc("fenced_certificate_expiry_timestamp_seconds",
@@ -51,6 +55,8 @@ func newOpsCollector(cfg *configs.Config, l *ledger.FSM, credDir string, log *sl
 // Describe implements prometheus.Collector.
 func (c *opsCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.paused
+	ch <- c.holders
+	ch <- c.started
 	ch <- c.dryRun
 	ch <- c.expiry
 }
@@ -58,13 +64,25 @@ func (c *opsCollector) Describe(ch chan<- *prometheus.Desc) {
 // Collect implements prometheus.Collector.
 func (c *opsCollector) Collect(ch chan<- prometheus.Metric) {
 	paused := map[string]bool{}
+	holders := map[string]int{}
+	var all []ledger.PauseHolder
 	c.ledger.Read(func(s *ledger.State) {
 		for _, cl := range c.clusters {
 			paused[cl.Name] = s.Paused(cl.Name)
+			holders[cl.Name] = len(s.HoldersOf(cl.Name))
 		}
+		all = s.Holders()
 	})
+	for _, h := range all {
+		scope := h.Cluster
+		if scope == "" {
+			scope = "all"
+		}
+		ch <- prometheus.MustNewConstMetric(c.started, prometheus.GaugeValue, float64(h.At.Unix()), h.ID, scope, h.Operator)
+	}
 	for _, cl := range c.clusters {
 		ch <- prometheus.MustNewConstMetric(c.paused, prometheus.GaugeValue, bool01(paused[cl.Name]), cl.Name)
+		ch <- prometheus.MustNewConstMetric(c.holders, prometheus.GaugeValue, float64(holders[cl.Name]), cl.Name)
 		ch <- prometheus.MustNewConstMetric(c.dryRun, prometheus.GaugeValue, bool01(cl.DryRun), cl.Name)
 	}
 	for _, r := range c.certs {

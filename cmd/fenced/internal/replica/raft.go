@@ -156,18 +156,27 @@ func raftStatus(node *cluster.Node) *status.Raft {
 			Suffrage: title(p.Suffrage), Self: p.Self, Reachable: p.Reachable, LastContact: p.LastContact})
 	}
 	node.Ledger().Read(func(l *ledger.State) {
-		r.FencingPaused = l.Pause.Paused
-		r.Pause = statusPause(status.PauseScopeAll, l.Pause)
+		r.Pauses = statusPauses(l.Holders())
 	})
+	for i, p := range r.Pauses {
+		if p.Scope == status.PauseScopeAll && r.Pause == nil {
+			r.FencingPaused, r.Pause = true, &r.Pauses[i]
+		}
+	}
 	return r
 }
 
-// statusPause is a ledger pause flag for /status, nil when not set.
-func statusPause(scope string, p ledger.Pause) *status.Pause {
-	if !p.Paused {
-		return nil
+// statusPauses converts the ledger's pauses in effect for /status.
+func statusPauses(hs []ledger.PauseHolder) []status.Pause {
+	var out []status.Pause
+	for _, h := range hs {
+		scope := h.Cluster
+		if scope == "" {
+			scope = status.PauseScopeAll
+		}
+		out = append(out, status.Pause{ID: h.ID, Scope: scope, Operator: h.Operator, Reason: h.Reason, At: h.At.UTC()})
 	}
-	return &status.Pause{Scope: scope, Operator: p.Operator, Reason: p.Reason, At: p.At.UTC()}
+	return out
 }
 
 func title(s string) string {

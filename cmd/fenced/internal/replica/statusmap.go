@@ -24,7 +24,7 @@ func (f *fencing) statusProviders() {
 			ps = f.ctrl.Status()
 		}
 		var hist []*ledger.Fence
-		paused := map[string]*status.Pause{}
+		paused := map[string][]status.Pause{}
 		known := map[string]map[string]bool{}
 		f.node.Ledger().Read(func(s *ledger.State) {
 			cutoff := time.Now().Add(-recentFences)
@@ -35,7 +35,7 @@ func (f *fencing) statusProviders() {
 							hist = append(hist, &ledger.Fence{ID: h.ID, Cluster: h.Cluster, Node: h.Node, Kind: h.Kind,
 								Origin: h.Origin, Operator: h.Operator, Reason: h.Reason, State: h.State,
 								FailReason: h.FailReason, OpenedAt: h.OpenedAt, UpdatedAt: h.UpdatedAt,
-								Steps: slices.Clone(h.Steps)})
+								Steps: slices.Clone(h.Steps), Confirmations: slices.Clone(h.Confirmations)})
 						}
 					}
 				}
@@ -57,13 +57,10 @@ func (f *fencing) statusProviders() {
 	})
 }
 
-// pauseOf is the pause in effect for the cluster: its own, else the
-// global one; nil when fencing is not paused for it.
-func pauseOf(s *ledger.State, cluster string) *status.Pause {
-	if c := s.Clusters[cluster]; c != nil && c.Pause.Paused {
-		return statusPause(cluster, c.Pause)
-	}
-	return statusPause(status.PauseScopeAll, s.Pause)
+// pauseOf is the pauses in effect for the cluster: its own and those of
+// every cluster, oldest first; empty when fencing is not paused for it.
+func pauseOf(s *ledger.State, cluster string) []status.Pause {
+	return statusPauses(s.HoldersOf(cluster))
 }
 
 // identitiesKnown names the cluster's current nodes whose array
@@ -100,9 +97,18 @@ func unprotectedCount(cr *clusterRuntime, known map[string]bool, gaps []status.U
 
 // clusterStatus merges the API server probe, the detector and the
 // pipeline's view of one cluster.
-func (f *fencing) clusterStatus(cr *clusterRuntime, ps stonith.Status, pause *status.Pause) status.Cluster {
+func (f *fencing) clusterStatus(cr *clusterRuntime, ps stonith.Status, pauses []status.Pause) status.Cluster {
 	out := cr.probe.Status()
-	out.Paused, out.Pause = pause != nil, pause
+	out.Paused, out.Pauses = len(pauses) > 0, pauses
+	for i, p := range pauses { // the cluster's own first, as before
+		if p.Scope != status.PauseScopeAll {
+			out.Pause = &pauses[i]
+			break
+		}
+	}
+	if out.Pause == nil && len(pauses) > 0 {
+		out.Pause = &pauses[0]
+	}
 	if cr.err != nil {
 		out.Ready, out.Error = false, cr.err.Error()
 		return out
@@ -205,8 +211,12 @@ func fenceStatuses(ps stonith.Status, hist []*ledger.Fence) []status.Fence {
 			Error: fs.FailReason, Blocked: fs.Blocked, NeedsReboot: fs.NeedsReboot,
 			Recovery: fs.Recovery, Regressions: fs.Regressions, LastRegression: fs.LastRegression}
 		e.UnfenceOperator, e.ForcedUnfence = unfenceAskedBy(fs.Steps)
+		for _, cf := range fs.Confirmations {
+			e.Confirmations = append(e.Confirmations, cf.Text())
+		}
 		for _, a := range fs.Arrays {
-			e.Arrays = append(e.Arrays, status.FenceArray{Array: a.Array, Step: a.Step, Summary: a.Summary, Error: a.LastError})
+			e.Arrays = append(e.Arrays, status.FenceArray{Array: a.Array, Step: a.Step, Summary: a.Summary, Error: a.LastError,
+				Confirmed: a.Confirmed})
 			if e.Error == "" && a.LastError != "" && a.Step != "verified" && a.Step != "restored" {
 				e.Error = a.Array + ": " + a.LastError
 			}
@@ -228,6 +238,9 @@ func FinishedFence(h *ledger.Fence) status.Fence {
 		StartedAt: h.OpenedAt, UpdatedAt: h.UpdatedAt, Error: h.FailReason}
 	e.UnfenceOperator, e.ForcedUnfence = unfenceAskedBy(h.Steps)
 	e.Regressions, e.LastRegression = stonith.Regressions(h)
+	for _, cf := range h.Confirmations {
+		e.Confirmations = append(e.Confirmations, cf.Text())
+	}
 	return e
 }
 

@@ -18,6 +18,11 @@ func Result(out io.Writer, res stonith.ActionResult) error {
 	if _, err := fmt.Fprintln(out, line); err != nil {
 		return err
 	}
+	if res.Paused != nil {
+		if _, err := fmt.Fprintln(out, stonith.StillPaused(*res.Paused)); err != nil {
+			return err
+		}
+	}
 	if res.DryRun != nil {
 		b, err := json.MarshalIndent(res.DryRun, "", "  ")
 		if err != nil {

@@ -46,6 +46,9 @@ func Status(out io.Writer, st status.Status, now time.Time) error {
 		if r.Pause != nil {
 			paused = "yes, every cluster: " + pauseText(*r.Pause, now)
 		}
+		if len(r.Pauses) > 1 {
+			paused += fmt.Sprintf(" (%d pauses in effect, see Pauses)", len(r.Pauses))
+		}
 		rows = append(rows, []string{"Fencing paused:", paused})
 	}
 	table(out, rows)
@@ -125,6 +128,13 @@ func Status(out io.Writer, st status.Status, now time.Time) error {
 		section(out, "Clusters", rows)
 		if len(pauses) > 0 {
 			section(out, "Clusters paused", append([][]string{{"CLUSTER", "BY", "SINCE", "REASON"}}, pauses...))
+		}
+		if r := st.Raft; r != nil && len(r.Pauses) > 0 {
+			rows := [][]string{{"PAUSE", "SCOPE", "BY", "SINCE", "REASON"}}
+			for _, p := range r.Pauses {
+				rows = append(rows, []string{dash(p.ID), p.Scope, dash(p.Operator), p.At.Local().Format(time.RFC3339), dash(p.Reason)})
+			}
+			section(out, "Pauses (fenced resume --id ID ends one)", rows)
 		}
 		if len(nodes) > 0 {
 			section(out, "Nodes not healthy", append([][]string{{"CLUSTER", "NODE", "VERDICT", "REASON", "SINCE"}}, nodes...))

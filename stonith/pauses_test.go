@@ -1,0 +1,198 @@
+package stonith
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/fenced-project/fenced/cluster/ledger"
+	"github.com/fenced-project/fenced/detector"
+)
+
+// TestTwoPausesOneResume: two operators pause; one resumes; the other's
+// pause stays in effect, the answer says so, and /v1/fences shows it.
+func TestTwoPausesOneResume(t *testing.T) {
+	w := newWorld(t)
+	_, stop := w.lead()
+	defer stop()
+	ctx := context.Background()
+
+	res, err := w.ctrl.SetPause(ctx, "token/alice", PauseRequest{Cluster: "c1", Reason: "array upgrade"}, true)
+	require.NoError(t, err)
+	require.NotNil(t, res.Paused)
+	require.Len(t, *res.Paused, 1)
+	alice := (*res.Paused)[0]
+	assert.Equal(t, "c1", alice.Scope)
+	assert.Equal(t, "token/alice", alice.Operator)
+	assert.Contains(t, res.Message, "fencing paused for cluster c1: "+alice.ID)
+
+	res, err = w.ctrl.SetPause(ctx, "token/bob", PauseRequest{Reason: "network change"}, true)
+	require.NoError(t, err)
+	require.Len(t, *res.Paused, 2)
+
+	res, err = w.ctrl.SetPause(ctx, "token/bob", PauseRequest{Reason: "network change done"}, false)
+	require.NoError(t, err)
+	assert.Contains(t, res.Message, "ended pause-")
+	assert.Contains(t, res.Message, "token/bob")
+	require.Len(t, *res.Paused, 1, "alice's pause stays")
+	assert.Equal(t, alice.ID, (*res.Paused)[0].ID)
+	assert.Contains(t, StillPaused(*res.Paused), "still paused (1)")
+	assert.Contains(t, StillPaused(*res.Paused), "cluster c1 by token/alice")
+	body, err := json.Marshal(res)
+	require.NoError(t, err)
+	assert.Contains(t, string(body), `"stillPaused":[{"id":"`+alice.ID+`","scope":"c1","operator":"token/alice"`)
+
+	// A verdict fence waits while alice's pause holds.
+	w.verdict("n1", detector.Failed)
+	require.Eventually(t, func() bool {
+		st := w.ctrl.Status()
+		return len(st.Held) > 0 && strings.Contains(st.Held[0].Note, "paused")
+	}, 10*time.Second, 2*time.Millisecond, "the failed node is never held by the pause")
+	st := w.ctrl.Status()
+	require.Len(t, st.Pauses, 1)
+	assert.Equal(t, []string{"c1"}, st.PausedClusters)
+	assert.False(t, st.Paused)
+	assert.Empty(t, st.Fences)
+
+	// carol holds no pause: her resume ends nothing and says what stays.
+	_, err = w.ctrl.SetPause(ctx, "token/carol", PauseRequest{Reason: "go"}, false)
+	require.ErrorIs(t, err, ErrConflict)
+	assert.Contains(t, err.Error(), "you (token/carol) hold no pause")
+	assert.Contains(t, err.Error(), alice.ID)
+	_, err = w.ctrl.SetPause(ctx, "token/carol", PauseRequest{Reason: "go", HeldBy: "token/bob"}, false)
+	require.ErrorIs(t, err, ErrConflict)
+
+	res, err = w.ctrl.SetPause(ctx, "token/carol", PauseRequest{Reason: "alice is away", ID: alice.ID}, false)
+	require.NoError(t, err)
+	assert.Empty(t, *res.Paused)
+	assert.Equal(t, "nothing is paused: fencing runs for every cluster", StillPaused(*res.Paused))
+	w.waitState(ledger.StateEvicted)
+
+	var actions []ledger.Action
+	w.group.fsm.Read(func(s *ledger.State) { actions = append(actions, s.Actions...) })
+	var who []string
+	for _, a := range actions {
+		who = append(who, a.Action+" "+a.Operator)
+	}
+	assert.Equal(t, []string{"pause token/alice", "pause token/bob", "resume token/bob", "resume token/carol"}, who)
+}
+
+// TestPauseInAnOlderGroup: a group that runs a ledger version before pause
+// holders keeps the single pause slot, says so, and refuses a resume by id.
+func TestPauseInAnOlderGroup(t *testing.T) {
+	w := newWorldOn(t, newLegacyGroup())
+	_, stop := w.lead()
+	defer stop()
+	ctx := context.Background()
+	res, err := w.ctrl.SetPause(ctx, "token/alice", PauseRequest{Cluster: "c1", Reason: "upgrade"}, true)
+	require.NoError(t, err)
+	assert.Contains(t, res.Message, "a pause is one slot per scope")
+	assert.Contains(t, res.Message, "version 5")
+	require.Len(t, *res.Paused, 1)
+	assert.Equal(t, ledger.LegacyPauseID+"-c1", (*res.Paused)[0].ID)
+
+	_, err = w.ctrl.SetPause(ctx, "token/alice", PauseRequest{ID: ledger.LegacyPauseID + "-c1", Reason: "done"}, false)
+	require.ErrorIs(t, err, ErrLedgerVersion)
+	assert.Contains(t, err.Error(), "needs ledger version 5")
+
+	res, err = w.ctrl.SetPause(ctx, "token/alice", PauseRequest{Cluster: "c1", Reason: "done"}, false)
+	require.NoError(t, err)
+	assert.Empty(t, *res.Paused)
+
+	_, err = w.ctrl.Confirm(ctx, "token/alice", ConfirmRequest{Cluster: "c1", Node: "n1", Array: "a1", Reason: "gone"})
+	require.ErrorIs(t, err, ErrLedgerVersion)
+	assert.Contains(t, err.Error(), "needs ledger version 5")
+}
+
+// TestConfirmTakesTheFencePastAGoneArray: array a3 is gone for good, so
+// the fence of n1 cannot be read back there and holds in fencing. An
+// operator confirms that n1 cannot write to a3: the ledger records who,
+// why and when; the fence goes on to taint and evict; the node's Event,
+// the log and the fence's status say so. The other arrays are still cut
+// and read back.
+func TestConfirmTakesTheFencePastAGoneArray(t *testing.T) {
+	logs := &lockedBuffer{}
+	w := newWorld(t, func(cfg *Config) { cfg.Logger = slog.New(slog.NewJSONHandler(logs, nil)) })
+	gone := errors.New("dial tcp 192.0.2.3:443: connect: no route to host")
+	w.arrays["a3"].set(func(a *fakeArray) { a.planErr, a.applyErr, a.verifyErr = gone, gone, gone })
+	_, stop := w.lead()
+	defer stop()
+	ctx := context.Background()
+
+	_, err := w.ctrl.Confirm(ctx, "token/alice", ConfirmRequest{Cluster: "c1", Node: "n1", Array: "a3", Reason: "x"})
+	require.ErrorIs(t, err, ErrConflict, "no open fence yet")
+
+	w.verdict("n1", detector.Failed)
+	require.Eventually(t, func() bool {
+		st := w.ctrl.Status()
+		return len(st.Fences) == 1 && strings.Contains(st.Fences[0].Blocked, "a3")
+	}, 10*time.Second, 2*time.Millisecond, "the fence never blocked on the gone array")
+	assert.Equal(t, ledger.StateFencing, w.state())
+	assert.False(t, w.arrays["a1"].hasAccess("n1"))
+	assert.False(t, w.arrays["a2"].hasAccess("n1"))
+
+	_, err = w.ctrl.Confirm(ctx, "token/alice", ConfirmRequest{Cluster: "c1", Node: "n1", Array: "a9", Reason: "x"})
+	require.ErrorIs(t, err, ErrBadRequest, "an array not configured")
+	_, err = w.ctrl.Confirm(ctx, "token/alice", ConfirmRequest{Cluster: "c1", Node: "n1", Array: "a3"})
+	require.ErrorIs(t, err, ErrBadRequest, "no reason")
+
+	reason := "array a3 destroyed in the machine-room flood; ticket OPS-4711"
+	res, err := w.ctrl.Confirm(ctx, "token/alice", ConfirmRequest{Cluster: "c1", Node: "n1", Array: "a3", Reason: reason})
+	require.NoError(t, err)
+	assert.Contains(t, res.Message, "operator token/alice confirmed")
+	assert.Contains(t, res.Message, "for this fence only")
+	w.waitState(ledger.StateEvicted)
+
+	f := w.group.fence("c1", "n1")
+	require.Len(t, f.Confirmations, 1)
+	cf := f.Confirmations[0]
+	assert.Equal(t, "token/alice", cf.Operator)
+	assert.Equal(t, reason, cf.Reason)
+	assert.Equal(t, "a3", cf.Array)
+	assert.False(t, cf.At.IsZero())
+	assert.True(t, f.Results["a1"].Verified)
+	assert.True(t, f.Results["a2"].Verified)
+	var fenced ledger.Step
+	for _, s := range f.Steps {
+		if s.To == ledger.StateFenced {
+			fenced = s
+		}
+	}
+	assert.Contains(t, fenced.Note, "verified fenced on a1, a2")
+	assert.Contains(t, fenced.Note, "operator token/alice confirmed")
+	var actions []ledger.Action
+	w.group.fsm.Read(func(s *ledger.State) { actions = s.Node("c1", "n1").Actions })
+	require.NotEmpty(t, actions)
+	assert.Equal(t, "confirm", actions[len(actions)-1].Action)
+	assert.Equal(t, "token/alice", actions[len(actions)-1].Operator)
+
+	msgs := w.kube.eventMessages(EventFenceConfirmed)
+	require.Len(t, msgs, 1)
+	assert.Contains(t, msgs[0], "token/alice")
+	assert.Contains(t, msgs[0], "cannot write to array a3")
+	assert.Contains(t, msgs[0], reason)
+
+	out := logs.String()
+	assert.Contains(t, out, `"level":"WARN","msg":"operator confirmed a fenced node cannot write to an array"`)
+	assert.Contains(t, out, `"operator":"token/alice"`)
+	assert.Contains(t, out, `"level":"WARN","msg":"fence goes on past arrays an operator confirmed the node cannot write to"`)
+
+	st := w.ctrl.Status()
+	require.Len(t, st.Fences, 1)
+	require.Len(t, st.Fences[0].Confirmations, 1)
+	for _, a := range st.Fences[0].Arrays {
+		if a.Array == "a3" {
+			assert.Equal(t, StepConfirmed, a.Step)
+			assert.Contains(t, a.Confirmed, "token/alice")
+		} else {
+			assert.Equal(t, "verified", a.Step)
+		}
+	}
+}
