@@ -3,6 +3,7 @@ package e2e
 import (
 	"testing"
 
+	"github.com/fenced-project/fenced/tests/arraysim/powerstore"
 	"github.com/fenced-project/fenced/tests/testbed"
 )
 
@@ -21,4 +22,14 @@ func TestNFSVolumesAreFenced(t *testing.T) {
 		{"flexnfs", testbed.DriverPowerFlex, true}, {"storenfs", testbed.DriverPowerStore, true},
 		{"unitynfs", testbed.DriverUnity, true}, {"scale", testbed.DriverPowerScale, false},
 	})
+}
+
+// TestPowerStoreNFSFencedUnderEitherPatchRule: no source says whether a
+// PowerStore refuses an NFS export PATCH that removes an absent entry or
+// skips that removal (tests/arraysim/CONFORMANCE.md); the default run's
+// simulators refuse it, this one skips it, and the PowerStore NFS volume
+// is fenced, held and given back the same way under both.
+func TestPowerStoreNFSFencedUnderEitherPatchRule(t *testing.T) {
+	t.Setenv(powerstore.EnvNFSRemoveAbsent, powerstore.NFSRemoveAbsentIgnore)
+	moveAndReturn(t, []setOf{{"storenfs", testbed.DriverPowerStore, true}})
 }
