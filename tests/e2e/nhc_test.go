@@ -224,6 +224,7 @@ func TestNodeHealthCheckEscalation(t *testing.T) {
 //
 // When A's fence is closed after its reboot, fenced gives its Lease back.
 func TestNodeHealthCheckLeaseCoordination(t *testing.T) {
+	full(t) // the full suite: the default run keeps the remediation and escalation scenarios
 	if testing.Short() {
 		t.Skip("end-to-end: starts a control plane, the NodeHealthCheck operator and three fenced processes")
 	}

@@ -71,6 +71,7 @@ func statusObjectMismatch(obj *unstructured.Unstructured, st *status.Status) str
 // fence and its phase), and through a pause of fencing (paused, with its
 // reason).
 func TestStatusObjectMatchesStatus(t *testing.T) {
+	full(t) // the full suite: the default run keeps the remediation and escalation scenarios
 	if testing.Short() {
 		t.Skip("end-to-end: starts a control plane and three fenced processes")
 	}
