@@ -52,14 +52,8 @@ arrays:
 	require.Equal(t, "worker-1", node.CSINodeIDs[arrayclients.DriverPowerMax])
 	_, othersBefore := pmaxState(t, e.sim)
 
-	id, err := e.adapter.Resolve(ctx, node)
-	require.NoError(t, err)
+	id, v := resolveAndFence(t, e.adapter, node)
 	assert.Equal(t, "csi-node-TST-worker-1-FC", id.ObjectName)
-	plan, err := e.adapter.Plan(ctx, id, nil)
-	require.NoError(t, err)
-	require.NoError(t, e.adapter.Apply(ctx, plan))
-	v, err := e.adapter.Verify(ctx, plan)
-	require.NoError(t, err)
 	assert.True(t, v.Fenced, "%+v", v)
 	_, othersAfter := pmaxState(t, e.sim)
 	assert.Equal(t, othersBefore["csi-node-TST-worker-10-FC"], othersAfter["csi-node-TST-worker-10-FC"], "worker-10's host untouched")
@@ -68,7 +62,7 @@ arrays:
 	// gives a host name no PowerMax holds: refused, naming the ID.
 	whole := node
 	whole.CSINodeIDs = map[string]string{arrayclients.DriverPowerMax: node.Name}
-	_, err = e.adapter.Resolve(ctx, whole)
+	_, err := e.adapter.Resolve(ctx, whole)
 	require.ErrorContains(t, err, `node ID "worker-1.dc1.example.com"`)
 	require.ErrorContains(t, err, "not a PowerMax host name")
 }
@@ -87,18 +81,26 @@ arrays:
       generate: {lunsPerNode: 2}
 `
 	e := startUnity(t, doc, 5*time.Second)
-	ctx := context.Background()
 	node := dottedNode(t, doc, "worker-1.dc1.example.com")
 	require.Equal(t, "worker-1,worker-1.dc1.example.com", node.CSINodeIDs[arrayclients.DriverUnity])
 
-	id, err := e.adapter.Resolve(ctx, node)
-	require.NoError(t, err)
+	id, v := resolveAndFence(t, e.adapter, node)
 	assert.Equal(t, "worker-1.dc1.example.com", id.ObjectName)
-	plan, err := e.adapter.Plan(ctx, id, nil)
-	require.NoError(t, err)
-	require.NoError(t, e.adapter.Apply(ctx, plan))
-	v, err := e.adapter.Verify(ctx, plan)
-	require.NoError(t, err)
 	assert.True(t, v.Fenced, "%+v", v)
 	assert.Len(t, v.Missing, 2, "both of its LUNs cut")
+}
+
+// resolveAndFence resolves node on a, plans its fence (no footprint),
+// applies it and returns the identity and the read-back.
+func resolveAndFence(t *testing.T, a arrayclients.Adapter, node arrayclients.Node) (arrayclients.Identity, arrayclients.Verification) {
+	t.Helper()
+	ctx := context.Background()
+	id, err := a.Resolve(ctx, node)
+	require.NoError(t, err)
+	plan, err := a.Plan(ctx, id, nil)
+	require.NoError(t, err)
+	require.NoError(t, a.Apply(ctx, plan))
+	v, err := a.Verify(ctx, plan)
+	require.NoError(t, err)
+	return id, v
 }
