@@ -11,8 +11,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -121,15 +123,16 @@ func New(opts Options) *Server {
 func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
 	s.mu.RLock()
 	allowed := s.methods[r.URL.Path]
+	served := slices.Sorted(maps.Keys(s.methods))
 	s.mu.RUnlock()
 	if len(allowed) > 0 { // the path is served, with another method
 		w.Header().Set("Allow", strings.Join(allowed, ", "))
 		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
 		return
 	}
-	msg := fmt.Sprintf("no route %s %s on this replica: it serves /status, /healthz, /readyz and /metrics", r.Method, r.URL.Path)
-	if strings.HasPrefix(r.URL.Path, "/v1/") {
-		msg += ", and the fencing API (/v1/fence, /v1/unfence, /v1/pause, /v1/resume, /v1/fences, /v1/plan, /v1/history) only when a cluster is configured"
+	msg := fmt.Sprintf("no route %s %s on this replica: it serves %s", r.Method, r.URL.Path, strings.Join(served, ", "))
+	if strings.HasPrefix(r.URL.Path, "/v1/") && !slices.ContainsFunc(served, func(p string) bool { return strings.HasPrefix(p, "/v1/") }) {
+		msg += "; the fencing API (/v1/...) is served only when a cluster is configured"
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusNotFound)

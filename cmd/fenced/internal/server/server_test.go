@@ -185,7 +185,7 @@ func TestUnknownRouteSaysWhatIsServed(t *testing.T) {
 	}
 	require.NoError(t, json.Unmarshal([]byte(body), &e), body)
 	assert.Contains(t, e.Error, "no route GET /v1/fences")
-	assert.Contains(t, e.Error, "only when a cluster is configured")
+	assert.Contains(t, e.Error, "served only when a cluster is configured")
 	code, body = get(t, ts.URL+"/statuz")
 	assert.Equal(t, http.StatusNotFound, code)
 	assert.Contains(t, body, "/status")
