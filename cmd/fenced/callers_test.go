@@ -97,8 +97,13 @@ func TestCallersProvenNeverDeclared(t *testing.T) {
 		assert.Contains(t, body, "replica:"+other.id+" may not call /v1/pause: it needs an operator")
 		assert.Contains(t, body, "X-Fenced-Caller header is not believed")
 	}
-	assert.Contains(t, leader.proc.stderr.String(), "caller header from a replica's certificate ignored")
-	assert.Contains(t, leader.proc.stderr.String(), "header=cert:alice")
+	// The process's log reaches the test through a pipe a moment after
+	// the answer: wait for the lines rather than read once.
+	logged := func(s string) func() bool {
+		return func() bool { return strings.Contains(leader.proc.stderr.String(), s) }
+	}
+	assert.Eventually(t, logged("caller header from a replica's certificate ignored"), 10*time.Second, 20*time.Millisecond)
+	assert.Eventually(t, logged("header=cert:alice"), 10*time.Second, 20*time.Millisecond)
 	if rf := raftOf(leader); assert.NotNil(t, rf) {
 		assert.False(t, rf.FencingPaused, "nothing was paused")
 	}
@@ -117,7 +122,7 @@ func TestCallersProvenNeverDeclared(t *testing.T) {
 	}
 	resp, body := send(g.client(t, other.id), leader, groupview.Path, asFollower, report(other.id))
 	assert.Equal(t, http.StatusOK, resp.StatusCode, "a report as the certificate's own replica is taken, the header ignored: %s", body)
-	assert.Contains(t, leader.proc.stderr.String(), "header=replica:"+follower.id)
+	assert.Eventually(t, logged("header=replica:"+follower.id), 10*time.Second, 20*time.Millisecond)
 	resp, body = send(g.client(t, other.id), follower, groupview.Path, nil, report(other.id))
 	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, "a follower does not forward reports: %s", body)
 	assert.Contains(t, body, `"not_leader"`)
@@ -139,7 +144,7 @@ func TestCallersProvenNeverDeclared(t *testing.T) {
 		assert.Equal(t, "storage maintenance (carried by replica "+follower.id+")", raftOf(r).Pause.Reason,
 			"the ledger names the follower that carried the call")
 	}
-	assert.Contains(t, leader.proc.stderr.String(), `operator=token/bob reason="storage maintenance" carriedBy="replica `+follower.id+`"`)
+	assert.Eventually(t, logged(`operator=token/bob reason="storage maintenance" carriedBy="replica `+follower.id+`"`), 10*time.Second, 20*time.Millisecond)
 	assert.NotContains(t, leader.proc.stderr.String(), "header=token/bob", "a follower's forward is no forgery")
 
 	// A forged caller header with the token changes nothing: the person is
