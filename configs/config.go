@@ -135,6 +135,10 @@ type HTTP struct {
 	// anything but a loopback address: without TLS the endpoint is read-only
 	// and local. Set false only behind a TLS-terminating proxy.
 	ReadOnlyLoopbackOnly bool `mapstructure:"readOnlyLoopbackOnly"`
+	// Pprof serves Go's runtime profiles (net/http/pprof) under
+	// /debug/pprof/ to operators only (the token or an operator
+	// certificate). Default false: a CPU profile costs CPU while it runs.
+	Pprof bool `mapstructure:"pprof"`
 }
 
 // ServerTLS is the HTTP endpoint's TLS. File fields accept a path or

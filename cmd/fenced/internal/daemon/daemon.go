@@ -148,7 +148,7 @@ func New(cfg *configs.Config, opts Options) (*Daemon, error) {
 	if d.tls, err = serverTLS(cfg.HTTP.TLS, opts.CredentialsDir); err != nil {
 		return nil, err
 	}
-	d.srv = server.New(server.Options{ReplicaID: cfg.Replica.ID, Build: opts.Build, Logger: opts.Logger, Authorize: d.auth.RequireOperator, Redact: opts.Redactor.Redact})
+	d.srv = server.New(server.Options{ReplicaID: cfg.Replica.ID, Build: opts.Build, Logger: opts.Logger, Authorize: d.auth.RequireOperator, Redact: opts.Redactor.Redact, Pprof: cfg.HTTP.Pprof})
 	return d, nil
 }
 

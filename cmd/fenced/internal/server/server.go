@@ -45,6 +45,9 @@ type Options struct {
 	// CheckTimeout bounds each readiness check and status provider.
 	// Default 2s.
 	CheckTimeout time.Duration
+	// Pprof registers net/http/pprof's handlers under /debug/pprof/,
+	// wrapped by Authorize: profiles are for operators.
+	Pprof bool
 	// Now returns the current time; default time.Now.
 	Now func() time.Time
 
@@ -113,6 +116,9 @@ func New(opts Options) *Server {
 	s.Handle("GET /readyz", http.HandlerFunc(s.readyz))
 	s.Handle("GET /status", http.HandlerFunc(s.status))
 	s.Handle("GET /metrics", s.metricsHandler())
+	if opts.Pprof {
+		s.registerPprof()
+	}
 	s.mux.HandleFunc("/", s.notFound)
 	return s
 }
