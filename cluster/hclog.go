@@ -7,11 +7,12 @@ import (
 	"log"
 	"log/slog"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
+
+	"github.com/fenced-project/fenced/internal/lograte"
 )
 
 // slogHCLog lets hashicorp/raft log through log/slog. The hclog name
@@ -23,13 +24,13 @@ type slogHCLog struct {
 	l     *slog.Logger
 	name  string
 	args  []any
-	limit *peerLimiter
+	limit *lograte.Limiter
 }
 
 var _ hclog.Logger = (*slogHCLog)(nil)
 
 func newHCLog(l *slog.Logger) hclog.Logger {
-	return &slogHCLog{l: l, limit: newPeerLimiter(peerLogEvery, time.Now)}
+	return &slogHCLog{l: l, limit: lograte.New(peerLogEvery, nil)}
 }
 
 // peerLogEvery is how often raft's report that a peer cannot be reached
@@ -50,35 +51,6 @@ var peerUnreachable = map[string]bool{
 	"failed to contact":                       true,
 	"failed to make requestVote RPC":          true,
 	"failed to send snapshot to":              true,
-}
-
-// peerLimiter counts the peer records left out, per key.
-type peerLimiter struct {
-	every time.Duration
-	now   func() time.Time
-	mu    sync.Mutex
-	last  map[string]time.Time
-	left  map[string]int
-}
-
-func newPeerLimiter(every time.Duration, now func() time.Time) *peerLimiter {
-	return &peerLimiter{every: every, now: now, last: map[string]time.Time{}, left: map[string]int{}}
-}
-
-// allow reports whether a record with key is written now and how many
-// were left out since the last one written.
-func (p *peerLimiter) allow(key string) (bool, int) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	now := p.now()
-	if at, ok := p.last[key]; ok && now.Sub(at) < p.every {
-		p.left[key]++
-		return false, 0
-	}
-	n := p.left[key]
-	p.last[key] = now
-	delete(p.left, key)
-	return true, n
 }
 
 func toSlogLevel(level hclog.Level) slog.Level {
@@ -111,12 +83,12 @@ func (h *slogHCLog) Log(level hclog.Level, msg string, args ...any) {
 	out = append(out, hclogArgs(args)...)
 	if peerUnreachable[msg] && h.limit != nil {
 		lvl = min(lvl, slog.LevelWarn)
-		ok, left := h.limit.allow(h.name + "|" + msg + "|" + peerOf(out))
+		ok, left := h.limit.Allow(h.name + "|" + msg + "|" + peerOf(out))
 		if !ok {
 			return
 		}
 		if left > 0 {
-			out = append(out, "suppressed", left, "suppressedWithin", h.limit.every.String())
+			out = append(out, "suppressed", left, "suppressedWithin", h.limit.Every().String())
 		}
 	}
 	l.Log(context.Background(), lvl, msg, out...)

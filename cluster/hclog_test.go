@@ -12,6 +12,8 @@ import (
 	"github.com/hashicorp/raft"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/fenced-project/fenced/internal/lograte"
 )
 
 // topLevelKeys returns the keys of one JSON object in order, repeats kept.
@@ -81,7 +83,7 @@ func TestHCLogPeerUnreachable(t *testing.T) {
 	var buf bytes.Buffer
 	now := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
 	h := &slogHCLog{l: slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		limit: newPeerLimiter(time.Minute, func() time.Time { return now })}
+		limit: lograte.New(time.Minute, func() time.Time { return now })}
 	r := h.Named("raft")
 	down := raft.Server{Suffrage: raft.Voter, ID: "r3", Address: "127.0.0.3:7000"}
 	for i := range 60 { // a minute of heartbeats and appendEntries, one a second

@@ -5,8 +5,9 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"time"
+
+	"github.com/fenced-project/fenced/internal/lograte"
 )
 
 // Quiet wraps the handler of a library's records (client-go's klog, the
@@ -21,7 +22,7 @@ func Quiet(h slog.Handler, every time.Duration, now func() time.Time) slog.Handl
 	if now == nil {
 		now = time.Now
 	}
-	return &quietHandler{next: h, limit: &limiter{every: every, now: now, seen: map[string]*seenRecord{}}}
+	return &quietHandler{next: h, limit: lograte.New(every, now)}
 }
 
 // keyAttrs are the attributes that tell one library record from another
@@ -30,55 +31,10 @@ var keyAttrs = map[string]bool{"cluster": true, "type": true, "reflector": true,
 
 type quietHandler struct {
 	next  slog.Handler
-	limit *limiter
+	limit *lograte.Limiter
 	// bound is the key part of the attributes bound with WithAttrs.
 	bound string
 	group string
-}
-
-type limiter struct {
-	every time.Duration
-	now   func() time.Time
-	mu    sync.Mutex
-	seen  map[string]*seenRecord
-}
-
-type seenRecord struct {
-	at         time.Time
-	suppressed int
-}
-
-// maxKeys bounds the limiter's memory: past it, entries older than every
-// are dropped, and if none are, the whole table.
-const maxKeys = 4096
-
-// allow reports whether a record with this key is written now, and how
-// many were dropped since the last one written.
-func (l *limiter) allow(key string) (bool, int) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	now := l.now()
-	s, ok := l.seen[key]
-	if ok && now.Sub(s.at) < l.every {
-		s.suppressed++
-		return false, 0
-	}
-	if !ok && len(l.seen) >= maxKeys {
-		for k, v := range l.seen {
-			if now.Sub(v.at) >= l.every {
-				delete(l.seen, k)
-			}
-		}
-		if len(l.seen) >= maxKeys {
-			clear(l.seen)
-		}
-	}
-	n := 0
-	if ok {
-		n = s.suppressed
-	}
-	l.seen[key] = &seenRecord{at: now}
-	return true, n
 }
 
 func (q *quietHandler) Enabled(ctx context.Context, level slog.Level) bool {
@@ -99,7 +55,7 @@ func (q *quietHandler) Handle(ctx context.Context, r slog.Record) error {
 		}
 		return true
 	})
-	ok, suppressed := q.limit.allow(key.String())
+	ok, suppressed := q.limit.Allow(key.String())
 	if !ok {
 		return nil
 	}
@@ -113,7 +69,7 @@ func (q *quietHandler) Handle(ctx context.Context, r slog.Record) error {
 		return true
 	})
 	if suppressed > 0 {
-		out.AddAttrs(slog.Int("suppressed", suppressed), slog.String("suppressedWithin", q.limit.every.String()))
+		out.AddAttrs(slog.Int("suppressed", suppressed), slog.String("suppressedWithin", q.limit.Every().String()))
 	}
 	return q.next.Handle(ctx, out)
 }
