@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -336,6 +337,12 @@ func TestForcedUnfenceNeedsTheAPIServer(t *testing.T) {
 		w.kube.mu.Unlock()
 	}
 	setAPIErr(errors.New("connection refused"))
+	// While the API server cannot be read the detector doubts its view and
+	// blocks every verdict (detector README, "Never on doubt about
+	// ourselves"); a Failed verdict left standing here would open a new
+	// fence the moment the unfence closes this one.
+	w.ctrl.PublishVerdicts(t.Context(), []detector.Verdict{{Cluster: "c1", Node: "n1", State: detector.Blocked,
+		Reason: detector.ReasonAPIServerUnreachable, Since: time.Now()}})
 
 	_, err := c.Unfence(t.Context(), UnfenceRequest{Cluster: "c1", Node: "n1", Reason: "by hand", Force: true})
 	var apiErr *APIError
