@@ -216,9 +216,9 @@ func run(p params) error {
 		if mergeNote < 0 {
 			res.Duration = time.Since(res.StartedAt).Round(time.Second).String()
 		} else {
-			res.Notes[mergeNote] = fmt.Sprintf("merged with a later run: %s, took %s, on %d CPUs (%s), %s; load average at start %s",
+			res.Notes[mergeNote] = fmt.Sprintf("merged with a later run: %s, took %s, on %d CPUs (%s), %s; load average at start %s%s",
 				mergeStart.Format("2006-01-02 15:04 MST"), time.Since(mergeStart).Round(time.Second), mergeHost.CPUs,
-				mergeHost.CPUModel, mergeHost.GoVersion, mergeHost.LoadAvg)
+				mergeHost.CPUModel, mergeHost.GoVersion, mergeHost.LoadAvg, treeNote(mergeHost.Tree))
 		}
 		return write(p.Out, res)
 	}

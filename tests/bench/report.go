@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"runtime"
 	"slices"
 	"sort"
@@ -20,6 +21,9 @@ type Host struct {
 	CPUModel  string `json:"cpuModel"`
 	GoVersion string `json:"goVersion"`
 	LoadAvg   string `json:"loadAverageAtStart"`
+	// Tree is the commit the run was built from (git describe --always
+	// --dirty), "" when git could not say.
+	Tree string `json:"tree,omitempty"`
 }
 
 func hostInfo() Host {
@@ -35,7 +39,18 @@ func hostInfo() Host {
 	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
 		h.LoadAvg = strings.Join(strings.Fields(string(b))[:3], " ")
 	}
+	if out, err := exec.Command("git", "describe", "--always", "--dirty").Output(); err == nil {
+		h.Tree = strings.TrimSpace(string(out))
+	}
 	return h
+}
+
+// treeNote is ", tree T" for a run whose commit is known.
+func treeNote(tree string) string {
+	if tree == "" {
+		return ""
+	}
+	return ", tree " + tree
 }
 
 func leaderStatus(ctx context.Context, h *e2e.Harness) (*status.Status, error) {
@@ -94,11 +109,11 @@ func field(trials []Trial, f func(Trial) float64) []float64 {
 func markdown(r *Results) string {
 	var b strings.Builder
 	b.WriteString("# fenced benchmark results\n\n")
-	fmt.Fprintf(&b, "Run %s, took %s, on %d CPUs (%s), %s; load average at start %s. "+
+	fmt.Fprintf(&b, "Run %s, took %s, on %d CPUs (%s), %s; load average at start %s%s. "+
 		"Written by `make bench` (`go run ./tests/bench`); the raw figures are in results.json. "+
 		"Every run is real: three `fenced run` processes, kube-apiserver with etcd, controller manager, scheduler and kwok nodes, "+
 		"the five array simulators behind toxiproxy. Figures, not pass/fail.\n\n",
-		r.StartedAt.Format("2006-01-02 15:04 MST"), r.Duration, r.Host.CPUs, r.Host.CPUModel, r.Host.GoVersion, r.Host.LoadAvg)
+		r.StartedAt.Format("2006-01-02 15:04 MST"), r.Duration, r.Host.CPUs, r.Host.CPUModel, r.Host.GoVersion, r.Host.LoadAvg, treeNote(r.Host.Tree))
 	b.WriteString("Times are given from two moments. **From power-off**: from the moment the harness stops the node " +
 		"(its kubelet port closes and its Lease is no longer renewed, as when the power goes): what the workload sees. " +
 		"**From the last renewal**: from the last renewTime of the node's Lease, which comes up to one renewal interval (10 s) " +
