@@ -194,7 +194,11 @@ destroyed or disconnected; the node's power is off at the PDU or BMC).
 
 The ledger records who, when and why; fenced logs it at WARN and records
 an Event on the node. A later read-back of the array that shows the
-node's access voids the confirmation. Needs --yes and a reason.`,
+node's access voids the confirmation. Needs --yes and a reason.
+
+The node's unfence gives access back on the other arrays but finishes only
+once the confirmed array answers again (a cut of the fence may still be in
+place there): until then the node stays fenced, and fenced status says so.`,
 		cobra.ExactArgs(1), ptr(fencedNode), func(cmd *cobra.Command) {
 			cmd.Flags().StringVar(&cluster, "cluster", "", "the node's cluster (required)")
 			cmd.Flags().StringVar(&array, "array", "", "the array the node cannot write to")
