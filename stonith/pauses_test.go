@@ -196,3 +196,51 @@ func TestConfirmTakesTheFencePastAGoneArray(t *testing.T) {
 		}
 	}
 }
+
+// TestUnfenceWaitsForAConfirmedGoneArray: the unfence of a fence that went
+// past a gone array on an operator's confirmation gives access back on the
+// arrays that answer and stays in unfence-intent while the gone one does
+// not (a cut of the fence may still be in place there, and fenced never
+// closes a fence over one): the block names the confirmation and what ends
+// the wait. When the array answers again the unfence restores it there
+// and finishes.
+func TestUnfenceWaitsForAConfirmedGoneArray(t *testing.T) {
+	w := newWorld(t)
+	gone := errors.New("dial tcp 192.0.2.3:443: connect: no route to host")
+	// a3 planned, then gone before its cut was written or read back.
+	w.arrays["a3"].set(func(a *fakeArray) { a.applyErr, a.verifyErr, a.undoErr = gone, gone, gone })
+	_, stop := w.lead()
+	defer stop()
+	ctx := context.Background()
+
+	w.verdict("n1", detector.Failed)
+	require.Eventually(t, func() bool {
+		st := w.ctrl.Status()
+		return len(st.Fences) == 1 && strings.Contains(st.Fences[0].Blocked, "a3")
+	}, 10*time.Second, 2*time.Millisecond, "the fence never blocked on the gone array")
+	_, err := w.ctrl.Confirm(ctx, "token/alice", ConfirmRequest{Cluster: "c1", Node: "n1", Array: "a3", Reason: "a3 destroyed; OPS-4711"})
+	require.NoError(t, err)
+	w.waitState(ledger.StateEvicted)
+
+	w.verdict("n1", detector.Healthy)
+	_, err = w.ctrl.Unfence(ctx, "token/bob", UnfenceRequest{Cluster: "c1", Node: "n1", Reason: "node repaired", Force: true})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		st := w.ctrl.Status()
+		return len(st.Fences) == 1 && strings.Contains(st.Fences[0].Blocked, "confirmed gone by token/alice")
+	}, 10*time.Second, 2*time.Millisecond, "the unfence never named the confirmed array")
+	st := w.ctrl.Status()
+	assert.Contains(t, st.Fences[0].Blocked, "a3 (confirmed gone by token/alice: a3 destroyed; OPS-4711)")
+	assert.Contains(t, st.Fences[0].Blocked, "until then the node stays fenced")
+	assert.Equal(t, ledger.StateUnfenceIntent, w.state(), "no restore is proven on a3")
+	f := w.group.fence("c1", "n1")
+	for _, a := range []string{"a1", "a2"} {
+		require.NotNil(t, f.Results[a])
+		assert.True(t, f.Results[a].RestoreVerified, a)
+		assert.True(t, w.arrays[a].hasAccess("n1"), a)
+	}
+
+	w.arrays["a3"].set(func(a *fakeArray) { a.applyErr, a.verifyErr, a.undoErr = nil, nil, nil })
+	w.waitClosed()
+	assert.True(t, w.arrays["a3"].hasAccess("n1"))
+}

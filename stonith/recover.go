@@ -276,7 +276,7 @@ func (c *Controller) stepRestore(ctx context.Context, l Leadership, cl *clusterR
 	}
 	if len(errs) > 0 {
 		names, text := errorsByArray(errs)
-		return done, c.blocked(ctx, cl, f, names, "cannot restore on "+text)
+		return done, c.blocked(ctx, cl, f, names, "cannot restore on "+text+confirmedGoneHint(f, names))
 	}
 	f = c.readNode(cl.Name, f.Node).Fence
 	if f == nil || f.State != ledger.StateUnfenceIntent {
@@ -471,4 +471,24 @@ func scopeChange(old, now map[string]arrayclients.RestoreScope) string {
 		return "unchanged"
 	}
 	return strings.Join(parts, "; ")
+}
+
+// confirmedGoneHint tells the operator, for the arrays of a blocked
+// restore that an operator confirmed for this fence (fenced confirm), why
+// the unfence waits and what ends the wait: fenced never closes a fence
+// while a cut it recorded may still be in place on an array, so the node
+// stays fenced until the array answers again and its access is given back
+// and read back there.
+func confirmedGoneHint(f *ledger.Fence, arrays []string) string {
+	var parts []string
+	for _, a := range arrays {
+		if cf, ok := f.Confirmed(a); ok {
+			parts = append(parts, fmt.Sprintf("%s (confirmed gone by %s: %s)", a, cf.Operator, cf.Reason))
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "; a cut of this fence may still be in place on " + strings.Join(parts, ", ") +
+		": the unfence restores it there and finishes once the array answers again; until then the node stays fenced (bring the array back, or see the operations guide: When an array is gone for good)"
 }

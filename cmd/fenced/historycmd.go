@@ -57,6 +57,7 @@ last ` + strconv.Itoa(ledger.MaxHistory) + ` records of each node; fences in pro
 	registerOutput(cmd, &output)
 	cmd.Flags().StringVar(&cluster, "cluster", "", "only this cluster's fences")
 	cmd.Flags().StringVar(&node, "node", "", "only this node's fences")
+	_ = cmd.RegisterFlagCompletionFunc("node", completeNodes(&f, anyKnownNode))
 	cmd.Flags().IntVar(&limit, "limit", 0, "at most this many, the newest (0: all)")
 	return cmd
 }

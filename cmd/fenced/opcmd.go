@@ -36,7 +36,9 @@ func writeJSON(out io.Writer, v any) error {
 }
 
 // opCommand builds one operator command around call.
-func opCommand(use, short, long string, args cobra.PositionalArgs, setup func(*cobra.Command),
+// A command whose argument is a node (nodes non-nil) completes it with
+// the node names nodes selects (see completeNodes).
+func opCommand(use, short, long string, args cobra.PositionalArgs, nodes *nodeChoice, setup func(*cobra.Command),
 	call func(ctx context.Context, c *stonith.Client, args []string) (stonith.ActionResult, error)) *cobra.Command {
 	var f opclient.OpFlags
 	cmd := &cobra.Command{
@@ -63,6 +65,9 @@ func opCommand(use, short, long string, args cobra.PositionalArgs, setup func(*c
 	}
 	f.Register(cmd)
 	registerOutput(cmd, &f.Output)
+	if nodes != nil {
+		cmd.ValidArgsFunction = completeNodes(&f.EndpointFlags, *nodes)
+	}
 	if setup != nil {
 		setup(cmd)
 	}
@@ -76,7 +81,7 @@ func newFenceCmd() *cobra.Command {
 force-delete its StatefulSet pods, as for a failed node. Allowed while
 fencing is paused. Any replica accepts the call; followers forward it to
 the leader.`,
-		cobra.ExactArgs(1), func(cmd *cobra.Command) {
+		cobra.ExactArgs(1), ptr(anyKnownNode), func(cmd *cobra.Command) {
 			cmd.Flags().StringVar(&cluster, "cluster", "", "the node's cluster (required)")
 			cmd.Flags().StringVar(&reason, "reason", "", "why, recorded in the ledger (required)")
 			_ = cmd.MarkFlagRequired("cluster")
@@ -99,7 +104,7 @@ from before the fence may still run there.
 and is still refused when the API server cannot be read (the node and its
 pods are read first) unless --unverified is given too. The ledger records a
 forced unfence as such.`,
-		cobra.ExactArgs(1), func(cmd *cobra.Command) {
+		cobra.ExactArgs(1), ptr(fencedNode), func(cmd *cobra.Command) {
 			cmd.Flags().StringVar(&cluster, "cluster", "", "the node's cluster (required)")
 			cmd.Flags().StringVar(&reason, "reason", "operator unfence", "why, recorded in the ledger")
 			cmd.Flags().BoolVar(&force, "force", false, "skip the reboot and stale-pod checks")
@@ -140,7 +145,7 @@ Every pause is held by its caller: two operators' pauses are two pauses,
 and fencing stays paused until both end. Pausing the same scope again
 updates the reason of your pause (its start time stays). The answer lists
 every pause in effect.`,
-		cobra.NoArgs, func(cmd *cobra.Command) {
+		cobra.NoArgs, nil, func(cmd *cobra.Command) {
 			cmd.Flags().StringVar(&cluster, "cluster", "", "the cluster to pause (default: all)")
 			cmd.Flags().StringVar(&reason, "reason", "", "why, recorded in the ledger (required)")
 			_ = cmd.MarkFlagRequired("reason")
@@ -158,7 +163,7 @@ func newResumeCmd() *cobra.Command {
 names, or every pause --held-by NAME holds (as fenced status names it), or with --all every pause (of --cluster
 C only, when given). Pauses of others stay. The answer lists every pause
 still in effect; fenced status shows them too.`,
-		cobra.NoArgs, func(cmd *cobra.Command) {
+		cobra.NoArgs, nil, func(cmd *cobra.Command) {
 			cmd.Flags().StringVar(&cluster, "cluster", "", "only pauses of this cluster")
 			cmd.Flags().StringVar(&reason, "reason", "operator resume", "why, recorded in the ledger")
 			cmd.Flags().StringVar(&id, "id", "", "end the pause with this ID (see fenced status)")
@@ -189,8 +194,12 @@ destroyed or disconnected; the node's power is off at the PDU or BMC).
 
 The ledger records who, when and why; fenced logs it at WARN and records
 an Event on the node. A later read-back of the array that shows the
-node's access voids the confirmation. Needs --yes and a reason.`,
-		cobra.ExactArgs(1), func(cmd *cobra.Command) {
+node's access voids the confirmation. Needs --yes and a reason.
+
+The node's unfence gives access back on the other arrays but finishes only
+once the confirmed array answers again (a cut of the fence may still be in
+place there): until then the node stays fenced, and fenced status says so.`,
+		cobra.ExactArgs(1), ptr(fencedNode), func(cmd *cobra.Command) {
 			cmd.Flags().StringVar(&cluster, "cluster", "", "the node's cluster (required)")
 			cmd.Flags().StringVar(&array, "array", "", "the array the node cannot write to")
 			cmd.Flags().BoolVar(&poweredOff, "powered-off", false, "the node is powered off (every array, unless --array)")

@@ -59,6 +59,7 @@ protected, 1 when it is not (or on error).`,
 		},
 	}
 	f.Register(cmd)
+	cmd.ValidArgsFunction = completeNodes(&f.EndpointFlags, anyKnownNode)
 	cmd.Flags().StringVar(&cluster, "cluster", "", "the node's cluster (required)")
 	registerOutput(cmd, &f.Output)
 	_ = cmd.MarkFlagRequired("cluster")
