@@ -49,6 +49,10 @@ type Options struct {
 	// renewals on time beside the replicas and simulators on a small
 	// machine: a renewal that lags makes a healthy node late.
 	ControlPlaneNice int
+	// Pprof turns http.pprof on in every replica's configuration: Go's
+	// runtime profiles under /debug/pprof/ with the operator token (the
+	// bench profiles a storm with it).
+	Pprof bool
 	// SecondCluster is the number of worker nodes ("other-N") of a second
 	// test bed cluster, SecondClusterName, protected by the same replicas
 	// and arrays. Default 0: no second cluster.
@@ -259,7 +263,7 @@ func (h *Harness) setUpReplicas(binary string, tokens map[string]string) error {
 			return err
 		}
 		cfg := replicaConfig{ID: id, DataDir: r.DataDir, RaftBind: r.RaftAddr, TLSCert: files.CertFile, TLSKey: files.KeyFile,
-			TLSCA: files.CAFile, HTTPListen: r.HTTPURL[len("http://"):], TokenFile: h.TokenFile, Timing: h.opts.Timing}
+			TLSCA: files.CAFile, HTTPListen: r.HTTPURL[len("http://"):], TokenFile: h.TokenFile, Pprof: h.opts.Pprof, Timing: h.opts.Timing}
 		for _, peer := range h.IDs {
 			if peer == id {
 				continue
