@@ -95,6 +95,9 @@ type params struct {
 	ClusterNodes int `json:"nodesPerCluster,omitempty"`
 	StormNodes   int `json:"stormNodes"`
 	StormDying   int `json:"stormDying"`
+	// StormProfile is the directory of the storm's CPU profiles (empty:
+	// no profiles).
+	StormProfile string `json:"-"`
 	// ControlPlaneNice is the nice value of the control plane and kwok in
 	// the steady, multi-cluster and storm runs (see
 	// e2e.Options.ControlPlaneNice).
@@ -124,6 +127,7 @@ func main() {
 	flag.IntVar(&p.ClusterNodes, "cluster-nodes", 0, "nodes of each cluster of the multi-cluster run (the issue asks for 200)")
 	flag.IntVar(&p.StormNodes, "storm-nodes", 0, "nodes of the mass-death run (0: skip; the issue asks for 1000)")
 	flag.IntVar(&p.StormDying, "storm-dying", 100, "nodes that die at once in the mass-death run")
+	flag.StringVar(&p.StormProfile, "storm-profile", "", "directory for CPU profiles of the replicas and the kube-apiserver during the mass-death run, summarised in its section (empty: none)")
 	flag.IntVar(&p.ControlPlaneNice, "control-plane-nice", 0, "nice value of the control plane and kwok in the steady, multi-cluster and storm runs, so that kwok's renewals keep time on a small machine (0: leave as is)")
 	flag.BoolVar(&p.Early, "early", false, "early verdicts on (clusters[].earlyVerdict, default settings) in the single-node, failover and storm runs; the single-node trials then go to their own section")
 	flag.StringVar(&p.Keep, "keep", "", "keep the runs' directories here")
