@@ -6,6 +6,15 @@
 //	go run ./tests/bench -trials 5 -baseline=false -failover 0
 //	go run ./tests/bench -trials 0 -baseline=false -failover 0 \
 //		-steady-nodes 250,500,1000,2000 -clusters 5 -cluster-nodes 200
+//	go run ./tests/bench -trials 0 -baseline=false -failover 0 \
+//		-storm-nodes 1000 -storm-dying 100 -early -storm-profile prof
+//
+// -storm-profile turns http.pprof on in the replicas and takes CPU
+// profiles of each replica and of the kube-apiserver (its own
+// /debug/pprof, admin credentials) in consecutive 30 s segments from the
+// storm's power-off until every dying node's pods are evicted; the storm
+// section then has a "where the time goes" table, and `go tool pprof
+// DIR/fenced-a-*.pb.gz` reads the raw profiles merged.
 //
 // What it runs, each over the end-to-end harness (tests/e2e: three fenced
 // processes built from this tree, a real kube-apiserver, controller
