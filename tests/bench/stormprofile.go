@@ -59,7 +59,9 @@ type profileTarget struct {
 // stormProfiler takes CPU profiles of the replicas and the kube-apiserver
 // from start until stop.
 type stormProfiler struct {
-	dir      string
+	dir string
+	// segLen is the length of each profile (profileSegment).
+	segLen   time.Duration
 	targets  []profileTarget
 	stopping atomic.Bool
 	wg       sync.WaitGroup
@@ -80,7 +82,7 @@ func newStormProfiler(h *e2e.Harness, dir string) (*stormProfiler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read the operator token for the profiles: %w", err)
 	}
-	sp := &stormProfiler{dir: dir, files: map[string][]string{}, errs: map[string]string{}}
+	sp := &stormProfiler{dir: dir, segLen: profileSegment, files: map[string][]string{}, errs: map[string]string{}}
 	plain := &http.Client{Timeout: profileSegment + 30*time.Second}
 	for _, id := range h.IDs {
 		sp.targets = append(sp.targets, profileTarget{name: "fenced-" + id, url: h.Replicas[id].HTTPURL + "/debug/pprof/profile",
@@ -121,7 +123,7 @@ func (sp *stormProfiler) Start(ctx context.Context) {
 
 // segment takes one CPU profile of t into path.
 func (sp *stormProfiler) segment(ctx context.Context, t profileTarget, path string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, t.url+"?seconds="+strconv.Itoa(int(profileSegment/time.Second)), nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, t.url+"?seconds="+strconv.Itoa(int(sp.segLen/time.Second)), nil)
 	if err != nil {
 		return fmt.Errorf("profile %s: %w", t.name, err)
 	}
@@ -155,7 +157,7 @@ func (sp *stormProfiler) Stop() []ProcessProfile {
 	var out []ProcessProfile
 	for _, t := range sp.targets {
 		p := ProcessProfile{Process: t.name, Files: sp.files[t.name], Error: sp.errs[t.name]}
-		p.WindowSeconds = float64(len(p.Files)) * profileSegment.Seconds()
+		p.WindowSeconds = float64(len(p.Files)) * sp.segLen.Seconds()
 		if len(p.Files) > 0 {
 			var paths []string
 			for _, f := range p.Files {

@@ -1,10 +1,14 @@
 package main
 
 import (
+	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/fenced-project/fenced/tests/e2e"
 )
 
 func TestParsePprofTop(t *testing.T) {
@@ -38,4 +42,33 @@ func TestRenderStormProfiles(t *testing.T) {
 		Top: []TopFunc{{Function: "a|b", Flat: 1}}}, {Process: "kube-apiserver", Error: "profile kube-apiserver: 403"}})
 	assert.Contains(t, md, "| fenced-a | 60 | 12.3 | a\\|b 1.00 |")
 	assert.Contains(t, md, "| kube-apiserver | 0 | 0.0 | (profile kube-apiserver: 403) |")
+}
+
+// TestStormProfilerOnTheTestBed profiles the replicas and the
+// kube-apiserver of a small harness for one short segment each and reads
+// the profiles back.
+func TestStormProfilerOnTheTestBed(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the end-to-end harness")
+	}
+	h := e2e.Start(t, e2e.Options{Nodes: 2, Pprof: true})
+	h.WaitLeader(2 * time.Minute)
+	sp, err := newStormProfiler(h, t.TempDir())
+	require.NoError(t, err)
+	sp.segLen = time.Second
+	sp.Start(context.Background())
+	// One segment each, then stop: Stop waits for the segment under way.
+	require.Eventually(t, func() bool {
+		sp.mu.Lock()
+		defer sp.mu.Unlock()
+		return len(sp.files)+len(sp.errs) == len(sp.targets)
+	}, time.Minute, 100*time.Millisecond)
+	ps := sp.Stop()
+	require.Len(t, ps, len(h.IDs)+1)
+	for _, p := range ps {
+		assert.Empty(t, p.Error, p.Process)
+		assert.NotEmpty(t, p.Files, p.Process)
+		assert.Positive(t, p.WindowSeconds, p.Process)
+	}
+	assert.Equal(t, "kube-apiserver", ps[len(ps)-1].Process)
 }
