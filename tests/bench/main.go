@@ -6,6 +6,15 @@
 //	go run ./tests/bench -trials 5 -baseline=false -failover 0
 //	go run ./tests/bench -trials 0 -baseline=false -failover 0 \
 //		-steady-nodes 250,500,1000,2000 -clusters 5 -cluster-nodes 200
+//	go run ./tests/bench -trials 0 -baseline=false -failover 0 \
+//		-storm-nodes 1000 -storm-dying 100 -early -storm-profile prof
+//
+// -storm-profile turns http.pprof on in the replicas and takes CPU
+// profiles of each replica and of the kube-apiserver (its own
+// /debug/pprof, admin credentials) in consecutive 30 s segments from the
+// storm's power-off until every dying node's pods are evicted; the storm
+// section then has a "where the time goes" table, and `go tool pprof
+// DIR/fenced-a-*.pb.gz` reads the raw profiles merged.
 //
 // What it runs, each over the end-to-end harness (tests/e2e: three fenced
 // processes built from this tree, a real kube-apiserver, controller
@@ -95,6 +104,9 @@ type params struct {
 	ClusterNodes int `json:"nodesPerCluster,omitempty"`
 	StormNodes   int `json:"stormNodes"`
 	StormDying   int `json:"stormDying"`
+	// StormProfile is the directory of the storm's CPU profiles (empty:
+	// no profiles).
+	StormProfile string `json:"-"`
 	// ControlPlaneNice is the nice value of the control plane and kwok in
 	// the steady, multi-cluster and storm runs (see
 	// e2e.Options.ControlPlaneNice).
@@ -124,6 +136,7 @@ func main() {
 	flag.IntVar(&p.ClusterNodes, "cluster-nodes", 0, "nodes of each cluster of the multi-cluster run (the issue asks for 200)")
 	flag.IntVar(&p.StormNodes, "storm-nodes", 0, "nodes of the mass-death run (0: skip; the issue asks for 1000)")
 	flag.IntVar(&p.StormDying, "storm-dying", 100, "nodes that die at once in the mass-death run")
+	flag.StringVar(&p.StormProfile, "storm-profile", "", "directory for CPU profiles of the replicas and the kube-apiserver during the mass-death run, summarised in its section (empty: none)")
 	flag.IntVar(&p.ControlPlaneNice, "control-plane-nice", 0, "nice value of the control plane and kwok in the steady, multi-cluster and storm runs, so that kwok's renewals keep time on a small machine (0: leave as is)")
 	flag.BoolVar(&p.Early, "early", false, "early verdicts on (clusters[].earlyVerdict, default settings) in the single-node, failover and storm runs; the single-node trials then go to their own section")
 	flag.StringVar(&p.Keep, "keep", "", "keep the runs' directories here")

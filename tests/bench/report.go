@@ -202,6 +202,7 @@ func markdown(r *Results) string {
 			fmt.Fprintf(&b, "Early verdicts on: %d of the %d dying nodes' fences were opened on an early verdict.\n\n", s.EarlyFences, s.Dying)
 		}
 		b.WriteString(stormPowerOff(s))
+		b.WriteString(renderStormProfiles(s.Profiles))
 		if len(s.Unread) > 0 {
 			fmt.Fprintf(&b, "The per-node and per-family figures lack: %s.\n\n", strings.Join(s.Unread, "; "))
 		}

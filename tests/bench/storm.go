@@ -55,6 +55,9 @@ type StormResult struct {
 	Steps      []StepSpread `json:"steps,omitempty"`
 	// Families are where the time went per array family.
 	Families []FamilyTime `json:"arrayFamilies,omitempty"`
+	// Profiles are where each process's CPU time went during the storm
+	// (-storm-profile).
+	Profiles []ProcessProfile `json:"profiles,omitempty"`
 	// Unread is what the per-node and per-family figures could not read.
 	Unread []string `json:"unread,omitempty"`
 }
@@ -67,7 +70,7 @@ func runStorm(t *e2e.Standalone, p params) (*StormResult, error) {
 	// the storm guard, which would hold the last fences for its cooldown.
 	limit := p.StormDying + max(1, p.StormDying/5)
 	h := e2e.Start(t, e2e.Options{Nodes: p.StormNodes, Timing: e2e.ClusterTiming{StormLimit: strconv.Itoa(limit), EarlyVerdict: earlyMode(p.Early)},
-		ControlPlaneNice: p.ControlPlaneNice, NoArrayAuditFiles: true})
+		ControlPlaneNice: p.ControlPlaneNice, NoArrayAuditFiles: true, Pprof: p.StormProfile != ""})
 	h.WaitLeader(5 * time.Minute)
 	h.WaitHealthy(p.StormNodes, 10*time.Minute)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
@@ -100,6 +103,15 @@ func runStorm(t *e2e.Standalone, p params) (*StormResult, error) {
 		}
 	}
 	before := scrapeRequests(ctx, h)
+	var prof *stormProfiler
+	profiled := make(chan []ProcessProfile, 1)
+	if p.StormProfile != "" {
+		var err error
+		if prof, err = newStormProfiler(h, p.StormProfile); err != nil {
+			return nil, err
+		}
+		prof.Start(ctx)
+	}
 	nodes := make([]StormNode, len(victims))
 	res.PowerOff = time.Now()
 	for i, v := range victims {
@@ -141,10 +153,23 @@ func runStorm(t *e2e.Standalone, p params) (*StormResult, error) {
 		seen(&res.At.AllOpened, len(opened) >= p.StormDying)
 		seen(&res.At.AllFenced, len(fenced) >= p.StormDying)
 		seen(&res.At.AllEvicted, len(evicted) >= p.StormDying)
+		if prof != nil && !res.At.AllEvicted.IsZero() {
+			// The profiles end with the segment under way, beside
+			// the wait for the replacements.
+			go func(sp *stormProfiler) { profiled <- sp.Stop() }(prof)
+			prof = nil
+		}
 		if !res.At.AllEvicted.IsZero() && waitRunning(ctx, h, "storm", p.StormDying, "worker-") == nil {
 			res.At.AllRunning = time.Now()
 		}
 		time.Sleep(200 * time.Millisecond) // polling interval
+	}
+	if p.StormProfile != "" {
+		if prof != nil {
+			res.Profiles = prof.Stop()
+		} else {
+			res.Profiles = <-profiled
+		}
 	}
 	fromRenewal, fromPowerOff := res.At.since(res.LastRenew), res.At.since(res.PowerOff)
 	res.FirstOpened, res.AllOpened, res.AllFenced, res.AllEvicted, res.AllRunning =

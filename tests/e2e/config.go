@@ -56,6 +56,7 @@ type replicaConfig struct {
 	TLSCert, TLSKey, TLSCA string
 	HTTPListen             string
 	TokenFile              string
+	Pprof                  bool
 	Peers                  []peerConfig
 	Clusters               []clusterRef
 	Timing                 ClusterTiming
@@ -116,7 +117,7 @@ func (c replicaConfig) write(path string) error {
 		},
 		"peers":    peers,
 		"raft":     map[string]any{"heartbeatTimeout": "1s", "electionTimeout": "1s", "leaderLeaseTimeout": "500ms"},
-		"http":     map[string]any{"listen": c.HTTPListen, "tokenFile": c.TokenFile},
+		"http":     map[string]any{"listen": c.HTTPListen, "tokenFile": c.TokenFile, "pprof": c.Pprof},
 		"log":      map[string]any{"format": "json", "level": "debug"},
 		"clusters": clusters,
 		"arrays":   arrays,

@@ -49,6 +49,11 @@ type Options struct {
 	// renewals on time beside the replicas and simulators on a small
 	// machine: a renewal that lags makes a healthy node late.
 	ControlPlaneNice int
+	// Pprof turns http.pprof on in every replica's configuration: Go's
+	// runtime profiles under /debug/pprof/ with the operator token (the
+	// bench profiles a storm with it), and the kube-apiserver's own
+	// --profiling (its /debug/pprof/ for the admin).
+	Pprof bool
 	// SecondCluster is the number of worker nodes ("other-N") of a second
 	// test bed cluster, SecondClusterName, protected by the same replicas
 	// and arrays. Default 0: no second cluster.
@@ -162,9 +167,15 @@ func Start(t TB, opts Options) *Harness {
 	}
 	h.CPs, h.placements, h.nodeCluster = map[string]*testbed.ControlPlane{}, map[string]*placementRecorder{}, map[string]string{}
 	var specs []testbed.NodeSpec
+	var apiServerArgs []string
+	if opts.Pprof {
+		// The test bed turns the API server's profiling off; the
+		// later flag wins.
+		apiServerArgs = []string{"--profiling=true"}
+	}
 	for _, c := range h.clusterSpecs() {
 		cp, err := testbed.StartControlPlane(ctx, testbed.Options{Tokens: tbTokens, NodeLeaseDurationSeconds: opts.NodeLeaseDurationSeconds,
-			ControllerManagerArgs: opts.ControllerManagerArgs, BuildLog: io.Discard})
+			ControllerManagerArgs: opts.ControllerManagerArgs, APIServerArgs: apiServerArgs, BuildLog: io.Discard})
 		require.NoError(t, err, "start the control plane of %s", c.name)
 		t.Cleanup(cp.Stop)
 		h.CPs[c.name] = cp
@@ -259,7 +270,7 @@ func (h *Harness) setUpReplicas(binary string, tokens map[string]string) error {
 			return err
 		}
 		cfg := replicaConfig{ID: id, DataDir: r.DataDir, RaftBind: r.RaftAddr, TLSCert: files.CertFile, TLSKey: files.KeyFile,
-			TLSCA: files.CAFile, HTTPListen: r.HTTPURL[len("http://"):], TokenFile: h.TokenFile, Timing: h.opts.Timing}
+			TLSCA: files.CAFile, HTTPListen: r.HTTPURL[len("http://"):], TokenFile: h.TokenFile, Pprof: h.opts.Pprof, Timing: h.opts.Timing}
 		for _, peer := range h.IDs {
 			if peer == id {
 				continue
