@@ -119,7 +119,8 @@ func (m *Machine) Evaluate(self Self, now time.Time) Result {
 		ref := laterOf(laterOf(n.renewObservedAt, n.firstSeen), m.viewRestoredAt)
 		a := now.Sub(ref)
 		hb[i] = ages{age: a, late: a >= p.ProbeAfter, stale: a >= p.HeartbeatGrace,
-			probe: p.Early.Enabled && a >= p.Early.ProbeFrom, early: p.Early.Enabled && a >= p.Early.After}
+			probe: p.Early.Enabled && (a >= p.Early.ProbeFrom || m.witnessSeesItGone(n, now)),
+			early: p.Early.Enabled && a >= p.Early.After}
 		if doubt != ReasonNone {
 			continue
 		}
@@ -360,6 +361,26 @@ func (m *Machine) decideEarly(n *nodeState, v *Verdict, self Self, now time.Time
 	n.staleSince, n.early = now, true
 	*v = try
 	v.Evidence.Early = true
+}
+
+// witnessSeesItGone reports whether a witness array of the node showed
+// it disconnected in its latest sample, still fresh: the node is then
+// probed for an early verdict whatever its heartbeat age, so that the
+// kubelet's run of unreachable probes starts when its storage went, not
+// only once its heartbeat is ProbeFrom old. It only starts the looking:
+// the verdict still needs witnessesAgree, from After.
+func (m *Machine) witnessSeesItGone(n *nodeState, now time.Time) bool {
+	if n.phase != phaseHealthy || !n.witnessesOK {
+		return false
+	}
+	for _, name := range n.witnesses {
+		st, ok := n.arrays[name]
+		if ok && st.last.Err == "" && st.last.Health.Connectivity == arrayclients.Disconnected &&
+			now.Sub(st.last.ObservedAt) <= m.policy.EvidenceMaxAge {
+			return true
+		}
+	}
+	return false
 }
 
 func (m *Machine) quiet(st *arrayState, now time.Time) bool {

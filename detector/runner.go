@@ -162,6 +162,10 @@ func (r *Runner) Run(ctx context.Context) error {
 	if r.paths != nil {
 		wg.Go(func() { r.paths.run(ctx) })
 	}
+	if r.cfg.Policy.Early.Enabled && r.cfg.Identities != nil && len(r.cfg.Arrays) > 0 {
+		s := &sweeper{r: r, none: map[string]bool{}}
+		wg.Go(func() { s.run(ctx) })
+	}
 	// The first evaluation waits for the first API server check (it kicks
 	// the loop) or one poll interval, whichever comes first.
 	timer := r.clk.NewTimer(r.cfg.Policy.PollInterval)
