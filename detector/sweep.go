@@ -87,7 +87,7 @@ func (s *sweeper) once(ctx context.Context) {
 		}
 		at := r.clk.Now()
 		obs := make([]ArrayObservation, len(ids))
-		gone := false
+		var gone []IdentityObservation
 		for i, id := range ids {
 			obs[i] = ArrayObservation{Node: id.Node, Array: array, ObservedAt: at}
 			if err != nil {
@@ -98,15 +98,23 @@ func (s *sweeper) once(ctx context.Context) {
 				continue
 			}
 			obs[i].Health = hs[i]
-			gone = gone || hs[i].Connectivity == arrayclients.Disconnected
+			if hs[i].Connectivity == arrayclients.Disconnected {
+				// Its witnesses decide whether it is probed: read them
+				// now (only for such nodes: at rest, none).
+				_, idObs := r.identities(id.Node)
+				gone = append(gone, idObs)
+			}
 		}
 		if err != nil {
 			r.log.Debug("array sweep", "array", array, "nodes", len(ids), "error", err)
 		}
 		r.enqueue(func(m *Machine) {
+			for _, o := range gone {
+				m.ObserveIdentities(o)
+			}
 			for _, o := range obs {
 				m.ObserveArray(o)
 			}
-		}, gone)
+		}, len(gone) > 0)
 	}
 }

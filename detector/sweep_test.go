@@ -87,7 +87,6 @@ func TestSweepRecordsEveryNodesSample(t *testing.T) {
 	now := time.Now()
 	for _, n := range []string{"w0", "w1"} {
 		r.m.ObserveNode(NodeObservation{Node: n, Ready: "True", ObservedAt: now})
-		r.m.ObserveIdentities(IdentityObservation{Node: n, Arrays: []string{"pflex", "pstore"}, ObservedAt: now})
 	}
 	r.verdicts = map[string]State{"w0": Healthy, "w1": Healthy}
 	s := &sweeper{r: r, none: map[string]bool{}}
@@ -103,6 +102,9 @@ func TestSweepRecordsEveryNodesSample(t *testing.T) {
 	assert.Equal(t, arrayclients.Disconnected, st.last.Health.Connectivity)
 	assert.True(t, st.quietSince.IsZero(), "I/O unknown: not quiet")
 	assert.Equal(t, arrayclients.Connected, r.m.nodes["w1"].arrays["pflex"].last.Health.Connectivity)
+	assert.True(t, r.m.nodes["w0"].witnessesOK)
+	assert.Equal(t, []string{"pflex", "pstore"}, r.m.nodes["w0"].witnesses, "the witnesses of a node shown gone are read")
+	assert.Nil(t, r.m.nodes["w1"].witnesses, "not for a connected node")
 
 	lead.on.Store(true)
 	s.once(ctx)
@@ -119,4 +121,35 @@ func TestSweepRecordsEveryNodesSample(t *testing.T) {
 	st = r.m.nodes["w0"].arrays["pflex"]
 	assert.NotEmpty(t, st.last.Err)
 	assert.True(t, st.quietSince.IsZero(), "an array that could not be read ends the quiet run")
+}
+
+// In a running Runner, a node whose SDC the sweeps show disconnected has
+// its kubelet probed while its heartbeat is still fresh (before
+// ProbeFrom), and is not Failed while it renews.
+func TestSweepStartsProbingBeforeProbeFrom(t *testing.T) {
+	api := newFakeAPI(2)
+	rec := &recorder{inputs: map[string]arrayclients.Node{}}
+	pflex := &sweepingArray{countingArray: countingArray{calls: map[string]int{}}}
+	r, err := NewRunner(RunnerConfig{
+		Cluster: "c1", Replica: "r1", Policy: earlyFastPolicy(), API: api,
+		Arrays: map[string]HealthSource{"pflex": pflex}, Identities: twoArrays{},
+		Sink: rec, Publisher: rec, Logger: slog.New(slog.DiscardHandler),
+	})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	defer func() {
+		cancel()
+		require.NoError(t, <-done)
+	}()
+	require.Eventually(t, func() bool { return pflex.count("w0") > 0 }, 5*time.Second, 10*time.Millisecond,
+		"w0's witness asked by a probe")
+	require.Eventually(t, func() bool {
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		return rec.probes > 0
+	}, 5*time.Second, 10*time.Millisecond, "its kubelet probed")
+	assert.Zero(t, pflex.count("w1"), "a connected node with a fresh heartbeat is not probed")
+	assert.Zero(t, rec.count("w0", Failed), "alive: renewing, kubelet up")
 }
