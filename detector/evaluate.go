@@ -114,12 +114,31 @@ func (m *Machine) Evaluate(self Self, now time.Time) Result {
 		late, probe, early, stale bool
 	}
 	hb := make([]ages, len(names)) // by index in names
+	// Nodes a witness array shows gone are probed before ProbeFrom, unless
+	// more of them than the storm limit are (an array-wide event: the
+	// storm guard would hold their early verdicts anyway, and probing
+	// them all every poll would load the API server and the arrays when
+	// they can least take it); they are probed from ProbeFrom then.
+	var gone []bool
+	if p.Early.Enabled {
+		gone = make([]bool, len(names))
+		count := 0
+		for i, name := range names {
+			gone[i] = m.witnessSeesItGone(m.nodes[name], now)
+			if gone[i] {
+				count++
+			}
+		}
+		if count > p.MaxUnhealthy.Of(len(names)) {
+			clear(gone)
+		}
+	}
 	for i, name := range names {
 		n := m.nodes[name]
 		ref := laterOf(laterOf(n.renewObservedAt, n.firstSeen), m.viewRestoredAt)
 		a := now.Sub(ref)
 		hb[i] = ages{age: a, late: a >= p.ProbeAfter, stale: a >= p.HeartbeatGrace,
-			probe: p.Early.Enabled && (a >= p.Early.ProbeFrom || m.witnessSeesItGone(n, now)),
+			probe: p.Early.Enabled && (a >= p.Early.ProbeFrom || gone[i]),
 			early: p.Early.Enabled && a >= p.Early.After}
 		if doubt != ReasonNone {
 			continue

@@ -266,3 +266,30 @@ func TestHistoryWorldEveryPhase(t *testing.T) {
 		assert.LessOrEqual(t, lat, max(p.Early.After, killed+p.Early.IOWindow)+2*p.PollInterval, "phase %d", phase)
 	}
 }
+
+// When more nodes than the storm limit are shown gone at once (an
+// array-wide event: an MDM failover, the storage network down), none is
+// probed before ProbeFrom: the storm guard would hold their verdicts, and
+// probing them all every poll would load the API server and the arrays.
+// One node gone is probed.
+func TestHistoryArrayWideEventProbesNobodyEarly(t *testing.T) {
+	p := earlyPolicy()
+	w := newWorld(t, p, 6) // storm limit 33%: 1 of 6
+	w.sweep = true
+	w.run(30 * time.Second)
+	for _, n := range w.nodes[:2] {
+		w.arrays[n]["pstore"] = gone // kubelets and Leases alive
+	}
+	for range 30 {
+		w.run(time.Second)
+		assert.Empty(t, w.lastEval.Probe)
+	}
+	w.arrays[w.nodes[1]]["pstore"] = alive
+	probed := false
+	for range 30 {
+		w.run(time.Second)
+		probed = probed || slices.Contains(w.lastEval.Probe, w.nodes[0])
+	}
+	assert.True(t, probed, "one node gone is probed")
+	assert.Empty(t, w.ever(Failed))
+}

@@ -46,7 +46,9 @@ type RunnerConfig struct {
 	// asks the arrays about a probed node: its verdicts are the ones the
 	// pipeline acts on, and a follower's array samples would feed only its
 	// own status, at two more requests per probe on every array. Without
-	// it (a single replica) the runner always asks.
+	// it (a single replica) the runner always asks. (Every replica sweeps
+	// the arrays that list all nodes in one request, see sweeper; only the
+	// leader reads I/O in a sweep.)
 	Lead      Lead
 	Publisher Publisher
 	Metrics   *Metrics
