@@ -114,13 +114,19 @@ func BenchmarkPowerFlexSweep(b *testing.B) {
 			ctx := context.Background()
 			e := startPowerFlex(b, pflexManyNodes(nodes, 0), arrayclients.Options{}, 10*time.Second)
 			e.srv.SetAuditLimit(100)
+			// The identities as the ledger holds them (resolving each would
+			// list every SDC once per node).
 			ids := make([]arrayclients.Identity, nodes)
 			for i := range nodes {
-				id, err := e.adapter.Resolve(ctx, pflexNode(fmt.Sprintf("node-%02d", i), pflexGUID(i)))
-				require.NoError(b, err)
-				ids[i] = id
+				name := fmt.Sprintf("node-%02d", i)
+				sdc, ok := e.sim.SDCID(name)
+				require.True(b, ok, name)
+				ids[i] = arrayclients.Identity{Array: e.cfg.Name, Family: arrayclients.PowerFlex, Node: name, ObjectID: sdc}
 			}
 			sw := e.adapter.(arrayclients.Sweeper)
+			hs, err := sw.Sweep(ctx, ids, true)
+			require.NoError(b, err)
+			require.Equal(b, arrayclients.Connected, hs[nodes-1].Connectivity)
 			b.ReportAllocs()
 			for b.Loop() {
 				hs, err := sw.Sweep(ctx, ids, true)
