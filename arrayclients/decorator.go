@@ -23,6 +23,8 @@ const (
 	OpCheck         = "check"
 	// OpSessions reads a node's sessions and I/O (SessionReporter).
 	OpSessions = "sessions"
+	// OpSweep reads many nodes' connection state in one listing (Sweeper).
+	OpSweep = "sweep"
 )
 
 // OpError is the error of one adapter call: which array, node and
@@ -303,6 +305,40 @@ func (d *decorated) Health(ctx context.Context, id Identity) (Health, error) {
 		h.IO = IOUnknown
 	}
 	return h, err
+}
+
+var _ Sweeper = (*decorated)(nil)
+
+// Sweep asks the family's adapter for the identities' connection state in
+// one listing (see Sweeper); a family without one answers ErrNoSweep
+// without a call. Every Health it returns carries the array's name and
+// the identity's node, and unknown where the array showed nothing.
+func (d *decorated) Sweep(ctx context.Context, ids []Identity, withIO bool) ([]Health, error) {
+	sw, ok := d.inner.(Sweeper)
+	if !ok {
+		return nil, fmt.Errorf("%s array %s: %w", d.family, d.name, ErrNoSweep)
+	}
+	var hs []Health
+	err := d.call(ctx, OpSweep, "", func(ctx context.Context) (err error) {
+		hs, err = sw.Sweep(ctx, ids, withIO)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(hs) != len(ids) {
+		return nil, fmt.Errorf("%s array %s: sweep answered %d nodes for %d asked", d.family, d.name, len(hs), len(ids))
+	}
+	for i := range hs {
+		hs[i].Array, hs[i].Node = d.name, ids[i].Node
+		if hs[i].Connectivity == "" {
+			hs[i].Connectivity = ConnectivityUnknown
+		}
+		if hs[i].IO == "" {
+			hs[i].IO = IOUnknown
+		}
+	}
+	return hs, nil
 }
 
 var _ SessionReporter = (*decorated)(nil)

@@ -66,7 +66,7 @@ func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 }
 
 // ops are every value of the op label.
-var ops = []string{OpResolve, OpPlan, OpApply, OpVerify, OpUndo, OpVerifyRestore, OpHealth, OpCheck, OpSessions}
+var ops = []string{OpResolve, OpPlan, OpApply, OpVerify, OpUndo, OpVerifyRestore, OpHealth, OpCheck, OpSessions, OpSweep}
 
 // initArray makes the array's request series exist at 0 before the first
 // call, so that rate() and alerts see them from the start: every op with

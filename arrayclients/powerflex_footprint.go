@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	siotypes "github.com/dell/goscaleio/types/v1"
@@ -58,6 +59,32 @@ func (k powerFlexCall) volumeAccess(volID, sdcID string) (pflexVolumeAccess, err
 	return acc, nil
 }
 
+// pflexAccessRead is one volume's read for an SDC, or why it failed.
+type pflexAccessRead struct {
+	acc pflexVolumeAccess
+	err error
+}
+
+// volumeAccesses reads each volume's access for the SDC, side by side on
+// the pool's idle clients and the call's spare calls (pool.each), as
+// Apply unmaps them: a plan or read-back of a node with a dozen footprint
+// volumes costs about one round trip instead of a dozen. Every volume is
+// read; each read's error is kept with it, for the caller to report
+// where it reported a read's error before.
+func (a *PowerFlexAdapter) volumeAccesses(k powerFlexCall, vols []string, sdcID string) map[string]pflexAccessRead {
+	ids := slices.Compact(slices.Sorted(slices.Values(vols)))
+	out := make(map[string]pflexAccessRead, len(ids))
+	var mu sync.Mutex
+	_ = a.pool.each(k, ids, func(k powerFlexCall, vol string) error {
+		acc, err := k.volumeAccess(vol, sdcID)
+		mu.Lock()
+		out[vol] = pflexAccessRead{acc: acc, err: err}
+		mu.Unlock()
+		return nil
+	})
+	return out
+}
+
 // Plan records every volume mapped to the identity's SDC with its access
 // mode, limits and other holders, and for each footprint volume reads the
 // volume: mapped to the SDC is sdc-unmap (always among the plan's
@@ -88,6 +115,13 @@ func (a *PowerFlexAdapter) Plan(ctx context.Context, id Identity, vols []VolumeR
 		if err != nil {
 			return err
 		}
+		var block []string
+		for _, v := range vols {
+			if _, gap := a.Cover(id, v); gap == nil && v.Protocol != ProtocolNFS {
+				block = append(block, v.Object)
+			}
+		}
+		read := a.volumeAccesses(k, block, id.ObjectID)
 		var cuts []VolumeCut
 		for _, v := range vols {
 			vc := VolumeCut{VolumeRef: v}
@@ -108,7 +142,7 @@ func (a *PowerFlexAdapter) Plan(ctx context.Context, id Identity, vols []VolumeR
 				cuts = append(cuts, vc)
 				continue
 			}
-			acc, err := k.volumeAccess(v.Object, id.ObjectID)
+			acc, err := read[v.Object].acc, read[v.Object].err
 			if err != nil {
 				return fmt.Errorf("read footprint volume %s (%s): %w", v.Volume, v.Object, err)
 			}
@@ -176,8 +210,14 @@ func (a *PowerFlexAdapter) Verify(ctx context.Context, p Plan) (Verification, er
 		if err := a.verifyNFS(k, p, e, &v); err != nil {
 			return err
 		}
-		for _, vc := range pflexBlockCuts(p) {
-			acc, err := k.volumeAccess(vc.Object, e.SdcID)
+		cuts := pflexBlockCuts(p)
+		objs := make([]string, 0, len(cuts))
+		for _, vc := range cuts {
+			objs = append(objs, vc.Object)
+		}
+		read := a.volumeAccesses(k, objs, e.SdcID)
+		for _, vc := range cuts {
+			acc, err := read[vc.Object].acc, read[vc.Object].err
 			if err != nil {
 				return fmt.Errorf("read footprint volume %s (%s): %w", vc.Volume, vc.Object, err)
 			}
@@ -378,8 +418,14 @@ func (a *PowerFlexAdapter) VerifyRestore(ctx context.Context, p Plan, scope Rest
 		}
 		v = powerFlexVerify(given, cur, found)
 		violation := false
-		for _, vc := range pflexBlockCuts(p) {
-			acc, err := k.volumeAccess(vc.Object, e.SdcID)
+		cuts := pflexBlockCuts(p)
+		objs := make([]string, 0, len(cuts))
+		for _, vc := range cuts {
+			objs = append(objs, vc.Object)
+		}
+		read := a.volumeAccesses(k, objs, e.SdcID)
+		for _, vc := range cuts {
+			acc, err := read[vc.Object].acc, read[vc.Object].err
 			if err != nil {
 				return fmt.Errorf("read footprint volume %s (%s): %w", vc.Volume, vc.Object, err)
 			}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	siotypes "github.com/dell/goscaleio/types/v1"
 )
 
 // Health reports, for an NVMe host, unknown connectivity and I/O (see the
@@ -52,14 +54,7 @@ func (a *PowerFlexAdapter) Health(ctx context.Context, id Identity) (Health, err
 			h.Reason = fmt.Sprintf("mdmConnectionState %q; statistics unreadable: %v", state, err)
 			return nil
 		}
-		ops := stats.UserDataReadBwc.NumOccured + stats.UserDataWriteBwc.NumOccured
-		if ops > 0 {
-			h.IO = IOActive
-		} else {
-			h.IO = IOIdle
-		}
-		h.Reason = fmt.Sprintf("mdmConnectionState %q; %d read+write I/Os in the last %ds",
-			state, ops, max(stats.UserDataReadBwc.NumSeconds, stats.UserDataWriteBwc.NumSeconds))
+		h.IO, h.Reason = powerFlexIO(stats, state)
 		return nil
 	})
 	if err != nil {
@@ -67,6 +62,18 @@ func (a *PowerFlexAdapter) Health(ctx context.Context, id Identity) (Health, err
 		return h, err
 	}
 	return h, nil
+}
+
+// powerFlexIO judges an SDC's statistics window as csi-powerflex does: I/O
+// when it counts reads or writes.
+func powerFlexIO(stats *siotypes.SdcStatistics, state string) (IOState, string) {
+	ops := stats.UserDataReadBwc.NumOccured + stats.UserDataWriteBwc.NumOccured
+	io := IOIdle
+	if ops > 0 {
+		io = IOActive
+	}
+	return io, fmt.Sprintf("mdmConnectionState %q; %d read+write I/Os in the last %ds",
+		state, ops, max(stats.UserDataReadBwc.NumSeconds, stats.UserDataWriteBwc.NumSeconds))
 }
 
 // Check logs in (if needed), reads the systems and finds the configured one.

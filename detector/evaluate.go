@@ -114,12 +114,32 @@ func (m *Machine) Evaluate(self Self, now time.Time) Result {
 		late, probe, early, stale bool
 	}
 	hb := make([]ages, len(names)) // by index in names
+	// Nodes a witness array shows gone are probed before ProbeFrom, unless
+	// more of them than the storm limit are (an array-wide event: the
+	// storm guard would hold their early verdicts anyway, and probing
+	// them all every poll would load the API server and the arrays when
+	// they can least take it); they are probed from ProbeFrom then.
+	var gone []bool
+	if p.Early.Enabled {
+		gone = make([]bool, len(names))
+		count := 0
+		for i, name := range names {
+			gone[i] = m.witnessSeesItGone(m.nodes[name], now)
+			if gone[i] {
+				count++
+			}
+		}
+		if count > p.MaxUnhealthy.Of(len(names)) {
+			clear(gone)
+		}
+	}
 	for i, name := range names {
 		n := m.nodes[name]
 		ref := laterOf(laterOf(n.renewObservedAt, n.firstSeen), m.viewRestoredAt)
 		a := now.Sub(ref)
 		hb[i] = ages{age: a, late: a >= p.ProbeAfter, stale: a >= p.HeartbeatGrace,
-			probe: p.Early.Enabled && a >= p.Early.ProbeFrom, early: p.Early.Enabled && a >= p.Early.After}
+			probe: p.Early.Enabled && (a >= p.Early.ProbeFrom || gone[i]),
+			early: p.Early.Enabled && a >= p.Early.After}
 		if doubt != ReasonNone {
 			continue
 		}
@@ -360,6 +380,26 @@ func (m *Machine) decideEarly(n *nodeState, v *Verdict, self Self, now time.Time
 	n.staleSince, n.early = now, true
 	*v = try
 	v.Evidence.Early = true
+}
+
+// witnessSeesItGone reports whether a witness array of the node showed
+// it disconnected in its latest sample, still fresh: the node is then
+// probed for an early verdict whatever its heartbeat age, so that the
+// kubelet's run of unreachable probes starts when its storage went, not
+// only once its heartbeat is ProbeFrom old. It only starts the looking:
+// the verdict still needs witnessesAgree, from After.
+func (m *Machine) witnessSeesItGone(n *nodeState, now time.Time) bool {
+	if n.phase != phaseHealthy || !n.witnessesOK {
+		return false
+	}
+	for _, name := range n.witnesses {
+		st, ok := n.arrays[name]
+		if ok && st.last.Err == "" && st.last.Health.Connectivity == arrayclients.Disconnected &&
+			now.Sub(st.last.ObservedAt) <= m.policy.EvidenceMaxAge {
+			return true
+		}
+	}
+	return false
 }
 
 func (m *Machine) quiet(st *arrayState, now time.Time) bool {

@@ -39,6 +39,13 @@ type world struct {
 	// watchSilent: the watch delivers nothing but reports itself synced.
 	watchSilent bool
 
+	// sweep: every poll, before the evaluation, every node's arrays are
+	// sampled, as the Runner's sweeper does on arrays that list many
+	// nodes at once; silent names the nodes whose arrays answer nothing
+	// (no sample, from a sweep or a probe).
+	sweep  bool
+	silent map[string]bool
+
 	changes  map[string][]Verdict
 	lastEval Result
 	// lastRenewSeen is when the machine was last handed a renewal per node.
@@ -60,6 +67,7 @@ func newWorld(t *testing.T, p Policy, nodes int) *world {
 		kubelet:     map[string]func(string) bool{},
 		arrays:      map[string]map[string]arrayclients.Health{},
 		ambiguous:   map[string][]string{},
+		silent:      map[string]bool{},
 		renewEvery:  10 * time.Second,
 		apiUp:       true, watchUp: true, quorum: true,
 		changes:       map[string][]Verdict{},
@@ -139,6 +147,11 @@ func (w *world) run(d time.Duration) {
 			continue
 		}
 		w.nextPoll = w.now.Add(w.policy.PollInterval)
+		if w.sweep {
+			for _, name := range w.nodes {
+				w.sampleArrays(name)
+			}
+		}
 		res := w.m.Evaluate(w.self(), w.now)
 		require.False(w.t, res.NextCheck.After(w.now.Add(w.policy.HeartbeatGrace)), "next check too far")
 		require.True(w.t, res.NextCheck.After(w.now), "next check not in the future")
@@ -162,6 +175,13 @@ func (w *world) probe(name string) {
 		} else {
 			w.m.ObserveLease(LeaseObservation{Node: name, Deleted: true, ReadBack: true, ObservedAt: w.now})
 		}
+	}
+	w.sampleArrays(name)
+}
+
+func (w *world) sampleArrays(name string) {
+	if w.silent[name] {
+		return
 	}
 	for a, h := range w.arrays[name] {
 		w.m.ObserveArray(ArrayObservation{Node: name, Array: a, Health: h, ObservedAt: w.now})

@@ -6,6 +6,8 @@ import (
 	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"github.com/fenced-project/fenced/arrayclients"
 )
 
 // probe starts one probe per named node that is not being probed already,
@@ -103,15 +105,7 @@ func (r *Runner) probeArrays(pctx context.Context, name string, onlyWitnesses, a
 	if r.cfg.Identities == nil {
 		return
 	}
-	ids, ambiguous := r.cfg.Identities.NodeIdentities(r.cfg.Cluster, name)
-	idObs := IdentityObservation{Node: name, Ambiguous: ambiguous, ObservedAt: r.clk.Now()}
-	for _, id := range ids {
-		idObs.Arrays = append(idObs.Arrays, id.Array)
-	}
-	if fs := r.cfg.Footprints; fs != nil {
-		idObs.Footprint, idObs.FootprintComplete = fs.WitnessArrays(r.cfg.Cluster, name)
-		idObs.FootprintRead = true
-	}
+	ids, idObs := r.identities(name)
 	r.enqueue(func(m *Machine) { m.ObserveIdentities(idObs) }, false)
 	if !ask {
 		return
@@ -136,4 +130,18 @@ func (r *Runner) probeArrays(pctx context.Context, name string, onlyWitnesses, a
 		})
 	}
 	wg.Wait()
+}
+
+// identities reads the node's identities and its witness arrays.
+func (r *Runner) identities(name string) ([]arrayclients.Identity, IdentityObservation) {
+	ids, ambiguous := r.cfg.Identities.NodeIdentities(r.cfg.Cluster, name)
+	idObs := IdentityObservation{Node: name, Ambiguous: ambiguous, ObservedAt: r.clk.Now()}
+	for _, id := range ids {
+		idObs.Arrays = append(idObs.Arrays, id.Array)
+	}
+	if fs := r.cfg.Footprints; fs != nil {
+		idObs.Footprint, idObs.FootprintComplete = fs.WitnessArrays(r.cfg.Cluster, name)
+		idObs.FootprintRead = true
+	}
+	return ids, idObs
 }

@@ -46,7 +46,9 @@ type RunnerConfig struct {
 	// asks the arrays about a probed node: its verdicts are the ones the
 	// pipeline acts on, and a follower's array samples would feed only its
 	// own status, at two more requests per probe on every array. Without
-	// it (a single replica) the runner always asks.
+	// it (a single replica) the runner always asks. (Every replica sweeps
+	// the arrays that list all nodes in one request, see sweeper; only the
+	// leader reads I/O in a sweep.)
 	Lead      Lead
 	Publisher Publisher
 	Metrics   *Metrics
@@ -161,6 +163,10 @@ func (r *Runner) Run(ctx context.Context) error {
 	wg.Go(func() { r.learner.run(ctx) })
 	if r.paths != nil {
 		wg.Go(func() { r.paths.run(ctx) })
+	}
+	if r.cfg.Policy.Early.Enabled && r.cfg.Identities != nil && len(r.cfg.Arrays) > 0 {
+		s := &sweeper{r: r, none: map[string]bool{}}
+		wg.Go(func() { s.run(ctx) })
 	}
 	// The first evaluation waits for the first API server check (it kicks
 	// the loop) or one poll interval, whichever comes first.

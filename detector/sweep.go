@@ -1,0 +1,120 @@
+package detector
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sort"
+
+	"github.com/fenced-project/fenced/arrayclients"
+)
+
+// sweeper keeps a low-rate history of every node's view on the arrays
+// whose API lists many nodes' connection state in one request
+// (arrayclients.Sweeper), so that an early verdict's I/O window is already
+// running, from the first sample that showed the node gone, when its
+// heartbeat turns late; and a node whose witness shows it gone has its
+// kubelet probed from then on (witnessSeesItGone). One request per array
+// and poll interval whatever the number of nodes, plus, on the leader,
+// one statistics request per node shown disconnected. It runs only with
+// early verdicts on: nothing else needs samples before ProbeFrom.
+type sweeper struct {
+	r *Runner
+	// none names the arrays that answered ErrNoSweep: they are not asked
+	// again. Sweep goroutine only.
+	none map[string]bool
+}
+
+// run sweeps every poll interval until ctx ends.
+func (s *sweeper) run(ctx context.Context) {
+	t := s.r.clk.NewTicker(s.r.cfg.Policy.PollInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C():
+		}
+		s.once(ctx)
+	}
+}
+
+// once sweeps each array once, for the identities of the nodes of the last
+// evaluation, and records every answer as an array sample of its node.
+// Only the leader reads I/O (statistics): as with the probes, a follower's
+// samples feed only its own status, and it needs only the connection state
+// to start probing a node's kubelet.
+func (s *sweeper) once(ctx context.Context) {
+	r := s.r
+	r.mu.Lock()
+	nodes := make([]string, 0, len(r.verdicts))
+	for name := range r.verdicts {
+		nodes = append(nodes, name)
+	}
+	r.mu.Unlock()
+	sort.Strings(nodes)
+	byArray := map[string][]arrayclients.Identity{}
+	for _, node := range nodes {
+		ids, _ := r.cfg.Identities.NodeIdentities(r.cfg.Cluster, node)
+		for _, id := range ids {
+			if _, ok := r.cfg.Arrays[id.Array]; ok && !s.none[id.Array] {
+				byArray[id.Array] = append(byArray[id.Array], id)
+			}
+		}
+	}
+	withIO := r.cfg.Lead == nil || r.cfg.Lead.Leading()
+	arrays := make([]string, 0, len(byArray))
+	for a := range byArray {
+		arrays = append(arrays, a)
+	}
+	slices.Sort(arrays)
+	for _, array := range arrays {
+		sw, ok := r.cfg.Arrays[array].(arrayclients.Sweeper)
+		if !ok {
+			s.none[array] = true
+			continue
+		}
+		ids := byArray[array]
+		sctx, cancel := context.WithTimeout(ctx, r.cfg.Policy.ProbeTimeout)
+		hs, err := sw.Sweep(sctx, ids, withIO)
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		if errors.Is(err, arrayclients.ErrNoSweep) {
+			s.none[array] = true
+			continue
+		}
+		at := r.clk.Now()
+		obs := make([]ArrayObservation, len(ids))
+		var gone []IdentityObservation
+		for i, id := range ids {
+			obs[i] = ArrayObservation{Node: id.Node, Array: array, ObservedAt: at}
+			if err != nil {
+				// An array that cannot be read ends the quiet runs, as a
+				// failed health call does.
+				obs[i].Health = arrayclients.Health{Array: array, Node: id.Node, Connectivity: arrayclients.ConnectivityUnknown, IO: arrayclients.IOUnknown, Reason: err.Error()}
+				obs[i].Err = err.Error()
+				continue
+			}
+			obs[i].Health = hs[i]
+			if hs[i].Connectivity == arrayclients.Disconnected {
+				// Its witnesses decide whether it is probed: read them
+				// now (only for such nodes: at rest, none).
+				_, idObs := r.identities(id.Node)
+				gone = append(gone, idObs)
+			}
+		}
+		if err != nil {
+			r.log.Debug("array sweep", "array", array, "nodes", len(ids), "error", err)
+		}
+		r.enqueue(func(m *Machine) {
+			for _, o := range gone {
+				m.ObserveIdentities(o)
+			}
+			for _, o := range obs {
+				m.ObserveArray(o)
+			}
+		}, len(gone) > 0)
+	}
+}

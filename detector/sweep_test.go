@@ -1,0 +1,155 @@
+package detector
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/fenced-project/fenced/arrayclients"
+)
+
+// sweepingArray is a health source that lists every node at once: w0's
+// SDC disconnected and idle, the others connected. It records each sweep.
+type sweepingArray struct {
+	countingArray
+	mu2    sync.Mutex
+	sweeps []bool // withIO of each sweep
+	asked  [][]string
+	err    error
+}
+
+func (s *sweepingArray) Sweep(_ context.Context, ids []arrayclients.Identity, withIO bool) ([]arrayclients.Health, error) {
+	s.mu2.Lock()
+	defer s.mu2.Unlock()
+	s.sweeps = append(s.sweeps, withIO)
+	var nodes []string
+	for _, id := range ids {
+		nodes = append(nodes, id.Node)
+	}
+	s.asked = append(s.asked, nodes)
+	if s.err != nil {
+		return nil, s.err
+	}
+	out := make([]arrayclients.Health, len(ids))
+	for i, id := range ids {
+		out[i] = arrayclients.Health{Array: id.Array, Node: id.Node, Connectivity: arrayclients.Connected, IO: arrayclients.IOUnknown}
+		if id.Node == "w0" {
+			out[i].Connectivity, out[i].IO = arrayclients.Disconnected, arrayclients.IOUnknown
+			if withIO {
+				out[i].IO = arrayclients.IOIdle
+			}
+		}
+	}
+	return out, nil
+}
+
+// noSweep answers ErrNoSweep, as the decorated adapter of a family
+// without a listing does.
+type noSweep struct {
+	countingArray
+	sweeps int
+}
+
+func (n *noSweep) Sweep(context.Context, []arrayclients.Identity, bool) ([]arrayclients.Health, error) {
+	n.sweeps++
+	return nil, arrayclients.ErrNoSweep
+}
+
+func earlyFastPolicy() Policy {
+	p := fastPolicy()
+	p.Early = EarlyPolicy{Enabled: true, After: 600 * time.Millisecond, ProbeFrom: 500 * time.Millisecond, KubeletProbes: 3, IOWindow: 300 * time.Millisecond}
+	return p
+}
+
+// One sweep asks each array that lists many nodes once for every node of
+// the last evaluation, and records each answer as that node's sample; a
+// follower asks for the connection state only, the leader for the I/O of
+// the disconnected nodes too. An array that has no listing is not asked
+// again; a failed sweep ends the nodes' quiet runs as a failed health
+// call does.
+func TestSweepRecordsEveryNodesSample(t *testing.T) {
+	pflex := &sweepingArray{countingArray: countingArray{calls: map[string]int{}}}
+	pstore := &noSweep{countingArray: countingArray{calls: map[string]int{}}}
+	lead := &leading{}
+	r, err := NewRunner(RunnerConfig{
+		Cluster: "c1", Replica: "r1", Policy: earlyFastPolicy(), API: newFakeAPI(2),
+		Arrays:     map[string]HealthSource{"pflex": pflex, "pstore": pstore},
+		Identities: twoArrays{}, Lead: lead, Logger: slog.New(slog.DiscardHandler),
+	})
+	require.NoError(t, err)
+	ctx := context.Background()
+	now := time.Now()
+	for _, n := range []string{"w0", "w1"} {
+		r.m.ObserveNode(NodeObservation{Node: n, Ready: "True", ObservedAt: now})
+	}
+	r.verdicts = map[string]State{"w0": Healthy, "w1": Healthy}
+	s := &sweeper{r: r, none: map[string]bool{}}
+
+	s.once(ctx)
+	r.drain()
+	require.Equal(t, []bool{false}, pflex.sweeps, "a follower reads no I/O")
+	assert.Equal(t, [][]string{{"w0", "w1"}}, pflex.asked, "one request for every node")
+	assert.Equal(t, 1, pstore.sweeps)
+	assert.Zero(t, pflex.count("w0")+pstore.count("w0"), "no health call per node")
+	st := r.m.nodes["w0"].arrays["pflex"]
+	require.NotNil(t, st)
+	assert.Equal(t, arrayclients.Disconnected, st.last.Health.Connectivity)
+	assert.True(t, st.quietSince.IsZero(), "I/O unknown: not quiet")
+	assert.Equal(t, arrayclients.Connected, r.m.nodes["w1"].arrays["pflex"].last.Health.Connectivity)
+	assert.True(t, r.m.nodes["w0"].witnessesOK)
+	assert.Equal(t, []string{"pflex", "pstore"}, r.m.nodes["w0"].witnesses, "the witnesses of a node shown gone are read")
+	assert.Nil(t, r.m.nodes["w1"].witnesses, "not for a connected node")
+
+	lead.on.Store(true)
+	s.once(ctx)
+	r.drain()
+	assert.Equal(t, []bool{false, true}, pflex.sweeps, "the leader reads the I/O")
+	assert.Equal(t, 1, pstore.sweeps, "an array without a listing is not asked again")
+	assert.False(t, r.m.nodes["w0"].arrays["pflex"].quietSince.IsZero(), "disconnected and idle: quiet")
+
+	pflex.mu2.Lock()
+	pflex.err = errors.New("gateway busy")
+	pflex.mu2.Unlock()
+	s.once(ctx)
+	r.drain()
+	st = r.m.nodes["w0"].arrays["pflex"]
+	assert.NotEmpty(t, st.last.Err)
+	assert.True(t, st.quietSince.IsZero(), "an array that could not be read ends the quiet run")
+}
+
+// In a running Runner, a node whose SDC the sweeps show disconnected has
+// its kubelet probed while its heartbeat is still fresh (before
+// ProbeFrom), and is not Failed while it renews.
+func TestSweepStartsProbingBeforeProbeFrom(t *testing.T) {
+	api := newFakeAPI(2)
+	rec := &recorder{inputs: map[string]arrayclients.Node{}}
+	pflex := &sweepingArray{countingArray: countingArray{calls: map[string]int{}}}
+	r, err := NewRunner(RunnerConfig{
+		Cluster: "c1", Replica: "r1", Policy: earlyFastPolicy(), API: api,
+		Arrays: map[string]HealthSource{"pflex": pflex}, Identities: twoArrays{},
+		Sink: rec, Publisher: rec, Logger: slog.New(slog.DiscardHandler),
+	})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	defer func() {
+		cancel()
+		require.NoError(t, <-done)
+	}()
+	require.Eventually(t, func() bool { return pflex.count("w0") > 0 }, 5*time.Second, 10*time.Millisecond,
+		"w0's witness asked by a probe")
+	require.Eventually(t, func() bool {
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		return rec.probes > 0
+	}, 5*time.Second, 10*time.Millisecond, "its kubelet probed")
+	assert.Zero(t, pflex.count("w1"), "a connected node with a fresh heartbeat is not probed")
+	assert.Zero(t, rec.count("w0", Failed), "alive: renewing, kubelet up")
+}
