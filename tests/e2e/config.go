@@ -60,6 +60,8 @@ type replicaConfig struct {
 	Clusters               []clusterRef
 	Timing                 ClusterTiming
 	Arrays                 []arrayConfig
+	// Pprof sets http.pprof.
+	Pprof bool
 }
 
 type peerConfig struct{ ID, RaftAddr, HTTPURL string }
@@ -109,6 +111,10 @@ func (c replicaConfig) write(path string) error {
 		}
 		arrays = append(arrays, m)
 	}
+	httpSection := map[string]any{"listen": c.HTTPListen, "tokenFile": c.TokenFile}
+	if c.Pprof {
+		httpSection["pprof"] = true
+	}
 	doc := map[string]any{
 		"replica": map[string]any{
 			"id": c.ID, "dataDir": c.DataDir, "raftBindAddress": c.RaftBind,
@@ -116,7 +122,7 @@ func (c replicaConfig) write(path string) error {
 		},
 		"peers":    peers,
 		"raft":     map[string]any{"heartbeatTimeout": "1s", "electionTimeout": "1s", "leaderLeaseTimeout": "500ms"},
-		"http":     map[string]any{"listen": c.HTTPListen, "tokenFile": c.TokenFile},
+		"http":     httpSection,
 		"log":      map[string]any{"format": "json", "level": "debug"},
 		"clusters": clusters,
 		"arrays":   arrays,

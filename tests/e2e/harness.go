@@ -77,6 +77,16 @@ type Options struct {
 	// whole array around every write, which would set the pace of the
 	// bench's runs of hundreds of nodes. Scenario and chaos runs keep them.
 	NoArrayAuditFiles bool
+	// Pprof turns on every replica's http.pprof: Go's runtime profiles
+	// under /debug/pprof/, behind the API token (Harness.TokenFile).
+	Pprof bool
+	// LightNodes has ClusterName's nodes written by the test bed's light
+	// writer instead of kwok (testbed.ControlPlane.AddLightNodes): the same
+	// Node, status, CSINode and array hosts, the Ready condition written by
+	// the writer, the Leases renewed by a few shared workers. For
+	// measurements at rest of thousands of nodes; the node fault methods
+	// and workloads need kwok and do not apply.
+	LightNodes bool
 }
 
 // TB is what the harness needs of a test. *testing.T satisfies it, and so
@@ -182,7 +192,11 @@ func Start(t TB, opts Options) *Harness {
 				}
 			}
 		}
-		nodes, err := cp.AddNodes(ctx, nodeSpecs...)
+		add := cp.AddNodes
+		if opts.LightNodes && c.name == ClusterName {
+			add = cp.AddLightNodes
+		}
+		nodes, err := add(ctx, nodeSpecs...)
 		require.NoError(t, err)
 		var names []string
 		for _, n := range nodes {
@@ -259,7 +273,8 @@ func (h *Harness) setUpReplicas(binary string, tokens map[string]string) error {
 			return err
 		}
 		cfg := replicaConfig{ID: id, DataDir: r.DataDir, RaftBind: r.RaftAddr, TLSCert: files.CertFile, TLSKey: files.KeyFile,
-			TLSCA: files.CAFile, HTTPListen: r.HTTPURL[len("http://"):], TokenFile: h.TokenFile, Timing: h.opts.Timing}
+			TLSCA: files.CAFile, HTTPListen: r.HTTPURL[len("http://"):], TokenFile: h.TokenFile, Timing: h.opts.Timing,
+			Pprof: h.opts.Pprof}
 		for _, peer := range h.IDs {
 			if peer == id {
 				continue
