@@ -172,3 +172,39 @@ func saveProfile(ctx context.Context, h *e2e.Harness, id, query, path string) er
 	}
 	return f.Close()
 }
+
+// idleNotes says who wrote each size's nodes and gives the array requests
+// at rest, for the growth section; empty for runs from before either.
+func idleNotes(growth []SteadyResult) string {
+	var b strings.Builder
+	for _, g := range growth {
+		if g.Writer == writerLight {
+			fmt.Fprintf(&b, "%d nodes: written by the light writer, not kwok: the Nodes, their status and conditions, CSINodes and "+
+				"Leases are real API objects, the control plane, the three replicas and the array simulators are the real ones; "+
+				"each node's kubelet port is the test bed's TLS listener, as for a kwok node; no kwok node, no pod; and the Leases are renewed every 10 s (a quarter of the 40 s Lease, as "+
+				"the kubelet does) by 8 shared workers, spread evenly over the interval", g.Nodes)
+			if r := g.LightRenewals; r != nil {
+				fmt.Fprintf(&b, " (%.0f renewals/s over the window, %d failed)", r.PerSecond, r.Failed)
+			}
+			b.WriteString(".\n\n")
+		}
+	}
+	var with []SteadyResult
+	for _, g := range growth {
+		if len(g.ArrayRequests) > 0 {
+			with = append(with, g)
+		}
+	}
+	if len(with) == 0 {
+		return b.String()
+	}
+	b.WriteString("Array requests at rest, per minute, the three replicas together (fenced_array_request_duration_seconds over the window):\n\n" +
+		"| Nodes | family | operation | per minute | mean (s) |\n|---|---|---|---|---|\n")
+	for _, g := range with {
+		for _, r := range g.ArrayRequests {
+			fmt.Fprintf(&b, "| %d | %s | %s | %.1f | %.3f |\n", g.Nodes, r.Family, r.Op, r.PerMinute, r.MeanSeconds)
+		}
+	}
+	b.WriteString("\n")
+	return b.String()
+}
