@@ -55,7 +55,7 @@ func NewFootprints(cs kubernetes.Interface) (*Footprints, error) {
 	if cs == nil {
 		return nil, fmt.Errorf("footprints: clientset is nil")
 	}
-	f := &Footprints{factory: informers.NewSharedInformerFactory(cs, 0)}
+	f := &Footprints{factory: informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithTransform(trimCached))}
 	f.vaInf = f.factory.Storage().V1().VolumeAttachments().Informer()
 	if err := f.vaInf.AddIndexers(cache.Indexers{nodeIndex: func(obj any) ([]string, error) {
 		if va, ok := obj.(*storagev1.VolumeAttachment); ok {

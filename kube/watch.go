@@ -99,8 +99,9 @@ func NewWatcher(cs kubernetes.Interface, clk clock.PassiveClock, h Handler) (*Wa
 		h = func(Event) {}
 	}
 	w := &Watcher{clk: clk, handler: h}
-	w.factory = informers.NewSharedInformerFactory(cs, 0)
-	w.leaseFac = informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(LeaseNamespace))
+	w.factory = informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithTransform(trimCached))
+	w.leaseFac = informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(LeaseNamespace),
+		informers.WithTransform(trimCached))
 	w.nodeInf = w.factory.Core().V1().Nodes().Informer()
 	w.nodes = w.factory.Core().V1().Nodes().Lister()
 	w.csiInf = w.factory.Storage().V1().CSINodes().Informer()

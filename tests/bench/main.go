@@ -113,7 +113,12 @@ type params struct {
 	ControlPlaneNice int `json:"controlPlaneNice"`
 	// Early turns early verdicts on (clusters[].earlyVerdict with its
 	// defaults) in the single-node, failover and storm runs.
-	Early         bool          `json:"earlyVerdicts,omitempty"`
+	Early bool `json:"earlyVerdicts,omitempty"`
+	// SteadyWriter is who writes the steady runs' nodes: kwok or light.
+	SteadyWriter string `json:"steadyWriter,omitempty"`
+	// SteadyProfile takes CPU and heap profiles of the leader and a
+	// follower over each steady window, into <out>/profiles.
+	SteadyProfile bool          `json:"steadyProfile,omitempty"`
 	Keep          string        `json:"-"`
 	Merge         bool          `json:"-"`
 	TrialDeadline time.Duration `json:"-"`
@@ -132,6 +137,8 @@ func main() {
 	flag.Var(&p.SteadySizes, "steady-nodes", "nodes of the steady-state measurements, comma-separated, one run each, "+
 		"fitted into a growth curve when two or more complete (empty or 0: skip; the issue asks for 250,500,1000,2000)")
 	flag.DurationVar(&p.SteadyWindow, "steady-window", time.Minute, "how long CPU is sampled in steady state (also in the multi-cluster run)")
+	flag.StringVar(&p.SteadyWriter, "steady-writer", writerKwok, "who writes the steady runs' nodes: kwok (kwok nodes) or light (the test bed's light writer: Nodes, conditions and Lease renewals every 10 s from a few workers, no kwok node; for 2,000 nodes and more on a small machine)")
+	flag.BoolVar(&p.SteadyProfile, "steady-profile", false, "take CPU profiles of the leader and a follower over each steady window and their heap after it, into <out>/profiles (the CPU figures then include the profiler's cost)")
 	flag.IntVar(&p.Clusters, "clusters", 0, "clusters of the multi-cluster run, one fenced group protecting them all (0: skip; the issue asks for 5)")
 	flag.IntVar(&p.ClusterNodes, "cluster-nodes", 0, "nodes of each cluster of the multi-cluster run (the issue asks for 200)")
 	flag.IntVar(&p.StormNodes, "storm-nodes", 0, "nodes of the mass-death run (0: skip; the issue asks for 1000)")
@@ -146,6 +153,10 @@ func main() {
 	flag.Parse()
 	if len(p.SteadySizes) > 0 {
 		p.SteadyNodes = p.SteadySizes[len(p.SteadySizes)-1]
+	}
+	if p.SteadyWriter != writerKwok && p.SteadyWriter != writerLight {
+		fmt.Fprintf(os.Stderr, "bench: -steady-writer %q: want kwok or light\n", p.SteadyWriter)
+		os.Exit(2)
 	}
 	if p.Clusters > 0 && p.ClusterNodes <= 0 {
 		fmt.Fprintln(os.Stderr, "bench: -clusters needs -cluster-nodes, the nodes of each cluster")
@@ -289,7 +300,7 @@ func run(p params) error {
 	// size that fails keeps its error and the next size runs.
 	var measured []SteadyResult
 	for _, n := range p.SteadySizes {
-		s := SteadyResult{Nodes: n, Window: p.SteadyWindow.String(), ControlPlaneNice: p.ControlPlaneNice}
+		s := SteadyResult{Nodes: n, Window: p.SteadyWindow.String(), ControlPlaneNice: p.ControlPlaneNice, Writer: p.SteadyWriter}
 		err := standalone(p.Keep, fmt.Sprintf("steady-%d", n), func(t *e2e.Standalone) error { return runSteady(t, p, &s) })
 		if err != nil {
 			s.Error = err.Error()

@@ -58,7 +58,7 @@ func runMultiCluster(t *e2e.Standalone, p params, res *MultiClusterResult) error
 	fmt.Fprintf(os.Stderr, "multi-cluster: identities of %d nodes in %d clusters learned after %.0f s\n",
 		res.Clusters*n, res.Clusters, res.Learned)
 	var err error
-	if res.Leader, res.Follower, err = measureIdle(ctx, h, p.SteadyWindow); err != nil {
+	if res.Leader, res.Follower, err = measureIdle(ctx, h, p.SteadyWindow, nil, nil); err != nil {
 		return fmt.Errorf("multi-cluster: %w", err)
 	}
 	return nil

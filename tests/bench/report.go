@@ -411,6 +411,7 @@ func growthSection(growth []SteadyResult) string {
 	if len(failed) > 0 {
 		b.WriteString(strings.Join(failed, "") + "\n")
 	}
+	b.WriteString(idleNotes(growth))
 	fit := fitGrowth(growth)
 	if fit == nil {
 		b.WriteString("No growth fit: it takes two sizes or more that complete.\n\n")

@@ -25,6 +25,20 @@ type SteadyResult struct {
 	Leader           Process `json:"leader"`
 	// Follower is one follower.
 	Follower Process `json:"follower"`
+	// Writer is who wrote the Nodes and renewed their Leases: "kwok"
+	// (kwok nodes, the test bed's per-node lease controllers; the default,
+	// and older runs) or "light" (the test bed's light writer, no kwok
+	// node). The control plane, the three replicas and the array
+	// simulators are the real ones in both.
+	Writer string `json:"writer,omitempty"`
+	// ArrayRequests are the array requests of the three replicas over the
+	// window, per minute, by family and operation.
+	ArrayRequests []IdleRequests `json:"arrayRequests,omitempty"`
+	// LightRenewals is the light writer's renewal rate over the window.
+	LightRenewals *LightRenewals `json:"lightRenewals,omitempty"`
+	// Profiles are the profiles taken over the window (-steady-profile);
+	// the CPU figures then include the profiler's own cost.
+	Profiles []string `json:"profiles,omitempty"`
 	// Error is why the run did not complete; the figures are then partial
 	// and left out of the growth fit.
 	Error string `json:"error,omitempty"`
@@ -43,7 +57,8 @@ type Process struct {
 func runSteady(t *e2e.Standalone, p params, res *SteadyResult) error {
 	n := res.Nodes
 	fmt.Fprintf(os.Stderr, "steady: starting %d nodes\n", n)
-	h := e2e.Start(t, e2e.Options{Nodes: n, ControlPlaneNice: p.ControlPlaneNice, NoArrayAuditFiles: true})
+	h := e2e.Start(t, e2e.Options{Nodes: n, ControlPlaneNice: p.ControlPlaneNice, NoArrayAuditFiles: true,
+		LightNodes: res.Writer == writerLight, Pprof: p.SteadyProfile})
 	started := time.Now()
 	h.WaitLeader(5 * time.Minute)
 	// Steady means after the cold start: every node healthy and its
@@ -57,7 +72,8 @@ func runSteady(t *e2e.Standalone, p params, res *SteadyResult) error {
 	res.Learned = time.Since(started).Seconds()
 	fmt.Fprintf(os.Stderr, "steady: identities of %d nodes learned after %.0f s\n", n, res.Learned)
 	var err error
-	if res.Leader, res.Follower, err = measureIdle(ctx, h, p.SteadyWindow); err != nil {
+	begin, end := idleExtras(ctx, h, p, res)
+	if res.Leader, res.Follower, err = measureIdle(ctx, h, p.SteadyWindow, begin, end); err != nil {
 		return fmt.Errorf("steady, %d nodes: %w", n, err)
 	}
 	return nil
@@ -65,8 +81,9 @@ func runSteady(t *e2e.Standalone, p params, res *SteadyResult) error {
 
 // measureIdle waits for the last ledger writes of the cold start to
 // settle, then samples the CPU time of the leader and one follower over
-// window, and their RSS at its end.
-func measureIdle(ctx context.Context, h *e2e.Harness, window time.Duration) (leader, follower Process, err error) {
+// window, and their RSS at its end. begin and end, when not nil, are called
+// at the window's beginning and end.
+func measureIdle(ctx context.Context, h *e2e.Harness, window time.Duration, begin func(time.Duration), end func()) (leader, follower Process, err error) {
 	time.Sleep(10 * time.Second) // let the last ledger writes settle
 	lead, err := h.Leader(ctx)
 	if err != nil {
@@ -82,8 +99,14 @@ func measureIdle(ctx context.Context, h *e2e.Harness, window time.Duration) (lea
 		before[id], _ = cpuSeconds(pid)
 	}
 	start := time.Now()
+	if begin != nil {
+		begin(window)
+	}
 	time.Sleep(window) // the measurement window itself
 	elapsed := time.Since(start).Seconds()
+	if end != nil {
+		defer end()
+	}
 	for id, pid := range pids {
 		after, err := cpuSeconds(pid)
 		if err != nil {

@@ -110,6 +110,10 @@ func (c replicaConfig) write(path string) error {
 		}
 		arrays = append(arrays, m)
 	}
+	httpSection := map[string]any{"listen": c.HTTPListen, "tokenFile": c.TokenFile}
+	if c.Pprof {
+		httpSection["pprof"] = true
+	}
 	doc := map[string]any{
 		"replica": map[string]any{
 			"id": c.ID, "dataDir": c.DataDir, "raftBindAddress": c.RaftBind,
@@ -117,7 +121,7 @@ func (c replicaConfig) write(path string) error {
 		},
 		"peers":    peers,
 		"raft":     map[string]any{"heartbeatTimeout": "1s", "electionTimeout": "1s", "leaderLeaseTimeout": "500ms"},
-		"http":     map[string]any{"listen": c.HTTPListen, "tokenFile": c.TokenFile, "pprof": c.Pprof},
+		"http":     httpSection,
 		"log":      map[string]any{"format": "json", "level": "debug"},
 		"clusters": clusters,
 		"arrays":   arrays,

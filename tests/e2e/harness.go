@@ -82,6 +82,13 @@ type Options struct {
 	// whole array around every write, which would set the pace of the
 	// bench's runs of hundreds of nodes. Scenario and chaos runs keep them.
 	NoArrayAuditFiles bool
+	// LightNodes has ClusterName's nodes written by the test bed's light
+	// writer instead of kwok (testbed.ControlPlane.AddLightNodes): the same
+	// Node, status, CSINode and array hosts, the Ready condition written by
+	// the writer, the Leases renewed by a few shared workers. For
+	// measurements at rest of thousands of nodes; the node fault methods
+	// and workloads need kwok and do not apply.
+	LightNodes bool
 }
 
 // TB is what the harness needs of a test. *testing.T satisfies it, and so
@@ -193,7 +200,11 @@ func Start(t TB, opts Options) *Harness {
 				}
 			}
 		}
-		nodes, err := cp.AddNodes(ctx, nodeSpecs...)
+		add := cp.AddNodes
+		if opts.LightNodes && c.name == ClusterName {
+			add = cp.AddLightNodes
+		}
+		nodes, err := add(ctx, nodeSpecs...)
 		require.NoError(t, err)
 		var names []string
 		for _, n := range nodes {

@@ -118,6 +118,7 @@ type ControlPlane struct {
 	mu       sync.Mutex
 	nodes    map[string]*Node
 	leases   *leaseRenewer
+	light    *lightWriter
 	stopOnce sync.Once
 }
 
@@ -282,6 +283,7 @@ func (cp *ControlPlane) writeKubeconfigs() error {
 		return err
 	}
 	cp.leases = leases
+	cp.light = newLightWriter(leases)
 	for _, name := range []string{BinControllerManager, BinScheduler, BinKwok} {
 		path := filepath.Join(cp.Dir, name+".kubeconfig")
 		if err := cp.WriteKubeconfig(path, cp.componentKubeconfigs[name]); err != nil {
@@ -388,6 +390,7 @@ func (cp *ControlPlane) Stop() {
 		for _, n := range nodes {
 			n.stopHeartbeat()
 		}
+		cp.light.stop()
 		if cp.stopAttacher != nil {
 			cp.stopAttacher()
 		}

@@ -100,6 +100,12 @@ func (cp *ControlPlane) Node(name string) *Node {
 // drivers. Each node gets a kubelet listener on <IP>:10250. It returns when
 // every node was created; use WaitNodesReady to wait for kwok.
 func (cp *ControlPlane) AddNodes(ctx context.Context, specs ...NodeSpec) ([]*Node, error) {
+	return cp.addNodes(ctx, false, specs)
+}
+
+// addNodes adds the nodes of specs, managed by kwok or, when light, by the
+// light writer (AddLightNodes).
+func (cp *ControlPlane) addNodes(ctx context.Context, light bool, specs []NodeSpec) ([]*Node, error) {
 	nodes := make([]*Node, len(specs))
 	// Reserve addresses one at a time so explicit IPs are not handed out twice.
 	taken := func(ip string) bool {
@@ -174,7 +180,7 @@ func (cp *ControlPlane) AddNodes(ctx context.Context, specs ...NodeSpec) ([]*Nod
 		go func() {
 			defer wg.Done()
 			for n := range work {
-				if err := cp.registerNode(ctx, n); err != nil {
+				if err := cp.registerNode(ctx, n, light); err != nil {
 					errs <- err
 				}
 			}
@@ -198,8 +204,9 @@ func (cp *ControlPlane) AddNodes(ctx context.Context, specs ...NodeSpec) ([]*Nod
 
 // registerNode creates the Node, sets its status, creates its CSINode and
 // labels it for kwok, so kwok's first status write keeps the addresses and
-// boot ID set here, and finally starts renewing its Lease.
-func (cp *ControlPlane) registerNode(ctx context.Context, n *Node) error {
+// boot ID set here, and finally starts renewing its Lease. A light node is
+// handed to the light writer instead of kwok and the lease controller.
+func (cp *ControlPlane) registerNode(ctx context.Context, n *Node, light bool) error {
 	s := n.Spec
 	ids, err := json.Marshal(s.CSINodeIDs())
 	if err != nil {
@@ -248,6 +255,9 @@ func (cp *ControlPlane) registerNode(ctx context.Context, n *Node) error {
 	}
 	if _, err := cp.Client.StorageV1().CSINodes().Create(ctx, csiNode, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("create CSINode %s: %w", s.Name, err)
+	}
+	if light {
+		return cp.light.add(ctx, n)
 	}
 	if err := cp.setKwokLabel(ctx, s.Name, true); err != nil {
 		return err
