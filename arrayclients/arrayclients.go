@@ -19,6 +19,12 @@
 // The storage footprint (footprint.go, docs/footprint.md) is what a fence
 // must cut: every volume Kubernetes attached to the node, placed on an
 // array by its volume handle, plus whatever the array maps to the node.
+//
+// A family lives in its own package under arrayclients
+// (arrayclients/powerscale) that imports this one and no other family, and
+// exports its Constructor; arrayclients/all hands every family to New
+// (Options.Families). PowerFlex, PowerStore, PowerMax and Unity are still
+// in this package and are built here when Options.Families has none for them.
 package arrayclients
 
 import (

@@ -81,14 +81,6 @@ func (a *UnityAdapter) Cover(_ Identity, v VolumeRef) (Cut, *Gap) {
 	return CutLUNHostAccess, nil
 }
 
-// Cover: PowerScale exports lose the node's client strings.
-func (a *PowerScaleAdapter) Cover(_ Identity, v VolumeRef) (Cut, *Gap) {
-	if v.Protocol != ProtocolNFS {
-		return "", &Gap{Reason: GapBadHandle, Detail: fmt.Sprintf("%s: a PowerScale volume is an NFS export", v.Volume)}
-	}
-	return CutExportClients, nil
-}
-
 // Holds: every family places volumes by its configuration (Config.Holds).
 
 // Holds reports whether a volume at loc is on this array.
@@ -102,10 +94,3 @@ func (a *PowerMaxAdapter) Holds(loc VolumeLocation) bool { return a.cfg.Holds(lo
 
 // Holds reports whether a volume at loc is on this array.
 func (a *UnityAdapter) Holds(loc VolumeLocation) bool { return a.cfg.Holds(loc) }
-
-// Holds reports whether a volume at loc is on this array.
-func (a *PowerScaleAdapter) Holds(loc VolumeLocation) bool { return a.cfg.Holds(loc) }
-
-// HoldsArray reports whether a volume at loc is on this PowerScale
-// cluster, whatever its access zone (ZoneHolder).
-func (a *PowerScaleAdapter) HoldsArray(loc VolumeLocation) bool { return a.cfg.HoldsArray(loc) }

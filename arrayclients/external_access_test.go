@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fenced-project/fenced/arrayclients"
+	"github.com/fenced-project/fenced/arrayclients/all"
 )
 
 func TestParseExternalAccess(t *testing.T) {
@@ -34,7 +35,7 @@ func TestExternalAccessConfigChecked(t *testing.T) {
 		{arrayclients.Unity, []string{"10.0.0.1"}, "arrays[a1].externalAccess: only PowerStore and PowerFlex"},
 		{arrayclients.PowerStore, []string{"ten"}, `arrays[a1].externalAccess[0]: "ten"`},
 	} {
-		_, err := arrayclients.New([]arrayclients.Config{{Name: "a1", Family: tc.family, Endpoint: "https://192.0.2.1",
+		_, err := all.New([]arrayclients.Config{{Name: "a1", Family: tc.family, Endpoint: "https://192.0.2.1",
 			Username: "u", Password: "p", ExternalAccess: tc.list}}, arrayclients.Options{Registry: prometheus.NewRegistry()})
 		require.Error(t, err)
 		assert.Contains(t, err.Error(), tc.want)
@@ -78,7 +79,7 @@ func TestPowerFlexNFSExternalAccessGap(t *testing.T) {
 	e := startPowerFlex(t, pflexNFSFixture, arrayclients.Options{}, 5*time.Second)
 	cfg := e.cfg
 	cfg.ExternalAccess = []string{"127.0.10.2"}
-	reg, err := arrayclients.New([]arrayclients.Config{cfg}, arrayclients.Options{Registry: prometheus.NewRegistry()})
+	reg, err := all.New([]arrayclients.Config{cfg}, arrayclients.Options{Registry: prometheus.NewRegistry()})
 	require.NoError(t, err)
 	a, ok := reg.Get(cfg.Name)
 	require.True(t, ok)

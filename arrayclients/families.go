@@ -6,11 +6,7 @@ import (
 	"log/slog"
 )
 
-// Family constructors.
-//
-// Every family exports one constructor with this signature:
-//
-//	func NewPowerFlex(ctx context.Context, cfg Config, logger *slog.Logger) (Adapter, error)
+// Constructor builds the undecorated adapter of one array of a family.
 //
 // ctx bounds any I/O the constructor does (most do none and log in on first
 // use); cfg is one array's configuration (RequestTimeout already defaulted
@@ -18,34 +14,41 @@ import (
 // family. The constructor validates its family-specific fields and returns
 // an error naming the field. It never logs credentials.
 //
-// Adding a family is one case line in newAdapter. A constructor with another
-// shape can be adapted with adapt, which also avoids a typed-nil Adapter on
-// error:
-//
-//	case PowerStore:
-//		return adapt(NewPowerStore(cfg, logger))
+// Each family package (arrayclients/powerflex, arrayclients/powerstore,
+// arrayclients/powerscale, arrayclients/powermax, arrayclients/unity)
+// exports its Constructor (powerscale.NewPowerScale, ...). Whoever builds a Registry hands the
+// families of its build to it in Options.Families; arrayclients/all does
+// that for every family. There is no package-level table: a build, or a
+// test, holds exactly the families it was given.
+type Constructor func(ctx context.Context, cfg Config, logger *slog.Logger) (Adapter, error)
 
-// newAdapter builds the undecorated adapter of one array.
-func newAdapter(ctx context.Context, cfg Config, logger *slog.Logger) (Adapter, error) {
+// newAdapter builds the undecorated adapter of one array with the
+// constructor of its family.
+func newAdapter(ctx context.Context, families map[Family]Constructor, cfg Config, logger *slog.Logger) (Adapter, error) {
+	if c, ok := families[cfg.Family]; ok && c != nil {
+		return c(ctx, cfg, logger)
+	}
 	switch cfg.Family {
 	case PowerFlex:
 		return NewPowerFlex(ctx, cfg, logger)
 	case PowerMax:
-		return adapt(NewPowerMax(ctx, cfg, logger))
+		return Adapt(NewPowerMax(ctx, cfg, logger))
 	case Unity:
-		return adapt(NewUnity(ctx, cfg, logger))
+		return Adapt(NewUnity(ctx, cfg, logger))
 	case PowerStore:
 		return NewPowerStore(ctx, cfg, logger)
-	case PowerScale:
-		return NewPowerScale(ctx, cfg, logger)
 	default:
 		return nil, fmt.Errorf("array %s: family %q: no adapter in this build", cfg.Name, cfg.Family)
 	}
 }
 
-// adapt turns a constructor returning a concrete adapter type into
-// (Adapter, error), never a typed nil.
-func adapt[A Adapter](a A, err error) (Adapter, error) {
+// Adapt turns a constructor's result of a concrete adapter type into
+// (Adapter, error), never a typed nil:
+//
+//	func New(ctx context.Context, cfg arrayclients.Config, logger *slog.Logger) (arrayclients.Adapter, error) {
+//		return arrayclients.Adapt(newAdapter(ctx, cfg, logger))
+//	}
+func Adapt[A Adapter](a A, err error) (Adapter, error) {
 	if err != nil {
 		return nil, err
 	}

@@ -172,9 +172,9 @@ func logrusLevel(l *slog.Logger) logrus.Level {
 	return logrus.ErrorLevel
 }
 
-// unityLogger is the logrus logger gounity is handed (in the context) for
+// UnityLogger is the logrus logger gounity is handed (in the context) for
 // one array: it writes nothing itself and passes every entry to l.
-func unityLogger(l *slog.Logger) *logrus.Entry {
+func UnityLogger(l *slog.Logger) *logrus.Entry {
 	lg := logrus.New()
 	lg.SetOutput(io.Discard)
 	lg.SetLevel(logrusLevel(l))
@@ -183,8 +183,8 @@ func unityLogger(l *slog.Logger) *logrus.Entry {
 	return lg.WithField("library", "gounity")
 }
 
-// withUnityLogger puts the array's gounity logger in ctx.
-func withUnityLogger(ctx context.Context, e *logrus.Entry) context.Context {
+// WithUnityLogger puts the array's gounity logger in ctx.
+func WithUnityLogger(ctx context.Context, e *logrus.Entry) context.Context {
 	if e == nil {
 		return ctx
 	}
@@ -228,18 +228,19 @@ func gournalLevel(l *slog.Logger) gournal.Level {
 	return gournal.ErrorLevel
 }
 
-// withIsilonLogger puts the array's goisilon appender and level in ctx.
-func withIsilonLogger(ctx context.Context, l *slog.Logger) context.Context {
+// WithIsilonLogger puts the array's goisilon appender and level in ctx.
+func WithIsilonLogger(ctx context.Context, l *slog.Logger) context.Context {
 	ctx = context.WithValue(ctx, gournal.AppenderKey(), gournal.Appender(gournalAppender{l: l.With("library", "goisilon")}))
 	return context.WithValue(ctx, gournal.LevelKey(), gournalLevel(l))
 }
 
-// powerStoreLogger is gopowerstore's logger for one array.
-type powerStoreLogger struct{ l *slog.Logger }
+// PowerStoreLogger is gopowerstore's logger for one array (its Info,
+// Debug and Error methods write to the array's slog logger).
+type PowerStoreLogger struct{ l *slog.Logger }
 
-var _ gopowerstore.Logger = powerStoreLogger{}
+var _ gopowerstore.Logger = PowerStoreLogger{}
 
-func (p powerStoreLogger) log(ctx context.Context, level slog.Level, format string, args ...any) {
+func (p PowerStoreLogger) log(ctx context.Context, level slog.Level, format string, args ...any) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -250,14 +251,14 @@ func (p powerStoreLogger) log(ctx context.Context, level slog.Level, format stri
 	p.l.Log(ctx, libraryLevel(level, msg), msg, "library", "gopowerstore")
 }
 
-func (p powerStoreLogger) Info(ctx context.Context, format string, args ...any) {
+func (p PowerStoreLogger) Info(ctx context.Context, format string, args ...any) {
 	p.log(ctx, slog.LevelInfo, format, args...)
 }
 
-func (p powerStoreLogger) Debug(ctx context.Context, format string, args ...any) {
+func (p PowerStoreLogger) Debug(ctx context.Context, format string, args ...any) {
 	p.log(ctx, slog.LevelDebug, format, args...)
 }
 
-func (p powerStoreLogger) Error(ctx context.Context, format string, args ...any) {
+func (p PowerStoreLogger) Error(ctx context.Context, format string, args ...any) {
 	p.log(ctx, slog.LevelError, format, args...)
 }

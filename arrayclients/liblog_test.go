@@ -45,11 +45,11 @@ func TestRouteLibraryLogs(t *testing.T) {
 	ctx := context.Background()
 	logrus.WithError(assert.AnError).Error("Unable to read certificate file") // gopowermax, gounity/api
 	gounityutil.GetRunIDLogger(ctx).Debugf("Executing BasicSystemInfo REST client")
-	gounityutil.GetRunIDLogger(withUnityLogger(ctx, unityLogger(l.With("array", "unity-1")))).Infof("Delete NFS Share: %s Successful", "nfs_1")
+	gounityutil.GetRunIDLogger(WithUnityLogger(ctx, UnityLogger(l.With("array", "unity-1")))).Infof("Delete NFS Share: %s Successful", "nfs_1")
 	sclog.Log.Info("Basic Authentication")
 	gournal.Error(ctx, "Error is not a type of \"*JSONError or *HTMLError\". Error:", assert.AnError)
-	gournal.Debug(withIsilonLogger(ctx, l.With("array", "isilon-1")), "Authentication response code: %d", 200)
-	powerStoreLogger{l: l.With("array", "pstore-1")}.Error(ctx, "request failed: %s\n", "boom")
+	gournal.Debug(WithIsilonLogger(ctx, l.With("array", "isilon-1")), "Authentication response code: %d", 200)
+	PowerStoreLogger{l: l.With("array", "pstore-1")}.Error(ctx, "request failed: %s\n", "boom")
 
 	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
 	require.Len(t, lines, 7, buf.String())
@@ -84,7 +84,7 @@ func TestLibraryLevels(t *testing.T) {
 	ctx := context.Background()
 	logrus.Error("GetHostByID failed: Cannot find Host csi-node-E2E-worker-2-FC") // gopowermax
 	logrus.Error("Unable to read certificate file")
-	powerStoreLogger{l: l}.Error(ctx, "request failed: %s", "boom")
+	PowerStoreLogger{l: l}.Error(ctx, "request failed: %s", "boom")
 	gournal.Error(ctx, "export not found")
 	sclog.Log.Error("Volume not found")
 

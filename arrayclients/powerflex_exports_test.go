@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fenced-project/fenced/arrayclients"
+	"github.com/fenced-project/fenced/arrayclients/internal/arraytest"
 )
 
 // TestPowerFlexNFSEveryExport: a PowerFlex file system with two exports
@@ -33,7 +34,7 @@ func TestPowerFlexNFSEveryExport(t *testing.T) {
 
 	plan, err := e.adapter.Plan(ctx, id, []arrayclients.VolumeRef{nfsRef("pv-a", fsA, false)})
 	require.NoError(t, err)
-	plan = roundTrip(t, plan)
+	plan = arraytest.RoundTrip(t, plan)
 	require.Len(t, plan.Volumes, 1)
 	assert.Nil(t, plan.Volumes[0].Gap)
 	assert.Equal(t, arrayclients.CutNFSExportHosts, plan.Volumes[0].Cut)

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fenced-project/fenced/arrayclients"
+	"github.com/fenced-project/fenced/arrayclients/internal/arraytest"
 )
 
 // pflexFootprintFixture is pflexFixture with a volume mapped to nobody.
@@ -106,7 +107,7 @@ func TestPowerFlexFootprintPlanAndVerify(t *testing.T) {
 	plan, err := e.adapter.Plan(ctx, id, vols)
 	require.NoError(t, err)
 	assert.Zero(t, pflexWriteRequests(e), "Plan never writes")
-	plan = roundTrip(t, plan)
+	plan = arraytest.RoundTrip(t, plan)
 	worker2 := "sdc worker-2 (" + w2 + ")"
 	tcs := []struct {
 		pv      string
@@ -142,8 +143,8 @@ func TestPowerFlexFootprintPlanAndVerify(t *testing.T) {
 	require.NoError(t, err)
 	assert.False(t, v.Fenced)
 	require.Len(t, v.Volumes, 3, "a read-back of every volume with a cut")
-	assert.True(t, checkOf(t, v, "pv-mine").NodeAccess)
-	assert.False(t, checkOf(t, v, "pv-free").NodeAccess)
+	assert.True(t, arraytest.CheckOf(t, v, "pv-mine").NodeAccess)
+	assert.False(t, arraytest.CheckOf(t, v, "pv-free").NodeAccess)
 
 	require.NoError(t, e.adapter.Apply(ctx, plan))
 	v, err = e.adapter.Verify(ctx, plan)
@@ -159,7 +160,7 @@ func TestPowerFlexFootprintPlanAndVerify(t *testing.T) {
 	v, err = e.adapter.Verify(ctx, plan)
 	require.NoError(t, err)
 	assert.False(t, v.Fenced)
-	assert.True(t, checkOf(t, v, "pv-free").NodeAccess)
+	assert.True(t, arraytest.CheckOf(t, v, "pv-free").NodeAccess)
 	require.NoError(t, e.adapter.Apply(ctx, plan))
 	v, err = e.adapter.Verify(ctx, plan)
 	require.NoError(t, err)
@@ -181,7 +182,7 @@ func TestPowerFlexUnfenceReconciles(t *testing.T) {
 	plan, err := e.adapter.Plan(ctx, id, []arrayclients.VolumeRef{
 		psRef("pv-moved", moved, true), psRef("pv-unwanted", unwanted, true), psRef("pv-kept", kept, true), sharedRef})
 	require.NoError(t, err)
-	plan = roundTrip(t, plan)
+	plan = arraytest.RoundTrip(t, plan)
 	require.NoError(t, e.adapter.Apply(ctx, plan))
 
 	// Kubernetes force-detaches pv-moved and publishes it to worker-2;
@@ -195,7 +196,7 @@ func TestPowerFlexUnfenceReconciles(t *testing.T) {
 	assert.Equal(t, []string{w1}, pflexSdcsOf(e, kept), "a wanted, unheld volume is given back")
 	assert.ElementsMatch(t, []string{w1, w2}, pflexSdcsOf(e, shared), "a multi-node volume is given back beside its other holder")
 	var maps int
-	for _, w := range writesSince(e.srv, seq) {
+	for _, w := range arraytest.WritesSince(e.srv, seq) {
 		if !strings.Contains(w.Path, "addMappedSdc") {
 			continue
 		}
@@ -209,18 +210,18 @@ func TestPowerFlexUnfenceReconciles(t *testing.T) {
 	v, err := e.adapter.VerifyRestore(ctx, plan, scope)
 	require.NoError(t, err)
 	assert.True(t, v.Restored, "missing: %v, remaining: %v", v.Missing, v.Remaining)
-	c := checkOf(t, v, "pv-moved")
+	c := arraytest.CheckOf(t, v, "pv-moved")
 	assert.False(t, c.NodeAccess)
 	assert.Equal(t, "moved to sdc worker-2 ("+w2+")", c.Note)
-	c = checkOf(t, v, "pv-unwanted")
+	c = arraytest.CheckOf(t, v, "pv-unwanted")
 	assert.False(t, c.NodeAccess)
 	assert.Equal(t, "not wanted by Kubernetes on the node", c.Note)
-	assert.True(t, checkOf(t, v, "pv-kept").NodeAccess)
-	assert.True(t, checkOf(t, v, "pv-shared").NodeAccess)
+	assert.True(t, arraytest.CheckOf(t, v, "pv-kept").NodeAccess)
+	assert.True(t, arraytest.CheckOf(t, v, "pv-shared").NodeAccess)
 
 	seq = e.srv.LastSeq()
 	require.NoError(t, e.adapter.Undo(ctx, plan, scope), "Undo twice")
-	assert.Empty(t, writesSince(e.srv, seq), "the second Undo writes nothing")
+	assert.Empty(t, arraytest.WritesSince(e.srv, seq), "the second Undo writes nothing")
 
 	// The pod moves back: the driver's publish to worker-1 succeeds.
 	drv.unpublish(w2, moved)
@@ -246,14 +247,14 @@ func TestPowerFlexUndoV1Plan(t *testing.T) {
 	}
 	plan.Entries, err = json.Marshal(entries)
 	require.NoError(t, err)
-	plan = roundTrip(t, plan)
+	plan = arraytest.RoundTrip(t, plan)
 	require.NoError(t, e.adapter.Apply(ctx, plan))
 	moved := pflexVolumeID(t, e, "worker-1-vol-0")
 	e.driver(t).publish(w2, moved)
 
 	seq := e.srv.LastSeq()
 	require.NoError(t, e.adapter.Undo(ctx, plan, arrayclients.RestoreScope{}))
-	for _, w := range writesSince(e.srv, seq) {
+	for _, w := range arraytest.WritesSince(e.srv, seq) {
 		if strings.Contains(w.Path, "addMappedSdc") {
 			assert.Contains(t, w.Body, `"allowMultipleMappings":"FALSE"`, w.Path)
 		}
@@ -270,5 +271,5 @@ func TestPowerFlexUndoV1Plan(t *testing.T) {
 	assert.True(t, v.Restored, "missing: %v", v.Missing)
 	seq = e.srv.LastSeq()
 	require.NoError(t, e.adapter.Undo(ctx, plan, arrayclients.RestoreScope{}))
-	assert.Empty(t, writesSince(e.srv, seq))
+	assert.Empty(t, arraytest.WritesSince(e.srv, seq))
 }

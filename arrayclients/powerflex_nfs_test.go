@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fenced-project/fenced/arrayclients"
+	"github.com/fenced-project/fenced/arrayclients/internal/arraytest"
 	"github.com/fenced-project/fenced/tests/csidriver"
 )
 
@@ -108,7 +109,7 @@ func TestPowerFlexNFSOnlyNodeFenced(t *testing.T) {
 	plan, err := e.adapter.Plan(ctx, id, vols)
 	require.NoError(t, err)
 	assert.Zero(t, pflexWriteRequests(e), "Plan never writes")
-	plan = roundTrip(t, plan)
+	plan = arraytest.RoundTrip(t, plan)
 	tcs := []struct {
 		pv  string
 		cut arrayclients.Cut
@@ -194,7 +195,7 @@ func TestPowerFlexNFSOnlyNodeFenced(t *testing.T) {
 	v, err = e.adapter.Verify(ctx, plan)
 	require.NoError(t, err)
 	assert.False(t, v.Fenced)
-	assert.True(t, checkOf(t, v, "pv-a").NodeAccess)
+	assert.True(t, arraytest.CheckOf(t, v, "pv-a").NodeAccess)
 	require.NoError(t, e.adapter.Apply(ctx, plan))
 	v, err = e.adapter.Verify(ctx, plan)
 	require.NoError(t, err)
@@ -219,7 +220,7 @@ func TestPowerFlexNFSOnlyNodeFenced(t *testing.T) {
 	}
 	seq := e.srv.LastSeq()
 	require.NoError(t, e.adapter.Undo(ctx, plan, arrayclients.RestoreScope{Wanted: []string{"pv-a", "pv-b", "pv-c"}}))
-	assert.Empty(t, writesSince(e.srv, seq), "a repeated unfence writes nothing: the listed forms count as given back")
+	assert.Empty(t, arraytest.WritesSince(e.srv, seq), "a repeated unfence writes nothing: the listed forms count as given back")
 }
 
 func TestPowerFlexNFSOnSDCNode(t *testing.T) {
@@ -246,7 +247,7 @@ func TestPowerFlexNFSOnSDCNode(t *testing.T) {
 	vols := []arrayclients.VolumeRef{psRef("pv-block", block, true), nfsRef("pv-nfs", loc.Object, false)}
 	plan, err := e.adapter.Plan(ctx, id, vols)
 	require.NoError(t, err)
-	plan = roundTrip(t, plan)
+	plan = arraytest.RoundTrip(t, plan)
 	assert.Equal(t, arrayclients.CutSDCUnmap, cutOf(t, plan, "pv-block").Cut)
 	assert.Equal(t, arrayclients.CutNFSExportHosts, cutOf(t, plan, "pv-nfs").Cut)
 	assert.Contains(t, plan.Summary, "NFS export")
@@ -292,7 +293,7 @@ func TestPowerFlexNFSUnfenceReconciles(t *testing.T) {
 	plan, err := e.adapter.Plan(ctx, id, []arrayclients.VolumeRef{
 		nfsRef("pv-kept", fs["pv-kept"], false), nfsRef("pv-moved", fs["pv-moved"], false), nfsRef("pv-unwanted", fs["pv-unwanted"], false)})
 	require.NoError(t, err)
-	plan = roundTrip(t, plan)
+	plan = arraytest.RoundTrip(t, plan)
 	require.NoError(t, e.adapter.Apply(ctx, plan))
 
 	// Kubernetes force-detaches pv-moved and the driver publishes it to
@@ -306,18 +307,18 @@ func TestPowerFlexNFSUnfenceReconciles(t *testing.T) {
 	assert.Equal(t, []string{"127.0.10.3/255.255.255.255"}, pflexHosts(t, e, fs["pv-kept"])["rwRoot"], "a wanted, unheld volume is given back")
 	assert.Equal(t, []string{"127.0.10.2/255.255.255.255"}, pflexHosts(t, e, fs["pv-moved"])["rwRoot"], "a moved volume is never given back")
 	assert.Empty(t, pflexHosts(t, e, fs["pv-unwanted"])["rwRoot"], "an unwanted volume is not given back")
-	require.Len(t, writesSince(e.srv, seq), 1, "one write: the kept volume's entry")
+	require.Len(t, arraytest.WritesSince(e.srv, seq), 1, "one write: the kept volume's entry")
 
 	v, err := e.adapter.VerifyRestore(ctx, plan, scope)
 	require.NoError(t, err)
 	assert.True(t, v.Restored, "missing %v remaining %v", v.Missing, v.Remaining)
-	assert.Contains(t, checkOf(t, v, "pv-moved").Note, "moved to 127.0.10.2/255.255.255.255")
-	assert.Contains(t, checkOf(t, v, "pv-unwanted").Note, "not wanted")
+	assert.Contains(t, arraytest.CheckOf(t, v, "pv-moved").Note, "moved to 127.0.10.2/255.255.255.255")
+	assert.Contains(t, arraytest.CheckOf(t, v, "pv-unwanted").Note, "not wanted")
 
 	// Undo again: nothing to write.
 	seq = e.srv.LastSeq()
 	require.NoError(t, e.adapter.Undo(ctx, plan, scope))
-	assert.Empty(t, writesSince(e.srv, seq))
+	assert.Empty(t, arraytest.WritesSince(e.srv, seq))
 
 	// A re-grant of the moved volume is a failed restore, and Undo takes it away.
 	c := e.driver(t).c

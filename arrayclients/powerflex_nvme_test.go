@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fenced-project/fenced/arrayclients"
+	"github.com/fenced-project/fenced/arrayclients/internal/arraytest"
 	"github.com/fenced-project/fenced/tests/csidriver"
 )
 
@@ -130,7 +131,7 @@ func TestPowerFlexNVMeFenceAndUnfence(t *testing.T) {
 	plan, err := e.adapter.Plan(ctx, id, vols)
 	require.NoError(t, err)
 	assert.Zero(t, pflexWriteRequests(e), "Plan never writes")
-	plan = roundTrip(t, plan)
+	plan = arraytest.RoundTrip(t, plan)
 	assert.Contains(t, plan.Summary, "from NVMe host "+pflexNVMe2)
 	for pv, want := range map[string]arrayclients.Cut{"pv-moved": arrayclients.CutNVMeUnmap, "pv-kept": arrayclients.CutNVMeUnmap,
 		"pv-unwanted": arrayclients.CutNVMeUnmap, "pv-free": arrayclients.CutNotMapped, "pv-nfs": arrayclients.CutNFSExportHosts} {
@@ -164,7 +165,7 @@ func TestPowerFlexNVMeFenceAndUnfence(t *testing.T) {
 	seq := e.srv.LastSeq()
 	require.NoError(t, e.adapter.Apply(ctx, plan))
 	var unmaps int
-	for _, w := range writesSince(e.srv, seq) {
+	for _, w := range arraytest.WritesSince(e.srv, seq) {
 		if strings.Contains(w.Path, "/action/removeMappedHost") {
 			unmaps++
 			assert.Contains(t, w.Body, `"hostId":"`+w2+`"`)
@@ -180,11 +181,11 @@ func TestPowerFlexNVMeFenceAndUnfence(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, v.Fenced, "remaining: %v", v.Remaining)
 	for _, pv := range []string{"pv-moved", "pv-kept", "pv-unwanted", "pv-free"} {
-		assert.False(t, checkOf(t, v, pv).NodeAccess, pv)
+		assert.False(t, arraytest.CheckOf(t, v, pv).NodeAccess, pv)
 	}
 	seq = e.srv.LastSeq()
 	require.NoError(t, e.adapter.Apply(ctx, plan), "Apply twice")
-	assert.Empty(t, writesSince(e.srv, seq), "the second Apply writes nothing")
+	assert.Empty(t, arraytest.WritesSince(e.srv, seq), "the second Apply writes nothing")
 
 	// The pod moves: the emulated csi-vxflexos publishes pv-moved to
 	// worker-3's NVMe host. An RWO publish of it anywhere else is refused.
@@ -208,7 +209,7 @@ func TestPowerFlexNVMeFenceAndUnfence(t *testing.T) {
 	assert.Equal(t, 500, st["nvme-kept"].LimitIops)
 	assert.Equal(t, 10, st["nvme-kept"].LimitBwInMbps)
 	assert.Equal(t, []string{"127.0.10.2/255.255.255.255"}, pflexHosts(t, e, fs)["rwRoot"])
-	for _, w := range writesSince(e.srv, seq) {
+	for _, w := range arraytest.WritesSince(e.srv, seq) {
 		assert.NotContains(t, w.Path, "addMappedSdc", "an NVMe host is mapped with the NVMe call")
 		if strings.Contains(w.Path, "/action/addMappedHost") {
 			assert.NotContains(t, w.Path, moved)
@@ -219,15 +220,15 @@ func TestPowerFlexNVMeFenceAndUnfence(t *testing.T) {
 	v, err = e.adapter.VerifyRestore(ctx, plan, scope)
 	require.NoError(t, err)
 	assert.True(t, v.Restored, "missing: %v, remaining: %v", v.Missing, v.Remaining)
-	c := checkOf(t, v, "pv-moved")
+	c := arraytest.CheckOf(t, v, "pv-moved")
 	assert.False(t, c.NodeAccess)
 	assert.Equal(t, "moved to nvme-host "+pflexNVMe3+" ("+w3+")", c.Note)
-	assert.True(t, checkOf(t, v, "pv-kept").NodeAccess)
-	assert.False(t, checkOf(t, v, "pv-unwanted").NodeAccess)
+	assert.True(t, arraytest.CheckOf(t, v, "pv-kept").NodeAccess)
+	assert.False(t, arraytest.CheckOf(t, v, "pv-unwanted").NodeAccess)
 
 	seq = e.srv.LastSeq()
 	require.NoError(t, e.adapter.Undo(ctx, plan, scope), "Undo twice")
-	assert.Empty(t, writesSince(e.srv, seq), "the second Undo writes nothing")
+	assert.Empty(t, arraytest.WritesSince(e.srv, seq), "the second Undo writes nothing")
 
 	// The pod moves back: the driver's publish to worker-2 succeeds.
 	require.NoError(t, drv.ControllerUnpublish(ctx, "1a2b3c4d5e6f7a8b-"+moved, pflexNVMe3))
@@ -248,7 +249,7 @@ func TestPowerFlexNVMeLateMapping(t *testing.T) {
 	require.NoError(t, err)
 	plan, err := e.adapter.Plan(ctx, id, []arrayclients.VolumeRef{psRef("pv-free", free, false)})
 	require.NoError(t, err)
-	plan = roundTrip(t, plan)
+	plan = arraytest.RoundTrip(t, plan)
 	require.NoError(t, e.adapter.Apply(ctx, plan))
 
 	drv := pflexCSI(t, e, nil)
@@ -256,7 +257,7 @@ func TestPowerFlexNVMeLateMapping(t *testing.T) {
 	v, err := e.adapter.Verify(ctx, plan)
 	require.NoError(t, err)
 	assert.False(t, v.Fenced)
-	assert.True(t, checkOf(t, v, "pv-free").NodeAccess)
+	assert.True(t, arraytest.CheckOf(t, v, "pv-free").NodeAccess)
 	require.NoError(t, e.adapter.Apply(ctx, plan))
 	v, err = e.adapter.Verify(ctx, plan)
 	require.NoError(t, err)

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fenced-project/fenced/arrayclients"
+	"github.com/fenced-project/fenced/arrayclients/internal/arraytest"
 )
 
 // TestPowerFlexNFSDriverRegrantGap: csi-vxflexos with interfaceNames (the
@@ -39,14 +40,14 @@ func TestPowerFlexNFSDriverRegrantGap(t *testing.T) {
 	seq := e.srv.LastSeq()
 	plan, err := e.adapter.Plan(ctx, id, []arrayclients.VolumeRef{ref})
 	require.NoError(t, err)
-	assert.Empty(t, writesSince(e.srv, seq), "Plan never writes")
+	assert.Empty(t, arraytest.WritesSince(e.srv, seq), "Plan never writes")
 	vc := cutOf(t, plan, "pv-shared")
 	require.NotNil(t, vc.Gap)
 	assert.Equal(t, arrayclients.GapDriverRegrant, vc.Gap.Reason)
 	assert.Contains(t, vc.Gap.Detail, "127.0.10.1/255.255.255.255 (node worker-1)")
 	assert.Contains(t, vc.Gap.Detail, "interfaceNames")
 	assert.NotContains(t, vc.Gap.Detail, "worker-2", "worker-2 is not on the export")
-	recorded := roundTrip(t, plan)
+	recorded := arraytest.RoundTrip(t, plan)
 	assert.Equal(t, arrayclients.GapDriverRegrant, cutOf(t, recorded, "pv-shared").Gap.Reason)
 	assert.Nil(t, cutOf(t, recorded, "pv-shared").Unattached, "the other nodes' keys are never recorded")
 

@@ -16,6 +16,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fenced-project/fenced/arrayclients"
+	"github.com/fenced-project/fenced/arrayclients/all"
+	"github.com/fenced-project/fenced/arrayclients/internal/arraytest"
 	"github.com/fenced-project/fenced/tests/arraysim/fixture"
 	"github.com/fenced-project/fenced/tests/arraysim/powerflex"
 	"github.com/fenced-project/fenced/tests/arraysim/simcore"
@@ -76,7 +78,7 @@ func startPowerFlex(t testing.TB, doc string, opts arrayclients.Options, timeout
 	if opts.Registry == nil {
 		opts.Registry = prometheus.NewRegistry()
 	}
-	reg, err := arrayclients.New([]arrayclients.Config{cfg}, opts)
+	reg, err := all.New([]arrayclients.Config{cfg}, opts)
 	require.NoError(t, err)
 	a, ok := reg.Get("pflex-1")
 	require.True(t, ok)
@@ -296,7 +298,7 @@ func TestPowerFlexHealth(t *testing.T) {
 
 	h, err := e.adapter.Health(ctx, id)
 	require.NoError(t, err)
-	requireReadOnlyProbes(t, e.srv)
+	arraytest.RequireReadOnlyProbes(t, e.srv)
 	assert.Equal(t, arrayclients.Connected, h.Connectivity)
 	assert.Equal(t, arrayclients.IOActive, h.IO)
 	assert.False(t, h.SampledAt.IsZero())
@@ -354,7 +356,7 @@ func TestPowerFlexBadCredentials(t *testing.T) {
 	var logs strings.Builder
 	cfg := e.cfg
 	cfg.Password = "wrong-pw-xyz"
-	reg, err := arrayclients.New([]arrayclients.Config{cfg}, arrayclients.Options{
+	reg, err := all.New([]arrayclients.Config{cfg}, arrayclients.Options{
 		Logger: slogTo(&logs), Registry: prometheus.NewRegistry(),
 	})
 	require.NoError(t, err)
@@ -522,7 +524,7 @@ func TestPowerFlexCheckAggregation(t *testing.T) {
 	down := e.cfg
 	down.Name = "pflex-down"
 	down.Endpoint = "http://127.0.0.1:1"
-	reg, err := arrayclients.New([]arrayclients.Config{e.cfg, down}, arrayclients.Options{Registry: prometheus.NewRegistry()})
+	reg, err := all.New([]arrayclients.Config{e.cfg, down}, arrayclients.Options{Registry: prometheus.NewRegistry()})
 	require.NoError(t, err)
 	results := reg.Check(ctx)
 	require.Len(t, results, 2)
@@ -547,7 +549,7 @@ func TestPowerFlexHTTPWithInsecure(t *testing.T) {
 	require.NoError(t, err)
 	defer func() { assert.NoError(t, l.Close()) }()
 	user, pass := sim.Credentials()
-	reg, err := arrayclients.New([]arrayclients.Config{{
+	reg, err := all.New([]arrayclients.Config{{
 		Name: "p", Family: arrayclients.PowerFlex, Endpoint: l.URL, Username: user, Password: pass, Insecure: true,
 	}}, arrayclients.Options{})
 	require.NoError(t, err)

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fenced-project/fenced/arrayclients"
+	"github.com/fenced-project/fenced/arrayclients/internal/arraytest"
 )
 
 // pmaxFootprintFixture is pmaxFixture with a volume in no storage group.
@@ -78,7 +79,7 @@ func TestPowerMaxFootprintPlanAndVerify(t *testing.T) {
 	})
 	require.NoError(t, err)
 	assert.Empty(t, e.srv.AuditWrites(), "Plan never writes")
-	plan = roundTrip(t, plan)
+	plan = arraytest.RoundTrip(t, plan)
 	worker2 := "host csi-node-TST-worker-2-FC"
 	tcs := []struct {
 		pv      string
@@ -112,8 +113,8 @@ func TestPowerMaxFootprintPlanAndVerify(t *testing.T) {
 	require.NoError(t, err)
 	assert.False(t, v.Fenced)
 	require.Len(t, v.Volumes, 3, "a read-back of every volume with a cut")
-	assert.True(t, checkOf(t, v, "pv-mine").NodeAccess)
-	assert.False(t, checkOf(t, v, "pv-free").NodeAccess)
+	assert.True(t, arraytest.CheckOf(t, v, "pv-mine").NodeAccess)
+	assert.False(t, arraytest.CheckOf(t, v, "pv-free").NodeAccess)
 
 	require.NoError(t, e.adapter.Apply(ctx, plan))
 	v, err = e.adapter.Verify(ctx, plan)
@@ -128,7 +129,7 @@ func TestPowerMaxFootprintPlanAndVerify(t *testing.T) {
 	v, err = e.adapter.Verify(ctx, plan)
 	require.NoError(t, err)
 	assert.True(t, v.Fenced, "remaining: %v", v.Remaining)
-	assert.False(t, checkOf(t, v, "pv-free").NodeAccess)
+	assert.False(t, arraytest.CheckOf(t, v, "pv-free").NodeAccess)
 }
 
 func TestPowerMaxUnfenceReconciles(t *testing.T) {
@@ -140,7 +141,7 @@ func TestPowerMaxUnfenceReconciles(t *testing.T) {
 	plan, err := e.adapter.Plan(ctx, id, []arrayclients.VolumeRef{
 		pmaxRef("pv-moved", "00100", true), pmaxRef("pv-unwanted", "00101", true), pmaxRef("pv-kept", "00102", true)})
 	require.NoError(t, err)
-	plan = roundTrip(t, plan)
+	plan = arraytest.RoundTrip(t, plan)
 	require.NoError(t, e.adapter.Apply(ctx, plan))
 
 	// Kubernetes force-detaches pv-moved (the driver removes it from
@@ -153,7 +154,7 @@ func TestPowerMaxUnfenceReconciles(t *testing.T) {
 	scope := arrayclients.RestoreScope{Wanted: []string{"pv-moved", "pv-kept"}}
 	seq := e.srv.LastSeq()
 	require.NoError(t, e.adapter.Undo(ctx, plan, scope))
-	writes := writesSince(e.srv, seq)
+	writes := arraytest.WritesSince(e.srv, seq)
 	require.Len(t, writes, 2, "%v", writes)
 	assert.Contains(t, writes[0].Path, "/storagegroup/"+pmaxSG1)
 	assert.Contains(t, writes[0].Body, "00101")
@@ -165,19 +166,19 @@ func TestPowerMaxUnfenceReconciles(t *testing.T) {
 	v, err := e.adapter.VerifyRestore(ctx, plan, scope)
 	require.NoError(t, err)
 	assert.True(t, v.Restored, "missing: %v, remaining: %v", v.Missing, v.Remaining)
-	c := checkOf(t, v, "pv-moved")
+	c := arraytest.CheckOf(t, v, "pv-moved")
 	assert.False(t, c.NodeAccess)
 	assert.Equal(t, "moved to host csi-node-TST-worker-2-FC", c.Note)
-	c = checkOf(t, v, "pv-unwanted")
+	c = arraytest.CheckOf(t, v, "pv-unwanted")
 	assert.False(t, c.NodeAccess)
 	assert.Equal(t, "not wanted by Kubernetes on the node", c.Note)
-	c = checkOf(t, v, "pv-kept")
+	c = arraytest.CheckOf(t, v, "pv-kept")
 	assert.True(t, c.NodeAccess)
 	assert.Empty(t, c.Note)
 
 	seq = e.srv.LastSeq()
 	require.NoError(t, e.adapter.Undo(ctx, plan, scope), "Undo twice")
-	assert.Empty(t, writesSince(e.srv, seq), "the second Undo writes nothing")
+	assert.Empty(t, arraytest.WritesSince(e.srv, seq), "the second Undo writes nothing")
 
 	// The pod moves back: the driver's publish to worker-1 succeeds.
 	drv.unpublish(pmaxSG2, "00100")
@@ -199,7 +200,7 @@ func TestPowerMaxVerifyRestoreCatchesRegrant(t *testing.T) {
 	v, err := e.adapter.VerifyRestore(ctx, plan, arrayclients.RestoreScope{})
 	require.NoError(t, err)
 	assert.False(t, v.Restored)
-	assert.True(t, checkOf(t, v, "pv-a").NodeAccess)
+	assert.True(t, arraytest.CheckOf(t, v, "pv-a").NodeAccess)
 }
 
 // Removing the last volumes of the node's storage group: the masking view
@@ -243,7 +244,7 @@ func TestPowerMaxUndoV1Plan(t *testing.T) {
 	raw, err := json.Marshal(plan)
 	require.NoError(t, err)
 	assert.NotContains(t, string(raw), `"volumes"`, "a plan without footprint is what ledger v1 wrote")
-	plan = roundTrip(t, plan)
+	plan = arraytest.RoundTrip(t, plan)
 	require.NoError(t, e.adapter.Apply(ctx, plan))
 	require.NoError(t, e.adapter.Undo(ctx, plan, arrayclients.RestoreScope{}))
 	v, err := e.adapter.VerifyRestore(ctx, plan, arrayclients.RestoreScope{})
@@ -278,7 +279,7 @@ func TestPowerMaxEmptyInitiatorGroupRefused(t *testing.T) {
 	plan, err := e.adapter.Plan(ctx, id, []arrayclients.VolumeRef{
 		pmaxRef("pv-moved", "00100", true), pmaxRef("pv-unwanted", "00101", true), pmaxRef("pv-kept", "00102", true)})
 	require.NoError(t, err)
-	plan = roundTrip(t, plan)
+	plan = arraytest.RoundTrip(t, plan)
 	require.NoError(t, e.adapter.Apply(ctx, plan), "the fence completes by the fallback")
 
 	h, err = drv.c.GetHostByID(ctx, pmaxSym, hostID)
@@ -294,7 +295,7 @@ func TestPowerMaxEmptyInitiatorGroupRefused(t *testing.T) {
 	}
 	seq := e.srv.LastSeq()
 	require.NoError(t, e.adapter.Apply(ctx, plan), "Apply again")
-	for _, w := range writesSince(e.srv, seq) {
+	for _, w := range arraytest.WritesSince(e.srv, seq) {
 		assert.NotContains(t, w.Path, "maskingview", "a second Apply deletes nothing more: %v", w)
 	}
 
@@ -318,10 +319,10 @@ func TestPowerMaxEmptyInitiatorGroupRefused(t *testing.T) {
 	v, err = e.adapter.VerifyRestore(ctx, plan, scope)
 	require.NoError(t, err)
 	assert.True(t, v.Restored, "missing: %v, remaining: %v", v.Missing, v.Remaining)
-	assert.True(t, checkOf(t, v, "pv-kept").NodeAccess)
-	assert.False(t, checkOf(t, v, "pv-moved").NodeAccess)
+	assert.True(t, arraytest.CheckOf(t, v, "pv-kept").NodeAccess)
+	assert.False(t, arraytest.CheckOf(t, v, "pv-moved").NodeAccess)
 
 	seq = e.srv.LastSeq()
 	require.NoError(t, e.adapter.Undo(ctx, plan, scope), "Undo twice")
-	assert.Empty(t, writesSince(e.srv, seq), "the second Undo writes nothing")
+	assert.Empty(t, arraytest.WritesSince(e.srv, seq), "the second Undo writes nothing")
 }

@@ -9,6 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fenced-project/fenced/arrayclients"
+	"github.com/fenced-project/fenced/arrayclients/all"
+	"github.com/fenced-project/fenced/arrayclients/internal/arraytest"
 )
 
 func TestParsePowerMaxNodeNameTemplate(t *testing.T) {
@@ -125,7 +127,7 @@ func TestPowerMaxNodeNameTemplate(t *testing.T) {
 	v, err := a.Verify(ctx, p)
 	require.NoError(t, err)
 	assert.True(t, v.Fenced, "%+v", v)
-	assert.False(t, checkOf(t, v, "pv-1").NodeAccess)
+	assert.False(t, arraytest.CheckOf(t, v, "pv-1").NodeAccess)
 	require.NoError(t, a.Undo(ctx, p, arrayclients.RestoreScope{Wanted: []string{"pv-1"}}))
 	v, err = a.VerifyRestore(ctx, p, arrayclients.RestoreScope{Wanted: []string{"pv-1"}})
 	require.NoError(t, err)
@@ -136,11 +138,11 @@ func TestPowerMaxNamingConfigErrors(t *testing.T) {
 	e := startPowerMax(t, pmaxNamingFixture, 5*time.Second)
 	cfg := e.cfg
 	cfg.PowerMaxNodeNameTemplate = "k8s-%node"
-	_, err := arrayclients.New([]arrayclients.Config{cfg}, arrayclients.Options{})
+	_, err := all.New([]arrayclients.Config{cfg}, arrayclients.Options{})
 	require.ErrorContains(t, err, `node name template "k8s-%node"`)
 	cfg = e.cfg
 	cfg.PowerMaxVSphereHost = "esx cluster"
-	_, err = arrayclients.New([]arrayclients.Config{cfg}, arrayclients.Options{})
+	_, err = all.New([]arrayclients.Config{cfg}, arrayclients.Options{})
 	require.ErrorContains(t, err, `vSphere host "esx cluster"`)
 }
 

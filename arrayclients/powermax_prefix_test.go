@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fenced-project/fenced/arrayclients"
+	"github.com/fenced-project/fenced/arrayclients/all"
 )
 
 // TestPowerMaxClusterPrefixThroughRegistry builds a PowerMax adapter through
@@ -20,7 +21,7 @@ func TestPowerMaxClusterPrefixThroughRegistry(t *testing.T) {
 	defer func() { assert.NoError(t, e.close()) }()
 	cfg := e.cfg
 	cfg.PowerMaxClusterPrefix = "TST"
-	reg, err := arrayclients.New([]arrayclients.Config{cfg}, arrayclients.Options{Registry: prometheus.NewRegistry()})
+	reg, err := all.New([]arrayclients.Config{cfg}, arrayclients.Options{Registry: prometheus.NewRegistry()})
 	require.NoError(t, err)
 	a, ok := reg.Get("pmax-1")
 	require.True(t, ok)
@@ -29,6 +30,6 @@ func TestPowerMaxClusterPrefixThroughRegistry(t *testing.T) {
 	assert.Equal(t, "csi-node-TST-worker-1-FC", id.ObjectID)
 
 	cfg.PowerMaxClusterPrefix = "TOOLONG"
-	_, err = arrayclients.New([]arrayclients.Config{cfg}, arrayclients.Options{})
+	_, err = all.New([]arrayclients.Config{cfg}, arrayclients.Options{})
 	require.ErrorContains(t, err, `cluster prefix "TOOLONG"`)
 }

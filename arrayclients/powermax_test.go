@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fenced-project/fenced/arrayclients"
+	"github.com/fenced-project/fenced/arrayclients/internal/arraytest"
 	"github.com/fenced-project/fenced/tests/arraysim/fixture"
 	"github.com/fenced-project/fenced/tests/arraysim/powermax"
 	"github.com/fenced-project/fenced/tests/arraysim/simcore"
@@ -271,7 +272,7 @@ func TestPowerMaxHealth(t *testing.T) {
 
 	h, err := e.adapter.Health(ctx, id)
 	require.NoError(t, err)
-	requireReadOnlyProbes(t, e.srv)
+	arraytest.RequireReadOnlyProbes(t, e.srv)
 	assert.Equal(t, arrayclients.Connected, h.Connectivity, h.Reason)
 	assert.Equal(t, arrayclients.IOIdle, h.IO, h.Reason)
 	// Unisphere's newest sample is the last completed 5-minute interval.

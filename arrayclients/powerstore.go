@@ -89,7 +89,7 @@ func NewPowerStore(ctx context.Context, cfg Config, logger *slog.Logger) (Adapte
 		if err != nil {
 			return nil, fmt.Errorf("powerstore array %s: build client: %w", cfg.Name, err)
 		}
-		c.SetLogger(powerStoreLogger{l: logger})
+		c.SetLogger(PowerStoreLogger{l: logger})
 		a.pool <- c
 	}
 	return a, nil

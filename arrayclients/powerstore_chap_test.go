@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fenced-project/fenced/arrayclients"
+	"github.com/fenced-project/fenced/arrayclients/internal/arraytest"
 	"github.com/fenced-project/fenced/tests/arraysim/powerstore"
 	"github.com/fenced-project/fenced/tests/csidriver"
 )
@@ -86,7 +87,7 @@ func TestChapNodeUnfence(t *testing.T) {
 		require.NoError(t, err)
 		plan, err := a.Plan(ctx, id, nil)
 		require.NoError(t, err)
-		plan = roundTrip(t, plan)
+		plan = arraytest.RoundTrip(t, plan)
 		require.NoError(t, a.Apply(ctx, plan))
 		v, err := a.Verify(ctx, plan)
 		require.NoError(t, err)
@@ -108,7 +109,7 @@ func TestChapNodeUnfence(t *testing.T) {
 		for _, secret := range []string{configured, first.Secret, reboot.Secret} {
 			assert.NotEqual(t, powerstore.SecretFingerprint(secret), in.ChapSingleSecret, "no secret anyone holds")
 		}
-		assert.Len(t, writesSince(e.srv, seq), 1, "one PATCH adds the initiator back")
+		assert.Len(t, arraytest.WritesSince(e.srv, seq), 1, "one PATCH adds the initiator back")
 
 		// Until the node plugin sets its own secret, the unfence waits and
 		// says for what.
@@ -124,7 +125,7 @@ func TestChapNodeUnfence(t *testing.T) {
 		assert.False(t, v.Fenced, "the host has the node's initiator")
 		seq = e.srv.LastSeq()
 		require.NoError(t, a.Undo(ctx, plan, arrayclients.RestoreScope{}), "a retry")
-		assert.Empty(t, writesSince(e.srv, seq), "a retry writes nothing: the placeholder stays for the node plugin")
+		assert.Empty(t, arraytest.WritesSince(e.srv, seq), "a retry writes nothing: the placeholder stays for the node plugin")
 
 		// The node plugin's pod restarts: it finds its host by the
 		// initiator and sets its secret on it.
@@ -139,7 +140,7 @@ func TestChapNodeUnfence(t *testing.T) {
 		assert.True(t, v.Restored, "missing: %v", v.Missing)
 		seq = e.srv.LastSeq()
 		require.NoError(t, a.Undo(ctx, plan, arrayclients.RestoreScope{}))
-		assert.Empty(t, writesSince(e.srv, seq), "nothing to give back")
+		assert.Empty(t, arraytest.WritesSince(e.srv, seq), "nothing to give back")
 		_, in = psInitiatorState(t, e, iqn)
 		assert.Equal(t, powerstore.SecretFingerprint(restart.Secret), in.ChapSingleSecret, "the node plugin's secret stays")
 	})
@@ -186,7 +187,7 @@ func TestChapNodeUnfence(t *testing.T) {
 		scope := arrayclients.RestoreScope{Learned: &learned}
 		seq := e.srv.LastSeq()
 		require.NoError(t, a.Undo(ctx, plan, scope))
-		assert.Empty(t, writesSince(e.srv, seq), "the node's own registration is the restore")
+		assert.Empty(t, arraytest.WritesSince(e.srv, seq), "the node's own registration is the restore")
 		v, err := a.VerifyRestore(ctx, plan, scope)
 		require.NoError(t, err)
 		assert.True(t, v.Restored, "missing: %v", v.Missing)

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fenced-project/fenced/arrayclients"
+	"github.com/fenced-project/fenced/arrayclients/internal/arraytest"
 )
 
 // psFootprintFixture is psFixture with a volume attached to nobody.
@@ -107,17 +108,6 @@ func cutOf(t testing.TB, p arrayclients.Plan, pv string) arrayclients.VolumeCut 
 	return arrayclients.VolumeCut{}
 }
 
-func checkOf(t testing.TB, v arrayclients.Verification, pv string) arrayclients.VolumeCheck {
-	t.Helper()
-	for _, c := range v.Volumes {
-		if c.Volume == pv {
-			return c
-		}
-	}
-	t.Fatalf("read-back has no volume %s: %+v", pv, v.Volumes)
-	return arrayclients.VolumeCheck{}
-}
-
 func TestPowerStoreFootprintPlanAndVerify(t *testing.T) {
 	for _, mode := range []string{arrayclients.PowerStoreModeInitiators, arrayclients.PowerStoreModeDetach} {
 		t.Run(mode, func(t *testing.T) {
@@ -140,8 +130,8 @@ func TestPowerStoreFootprintPlanAndVerify(t *testing.T) {
 			seq := e.srv.LastSeq()
 			plan, err := a.Plan(ctx, id, vols)
 			require.NoError(t, err)
-			assert.Empty(t, writesSince(e.srv, seq), "Plan never writes")
-			plan = roundTrip(t, plan)
+			assert.Empty(t, arraytest.WritesSince(e.srv, seq), "Plan never writes")
+			plan = arraytest.RoundTrip(t, plan)
 			worker2 := "host " + e.node("worker-2").CSINodeIDs[arrayclients.DriverPowerStore]
 
 			wantCut := arrayclients.CutHostInitiators
@@ -183,9 +173,9 @@ func TestPowerStoreFootprintPlanAndVerify(t *testing.T) {
 			require.NoError(t, err)
 			assert.False(t, v.Fenced)
 			require.Len(t, v.Volumes, 3, "a read-back of every volume with a cut")
-			assert.True(t, checkOf(t, v, "pv-mine").NodeAccess)
-			assert.False(t, checkOf(t, v, "pv-pending").NodeAccess)
-			assert.False(t, checkOf(t, v, "pv-free").NodeAccess)
+			assert.True(t, arraytest.CheckOf(t, v, "pv-mine").NodeAccess)
+			assert.False(t, arraytest.CheckOf(t, v, "pv-pending").NodeAccess)
+			assert.False(t, arraytest.CheckOf(t, v, "pv-free").NodeAccess)
 
 			require.NoError(t, a.Apply(ctx, plan))
 			v, err = a.Verify(ctx, plan)
@@ -194,7 +184,7 @@ func TestPowerStoreFootprintPlanAndVerify(t *testing.T) {
 			for _, c := range v.Volumes {
 				assert.False(t, c.NodeAccess, c.Volume)
 			}
-			assert.Equal(t, []string{worker2}, checkOf(t, v, "pv-pending").Holders)
+			assert.Equal(t, []string{worker2}, arraytest.CheckOf(t, v, "pv-pending").Holders)
 
 			// The driver's pending attach reaches the array after the
 			// fence: the read-back sees it, and in detach mode a repeated
@@ -204,13 +194,13 @@ func TestPowerStoreFootprintPlanAndVerify(t *testing.T) {
 			require.NoError(t, err)
 			if mode == arrayclients.PowerStoreModeDetach {
 				assert.False(t, v.Fenced)
-				assert.True(t, checkOf(t, v, "pv-free").NodeAccess)
+				assert.True(t, arraytest.CheckOf(t, v, "pv-free").NodeAccess)
 				require.NoError(t, a.Apply(ctx, plan))
 				v, err = a.Verify(ctx, plan)
 				require.NoError(t, err)
 			}
 			assert.True(t, v.Fenced, "remaining: %v", v.Remaining)
-			assert.False(t, checkOf(t, v, "pv-free").NodeAccess, "a host without initiators reaches nothing")
+			assert.False(t, arraytest.CheckOf(t, v, "pv-free").NodeAccess, "a host without initiators reaches nothing")
 		})
 	}
 }
@@ -229,7 +219,7 @@ func TestPowerStoreUnfenceReconciles(t *testing.T) {
 			plan, err := a.Plan(ctx, id, []arrayclients.VolumeRef{
 				psRef("pv-moved", moved, true), psRef("pv-unwanted", unwanted, true), psRef("pv-kept", kept, true)})
 			require.NoError(t, err)
-			plan = roundTrip(t, plan)
+			plan = arraytest.RoundTrip(t, plan)
 			require.NoError(t, a.Apply(ctx, plan))
 			v, err := a.Verify(ctx, plan)
 			require.NoError(t, err)
@@ -248,7 +238,7 @@ func TestPowerStoreUnfenceReconciles(t *testing.T) {
 			scope := arrayclients.RestoreScope{Wanted: []string{"pv-moved", "pv-kept"}}
 			seq := e.srv.LastSeq()
 			require.NoError(t, a.Undo(ctx, plan, scope))
-			writes := writesSince(e.srv, seq)
+			writes := arraytest.WritesSince(e.srv, seq)
 			if mode == arrayclients.PowerStoreModeInitiators {
 				require.Len(t, writes, 2, "one detach, then the initiators: %v", writes)
 				assert.Contains(t, writes[0].Path, "/host/"+h1+"/detach")
@@ -262,19 +252,19 @@ func TestPowerStoreUnfenceReconciles(t *testing.T) {
 			v, err = a.VerifyRestore(ctx, plan, scope)
 			require.NoError(t, err)
 			assert.True(t, v.Restored, "missing: %v, remaining: %v", v.Missing, v.Remaining)
-			c := checkOf(t, v, "pv-moved")
+			c := arraytest.CheckOf(t, v, "pv-moved")
 			assert.False(t, c.NodeAccess)
 			assert.Equal(t, "moved to host "+e.node("worker-2").CSINodeIDs[arrayclients.DriverPowerStore], c.Note)
-			c = checkOf(t, v, "pv-unwanted")
+			c = arraytest.CheckOf(t, v, "pv-unwanted")
 			assert.False(t, c.NodeAccess)
 			assert.Equal(t, "not wanted by Kubernetes on the node", c.Note)
-			c = checkOf(t, v, "pv-kept")
+			c = arraytest.CheckOf(t, v, "pv-kept")
 			assert.True(t, c.NodeAccess)
 			assert.Empty(t, c.Note)
 
 			seq = e.srv.LastSeq()
 			require.NoError(t, a.Undo(ctx, plan, scope), "Undo twice")
-			assert.Empty(t, writesSince(e.srv, seq), "the second Undo writes nothing")
+			assert.Empty(t, arraytest.WritesSince(e.srv, seq), "the second Undo writes nothing")
 
 			// The pod moves back: the driver's publish to worker-1 succeeds.
 			drv.unpublish(h2, moved)
@@ -301,7 +291,7 @@ func TestPowerStoreVerifyRestoreCatchesRegrant(t *testing.T) {
 	v, err := a.VerifyRestore(ctx, plan, arrayclients.RestoreScope{})
 	require.NoError(t, err)
 	assert.False(t, v.Restored)
-	assert.True(t, checkOf(t, v, "pv-a").NodeAccess)
+	assert.True(t, arraytest.CheckOf(t, v, "pv-a").NodeAccess)
 	assert.NotEmpty(t, v.Remaining)
 }
 
@@ -321,7 +311,7 @@ func TestPowerStoreUndoV1Plan(t *testing.T) {
 		raw, err := json.Marshal(plan)
 		require.NoError(t, err)
 		assert.NotContains(t, string(raw), `"volumes"`, "a plan without footprint is what ledger v1 wrote")
-		plan = roundTrip(t, plan)
+		plan = arraytest.RoundTrip(t, plan)
 		require.NoError(t, a.Apply(ctx, plan))
 		e.driver(t).publish(h2, moved)
 
@@ -336,13 +326,13 @@ func TestPowerStoreUndoV1Plan(t *testing.T) {
 		assert.Empty(t, v.Volumes)
 		seq := e.srv.LastSeq()
 		require.NoError(t, a.Undo(ctx, plan, arrayclients.RestoreScope{}))
-		assert.Empty(t, writesSince(e.srv, seq))
+		assert.Empty(t, arraytest.WritesSince(e.srv, seq))
 	})
 	t.Run("initiators", func(t *testing.T) {
 		e := newPSEnv(t, psFootprintFixture)
 		a := e.adapter(t, nil)
 		ctx := context.Background()
-		before := dumpJSON(t, e.state(t))
+		before := arraytest.DumpJSON(t, e.state(t))
 		n := e.node("worker-2")
 		host := n.CSINodeIDs[arrayclients.DriverPowerStore]
 		// A v1 fence record's plan, as that version wrote it.
@@ -362,6 +352,6 @@ func TestPowerStoreUndoV1Plan(t *testing.T) {
 		v, err = a.VerifyRestore(ctx, plan, arrayclients.RestoreScope{})
 		require.NoError(t, err)
 		assert.True(t, v.Restored, "missing: %v", v.Missing)
-		assert.Equal(t, before, dumpJSON(t, e.state(t)))
+		assert.Equal(t, before, arraytest.DumpJSON(t, e.state(t)))
 	})
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fenced-project/fenced/arrayclients"
+	"github.com/fenced-project/fenced/arrayclients/internal/arraytest"
 )
 
 // registerHost does what csi-powerstore's node plugin does on a node none
@@ -51,7 +52,7 @@ func psFenced(t *testing.T, e *psEnv, node string) (arrayclients.Adapter, arrayc
 	require.NoError(t, err)
 	plan, err := a.Plan(ctx, id, nil)
 	require.NoError(t, err)
-	plan = roundTrip(t, plan)
+	plan = arraytest.RoundTrip(t, plan)
 	require.NoError(t, a.Apply(ctx, plan))
 	v, err := a.Verify(ctx, plan)
 	require.NoError(t, err)
@@ -104,13 +105,13 @@ func TestPowerStoreUndoNodeBackWithNewIP(t *testing.T) {
 	seq := e.srv.LastSeq()
 	scope := arrayclients.RestoreScope{Learned: &learned}
 	require.NoError(t, a.Undo(ctx, plan, scope), "the initiators are back through the node's new host")
-	assert.Empty(t, writesSince(e.srv, seq), "nothing is added to the old host, nothing moves between hosts")
-	assert.Equal(t, dumpJSON(t, before), dumpJSON(t, e.state(t)))
+	assert.Empty(t, arraytest.WritesSince(e.srv, seq), "nothing is added to the old host, nothing moves between hosts")
+	assert.Equal(t, arraytest.DumpJSON(t, before), arraytest.DumpJSON(t, e.state(t)))
 	v, err := a.VerifyRestore(ctx, plan, scope)
 	require.NoError(t, err)
 	assert.True(t, v.Restored, "missing: %v; remaining: %v", v.Missing, v.Remaining)
 	require.NoError(t, a.Undo(ctx, plan, scope), "Undo twice")
-	assert.Empty(t, writesSince(e.srv, seq))
+	assert.Empty(t, arraytest.WritesSince(e.srv, seq))
 
 	t.Run("identity not learned yet", func(t *testing.T) {
 		err := a.Undo(ctx, plan, arrayclients.RestoreScope{})
@@ -142,7 +143,7 @@ func TestPowerStoreUndoInitiatorsOnAnotherNodesHost(t *testing.T) {
 			require.ErrorIs(t, err, arrayclients.ErrIdentityConflict)
 			assert.Contains(t, err.Error(), "host "+foreign)
 			assert.Contains(t, err.Error(), "host "+plan.Identity.ObjectName)
-			assert.Empty(t, writesSince(e.srv, seq), "no write: initiators never move between hosts")
+			assert.Empty(t, arraytest.WritesSince(e.srv, seq), "no write: initiators never move between hosts")
 			v, err := a.VerifyRestore(ctx, plan, scope)
 			require.NoError(t, err)
 			assert.False(t, v.Restored)

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fenced-project/fenced/arrayclients"
+	"github.com/fenced-project/fenced/arrayclients/internal/arraytest"
 	"github.com/fenced-project/fenced/tests/arraysim/powerstore"
 	"github.com/fenced-project/fenced/tests/arraysim/simcore"
 	"github.com/fenced-project/fenced/tests/csidriver"
@@ -101,8 +102,8 @@ func TestPowerStoreNFSOnlyNodeFenced(t *testing.T) {
 	seq := e.srv.LastSeq()
 	plan, err := a.Plan(ctx, id, vols)
 	require.NoError(t, err)
-	assert.Empty(t, writesSince(e.srv, seq), "Plan never writes")
-	plan = roundTrip(t, plan)
+	assert.Empty(t, arraytest.WritesSince(e.srv, seq), "Plan never writes")
+	plan = arraytest.RoundTrip(t, plan)
 	t.Log(plan.Summary)
 	assert.Equal(t, arrayclients.CutNFSExportHosts, cutOf(t, plan, "pv-only5").Cut)
 	shared := cutOf(t, plan, "pv-shared")
@@ -116,14 +117,14 @@ func TestPowerStoreNFSOnlyNodeFenced(t *testing.T) {
 	v, err := a.Verify(ctx, plan)
 	require.NoError(t, err)
 	assert.False(t, v.Fenced)
-	assert.True(t, checkOf(t, v, "pv-only5").NodeAccess)
+	assert.True(t, arraytest.CheckOf(t, v, "pv-only5").NodeAccess)
 
 	require.NoError(t, a.Apply(ctx, plan))
 	v, err = a.Verify(ctx, plan)
 	require.NoError(t, err)
 	assert.True(t, v.Fenced, "remaining: %v", v.Remaining)
-	assert.False(t, checkOf(t, v, "pv-only5").NodeAccess)
-	assert.False(t, checkOf(t, v, "pv-shared").NodeAccess)
+	assert.False(t, arraytest.CheckOf(t, v, "pv-only5").NodeAccess)
+	assert.False(t, arraytest.CheckOf(t, v, "pv-shared").NodeAccess)
 	assert.Empty(t, e.export(t, "fs-only5").ReadWriteRootHosts)
 	x := e.export(t, "fs-shared")
 	assert.Equal(t, []string{"127.0.10.2/255.255.255.255"}, x.ReadWriteRootHosts, "other nodes' entries are untouched")
@@ -134,7 +135,7 @@ func TestPowerStoreNFSOnlyNodeFenced(t *testing.T) {
 	afterFence := e.state(t)
 	seq = e.srv.LastSeq()
 	require.NoError(t, a.Apply(ctx, plan), "Apply twice")
-	assert.Empty(t, writesSince(e.srv, seq), "the second Apply writes nothing")
+	assert.Empty(t, arraytest.WritesSince(e.srv, seq), "the second Apply writes nothing")
 	assert.Equal(t, afterFence, e.state(t))
 
 	// An entry naming the node in another form is read back as access.
@@ -142,7 +143,7 @@ func TestPowerStoreNFSOnlyNodeFenced(t *testing.T) {
 	v, err = a.Verify(ctx, plan)
 	require.NoError(t, err)
 	assert.False(t, v.Fenced)
-	assert.True(t, checkOf(t, v, "pv-only5").NodeAccess)
+	assert.True(t, arraytest.CheckOf(t, v, "pv-only5").NodeAccess)
 	require.NoError(t, e.sim.SetExportHosts("fs-only5", "read_only_root_hosts", []string{"127.0.10.0/255.255.255.0"}))
 	v, err = a.Verify(ctx, plan)
 	require.NoError(t, err)
@@ -190,7 +191,7 @@ func TestPowerStoreNFSBlockAndNFSNode(t *testing.T) {
 			vols := []arrayclients.VolumeRef{psRef("pv-blk", e.volumeID(t, "pvc-worker-1-0"), true), psNFSRef(e, t, "pv-nfs", "fs-w1", true)}
 			plan, err := a.Plan(ctx, id, vols)
 			require.NoError(t, err)
-			plan = roundTrip(t, plan)
+			plan = arraytest.RoundTrip(t, plan)
 			assert.Equal(t, arrayclients.CutNFSExportHosts, cutOf(t, plan, "pv-nfs").Cut)
 			assert.Nil(t, cutOf(t, plan, "pv-blk").Gap)
 
@@ -199,15 +200,15 @@ func TestPowerStoreNFSBlockAndNFSNode(t *testing.T) {
 			require.NoError(t, err)
 			assert.True(t, v.Fenced, "remaining: %v", v.Remaining)
 			assert.Empty(t, e.export(t, "fs-w1").ReadWriteRootHosts)
-			assert.False(t, checkOf(t, v, "pv-nfs").NodeAccess)
+			assert.False(t, arraytest.CheckOf(t, v, "pv-nfs").NodeAccess)
 
 			scope := arrayclients.RestoreScope{Wanted: []string{"pv-blk", "pv-nfs"}}
 			require.NoError(t, a.Undo(ctx, plan, scope))
 			r, err := a.VerifyRestore(ctx, plan, scope)
 			require.NoError(t, err)
 			assert.True(t, r.Restored, "missing %v remaining %v", r.Missing, r.Remaining)
-			assert.True(t, checkOf(t, r, "pv-nfs").NodeAccess)
-			assert.Equal(t, dumpJSON(t, before), dumpJSON(t, e.state(t)), "state after Undo equals state before Plan")
+			assert.True(t, arraytest.CheckOf(t, r, "pv-nfs").NodeAccess)
+			assert.Equal(t, arraytest.DumpJSON(t, before), arraytest.DumpJSON(t, e.state(t)), "state after Undo equals state before Plan")
 		})
 	}
 }
@@ -222,7 +223,7 @@ func TestPowerStoreNFSUnfenceGivesBackWhatIsWanted(t *testing.T) {
 	shared.MultiNode = true
 	plan, err := a.Plan(ctx, id, []arrayclients.VolumeRef{psNFSRef(e, t, "pv-only5", "fs-only5", true), shared})
 	require.NoError(t, err)
-	plan = roundTrip(t, plan)
+	plan = arraytest.RoundTrip(t, plan)
 	require.NoError(t, a.Apply(ctx, plan))
 
 	// Kubernetes still wants pv-only5 on the node, not pv-shared.
@@ -233,12 +234,12 @@ func TestPowerStoreNFSUnfenceGivesBackWhatIsWanted(t *testing.T) {
 	r, err := a.VerifyRestore(ctx, plan, scope)
 	require.NoError(t, err)
 	assert.True(t, r.Restored, "missing %v remaining %v", r.Missing, r.Remaining)
-	assert.Equal(t, "not wanted by Kubernetes on the node", checkOf(t, r, "pv-shared").Note)
-	assert.False(t, checkOf(t, r, "pv-shared").NodeAccess)
+	assert.Equal(t, "not wanted by Kubernetes on the node", arraytest.CheckOf(t, r, "pv-shared").Note)
+	assert.False(t, arraytest.CheckOf(t, r, "pv-shared").NodeAccess)
 
 	seq := e.srv.LastSeq()
 	require.NoError(t, a.Undo(ctx, plan, scope), "Undo twice")
-	assert.Empty(t, writesSince(e.srv, seq), "the second Undo writes nothing")
+	assert.Empty(t, arraytest.WritesSince(e.srv, seq), "the second Undo writes nothing")
 }
 
 func TestPowerStoreNFSUnfenceAfterMoveDoesNotRegrant(t *testing.T) {
@@ -250,7 +251,7 @@ func TestPowerStoreNFSUnfenceAfterMoveDoesNotRegrant(t *testing.T) {
 	ref := psNFSRef(e, t, "pv-only5", "fs-only5", true)
 	plan, err := a.Plan(ctx, id, []arrayclients.VolumeRef{ref})
 	require.NoError(t, err)
-	plan = roundTrip(t, plan)
+	plan = arraytest.RoundTrip(t, plan)
 	require.NoError(t, a.Apply(ctx, plan))
 
 	// After the fence the pod moved: csi-powerstore published the volume
@@ -265,7 +266,7 @@ func TestPowerStoreNFSUnfenceAfterMoveDoesNotRegrant(t *testing.T) {
 	r, err := a.VerifyRestore(ctx, plan, scope)
 	require.NoError(t, err)
 	assert.True(t, r.Restored, "missing %v remaining %v", r.Missing, r.Remaining)
-	chk := checkOf(t, r, "pv-only5")
+	chk := arraytest.CheckOf(t, r, "pv-only5")
 	assert.False(t, chk.NodeAccess)
 	assert.Equal(t, "moved to 127.0.10.2/255.255.255.255", chk.Note)
 

@@ -3,7 +3,6 @@ package arrayclients_test
 import (
 	"context"
 	"encoding/json"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fenced-project/fenced/arrayclients"
+	"github.com/fenced-project/fenced/arrayclients/internal/arraytest"
 	"github.com/fenced-project/fenced/tests/arraysim/fixture"
 	"github.com/fenced-project/fenced/tests/arraysim/powerstore"
 	"github.com/fenced-project/fenced/tests/arraysim/simcore"
@@ -95,13 +95,6 @@ func (e *psEnv) state(t testing.TB) powerstore.Snapshot {
 	return e.sim.State()
 }
 
-func dumpJSON(t testing.TB, v any) string {
-	t.Helper()
-	b, err := json.Marshal(v)
-	require.NoError(t, err)
-	return string(b)
-}
-
 // psSnap is a PowerStore snapshot with comparison helpers.
 type psSnap powerstore.Snapshot
 
@@ -124,26 +117,6 @@ func (s psSnap) without(hostID string) string {
 	return string(b)
 }
 
-func writesSince(srv *simcore.Server, seq int64) []simcore.AuditEntry {
-	var out []simcore.AuditEntry
-	for _, a := range srv.AuditSince(seq) {
-		if a.Changed {
-			out = append(out, a)
-		}
-	}
-	return out
-}
-
-// roundTrip plans, serialises and reloads the plan as the ledger would.
-func roundTrip(t testing.TB, p arrayclients.Plan) arrayclients.Plan {
-	t.Helper()
-	raw, err := json.Marshal(p)
-	require.NoError(t, err)
-	var back arrayclients.Plan
-	require.NoError(t, json.Unmarshal(raw, &back))
-	return back
-}
-
 func TestPowerStoreFenceCycle(t *testing.T) {
 	for _, mode := range []string{arrayclients.PowerStoreModeInitiators, arrayclients.PowerStoreModeDetach} {
 		t.Run(mode, func(t *testing.T) {
@@ -161,8 +134,8 @@ func TestPowerStoreFenceCycle(t *testing.T) {
 			seq := e.srv.LastSeq()
 			plan, err := a.Plan(ctx, id, nil)
 			require.NoError(t, err)
-			assert.Empty(t, writesSince(e.srv, seq), "Plan never writes")
-			plan = roundTrip(t, plan)
+			assert.Empty(t, arraytest.WritesSince(e.srv, seq), "Plan never writes")
+			plan = arraytest.RoundTrip(t, plan)
 			t.Log(plan.Summary)
 
 			require.NoError(t, a.Apply(ctx, plan))
@@ -177,7 +150,7 @@ func TestPowerStoreFenceCycle(t *testing.T) {
 
 			seq = e.srv.LastSeq()
 			require.NoError(t, a.Apply(ctx, plan), "Apply twice")
-			assert.Empty(t, writesSince(e.srv, seq), "the second Apply writes nothing")
+			assert.Empty(t, arraytest.WritesSince(e.srv, seq), "the second Apply writes nothing")
 			assert.Equal(t, afterFence, e.state(t))
 
 			require.NoError(t, a.Undo(ctx, plan, arrayclients.RestoreScope{}))
@@ -187,9 +160,9 @@ func TestPowerStoreFenceCycle(t *testing.T) {
 			assert.True(t, v.Restored, "missing: %v", v.Missing)
 			seq = e.srv.LastSeq()
 			require.NoError(t, a.Undo(ctx, plan, arrayclients.RestoreScope{}), "Undo twice")
-			assert.Empty(t, writesSince(e.srv, seq), "the second Undo writes nothing")
+			assert.Empty(t, arraytest.WritesSince(e.srv, seq), "the second Undo writes nothing")
 
-			assert.Equal(t, dumpJSON(t, before), dumpJSON(t, e.state(t)), "state after Undo equals state before Plan")
+			assert.Equal(t, arraytest.DumpJSON(t, before), arraytest.DumpJSON(t, e.state(t)), "state after Undo equals state before Plan")
 		})
 	}
 }
@@ -238,7 +211,7 @@ func TestPowerStoreApplyInterrupted(t *testing.T) {
 		require.NoError(t, err)
 		assert.True(t, v.Fenced, "remaining: %v", v.Remaining)
 		require.NoError(t, a.Undo(ctx, plan, arrayclients.RestoreScope{}))
-		assert.Equal(t, dumpJSON(t, before), dumpJSON(t, e.state(t)))
+		assert.Equal(t, arraytest.DumpJSON(t, before), arraytest.DumpJSON(t, e.state(t)))
 	})
 }
 
@@ -280,7 +253,7 @@ func TestPowerStoreIdentity(t *testing.T) {
 	other = plan
 	other.Entries = json.RawMessage(`{"mode":"bogus"}`)
 	require.ErrorIs(t, a.Undo(ctx, other, arrayclients.RestoreScope{}), arrayclients.ErrPlanMismatch)
-	assert.Empty(t, writesSince(e.srv, seq), "no identity problem ever writes")
+	assert.Empty(t, arraytest.WritesSince(e.srv, seq), "no identity problem ever writes")
 
 	// The CSI controller's fallback name (no -<ip> suffix) is found too.
 	e2 := newPSEnv(t, strings.Replace(psFixture, "        hostGroup: hg-workers", "        noIPSuffix: true\n        hostGroup: hg-workers", 1))
@@ -302,7 +275,7 @@ func TestPowerStoreHealth(t *testing.T) {
 
 	h, err := a.Health(ctx, id)
 	require.NoError(t, err)
-	requireReadOnlyProbes(t, e.srv)
+	arraytest.RequireReadOnlyProbes(t, e.srv)
 	assert.Equal(t, arrayclients.Connected, h.Connectivity)
 	assert.Equal(t, arrayclients.IOIdle, h.IO)
 	assert.WithinDuration(t, time.Now(), h.SampledAt, time.Minute)
@@ -383,7 +356,7 @@ func TestPowerStoreFaultModes(t *testing.T) {
 		{Kind: simcore.FaultHang},
 		{Kind: simcore.FaultMalformed},
 	} {
-		t.Run(f.Kind+"/"+psStatusLabel(f.Status), func(t *testing.T) {
+		t.Run(f.Kind+"/"+arraytest.StatusLabel(f.Status), func(t *testing.T) {
 			f.Path = "^/api/rest/host/"
 			fid := e.srv.AddFault(f)
 			defer e.srv.RemoveFault(fid)
@@ -403,26 +376,19 @@ func TestPowerStoreFaultModes(t *testing.T) {
 	}
 }
 
-func psStatusLabel(status int) string {
-	if status == 0 {
-		return "-"
-	}
-	return strconv.Itoa(status)
-}
-
 func TestPowerStoreConcurrentFences(t *testing.T) {
 	yaml := psFixture
 	e := newPSEnv(t, yaml)
 	a := e.adapter(t, nil)
 	ctx := context.Background()
-	before := dumpJSON(t, e.state(t))
+	before := arraytest.DumpJSON(t, e.state(t))
 	var wg sync.WaitGroup
 	errs := make(chan error, 3)
 	for _, name := range []string{"worker-1", "worker-2", "worker-3"} {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs <- psCycle(ctx, a, e.node(name))
+			errs <- arraytest.Cycle(ctx, a, e.node(name))
 		}()
 	}
 	wg.Wait()
@@ -430,42 +396,5 @@ func TestPowerStoreConcurrentFences(t *testing.T) {
 	for err := range errs {
 		require.NoError(t, err)
 	}
-	assert.Equal(t, before, dumpJSON(t, e.state(t)))
+	assert.Equal(t, before, arraytest.DumpJSON(t, e.state(t)))
 }
-
-// psCycle fences and unfences one node, checking each read-back.
-func psCycle(ctx context.Context, a arrayclients.Adapter, n arrayclients.Node) error {
-	id, err := a.Resolve(ctx, n)
-	if err != nil {
-		return err
-	}
-	plan, err := a.Plan(ctx, id, nil)
-	if err != nil {
-		return err
-	}
-	if err := a.Apply(ctx, plan); err != nil {
-		return err
-	}
-	v, err := a.Verify(ctx, plan)
-	if err != nil {
-		return err
-	}
-	if !v.Fenced {
-		return errNotFenced(v.Remaining)
-	}
-	if err := a.Undo(ctx, plan, arrayclients.RestoreScope{}); err != nil {
-		return err
-	}
-	v, err = a.Verify(ctx, plan)
-	if err != nil {
-		return err
-	}
-	if !v.Restored {
-		return errNotFenced(v.Missing)
-	}
-	return nil
-}
-
-type errNotFenced []string
-
-func (e errNotFenced) Error() string { return "read-back mismatch: " + strings.Join(e, "; ") }

@@ -33,6 +33,10 @@ type Options struct {
 	// Redactor hides secrets in errors and logs; every array's password
 	// and CHAP secrets are added to it. nil uses a new one.
 	Redactor *redact.Redactor
+	// Families holds the constructor of each family this registry may
+	// build (arrayclients/all.Families lists every family); an array of a
+	// family missing here fails New.
+	Families map[Family]Constructor
 }
 
 // MaxCABytes bounds an array's CA bundle (caFile).
@@ -69,7 +73,7 @@ func New(cfgs []Config, opts Options) (*Registry, error) {
 			cfg.RequestTimeout = DefaultRequestTimeout
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), cfg.RequestTimeout)
-		inner, err := newAdapter(ctx, cfg, logger.With("array", cfg.Name, "family", string(cfg.Family)))
+		inner, err := newAdapter(ctx, opts.Families, cfg, logger.With("array", cfg.Name, "family", string(cfg.Family)))
 		cancel()
 		if err != nil {
 			return nil, fmt.Errorf("arrays[%s]: %w", cfg.Name, err)

@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fenced-project/fenced/arrayclients"
+	"github.com/fenced-project/fenced/arrayclients/all"
 	"github.com/fenced-project/fenced/redact"
 )
 
@@ -231,16 +232,16 @@ func TestNewValidatesConfig(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c := ok
 			tc.mod(&c)
-			_, err := arrayclients.New([]arrayclients.Config{c}, arrayclients.Options{})
+			_, err := all.New([]arrayclients.Config{c}, arrayclients.Options{})
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tc.want)
 		})
 	}
-	_, err := arrayclients.New([]arrayclients.Config{ok, ok}, arrayclients.Options{})
+	_, err := all.New([]arrayclients.Config{ok, ok}, arrayclients.Options{})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `arrays[1].name: "p" is used twice`)
 
-	reg, err := arrayclients.New([]arrayclients.Config{ok}, arrayclients.Options{})
+	reg, err := all.New([]arrayclients.Config{ok}, arrayclients.Options{})
 	require.NoError(t, err)
 	require.Len(t, reg.Adapters(), 1)
 	_, found := reg.Get("nope")

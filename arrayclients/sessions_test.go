@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fenced-project/fenced/arrayclients"
+	"github.com/fenced-project/fenced/arrayclients/internal/arraytest"
 	"github.com/fenced-project/fenced/tests/arraysim/simcore"
 )
 
@@ -36,7 +37,7 @@ func TestPowerStoreSessions(t *testing.T) {
 		require.NoError(t, err)
 		plan, err := a.Plan(ctx, id, nil)
 		require.NoError(t, err)
-		plan = roundTrip(t, plan)
+		plan = arraytest.RoundTrip(t, plan)
 
 		rep, err := sessions(t, a, plan)
 		require.NoError(t, err)
@@ -147,7 +148,7 @@ func TestPowerFlexSessions(t *testing.T) {
 
 	rep, err := sessions(t, e.adapter, plan)
 	require.NoError(t, err)
-	requireReadOnlyProbes(t, e.srv)
+	arraytest.RequireReadOnlyProbes(t, e.srv)
 	require.NotNil(t, rep.IO)
 	assert.Positive(t, rep.IO.Ops, rep.IO.What)
 	assert.Equal(t, time.Second, rep.IO.Window)
@@ -208,7 +209,7 @@ func TestPowerMaxSessions(t *testing.T) {
 
 	rep, err := sessions(t, e.adapter, plan)
 	require.NoError(t, err)
-	requireReadOnlyProbes(t, e.srv)
+	arraytest.RequireReadOnlyProbes(t, e.srv)
 	require.NotEmpty(t, rep.Sessions)
 	for _, s := range rep.Sessions {
 		assert.Contains(t, s.What, "logged in and on the fabric, in host "+id.ObjectID)

@@ -66,13 +66,13 @@ func newUnityPool(cfg Config, logger *slog.Logger) (*unityPool, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	p := &unityPool{cfg: cfg, conns: make(chan *unityConn, unityPoolSize), log: unityLogger(logger)}
+	p := &unityPool{cfg: cfg, conns: make(chan *unityConn, unityPoolSize), log: UnityLogger(logger)}
 	for range unityPoolSize {
-		c, err := gounity.NewClientWithArgs(withUnityLogger(context.Background(), p.log), cfg.Endpoint, cfg.Insecure)
+		c, err := gounity.NewClientWithArgs(WithUnityLogger(context.Background(), p.log), cfg.Endpoint, cfg.Insecure)
 		if err != nil {
 			return nil, fmt.Errorf("build gounity client for %s: %w", cfg.Endpoint, err)
 		}
-		raw, err := api.New(withUnityLogger(context.Background(), p.log), cfg.Endpoint, api.ClientOptions{Insecure: cfg.Insecure}, false)
+		raw, err := api.New(WithUnityLogger(context.Background(), p.log), cfg.Endpoint, api.ClientOptions{Insecure: cfg.Insecure}, false)
 		if err != nil {
 			return nil, fmt.Errorf("build gounity REST client for %s: %w", cfg.Endpoint, err)
 		}
@@ -100,7 +100,7 @@ func (p *unityPool) with(ctx context.Context, fn func(c gounity.UnityClient) err
 
 func (p *unityPool) withConn(ctx context.Context, conn *unityConn, fn func(c gounity.UnityClient) error) error {
 	if !conn.authed {
-		rctx, cancel := pmaxTimeout(withUnityLogger(ctx, p.log), p.cfg.RequestTimeout)
+		rctx, cancel := pmaxTimeout(WithUnityLogger(ctx, p.log), p.cfg.RequestTimeout)
 		err := conn.c.Authenticate(rctx, p.connect())
 		cancel()
 		if err != nil {
@@ -204,7 +204,7 @@ func unityCode(err error, code string) bool {
 // its error.
 func (p *unityPool) call(ctx context.Context, fn func(ctx context.Context, c gounity.UnityClient) error) error {
 	return p.with(ctx, func(c gounity.UnityClient) error {
-		rctx, cancel := pmaxTimeout(withUnityLogger(ctx, p.log), p.cfg.RequestTimeout)
+		rctx, cancel := pmaxTimeout(WithUnityLogger(ctx, p.log), p.cfg.RequestTimeout)
 		defer cancel()
 		return classifyUnity(rctx, fn(rctx, c))
 	})

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fenced-project/fenced/arrayclients"
+	"github.com/fenced-project/fenced/arrayclients/internal/arraytest"
 )
 
 // unityFootprintFixture: worker-1's LUNs are sv_1..sv_3, worker-2's
@@ -139,9 +140,9 @@ func TestUnityVerifyFootprint(t *testing.T) {
 	require.NoError(t, err)
 	assert.False(t, v.Fenced)
 	require.Len(t, v.Volumes, 3)
-	assert.True(t, checkOf(t, v, "pv-a").NodeAccess)
-	assert.True(t, checkOf(t, v, "pv-shared").NodeAccess)
-	assert.False(t, checkOf(t, v, "pv-loose").NodeAccess)
+	assert.True(t, arraytest.CheckOf(t, v, "pv-a").NodeAccess)
+	assert.True(t, arraytest.CheckOf(t, v, "pv-shared").NodeAccess)
+	assert.False(t, arraytest.CheckOf(t, v, "pv-loose").NodeAccess)
 
 	require.NoError(t, e.adapter.Apply(ctx, p))
 	v, err = e.adapter.Verify(ctx, p)
@@ -153,7 +154,7 @@ func TestUnityVerifyFootprint(t *testing.T) {
 	}
 	backup, err := e.sim.HostID("backup")
 	require.NoError(t, err)
-	assert.Equal(t, []string{backup}, checkOf(t, v, "pv-shared").Holders, "the other host keeps the shared LUN")
+	assert.Equal(t, []string{backup}, arraytest.CheckOf(t, v, "pv-shared").Holders, "the other host keeps the shared LUN")
 
 	// A footprint LUN given to the node behind fenced's back shows in the
 	// read-back.
@@ -161,7 +162,7 @@ func TestUnityVerifyFootprint(t *testing.T) {
 	v, err = e.adapter.Verify(ctx, p)
 	require.NoError(t, err)
 	assert.False(t, v.Fenced)
-	assert.True(t, checkOf(t, v, "pv-loose").NodeAccess)
+	assert.True(t, arraytest.CheckOf(t, v, "pv-loose").NodeAccess)
 }
 
 // unityFenced fences worker-1 over vols and returns the plan.
@@ -210,16 +211,16 @@ func TestUnityUndoReconciles(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, v.Restored, "%+v", v)
 	require.Len(t, v.Volumes, 4)
-	moved := checkOf(t, v, "pv-moved")
+	moved := arraytest.CheckOf(t, v, "pv-moved")
 	assert.False(t, moved.NodeAccess)
 	assert.Equal(t, "moved to host "+w2, moved.Note)
 	assert.Equal(t, []string{w2}, moved.Holders)
-	unwanted := checkOf(t, v, "pv-unwanted")
+	unwanted := arraytest.CheckOf(t, v, "pv-unwanted")
 	assert.False(t, unwanted.NodeAccess)
 	assert.Equal(t, "not wanted by Kubernetes on the node", unwanted.Note)
-	assert.True(t, checkOf(t, v, "pv-wanted").NodeAccess)
-	assert.Empty(t, checkOf(t, v, "pv-wanted").Note)
-	assert.True(t, checkOf(t, v, "pv-shared").NodeAccess)
+	assert.True(t, arraytest.CheckOf(t, v, "pv-wanted").NodeAccess)
+	assert.Empty(t, arraytest.CheckOf(t, v, "pv-wanted").Note)
+	assert.True(t, arraytest.CheckOf(t, v, "pv-shared").NodeAccess)
 
 	// Undo twice is harmless: nothing more is written.
 	posts := modifyLunPosts(e.srv)
@@ -257,7 +258,7 @@ func TestUnityUndoSingleNodeVolumeHeldElsewhere(t *testing.T) {
 	v, err := e.adapter.VerifyRestore(ctx, p, scope)
 	require.NoError(t, err)
 	assert.True(t, v.Restored, "%+v", v)
-	assert.Equal(t, "moved to host "+backup, checkOf(t, v, "pv-shared").Note)
+	assert.Equal(t, "moved to host "+backup, arraytest.CheckOf(t, v, "pv-shared").Note)
 }
 
 func TestUnityUndoNonFootprintLUNs(t *testing.T) {

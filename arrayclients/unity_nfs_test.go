@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fenced-project/fenced/arrayclients"
+	"github.com/fenced-project/fenced/arrayclients/internal/arraytest"
 	"github.com/fenced-project/fenced/tests/arraysim/simcore"
 	"github.com/fenced-project/fenced/tests/arraysim/unity"
 	"github.com/fenced-project/fenced/tests/csidriver"
@@ -195,9 +196,9 @@ func TestUnityNFSFenceReadBack(t *testing.T) {
 	v, err := e.adapter.Verify(ctx, p)
 	require.NoError(t, err)
 	assert.False(t, v.Fenced)
-	assert.True(t, checkOf(t, v, "pv-own").NodeAccess)
-	assert.True(t, checkOf(t, v, "pv-shared").NodeAccess)
-	assert.False(t, checkOf(t, v, "pv-loose").NodeAccess)
+	assert.True(t, arraytest.CheckOf(t, v, "pv-own").NodeAccess)
+	assert.True(t, arraytest.CheckOf(t, v, "pv-shared").NodeAccess)
+	assert.False(t, arraytest.CheckOf(t, v, "pv-loose").NodeAccess)
 
 	require.NoError(t, e.adapter.Apply(ctx, p))
 	v, err = e.adapter.Verify(ctx, p)
@@ -207,7 +208,7 @@ func TestUnityNFSFenceReadBack(t *testing.T) {
 	for _, c := range v.Volumes {
 		assert.False(t, c.NodeAccess, c.Volume)
 	}
-	assert.Equal(t, []string{h.w2, h.backup}, checkOf(t, v, "pv-shared").Holders)
+	assert.Equal(t, []string{h.w2, h.backup}, arraytest.CheckOf(t, v, "pv-shared").Holders)
 	nfsMissing := 0
 	for _, m := range v.Missing {
 		if strings.HasPrefix(m, "NFS share ") {
@@ -257,7 +258,7 @@ func TestUnityNFSFenceReadBack(t *testing.T) {
 	v, err = e.adapter.Verify(ctx, p)
 	require.NoError(t, err)
 	assert.False(t, v.Fenced)
-	assert.True(t, checkOf(t, v, "pv-own").NodeAccess)
+	assert.True(t, arraytest.CheckOf(t, v, "pv-own").NodeAccess)
 	require.NotEmpty(t, v.Remaining)
 	assert.Contains(t, strings.Join(v.Remaining, "\n"), s1)
 }
@@ -286,9 +287,9 @@ func TestUnityNFSUndoGivesBackWanted(t *testing.T) {
 	v, err := e.adapter.VerifyRestore(ctx, p, scope)
 	require.NoError(t, err)
 	assert.True(t, v.Restored, "%+v", v)
-	assert.True(t, checkOf(t, v, "pv-own").NodeAccess)
-	assert.Empty(t, checkOf(t, v, "pv-own").Note)
-	assert.True(t, checkOf(t, v, "pv-shared").NodeAccess)
+	assert.True(t, arraytest.CheckOf(t, v, "pv-own").NodeAccess)
+	assert.Empty(t, arraytest.CheckOf(t, v, "pv-own").Note)
+	assert.True(t, arraytest.CheckOf(t, v, "pv-shared").NodeAccess)
 
 	posts := modifyFilesystemPosts(e.srv)
 	require.NoError(t, e.adapter.Undo(ctx, p, scope))
@@ -335,10 +336,10 @@ func TestUnityNFSUndoDoesNotRegrantMoved(t *testing.T) {
 	v, err := e.adapter.VerifyRestore(ctx, p, scope)
 	require.NoError(t, err)
 	assert.True(t, v.Restored, "%+v", v)
-	assert.Equal(t, "moved to "+h.w2, checkOf(t, v, "pv-moved").Note)
-	assert.Equal(t, []string{h.w2}, checkOf(t, v, "pv-moved").Holders)
-	assert.Equal(t, "not wanted by Kubernetes on the node", checkOf(t, v, "pv-unwanted").Note)
-	assert.Equal(t, "moved to "+h.w2+", "+h.backup, checkOf(t, v, "pv-held").Note)
+	assert.Equal(t, "moved to "+h.w2, arraytest.CheckOf(t, v, "pv-moved").Note)
+	assert.Equal(t, []string{h.w2}, arraytest.CheckOf(t, v, "pv-moved").Holders)
+	assert.Equal(t, "not wanted by Kubernetes on the node", arraytest.CheckOf(t, v, "pv-unwanted").Note)
+	assert.Equal(t, "moved to "+h.w2+", "+h.backup, arraytest.CheckOf(t, v, "pv-held").Note)
 	for _, c := range v.Volumes {
 		assert.False(t, c.NodeAccess, c.Volume)
 	}

@@ -14,6 +14,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fenced-project/fenced/arrayclients"
+	"github.com/fenced-project/fenced/arrayclients/all"
+	"github.com/fenced-project/fenced/arrayclients/internal/arraytest"
 	"github.com/fenced-project/fenced/tests/arraysim/fixture"
 	"github.com/fenced-project/fenced/tests/arraysim/simcore"
 	"github.com/fenced-project/fenced/tests/arraysim/unity"
@@ -235,7 +237,7 @@ func TestUnityHealth(t *testing.T) {
 
 	h, err := e.adapter.Health(ctx, id)
 	require.NoError(t, err)
-	requireReadOnlyProbes(t, e.srv)
+	arraytest.RequireReadOnlyProbes(t, e.srv)
 	assert.Equal(t, arrayclients.Connected, h.Connectivity, h.Reason)
 	assert.Equal(t, arrayclients.IOIdle, h.IO, h.Reason)
 
@@ -459,7 +461,7 @@ func TestUnityPlansAndReadBacksAddressTheHost(t *testing.T) {
 func TestRegistryBuildsPowerMaxAndUnity(t *testing.T) {
 	u := startUnity(t, unityFixture, 5*time.Second)
 	p := startPowerMax(t, pmaxFixture, 5*time.Second)
-	reg, err := arrayclients.New([]arrayclients.Config{u.cfg, p.cfg}, arrayclients.Options{})
+	reg, err := all.New([]arrayclients.Config{u.cfg, p.cfg}, arrayclients.Options{})
 	require.NoError(t, err)
 	ctx := context.Background()
 	for _, r := range reg.Check(ctx) {

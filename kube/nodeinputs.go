@@ -8,13 +8,14 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 
 	"github.com/fenced-project/fenced/arrayclients"
+	"github.com/fenced-project/fenced/arrayclients/powerscale"
 )
 
 // NodeInputs builds what the arrays resolve a node's identity from: its
 // InternalIP and ExternalIP addresses (in the Node's order, without
 // duplicates), its Hostname address, an FQDN (the first InternalDNS or
 // ExternalDNS address with a dot, else a Hostname or node name with a dot),
-// the IPs of its csi-isilon AzNetwork labels (arrayclients.PowerScaleLabelIPs)
+// the IPs of its csi-isilon AzNetwork labels (powerscale.PowerScaleLabelIPs)
 // and the node ID each CSI driver reported in the CSINode. csi may be nil.
 // Override is left for the caller (configuration).
 func NodeInputs(cluster string, node *corev1.Node, csi *storagev1.CSINode) arrayclients.Node {
@@ -23,7 +24,7 @@ func NodeInputs(cluster string, node *corev1.Node, csi *storagev1.CSINode) array
 		return out
 	}
 	out.Name = node.Name
-	out.LabelIPs = arrayclients.PowerScaleLabelIPs(node.Labels)
+	out.LabelIPs = powerscale.PowerScaleLabelIPs(node.Labels)
 	var dns []string
 	for _, a := range node.Status.Addresses {
 		switch a.Type {

@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/fenced-project/fenced/arrayclients"
+	"github.com/fenced-project/fenced/arrayclients/all"
 	"github.com/fenced-project/fenced/cluster"
 	"github.com/fenced-project/fenced/cluster/clustertest"
 	"github.com/fenced-project/fenced/cluster/ledger"
@@ -220,7 +221,7 @@ func startBedWith(t *testing.T, specs []testbed.NodeSpec, arraysYAML string, dri
 	for _, s := range b.sims {
 		cfgs = append(cfgs, s.cfg)
 	}
-	reg, err := arrayclients.New(cfgs, arrayclients.Options{Registry: prometheus.NewRegistry(), Logger: b.log})
+	reg, err := all.New(cfgs, arrayclients.Options{Registry: prometheus.NewRegistry(), Logger: b.log})
 	require.NoError(t, err)
 	for _, a := range reg.Adapters() {
 		b.adapters[a.Name()] = a

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fenced-project/fenced/arrayclients"
+	"github.com/fenced-project/fenced/arrayclients/all"
 	"github.com/fenced-project/fenced/cluster/ledger"
 	"github.com/fenced-project/fenced/detector"
 	"github.com/fenced-project/fenced/tests/arraysim/fixture"
@@ -174,7 +175,7 @@ arrays:
 	l, err := simcore.Serve(srv, "127.0.0.1:0", true, t.TempDir())
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = l.Close() })
-	reg, err := arrayclients.New([]arrayclients.Config{{Name: "a2", Family: arrayclients.PowerStore, Endpoint: l.URL,
+	reg, err := all.New([]arrayclients.Config{{Name: "a2", Family: arrayclients.PowerStore, Endpoint: l.URL,
 		CAFile: l.CAFile, Username: powerstore.DefaultUsername, Password: powerstore.DefaultPassword,
 		RequestTimeout: 2 * time.Second, ArrayIDs: []string{"PS0A2"}}}, arrayclients.Options{Registry: prometheus.NewRegistry()})
 	require.NoError(t, err)

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fenced-project/fenced/arrayclients"
+	"github.com/fenced-project/fenced/arrayclients/all"
 	"github.com/fenced-project/fenced/cluster/ledger"
 	"github.com/fenced-project/fenced/tests/arraysim/families"
 	"github.com/fenced-project/fenced/tests/arraysim/fixture"
@@ -143,7 +144,7 @@ func (b *variantBed) plan() NodePlan {
 	for _, name := range slices.Sorted(maps.Keys(b.cfgs)) {
 		cfgs = append(cfgs, *b.cfgs[name])
 	}
-	reg, err := arrayclients.New(cfgs, arrayclients.Options{})
+	reg, err := all.New(cfgs, arrayclients.Options{})
 	require.NoError(t, err)
 	drivers := b.drivers
 	if drivers == nil {

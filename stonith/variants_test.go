@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fenced-project/fenced/arrayclients"
+	"github.com/fenced-project/fenced/arrayclients/powerscale"
 )
 
 // TestDriverNamingVariants drives every node-ID and host-naming variant of
@@ -597,7 +598,7 @@ func pscaleRows() []variantRow {
 			// node label csi-isilon.dellemc.com/az-<net>-<len>-127.0.20.1;
 			// the CSINode ID does not name it, the label does.
 			fqdnNode(b)
-			b.node.LabelIPs = arrayclients.PowerScaleLabelIPs(map[string]string{
+			b.node.LabelIPs = powerscale.PowerScaleLabelIPs(map[string]string{
 				"csi-isilon.dellemc.com/az-127.0.20.0-24-127.0.20.1": "true", "kubernetes.io/hostname": "worker-1"})
 			b.attach(vbPV, arrayclients.DriverPowerScale, handle(b, "/ifs/data/csi/k8s-az", "System", vbPScale))
 		}},

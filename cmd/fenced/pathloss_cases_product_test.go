@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/fenced-project/fenced/arrayclients"
+	"github.com/fenced-project/fenced/arrayclients/all"
 	"github.com/fenced-project/fenced/kube"
 	"github.com/fenced-project/fenced/tests/arraysim/powerstore"
 	"github.com/fenced-project/fenced/tests/arraysim/simcore"
@@ -166,7 +167,7 @@ func TestProductStoragePathLossCases(t *testing.T) {
 		for _, s := range sims {
 			cfgs = append(cfgs, s.cfg)
 		}
-		reg, err := arrayclients.New(cfgs, arrayclients.Options{})
+		reg, err := all.New(cfgs, arrayclients.Options{})
 		require.NoError(t, err)
 		n, err := cp.Client.CoreV1().Nodes().Get(ctx, victim, metav1.GetOptions{})
 		require.NoError(t, err)

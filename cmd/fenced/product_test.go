@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/fenced-project/fenced/arrayclients"
+	"github.com/fenced-project/fenced/arrayclients/all"
 	"github.com/fenced-project/fenced/cmd/fenced/status"
 	"github.com/fenced-project/fenced/kube"
 	"github.com/fenced-project/fenced/tests/arraysim/fixture"
@@ -368,7 +369,7 @@ func TestProductOneReplica(t *testing.T) {
 	for _, s := range sims {
 		cfgs = append(cfgs, s.cfg)
 	}
-	reg, err := arrayclients.New(cfgs, arrayclients.Options{})
+	reg, err := all.New(cfgs, arrayclients.Options{})
 	require.NoError(t, err)
 	inputs := func(node string) arrayclients.Node {
 		n, err := cp.Client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})

@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/fenced-project/fenced/arrayclients"
+	"github.com/fenced-project/fenced/arrayclients/all"
 	"github.com/fenced-project/fenced/cmd/fenced/internal/daemon"
 	"github.com/fenced-project/fenced/configs"
 	"github.com/fenced-project/fenced/kube"
@@ -81,7 +82,7 @@ const Timeout = 20 * time.Second
 func Check(ctx context.Context, d *daemon.Daemon) ([]Target, error) {
 	cfg := d.Config()
 	acfgs := d.ArrayConfigs()
-	reg, err := arrayclients.New(acfgs, arrayclients.Options{Registry: prometheus.NewRegistry()})
+	reg, err := all.New(acfgs, arrayclients.Options{Registry: prometheus.NewRegistry()})
 	if err != nil {
 		return nil, fmt.Errorf("arrays: %w", err)
 	}

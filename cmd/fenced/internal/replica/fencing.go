@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/fenced-project/fenced/arrayclients"
+	"github.com/fenced-project/fenced/arrayclients/all"
 	"github.com/fenced-project/fenced/cluster"
 	"github.com/fenced-project/fenced/cluster/ledger"
 	"github.com/fenced-project/fenced/cmd/fenced/internal/apiprobe"
@@ -81,7 +82,7 @@ func (f *fencing) clientGoLogger(cluster string) *slog.Logger {
 func wireFencing(d *daemon.Daemon, node *cluster.Node, order *stopOrder) (*fencing, error) {
 	cfg := d.Config()
 	f := &fencing{d: d, node: node, log: d.Logger()}
-	reg, err := arrayclients.New(d.ArrayConfigs(), arrayclients.Options{Registry: d.Registry(), Logger: f.log.With("component", "arrays"), Redactor: d.Redactor()})
+	reg, err := all.New(d.ArrayConfigs(), arrayclients.Options{Registry: d.Registry(), Logger: f.log.With("component", "arrays"), Redactor: d.Redactor()})
 	if err != nil {
 		return nil, fmt.Errorf("arrays: %w", err)
 	}

@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/fenced-project/fenced/arrayclients"
+	"github.com/fenced-project/fenced/arrayclients/all"
 	"github.com/fenced-project/fenced/cluster/transport"
 	"github.com/fenced-project/fenced/cmd/fenced/internal/daemon"
 )
@@ -36,7 +37,7 @@ func Preflight(d *daemon.Daemon) error {
 		}
 	}
 	// A registry of its own: the daemon's gets the real adapters' metrics.
-	if _, err := arrayclients.New(d.ArrayConfigs(), arrayclients.Options{Registry: prometheus.NewRegistry()}); err != nil {
+	if _, err := all.New(d.ArrayConfigs(), arrayclients.Options{Registry: prometheus.NewRegistry()}); err != nil {
 		return fmt.Errorf("arrays: %w", err)
 	}
 	if len(cfg.Peers) > 0 {

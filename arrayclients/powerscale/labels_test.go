@@ -1,4 +1,4 @@
-package arrayclients_test
+package powerscale_test
 
 import (
 	"context"
@@ -8,12 +8,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fenced-project/fenced/arrayclients"
+	"github.com/fenced-project/fenced/arrayclients/internal/arraytest"
+	"github.com/fenced-project/fenced/arrayclients/powerscale"
 )
 
 func TestPowerScaleLabelIPs(t *testing.T) {
 	// Label keys as csi-isilon's node plugin writes them (dell/csi-powerscale
 	// service/node.go ReconcileNodeAzLabels): az-<network>-<prefix length>-<IP>.
-	got := arrayclients.PowerScaleLabelIPs(map[string]string{
+	got := powerscale.PowerScaleLabelIPs(map[string]string{
 		"csi-isilon.dellemc.com/az-192.168.1.0-24-192.168.1.7": "true",
 		"csi-isilon.dellemc.com/az-10.0.0.0-8-10.0.0.7":        "true",
 		"csi-isilon.dellemc.com/az-10.0.0.0-16-10.0.0.7":       "true",
@@ -24,7 +26,7 @@ func TestPowerScaleLabelIPs(t *testing.T) {
 		"kubernetes.io/hostname":                               "w1",
 	})
 	assert.Equal(t, []string{"10.0.0.7", "192.168.1.7"}, got)
-	assert.Empty(t, arrayclients.PowerScaleLabelIPs(nil))
+	assert.Empty(t, powerscale.PowerScaleLabelIPs(nil))
 }
 
 // scAZFixture: worker-1 has the CSINode IP 127.0.10.1 and an AzNetwork
@@ -80,7 +82,7 @@ func TestPowerScaleAZNetworkLabelIPs(t *testing.T) {
 	v, err := a.Verify(ctx, p)
 	require.NoError(t, err)
 	assert.True(t, v.Fenced, "%+v", v)
-	assert.False(t, checkOf(t, v, "pv-az").NodeAccess)
+	assert.False(t, arraytest.CheckOf(t, v, "pv-az").NodeAccess)
 	assert.Empty(t, d.clients(ids["k8s-az"]), "the label IP's entry is cut")
 	assert.Equal(t, []string{"127.0.20.2"}, d.clients(ids["k8s-w2"]), "another node's export is untouched")
 

@@ -1,4 +1,4 @@
-package arrayclients_test
+package powerscale_test
 
 import (
 	"context"
@@ -9,11 +9,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fenced-project/fenced/arrayclients"
+	"github.com/fenced-project/fenced/arrayclients/internal/arraytest"
 	"github.com/fenced-project/fenced/tests/arraysim/simcore"
 )
 
 func benchPowerScale(b *testing.B, nodes int) {
-	fx := benchNodes(nodes) + `arrays:
+	fx := arraytest.BenchNodes(nodes) + `arrays:
   - name: pscale-1
     family: powerscale
     spec:
@@ -28,8 +29,8 @@ func benchPowerScale(b *testing.B, nodes int) {
 		require.NoError(b, err)
 		ids = append(ids, id)
 	}
-	e.srv.AddFault(simcore.Fault{Kind: simcore.FaultLatency, Latency: benchLatency})
-	reportFences(b, func() time.Duration { return fenceAll(b, a, ids) }, nodes)
+	e.srv.AddFault(simcore.Fault{Kind: simcore.FaultLatency, Latency: arraytest.BenchLatency})
+	arraytest.ReportFences(b, func() time.Duration { return arraytest.FenceAll(b, a, ids) }, nodes)
 }
 
 // BenchmarkPowerScaleFenceLatency measures Plan+Apply+Verify with 20 ms of

@@ -1,4 +1,4 @@
-package arrayclients
+package powerscale
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/dell/goisilon"
+
+	"github.com/fenced-project/fenced/arrayclients"
 )
 
 // Health looks for the node's IPs in the cluster's NFS client statistics.
@@ -16,9 +18,9 @@ import (
 // idle, never that it is disconnected: connectivity stays unknown. When the
 // array cannot be read, both are unknown and the error wraps
 // ErrUnreachable.
-func (a *PowerScaleAdapter) Health(ctx context.Context, id Identity) (Health, error) {
-	ctx = withIsilonLogger(ctx, a.logger)
-	hl := Health{Array: a.cfg.Name, Node: id.Node, Connectivity: ConnectivityUnknown, IO: IOUnknown}
+func (a *PowerScaleAdapter) Health(ctx context.Context, id arrayclients.Identity) (arrayclients.Health, error) {
+	ctx = arrayclients.WithIsilonLogger(ctx, a.logger)
+	hl := arrayclients.Health{Array: a.cfg.Name, Node: id.Node, Connectivity: arrayclients.ConnectivityUnknown, IO: arrayclients.IOUnknown}
 	keys, err := a.checkIdentity(id)
 	if err != nil {
 		hl.Reason = err.Error()
@@ -43,18 +45,18 @@ func (a *PowerScaleAdapter) Health(ctx context.Context, id Identity) (Health, er
 				continue
 			}
 			if ip := net.ParseIP(s.RemoteAddr); ip != nil && keys.hasIP(ip) {
-				hl.Connectivity, hl.IO = Connected, IOActive
+				hl.Connectivity, hl.IO = arrayclients.Connected, arrayclients.IOActive
 				hl.Reason = fmt.Sprintf("%s traffic from %s", s.Protocol, s.RemoteAddr)
 				return nil
 			}
 		}
-		hl.IO = IOIdle
+		hl.IO = arrayclients.IOIdle
 		hl.Reason = fmt.Sprintf("no NFS client statistics from %s (NFS has no session state: absence is not disconnection)", ipList(keys.ips))
 		return nil
 	})
 	if err != nil {
 		err = scClassify(err)
-		hl.Connectivity, hl.IO, hl.Reason = ConnectivityUnknown, IOUnknown, err.Error()
+		hl.Connectivity, hl.IO, hl.Reason = arrayclients.ConnectivityUnknown, arrayclients.IOUnknown, err.Error()
 		return hl, fmt.Errorf("powerscale array %s: health of node %s: %w", a.cfg.Name, id.Node, err)
 	}
 	return hl, nil
@@ -62,9 +64,9 @@ func (a *PowerScaleAdapter) Health(ctx context.Context, id Identity) (Health, er
 
 // Check reads the cluster configuration: reachable, authenticated, the
 // platform API version and the OneFS release.
-func (a *PowerScaleAdapter) Check(ctx context.Context) CheckResult {
-	ctx = withIsilonLogger(ctx, a.logger)
-	res := CheckResult{Array: a.cfg.Name, Family: PowerScale}
+func (a *PowerScaleAdapter) Check(ctx context.Context) arrayclients.CheckResult {
+	ctx = arrayclients.WithIsilonLogger(ctx, a.logger)
+	res := arrayclients.CheckResult{Array: a.cfg.Name, Family: arrayclients.PowerScale}
 	err := a.with(ctx, func(c *goisilon.Client) error {
 		cfg, err := c.GetClusterConfig(ctx)
 		if err != nil {

@@ -1,4 +1,8 @@
-package arrayclients
+// Package powerscale fences nodes at Dell PowerScale (Isilon) clusters:
+// a fence removes the node's client strings (its IPs and host names) from
+// the NFS exports of the configured access zone, and gives them back on
+// undo. NewPowerScale is its arrayclients.Constructor.
+package powerscale
 
 import (
 	"context"
@@ -18,6 +22,8 @@ import (
 	"github.com/dell/goisilon"
 	isiapi "github.com/dell/goisilon/api"
 	apiv4 "github.com/dell/goisilon/api/v4"
+
+	"github.com/fenced-project/fenced/arrayclients"
 )
 
 // DefaultPowerScaleZone is the access zone used when Config.Zone is empty.
@@ -46,7 +52,7 @@ var protectedExportClients = map[string]bool{
 // IP, name and FQDN from the four client lists of every NFS export of the
 // configured access zone.
 type PowerScaleAdapter struct {
-	cfg     Config
+	cfg     arrayclients.Config
 	zone    string
 	timeout time.Duration
 	logger  *slog.Logger
@@ -118,11 +124,11 @@ func (a *PowerScaleAdapter) lockExport(id int) func() {
 	return m.Unlock
 }
 
-var _ Adapter = (*PowerScaleAdapter)(nil)
+var _ arrayclients.Adapter = (*PowerScaleAdapter)(nil)
 
 // NewPowerScale builds a PowerScale adapter. It makes no request (ctx is
 // unused): clients are built, and log in, on first use.
-func NewPowerScale(_ context.Context, cfg Config, logger *slog.Logger) (Adapter, error) {
+func NewPowerScale(_ context.Context, cfg arrayclients.Config, logger *slog.Logger) (arrayclients.Adapter, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
@@ -134,7 +140,7 @@ func NewPowerScale(_ context.Context, cfg Config, logger *slog.Logger) (Adapter,
 	}
 	timeout := cfg.RequestTimeout
 	if timeout <= 0 {
-		timeout = DefaultRequestTimeout
+		timeout = arrayclients.DefaultRequestTimeout
 	}
 	zone := cfg.Zone
 	if zone == "" {
@@ -153,7 +159,7 @@ func NewPowerScale(_ context.Context, cfg Config, logger *slog.Logger) (Adapter,
 func (a *PowerScaleAdapter) Name() string { return a.cfg.Name }
 
 // Family is PowerScale.
-func (a *PowerScaleAdapter) Family() Family { return PowerScale }
+func (a *PowerScaleAdapter) Family() arrayclients.Family { return arrayclients.PowerScale }
 
 // with runs f with a client from the pool, building it if needed.
 func (a *PowerScaleAdapter) with(ctx context.Context, f func(c *goisilon.Client) error) error {
@@ -161,7 +167,7 @@ func (a *PowerScaleAdapter) with(ctx context.Context, f func(c *goisilon.Client)
 	select {
 	case c = <-a.pool:
 	case <-ctx.Done():
-		return fmt.Errorf("%w: waiting for a client: %w", ErrUnreachable, ctx.Err())
+		return fmt.Errorf("%w: waiting for a client: %w", arrayclients.ErrUnreachable, ctx.Err())
 	}
 	defer func() { a.pool <- c }()
 	if c == nil {
@@ -170,7 +176,7 @@ func (a *PowerScaleAdapter) with(ctx context.Context, f func(c *goisilon.Client)
 			authType = 1
 		}
 		// Verbose level 2 (low) logs only method and path, never bodies.
-		api, err := isiapi.New(withIsilonLogger(ctx, a.logger), a.cfg.Endpoint, a.cfg.Username, a.cfg.Password, "", 2, authType,
+		api, err := isiapi.New(arrayclients.WithIsilonLogger(ctx, a.logger), a.cfg.Endpoint, a.cfg.Username, a.cfg.Password, "", 2, authType,
 			&isiapi.ClientOptions{Insecure: a.cfg.Insecure, Timeout: a.timeout})
 		if err != nil {
 			return fmt.Errorf("connect: %w", scSafe(err))
@@ -214,7 +220,7 @@ func scClassify(err error) error {
 	if st == 401 || st == 403 || st >= 500 || (st == 0 && (errors.As(err, &ne) ||
 		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) ||
 		strings.Contains(err.Error(), "authentication fail"))) {
-		return fmt.Errorf("%w: %w", ErrUnreachable, err)
+		return fmt.Errorf("%w: %w", arrayclients.ErrUnreachable, err)
 	}
 	return err
 }
@@ -315,17 +321,17 @@ func matchHostPattern(pattern, name string) (bool, error) {
 // identityStrings returns the node's export-client strings: the override
 // (comma-separated), or the parts of its csi-isilon node ID and the IPs of
 // its AzNetwork labels.
-func identityStrings(node Node) ([]string, error) {
+func identityStrings(node arrayclients.Node) ([]string, error) {
 	if o := strings.TrimSpace(node.Override); o != "" {
 		return strings.Split(o, ","), nil
 	}
-	id := node.CSINodeIDs[DriverPowerScale]
+	id := node.CSINodeIDs[arrayclients.DriverPowerScale]
 	if id == "" {
 		return nil, nil
 	}
 	parts := strings.Split(id, csiIsilonSep)
 	if len(parts) != 3 || parts[0] == "" || net.ParseIP(parts[2]) == nil {
-		return nil, fmt.Errorf("%s node ID %q: want name%sfqdn%sip", DriverPowerScale, id, csiIsilonSep, csiIsilonSep)
+		return nil, fmt.Errorf("%s node ID %q: want name%sfqdn%sip", arrayclients.DriverPowerScale, id, csiIsilonSep, csiIsilonSep)
 	}
 	out := []string{parts[2], parts[0], parts[1]}
 	for _, ip := range node.LabelIPs {
@@ -370,26 +376,26 @@ func PowerScaleLabelIPs(labels map[string]string) []string {
 // Resolve derives the node's export-client strings. It reads nothing: a
 // node has the same strings on every PowerScale cluster, and exports that
 // list it come and go with its volumes.
-func (a *PowerScaleAdapter) Resolve(_ context.Context, node Node) (Identity, error) {
-	fail := func(err error) (Identity, error) {
-		return Identity{}, fmt.Errorf("powerscale array %s: resolve node %s: %w", a.cfg.Name, node.Name, err)
+func (a *PowerScaleAdapter) Resolve(_ context.Context, node arrayclients.Node) (arrayclients.Identity, error) {
+	fail := func(err error) (arrayclients.Identity, error) {
+		return arrayclients.Identity{}, fmt.Errorf("powerscale array %s: resolve node %s: %w", a.cfg.Name, node.Name, err)
 	}
 	strs, err := identityStrings(node)
 	if err != nil {
 		return fail(err)
 	}
 	if len(strs) == 0 {
-		return fail(fmt.Errorf("%w: no %s node ID and no override", ErrNoIdentity, DriverPowerScale))
+		return fail(fmt.Errorf("%w: no %s node ID and no override", arrayclients.ErrNoIdentity, arrayclients.DriverPowerScale))
 	}
 	keys, err := newSCKeys(strs)
 	if err != nil {
-		return fail(fmt.Errorf("%w: %w", ErrAmbiguousIdentity, err))
+		return fail(fmt.Errorf("%w: %w", arrayclients.ErrAmbiguousIdentity, err))
 	}
 	name := node.Name
 	if len(keys.names) > 0 {
 		name = keys.names[0]
 	}
-	return Identity{Array: a.cfg.Name, Family: PowerScale, Node: node.Name, ObjectName: name,
+	return arrayclients.Identity{Array: a.cfg.Name, Family: arrayclients.PowerScale, Node: node.Name, ObjectName: name,
 		Keys: keys.all, ResolvedAt: time.Now().UTC()}, nil
 }
 
@@ -489,25 +495,25 @@ func (e scExport) label() string {
 }
 
 // decodePlan checks that a plan is this array's and decodes it.
-func (a *PowerScaleAdapter) decodePlan(plan Plan) (scEntries, scKeys, error) {
+func (a *PowerScaleAdapter) decodePlan(plan arrayclients.Plan) (scEntries, scKeys, error) {
 	var e scEntries
-	if plan.Family != PowerScale || plan.Array != a.cfg.Name {
-		return e, scKeys{}, fmt.Errorf("%w: plan of %s array %s", ErrPlanMismatch, plan.Family, plan.Array)
+	if plan.Family != arrayclients.PowerScale || plan.Array != a.cfg.Name {
+		return e, scKeys{}, fmt.Errorf("%w: plan of %s array %s", arrayclients.ErrPlanMismatch, plan.Family, plan.Array)
 	}
 	if err := json.Unmarshal(plan.Entries, &e); err != nil {
-		return e, scKeys{}, fmt.Errorf("%w: %w", ErrPlanMismatch, err)
+		return e, scKeys{}, fmt.Errorf("%w: %w", arrayclients.ErrPlanMismatch, err)
 	}
 	if e.Zone != a.zone {
-		return e, scKeys{}, fmt.Errorf("%w: plan is for zone %q, adapter serves zone %q", ErrPlanMismatch, e.Zone, a.zone)
+		return e, scKeys{}, fmt.Errorf("%w: plan is for zone %q, adapter serves zone %q", arrayclients.ErrPlanMismatch, e.Zone, a.zone)
 	}
 	keys, err := newSCKeys(e.Keys)
 	if err != nil {
-		return e, scKeys{}, fmt.Errorf("%w: keys: %w", ErrPlanMismatch, err)
+		return e, scKeys{}, fmt.Errorf("%w: keys: %w", arrayclients.ErrPlanMismatch, err)
 	}
 	for _, x := range e.Exports {
 		for _, en := range x.Entries {
 			if !isListName(en.List) || !keys.matches(en.Value) || protectedExportClients[strings.ToLower(en.Value)] {
-				return e, scKeys{}, fmt.Errorf("%w: entry %q in %s of export %d is not the node's", ErrPlanMismatch, en.Value, en.List, x.ID)
+				return e, scKeys{}, fmt.Errorf("%w: entry %q in %s of export %d is not the node's", arrayclients.ErrPlanMismatch, en.Value, en.List, x.ID)
 			}
 		}
 	}

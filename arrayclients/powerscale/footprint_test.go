@@ -1,4 +1,4 @@
-package arrayclients_test
+package powerscale_test
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fenced-project/fenced/arrayclients"
+	"github.com/fenced-project/fenced/arrayclients/internal/arraytest"
 	"github.com/fenced-project/fenced/tests/arraysim/powerscale"
 	"github.com/fenced-project/fenced/tests/arraysim/simcore"
 )
@@ -179,9 +180,9 @@ func TestPowerScaleVerifyFootprint(t *testing.T) {
 	require.NoError(t, err)
 	assert.False(t, v.Fenced)
 	require.Len(t, v.Volumes, 3)
-	assert.True(t, checkOf(t, v, "pv-a").NodeAccess)
-	assert.True(t, checkOf(t, v, "pv-rwx").NodeAccess)
-	assert.False(t, checkOf(t, v, "pv-loose").NodeAccess)
+	assert.True(t, arraytest.CheckOf(t, v, "pv-a").NodeAccess)
+	assert.True(t, arraytest.CheckOf(t, v, "pv-rwx").NodeAccess)
+	assert.False(t, arraytest.CheckOf(t, v, "pv-loose").NodeAccess)
 
 	require.NoError(t, a.Apply(ctx, p))
 	v, err = a.Verify(ctx, p)
@@ -190,14 +191,14 @@ func TestPowerScaleVerifyFootprint(t *testing.T) {
 	for _, c := range v.Volumes {
 		assert.False(t, c.NodeAccess, c.Volume)
 	}
-	assert.Equal(t, []string{"127.0.10.2"}, checkOf(t, v, "pv-rwx").Holders)
+	assert.Equal(t, []string{"127.0.10.2"}, arraytest.CheckOf(t, v, "pv-rwx").Holders)
 
 	// A footprint export given to the node behind fenced's back shows.
 	newSCDriver(t, e).publish(ids["k8s-loose"], "worker-1.cluster.local")
 	v, err = a.Verify(ctx, p)
 	require.NoError(t, err)
 	assert.False(t, v.Fenced)
-	assert.True(t, checkOf(t, v, "pv-loose").NodeAccess)
+	assert.True(t, arraytest.CheckOf(t, v, "pv-loose").NodeAccess)
 }
 
 func TestPowerScaleUndoReconciles(t *testing.T) {
@@ -234,13 +235,13 @@ func TestPowerScaleUndoReconciles(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, v.Restored, "%+v", v)
 	require.Len(t, v.Volumes, 4)
-	moved := checkOf(t, v, "pv-moved")
+	moved := arraytest.CheckOf(t, v, "pv-moved")
 	assert.False(t, moved.NodeAccess)
 	assert.Equal(t, "moved to 127.0.10.2", moved.Note)
-	assert.Equal(t, "not wanted by Kubernetes on the node", checkOf(t, v, "pv-unwanted").Note)
-	assert.False(t, checkOf(t, v, "pv-unwanted").NodeAccess)
-	assert.True(t, checkOf(t, v, "pv-wanted").NodeAccess)
-	assert.True(t, checkOf(t, v, "pv-rwx").NodeAccess)
+	assert.Equal(t, "not wanted by Kubernetes on the node", arraytest.CheckOf(t, v, "pv-unwanted").Note)
+	assert.False(t, arraytest.CheckOf(t, v, "pv-unwanted").NodeAccess)
+	assert.True(t, arraytest.CheckOf(t, v, "pv-wanted").NodeAccess)
+	assert.True(t, arraytest.CheckOf(t, v, "pv-rwx").NodeAccess)
 
 	seq := e.srv.LastSeq()
 	require.NoError(t, a.Undo(ctx, p, scope))

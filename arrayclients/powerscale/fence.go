@@ -1,4 +1,4 @@
-package arrayclients
+package powerscale
 
 import (
 	"cmp"
@@ -13,6 +13,8 @@ import (
 
 	"github.com/dell/goisilon"
 	apiv2 "github.com/dell/goisilon/api/v2"
+
+	"github.com/fenced-project/fenced/arrayclients"
 )
 
 // scEntries is the PowerScale part of a Plan.
@@ -44,13 +46,13 @@ type scPlanEntry struct {
 	Index int    `json:"index"`
 }
 
-func (a *PowerScaleAdapter) checkIdentity(id Identity) (scKeys, error) {
-	if id.Family != PowerScale || id.Array != a.cfg.Name {
-		return scKeys{}, fmt.Errorf("%w: identity of %s array %s", ErrPlanMismatch, id.Family, id.Array)
+func (a *PowerScaleAdapter) checkIdentity(id arrayclients.Identity) (scKeys, error) {
+	if id.Family != arrayclients.PowerScale || id.Array != a.cfg.Name {
+		return scKeys{}, fmt.Errorf("%w: identity of %s array %s", arrayclients.ErrPlanMismatch, id.Family, id.Array)
 	}
 	keys, err := newSCKeys(id.Keys)
 	if err != nil {
-		return scKeys{}, fmt.Errorf("%w: identity keys: %w", ErrPlanMismatch, err)
+		return scKeys{}, fmt.Errorf("%w: identity keys: %w", arrayclients.ErrPlanMismatch, err)
 	}
 	return keys, nil
 }
@@ -62,10 +64,10 @@ func (a *PowerScaleAdapter) checkIdentity(id Identity) (scKeys, error) {
 // own strings cannot take away — an export open to all hosts, a subnet,
 // netgroup or wildcard covering it — or when removing them would leave an
 // export with no client restriction (which opens it to every host).
-func (a *PowerScaleAdapter) Plan(ctx context.Context, id Identity, vols []VolumeRef) (Plan, error) {
-	ctx = withIsilonLogger(ctx, a.logger)
-	fail := func(err error) (Plan, error) {
-		return Plan{}, fmt.Errorf("powerscale array %s: plan fence of node %s: %w", a.cfg.Name, id.Node, err)
+func (a *PowerScaleAdapter) Plan(ctx context.Context, id arrayclients.Identity, vols []arrayclients.VolumeRef) (arrayclients.Plan, error) {
+	ctx = arrayclients.WithIsilonLogger(ctx, a.logger)
+	fail := func(err error) (arrayclients.Plan, error) {
+		return arrayclients.Plan{}, fmt.Errorf("powerscale array %s: plan fence of node %s: %w", a.cfg.Name, id.Node, err)
 	}
 	keys, err := a.checkIdentity(id)
 	if err != nil {
@@ -73,7 +75,7 @@ func (a *PowerScaleAdapter) Plan(ctx context.Context, id Identity, vols []Volume
 	}
 	e := scEntries{Zone: a.zone, Keys: keys.all, Exports: []scPlanExport{}}
 	var hazards []string
-	var cuts []VolumeCut
+	var cuts []arrayclients.VolumeCut
 	err = a.with(ctx, func(c *goisilon.Client) error {
 		exports, err := a.listExports(ctx, c)
 		if err != nil {
@@ -105,7 +107,7 @@ func (a *PowerScaleAdapter) Plan(ctx context.Context, id Identity, vols []Volume
 	}
 	if len(hazards) > 0 {
 		return fail(fmt.Errorf("%w: the node's access cannot be removed by client lists alone: %s",
-			ErrAmbiguousIdentity, strings.Join(hazards, "; ")))
+			arrayclients.ErrAmbiguousIdentity, strings.Join(hazards, "; ")))
 	}
 	slices.SortFunc(e.Exports, func(x, y scPlanExport) int { return cmp.Compare(x.ID, y.ID) })
 	count := 0
@@ -116,29 +118,29 @@ func (a *PowerScaleAdapter) Plan(ctx context.Context, id Identity, vols []Volume
 	if err != nil {
 		return fail(err)
 	}
-	return Plan{Array: a.cfg.Name, Family: PowerScale, Identity: id, Entries: raw, Volumes: cuts,
+	return arrayclients.Plan{Array: a.cfg.Name, Family: arrayclients.PowerScale, Identity: id, Entries: raw, Volumes: cuts,
 		Summary:   fmt.Sprintf("remove %d client entries (%s) from %d exports of zone %s", count, strings.Join(keys.all, ", "), len(e.Exports), a.zone),
 		CreatedAt: time.Now().UTC()}, nil
 }
 
 // scExportID is a footprint volume's export ID, or false when the object
 // is not one.
-func scExportID(v VolumeRef) (int, bool) {
+func scExportID(v arrayclients.VolumeRef) (int, bool) {
 	n, err := strconv.Atoi(v.Object)
 	return n, err == nil && n > 0 && strconv.Itoa(n) == v.Object
 }
 
 // planVolume reads one footprint volume's export by ID and decides its
 // cut: the node's entries (returned as pe, to be removed), or a gap.
-func (a *PowerScaleAdapter) planVolume(ctx context.Context, c *goisilon.Client, id Identity, keys scKeys, v VolumeRef) (VolumeCut, *scPlanExport, error) {
-	vc := VolumeCut{VolumeRef: v}
+func (a *PowerScaleAdapter) planVolume(ctx context.Context, c *goisilon.Client, id arrayclients.Identity, keys scKeys, v arrayclients.VolumeRef) (arrayclients.VolumeCut, *scPlanExport, error) {
+	vc := arrayclients.VolumeCut{VolumeRef: v}
 	if _, gap := a.Cover(id, v); gap != nil {
 		vc.Gap = gap
 		return vc, nil, nil
 	}
 	n, ok := scExportID(v)
 	if !ok {
-		vc.Gap = &Gap{Reason: GapVolumeNotFound, Detail: fmt.Sprintf("%s: %q is not a PowerScale export ID", v.Volume, v.Object)}
+		vc.Gap = &arrayclients.Gap{Reason: arrayclients.GapVolumeNotFound, Detail: fmt.Sprintf("%s: %q is not a PowerScale export ID", v.Volume, v.Object)}
 		return vc, nil, nil
 	}
 	x, found, err := a.getExport(ctx, c, n)
@@ -146,7 +148,7 @@ func (a *PowerScaleAdapter) planVolume(ctx context.Context, c *goisilon.Client, 
 		return vc, nil, err
 	}
 	if !found {
-		vc.Gap = &Gap{Reason: GapVolumeNotFound, Detail: fmt.Sprintf("%s: PowerScale %s has no export %d in zone %s", v.Volume, a.cfg.Name, n, a.zone)}
+		vc.Gap = &arrayclients.Gap{Reason: arrayclients.GapVolumeNotFound, Detail: fmt.Sprintf("%s: PowerScale %s has no export %d in zone %s", v.Volume, a.cfg.Name, n, a.zone)}
 		return vc, nil, nil
 	}
 	pe, hazards := scPlanExportOf(x, keys)
@@ -154,15 +156,15 @@ func (a *PowerScaleAdapter) planVolume(ctx context.Context, c *goisilon.Client, 
 	switch {
 	case len(hazards) > 0:
 		vc.Holders = nil
-		vc.Gap = &Gap{Reason: GapNotFenceable, Detail: fmt.Sprintf("%s: %s", v.Volume, strings.Join(hazards, "; "))}
+		vc.Gap = &arrayclients.Gap{Reason: arrayclients.GapNotFenceable, Detail: fmt.Sprintf("%s: %s", v.Volume, strings.Join(hazards, "; "))}
 	case len(pe.Entries) > 0:
-		vc.Cut = CutExportClients
+		vc.Cut = arrayclients.CutExportClients
 		a.addPeerOthers(&pe, keys)
 		return vc, &pe, nil
 	case len(vc.Holders) == 0 || !v.Attached:
-		vc.Cut = CutNotMapped
+		vc.Cut = arrayclients.CutNotMapped
 	default:
-		vc.Gap = &Gap{Reason: GapOtherIdentity, Detail: fmt.Sprintf("%s: %s lists %s but none of the node's strings (%s), "+
+		vc.Gap = &arrayclients.Gap{Reason: arrayclients.GapOtherIdentity, Detail: fmt.Sprintf("%s: %s lists %s but none of the node's strings (%s), "+
 			"yet Kubernetes says it is attached to the node", v.Volume, x.label(), strings.Join(vc.Holders, ", "), strings.Join(keys.all, ", "))}
 	}
 	return vc, nil, nil
@@ -270,8 +272,8 @@ func (a *PowerScaleAdapter) updateExport(ctx context.Context, c *goisilon.Client
 // Apply removes exactly the plan's entries (never anything else, never the
 // localhost entries) from each export that still has them, one PUT per
 // export; an export with nothing left to remove gets no write.
-func (a *PowerScaleAdapter) Apply(ctx context.Context, plan Plan) error {
-	ctx = withIsilonLogger(ctx, a.logger)
+func (a *PowerScaleAdapter) Apply(ctx context.Context, plan arrayclients.Plan) error {
+	ctx = arrayclients.WithIsilonLogger(ctx, a.logger)
 	e, _, err := a.decodePlan(plan)
 	if err != nil {
 		return fmt.Errorf("powerscale array %s: apply fence of node %s: %w", a.cfg.Name, plan.Identity.Node, err)
@@ -341,13 +343,13 @@ func (a *PowerScaleAdapter) applyExport(ctx context.Context, c *goisilon.Client,
 // no footprint volume's export, read again by ID, lets the node mount it.
 // Its Restored only compares the plan with the listing; VerifyRestore is
 // the restore read-back.
-func (a *PowerScaleAdapter) Verify(ctx context.Context, plan Plan) (Verification, error) {
-	ctx = withIsilonLogger(ctx, a.logger)
+func (a *PowerScaleAdapter) Verify(ctx context.Context, plan arrayclients.Plan) (arrayclients.Verification, error) {
+	ctx = arrayclients.WithIsilonLogger(ctx, a.logger)
 	e, keys, err := a.decodePlan(plan)
 	if err != nil {
-		return Verification{}, fmt.Errorf("powerscale array %s: verify fence of node %s: %w", a.cfg.Name, plan.Identity.Node, err)
+		return arrayclients.Verification{}, fmt.Errorf("powerscale array %s: verify fence of node %s: %w", a.cfg.Name, plan.Identity.Node, err)
 	}
-	v := Verification{}
+	v := arrayclients.Verification{}
 	err = a.with(ctx, func(c *goisilon.Client) error {
 		exports, err := a.listExports(ctx, c)
 		if err != nil {
@@ -395,9 +397,9 @@ func (a *PowerScaleAdapter) Verify(ctx context.Context, plan Plan) (Verification
 		return nil
 	})
 	if err != nil {
-		return Verification{}, fmt.Errorf("powerscale array %s: verify fence of node %s: %w", a.cfg.Name, plan.Identity.Node, scClassify(err))
+		return arrayclients.Verification{}, fmt.Errorf("powerscale array %s: verify fence of node %s: %w", a.cfg.Name, plan.Identity.Node, scClassify(err))
 	}
-	v.Fenced = len(v.Remaining) == 0 && !slices.ContainsFunc(v.Volumes, func(c VolumeCheck) bool { return c.NodeAccess })
+	v.Fenced = len(v.Remaining) == 0 && !slices.ContainsFunc(v.Volumes, func(c arrayclients.VolumeCheck) bool { return c.NodeAccess })
 	v.Restored = len(v.Missing) == 0
 	v.CheckedAt = time.Now().UTC()
 	return v, nil
@@ -413,8 +415,8 @@ func scContains(l []string, v string) bool {
 }
 
 // scCheck is what an export as read shows of a footprint volume.
-func scCheck(vc VolumeCut, x scExport, found bool, keys scKeys) VolumeCheck {
-	c := VolumeCheck{Volume: vc.Volume, Object: vc.Object}
+func scCheck(vc arrayclients.VolumeCut, x scExport, found bool, keys scKeys) arrayclients.VolumeCheck {
+	c := arrayclients.VolumeCheck{Volume: vc.Volume, Object: vc.Object}
 	if !found {
 		c.Note = "the export no longer exists"
 		return c
@@ -438,7 +440,7 @@ type scRestore struct {
 // decideSCRestore applies docs/footprint.md "Unfence" to one export: pe is
 // the plan's record of it (nil when the plan removed nothing), vc the
 // footprint volume (nil for an export that is no Kubernetes volume).
-func decideSCRestore(pe *scPlanExport, vc *VolumeCut, x scExport, found bool, keys scKeys, scope RestoreScope) scRestore {
+func decideSCRestore(pe *scPlanExport, vc *arrayclients.VolumeCut, x scExport, found bool, keys scKeys, scope arrayclients.RestoreScope) scRestore {
 	if !found {
 		return scRestore{note: "the export no longer exists"}
 	}
@@ -468,8 +470,8 @@ func decideSCRestore(pe *scPlanExport, vc *VolumeCut, x scExport, found bool, ke
 
 // scFootprint returns the plan's footprint volumes that have a cut, by
 // export ID.
-func scFootprint(p Plan) map[int]VolumeCut {
-	out := map[int]VolumeCut{}
+func scFootprint(p arrayclients.Plan) map[int]arrayclients.VolumeCut {
+	out := map[int]arrayclients.VolumeCut{}
 	for _, vc := range p.Volumes {
 		if n, ok := scExportID(vc.VolumeRef); ok && vc.Cut != "" && vc.Gap == nil {
 			out[n] = vc
@@ -483,8 +485,8 @@ func scFootprint(p Plan) map[int]VolumeCut {
 // footprint volume only when Kubernetes still wants it on the node and no
 // other client holds it (unless it is multi-node), for any other export
 // unless a new client is listed. One PUT per export that needs it.
-func (a *PowerScaleAdapter) Undo(ctx context.Context, plan Plan, scope RestoreScope) error {
-	ctx = withIsilonLogger(ctx, a.logger)
+func (a *PowerScaleAdapter) Undo(ctx context.Context, plan arrayclients.Plan, scope arrayclients.RestoreScope) error {
+	ctx = arrayclients.WithIsilonLogger(ctx, a.logger)
 	e, keys, err := a.decodePlan(plan)
 	if err != nil {
 		return fmt.Errorf("powerscale array %s: undo fence of node %s: %w", a.cfg.Name, plan.Identity.Node, err)
@@ -492,7 +494,7 @@ func (a *PowerScaleAdapter) Undo(ctx context.Context, plan Plan, scope RestoreSc
 	fp := scFootprint(plan)
 	err = a.with(ctx, func(c *goisilon.Client) error {
 		for i := range e.Exports {
-			var vc *VolumeCut
+			var vc *arrayclients.VolumeCut
 			if v, ok := fp[e.Exports[i].ID]; ok {
 				vc = &v
 			}
@@ -510,7 +512,7 @@ func (a *PowerScaleAdapter) Undo(ctx context.Context, plan Plan, scope RestoreSc
 
 // undoExport puts one export's planned entries back under its lock, if
 // the restore decision gives them back.
-func (a *PowerScaleAdapter) undoExport(ctx context.Context, c *goisilon.Client, pe *scPlanExport, vc *VolumeCut, keys scKeys, scope RestoreScope, node string) error {
+func (a *PowerScaleAdapter) undoExport(ctx context.Context, c *goisilon.Client, pe *scPlanExport, vc *arrayclients.VolumeCut, keys scKeys, scope arrayclients.RestoreScope, node string) error {
 	defer a.lockExport(pe.ID)()
 	x, ok, err := a.getExport(ctx, c, pe.ID)
 	if err != nil {
@@ -565,14 +567,14 @@ func (a *PowerScaleAdapter) forgetPeerEntries(pe *scPlanExport) {
 // ID: Restored when each entry Undo gives back is back and no footprint
 // volume outside the scope (or moved, unless multi-node) lets the node
 // mount it. Fenced is not evaluated.
-func (a *PowerScaleAdapter) VerifyRestore(ctx context.Context, plan Plan, scope RestoreScope) (Verification, error) {
-	ctx = withIsilonLogger(ctx, a.logger)
+func (a *PowerScaleAdapter) VerifyRestore(ctx context.Context, plan arrayclients.Plan, scope arrayclients.RestoreScope) (arrayclients.Verification, error) {
+	ctx = arrayclients.WithIsilonLogger(ctx, a.logger)
 	e, keys, err := a.decodePlan(plan)
 	if err != nil {
-		return Verification{}, fmt.Errorf("powerscale array %s: verify restore of node %s: %w", a.cfg.Name, plan.Identity.Node, err)
+		return arrayclients.Verification{}, fmt.Errorf("powerscale array %s: verify restore of node %s: %w", a.cfg.Name, plan.Identity.Node, err)
 	}
 	fp := scFootprint(plan)
-	v := Verification{}
+	v := arrayclients.Verification{}
 	err = a.with(ctx, func(c *goisilon.Client) error {
 		planned := map[int]*scPlanExport{}
 		for i := range e.Exports {
@@ -582,7 +584,7 @@ func (a *PowerScaleAdapter) VerifyRestore(ctx context.Context, plan Plan, scope 
 			if err != nil {
 				return err
 			}
-			var vc *VolumeCut
+			var vc *arrayclients.VolumeCut
 			if fv, ok := fp[pe.ID]; ok {
 				vc = &fv
 			}
@@ -617,7 +619,7 @@ func (a *PowerScaleAdapter) VerifyRestore(ctx context.Context, plan Plan, scope 
 		return nil
 	})
 	if err != nil {
-		return Verification{}, fmt.Errorf("powerscale array %s: verify restore of node %s: %w", a.cfg.Name, plan.Identity.Node, scClassify(err))
+		return arrayclients.Verification{}, fmt.Errorf("powerscale array %s: verify restore of node %s: %w", a.cfg.Name, plan.Identity.Node, scClassify(err))
 	}
 	v.Restored = len(v.Missing) == 0 && len(v.Remaining) == 0
 	v.CheckedAt = time.Now().UTC()

@@ -1,4 +1,4 @@
-package arrayclients_test
+package powerscale_test
 
 import (
 	"context"
@@ -14,8 +14,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fenced-project/fenced/arrayclients"
+	"github.com/fenced-project/fenced/arrayclients/internal/arraytest"
+	"github.com/fenced-project/fenced/arrayclients/powerscale"
 	"github.com/fenced-project/fenced/tests/arraysim/fixture"
-	"github.com/fenced-project/fenced/tests/arraysim/powerscale"
+	scsim "github.com/fenced-project/fenced/tests/arraysim/powerscale"
 	"github.com/fenced-project/fenced/tests/arraysim/simcore"
 )
 
@@ -41,7 +43,7 @@ arrays:
 `
 
 type scEnv struct {
-	sim   *powerscale.Sim
+	sim   *scsim.Sim
 	srv   *simcore.Server
 	url   string
 	nodes map[string]fixture.Node
@@ -54,7 +56,7 @@ func newSCEnv(t testing.TB, fixtureYAML string, wrap func(http.Handler) http.Han
 	require.NoError(t, err)
 	arr, ok := fx.Array("pscale-1")
 	require.True(t, ok)
-	sim, err := powerscale.New(&arr.Spec, fx.Nodes)
+	sim, err := scsim.New(&arr.Spec, fx.Nodes)
 	require.NoError(t, err)
 	srv := simcore.New("pscale-1", sim, nil)
 	var h http.Handler = srv
@@ -66,7 +68,7 @@ func newSCEnv(t testing.TB, fixtureYAML string, wrap func(http.Handler) http.Han
 	t.Cleanup(func() { _ = l.Close() })
 	e := &scEnv{sim: sim, srv: srv, url: l.URL, nodes: map[string]fixture.Node{}, cfg: arrayclients.Config{
 		Name: "pscale-1", Family: arrayclients.PowerScale, Endpoint: l.URL, Insecure: true,
-		Username: powerscale.DefaultUsername, Password: powerscale.DefaultPassword, RequestTimeout: 2 * time.Second,
+		Username: scsim.DefaultUsername, Password: scsim.DefaultPassword, RequestTimeout: 2 * time.Second,
 	}}
 	for _, n := range fx.Nodes {
 		e.nodes[n.Name] = n
@@ -80,7 +82,7 @@ func (e *scEnv) adapter(t testing.TB, mutate func(*arrayclients.Config)) arraycl
 	if mutate != nil {
 		mutate(&cfg)
 	}
-	a, err := arrayclients.NewPowerScale(context.Background(), cfg, nil)
+	a, err := powerscale.NewPowerScale(context.Background(), cfg, nil)
 	require.NoError(t, err)
 	return a
 }
@@ -92,7 +94,7 @@ func (e *scEnv) node(name string) arrayclients.Node {
 
 // withoutNode is the export state with one node's strings taken out, to
 // show that nothing else changed.
-func withoutNode(s powerscale.Snapshot, n fixture.Node) string {
+func withoutNode(s scsim.Snapshot, n fixture.Node) string {
 	drop := func(l []string) []string {
 		var out []string
 		for _, v := range l {
@@ -102,7 +104,7 @@ func withoutNode(s powerscale.Snapshot, n fixture.Node) string {
 		}
 		return out
 	}
-	var out []powerscale.ExportState
+	var out []scsim.ExportState
 	for _, x := range s.Exports {
 		x.Clients, x.RootClients = drop(x.Clients), drop(x.RootClients)
 		x.ReadWriteClients, x.ReadOnlyClients = drop(x.ReadWriteClients), drop(x.ReadOnlyClients)
@@ -127,8 +129,8 @@ func TestPowerScaleFenceCycle(t *testing.T) {
 			seq := e.srv.LastSeq()
 			plan, err := a.Plan(ctx, id, nil)
 			require.NoError(t, err)
-			assert.Empty(t, writesSince(e.srv, seq))
-			plan = roundTrip(t, plan)
+			assert.Empty(t, arraytest.WritesSince(e.srv, seq))
+			plan = arraytest.RoundTrip(t, plan)
 			t.Log(plan.Summary)
 			var entries struct {
 				Exports []struct {
@@ -162,7 +164,7 @@ func TestPowerScaleFenceCycle(t *testing.T) {
 
 			seq = e.srv.LastSeq()
 			require.NoError(t, a.Apply(ctx, plan))
-			assert.Empty(t, writesSince(e.srv, seq), "the second Apply writes nothing")
+			assert.Empty(t, arraytest.WritesSince(e.srv, seq), "the second Apply writes nothing")
 
 			require.NoError(t, a.Undo(ctx, plan, arrayclients.RestoreScope{}))
 			v, err = a.Verify(ctx, plan)
@@ -171,8 +173,8 @@ func TestPowerScaleFenceCycle(t *testing.T) {
 			assert.True(t, v.Restored, "missing: %v", v.Missing)
 			seq = e.srv.LastSeq()
 			require.NoError(t, a.Undo(ctx, plan, arrayclients.RestoreScope{}))
-			assert.Empty(t, writesSince(e.srv, seq), "the second Undo writes nothing")
-			assert.Equal(t, dumpJSON(t, before), dumpJSON(t, e.sim.State()), "state after Undo equals state before Plan, list order included")
+			assert.Empty(t, arraytest.WritesSince(e.srv, seq), "the second Undo writes nothing")
+			assert.Equal(t, arraytest.DumpJSON(t, before), arraytest.DumpJSON(t, e.sim.State()), "state after Undo equals state before Plan, list order included")
 		})
 	}
 }
@@ -202,7 +204,7 @@ func TestPowerScaleApplyInterrupted(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, v.Fenced)
 	require.NoError(t, a.Undo(ctx, plan, arrayclients.RestoreScope{}))
-	assert.Equal(t, dumpJSON(t, before), dumpJSON(t, e.sim.State()))
+	assert.Equal(t, arraytest.DumpJSON(t, before), arraytest.DumpJSON(t, e.sim.State()))
 }
 
 func TestPowerScaleIdentity(t *testing.T) {
@@ -239,7 +241,7 @@ func TestPowerScaleIdentity(t *testing.T) {
 	forged := plan
 	forged.Entries = json.RawMessage(`{"zone":"System","keys":["127.0.10.1"],"exports":[{"id":3,"entries":[{"list":"clients","value":"localhost"}]}]}`)
 	require.ErrorIs(t, a.Apply(ctx, forged), arrayclients.ErrPlanMismatch, "a plan never removes localhost")
-	assert.Empty(t, writesSince(e.srv, seq), "no identity problem ever writes")
+	assert.Empty(t, arraytest.WritesSince(e.srv, seq), "no identity problem ever writes")
 }
 
 func TestPowerScalePlanRefusesUnfenceableAccess(t *testing.T) {
@@ -277,7 +279,7 @@ func TestPowerScaleHealth(t *testing.T) {
 
 	h, err := a.Health(ctx, id)
 	require.NoError(t, err)
-	requireReadOnlyProbes(t, e.srv)
+	arraytest.RequireReadOnlyProbes(t, e.srv)
 	assert.Equal(t, arrayclients.ConnectivityUnknown, h.Connectivity, "absence of traffic is not disconnection")
 	assert.Equal(t, arrayclients.IOIdle, h.IO)
 
@@ -336,7 +338,7 @@ func TestPowerScaleAuth(t *testing.T) {
 	}
 	assert.Positive(t, logins)
 
-	_, err = arrayclients.NewPowerScale(context.Background(), arrayclients.Config{Name: "x", Endpoint: e.url, Username: "u", Password: "p", CAFile: "ca.pem"}, nil)
+	_, err = powerscale.NewPowerScale(context.Background(), arrayclients.Config{Name: "x", Endpoint: e.url, Username: "u", Password: "p", CAFile: "ca.pem"}, nil)
 	require.ErrorContains(t, err, "caFile")
 }
 
@@ -353,7 +355,7 @@ func TestPowerScaleFaultModes(t *testing.T) {
 		{Kind: simcore.FaultHang},
 		{Kind: simcore.FaultMalformed},
 	} {
-		t.Run(f.Kind+"/"+psStatusLabel(f.Status), func(t *testing.T) {
+		t.Run(f.Kind+"/"+arraytest.StatusLabel(f.Status), func(t *testing.T) {
 			f.Path = "^/platform/4/protocols/nfs/exports"
 			fid := e.srv.AddFault(f)
 			defer e.srv.RemoveFault(fid)
@@ -397,7 +399,7 @@ func TestPowerScaleConcurrentFences(t *testing.T) {
 	e := newSCEnv(t, scFixture, nil)
 	a := e.adapter(t, func(c *arrayclients.Config) { c.SessionAuth = true })
 	ctx := context.Background()
-	before := dumpJSON(t, e.sim.State())
+	before := arraytest.DumpJSON(t, e.sim.State())
 	var wg sync.WaitGroup
 	errs := make(chan error, 2)
 	// worker-3 is left out: with worker-1 and worker-2 fenced, removing it
@@ -406,7 +408,7 @@ func TestPowerScaleConcurrentFences(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs <- psCycle(ctx, a, e.node(name))
+			errs <- arraytest.Cycle(ctx, a, e.node(name))
 		}()
 	}
 	wg.Wait()
@@ -416,7 +418,7 @@ func TestPowerScaleConcurrentFences(t *testing.T) {
 		// of each export, so no fence puts back another's removed entry.
 		require.NoError(t, err)
 	}
-	assert.Equal(t, before, dumpJSON(t, e.sim.State()))
+	assert.Equal(t, before, arraytest.DumpJSON(t, e.sim.State()))
 }
 
 // TestPowerScaleInterleavedFencesRestoreBoth is the interleaving that
@@ -429,7 +431,7 @@ func TestPowerScaleInterleavedFencesRestoreBoth(t *testing.T) {
 	e := newSCEnv(t, scFixture, nil)
 	a := e.adapter(t, nil)
 	ctx := context.Background()
-	before := dumpJSON(t, e.sim.State())
+	before := arraytest.DumpJSON(t, e.sim.State())
 	fence := func(name string) arrayclients.Plan {
 		id, err := a.Resolve(ctx, e.node(name))
 		require.NoError(t, err)
@@ -448,5 +450,5 @@ func TestPowerScaleInterleavedFencesRestoreBoth(t *testing.T) {
 	p2 := fence("worker-2")
 	unfence(p1)
 	unfence(p2)
-	assert.Equal(t, before, dumpJSON(t, e.sim.State()))
+	assert.Equal(t, before, arraytest.DumpJSON(t, e.sim.State()))
 }

@@ -1,0 +1,30 @@
+// Package all hands every array family to the registry.
+//
+// The family packages (arrayclients/powerscale, ...) each export their
+// constructor; none registers itself in a package-level table. A program
+// that builds a Registry of every family calls New here (or passes
+// Families to arrayclients.New); a test may pass only the families it
+// needs.
+package all
+
+import (
+	"github.com/fenced-project/fenced/arrayclients"
+	"github.com/fenced-project/fenced/arrayclients/powerscale"
+)
+
+// Families returns the constructor of every family in this build, keyed by
+// family. Each call returns a new map.
+func Families() map[arrayclients.Family]arrayclients.Constructor {
+	return map[arrayclients.Family]arrayclients.Constructor{
+		arrayclients.PowerScale: powerscale.NewPowerScale,
+	}
+}
+
+// New is arrayclients.New with every family of this build (opts.Families,
+// when set, is used as given).
+func New(cfgs []arrayclients.Config, opts arrayclients.Options) (*arrayclients.Registry, error) {
+	if opts.Families == nil {
+		opts.Families = Families()
+	}
+	return arrayclients.New(cfgs, opts)
+}

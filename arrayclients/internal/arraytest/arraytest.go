@@ -1,0 +1,213 @@
+// Package arraytest holds the test helpers the array family packages
+// share: plan round trips, read-back lookups, the simulator audit checks
+// and the fence benchmarks' fixtures and measurement.
+package arraytest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/fenced-project/fenced/arrayclients"
+	"github.com/fenced-project/fenced/tests/arraysim/simcore"
+)
+
+// DumpJSON is v as JSON, for comparing states.
+func DumpJSON(t testing.TB, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	require.NoError(t, err)
+	return string(b)
+}
+
+// WritesSince lists the requests after seq that changed the simulator.
+func WritesSince(srv *simcore.Server, seq int64) []simcore.AuditEntry {
+	var out []simcore.AuditEntry
+	for _, a := range srv.AuditSince(seq) {
+		if a.Changed {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// RoundTrip plans, serialises and reloads the plan as the ledger would.
+func RoundTrip(t testing.TB, p arrayclients.Plan) arrayclients.Plan {
+	t.Helper()
+	raw, err := json.Marshal(p)
+	require.NoError(t, err)
+	var back arrayclients.Plan
+	require.NoError(t, json.Unmarshal(raw, &back))
+	return back
+}
+
+// StatusLabel is an HTTP status as a subtest label ("-" for none).
+func StatusLabel(status int) string {
+	if status == 0 {
+		return "-"
+	}
+	return strconv.Itoa(status)
+}
+
+// Cycle fences and unfences one node, checking each read-back.
+func Cycle(ctx context.Context, a arrayclients.Adapter, n arrayclients.Node) error {
+	id, err := a.Resolve(ctx, n)
+	if err != nil {
+		return err
+	}
+	plan, err := a.Plan(ctx, id, nil)
+	if err != nil {
+		return err
+	}
+	if err := a.Apply(ctx, plan); err != nil {
+		return err
+	}
+	v, err := a.Verify(ctx, plan)
+	if err != nil {
+		return err
+	}
+	if !v.Fenced {
+		return errNotFenced(v.Remaining)
+	}
+	if err := a.Undo(ctx, plan, arrayclients.RestoreScope{}); err != nil {
+		return err
+	}
+	v, err = a.Verify(ctx, plan)
+	if err != nil {
+		return err
+	}
+	if !v.Restored {
+		return errNotFenced(v.Missing)
+	}
+	return nil
+}
+
+type errNotFenced []string
+
+func (e errNotFenced) Error() string { return "read-back mismatch: " + strings.Join(e, "; ") }
+
+// CheckOf is the read-back of volume pv in v; the test fails without one.
+func CheckOf(t testing.TB, v arrayclients.Verification, pv string) arrayclients.VolumeCheck {
+	t.Helper()
+	for _, c := range v.Volumes {
+		if c.Volume == pv {
+			return c
+		}
+	}
+	t.Fatalf("read-back has no volume %s: %+v", pv, v.Volumes)
+	return arrayclients.VolumeCheck{}
+}
+
+// RequireReadOnlyProbes checks that every write-method request the
+// simulator has seen so far (resolving and probing a node) was a declared
+// query: health probes run for every node each round, and a simulator
+// serialises real writes, so a probe it took for a write would queue
+// behind fences at scale.
+// RequireReadOnlyProbes fails the test if a write-method request (a
+// query sent as POST) was served by the simulator as a write.
+func RequireReadOnlyProbes(t *testing.T, srv *simcore.Server) {
+	t.Helper()
+	for _, e := range srv.Audit() {
+		if simcore.IsWrite(e.Method) {
+			assert.True(t, e.Query, "%s %s is served as a write", e.Method, e.Path)
+		}
+	}
+}
+
+// BenchLatency is the latency injected on every request in the fence
+// benchmarks.
+const BenchLatency = 20 * time.Millisecond
+
+// BenchConcurrency bounds how many nodes are fenced at once.
+const BenchConcurrency = 8
+
+// BenchNodes writes n fixture nodes.
+func BenchNodes(n int) string {
+	var b strings.Builder
+	b.WriteString("nodes:\n")
+	for i := 1; i <= n; i++ {
+		fmt.Fprintf(&b, "  - {name: node-%02d, ip: 127.0.11.%d, fqdn: node-%02d.cluster.local, machineID: %032x, iqn: \"iqn.1994-05.com.redhat:node-%02d\", wwpns: [\"%016x\"]}\n",
+			i, i, i, 0xabc000+i, i, 0x10000000c9a00000+i)
+	}
+	return b.String()
+}
+
+// FenceAll fences every node with at most BenchConcurrency at once
+// (Plan, Apply, Verify), then undoes them outside the timer. It returns
+// the sum of the per-node fence durations.
+func FenceAll(b *testing.B, a arrayclients.Adapter, ids []arrayclients.Identity) time.Duration {
+	b.Helper()
+	ctx := context.Background()
+	plans := make([]arrayclients.Plan, len(ids))
+	sem := make(chan struct{}, BenchConcurrency)
+	var wg sync.WaitGroup
+	errs := make(chan error, len(ids))
+	var mu sync.Mutex
+	var total time.Duration
+	for i, id := range ids {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			start := time.Now()
+			defer func() { mu.Lock(); total += time.Since(start); mu.Unlock() }()
+			p, err := a.Plan(ctx, id, nil)
+			if err == nil {
+				err = a.Apply(ctx, p)
+			}
+			if err == nil {
+				var v arrayclients.Verification
+				v, err = a.Verify(ctx, p)
+				if err == nil && !v.Fenced {
+					err = fmt.Errorf("node %s not fenced: %v", id.Node, v.Remaining)
+				}
+			}
+			plans[i] = p
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(b, err)
+	}
+	b.StopTimer()
+	undoErrs := make(chan error, len(plans))
+	for _, p := range plans {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			undoErrs <- a.Undo(ctx, p, arrayclients.RestoreScope{})
+		}()
+	}
+	wg.Wait()
+	close(undoErrs)
+	for err := range undoErrs {
+		require.NoError(b, err)
+	}
+	b.StartTimer()
+	return total
+}
+
+// ReportFences runs fence rounds and reports the mean latency of one
+// node's fence and the wall time of a round.
+func ReportFences(b *testing.B, round func() time.Duration, nodes int) {
+	b.Helper()
+	var sum time.Duration
+	rounds := 0
+	for b.Loop() {
+		sum += round()
+		rounds++
+	}
+	b.ReportMetric(float64(sum.Milliseconds())/float64(rounds*nodes), "ms/fence")
+	b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(rounds), "ms/round")
+}
