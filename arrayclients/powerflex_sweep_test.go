@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fenced-project/fenced/arrayclients"
+	"github.com/fenced-project/fenced/arrayclients/internal/arraytest"
 	"github.com/fenced-project/fenced/tests/arraysim/simcore"
 )
 
@@ -54,7 +55,7 @@ func TestPowerFlexSweep(t *testing.T) {
 	audit := pflexReads(e, seq)
 	require.Len(t, audit, 2, "the listing and the disconnected SDC's statistics")
 	assert.True(t, strings.HasSuffix(audit[1].Path, "/relationships/Statistics"), audit[1].Path)
-	requireReadOnlyProbes(t, e.srv)
+	arraytest.RequireReadOnlyProbes(t, e.srv)
 
 	// Without I/O the disconnected SDC's statistics are not read either.
 	seq = e.srv.LastSeq()
