@@ -64,23 +64,28 @@ func targets(r *Results) string {
 		if sr.Early {
 			mode = "early verdicts on"
 		}
-		fmt.Fprintf(&b, "- **Power-off → all replacements Running ≤ 15 s median** (%s): %s (median %.2f s, p90 %.2f s over %d trials).", mode,
-			met(rec.med <= 15), rec.med, rec.p90, rec.n)
-		if !sr.Early && rec.med > 15 {
-			b.WriteString(" Why: the verdict waits for the heartbeat grace (40 s after the last renewal) even when every witness agrees; early verdicts (`earlyVerdict`) are what shortens it.")
+		if !sr.Early {
+			fmt.Fprintf(&b, "- **Power-off → all replacements Running ≤ 15 s median** (%s): %s (median %.2f s, p90 %.2f s over %d trials).", mode,
+				met(rec.med <= 15), rec.med, rec.p90, rec.n)
+			if rec.med > 15 {
+				b.WriteString(" Why: the verdict waits for the heartbeat grace (40 s after the last renewal) even when every witness agrees; early verdicts (`earlyVerdict`) are what shortens it.")
+			}
+			b.WriteString("\n")
+			continue
 		}
-		if sr.Early && rec.med > 15 {
-			verdict := summarize(present(field(good, func(t Trial) float64 { return t.fromRenewal().Verdict })))
+		fmt.Fprintf(&b, "- **Power-off → all replacements Running ≤ 10 s median, p90 ≤ 13 s** (%s, the default configuration): %s (median %.2f s, p90 %.2f s over %d trials).", mode,
+			met(rec.med <= 10 && rec.p90 <= 13), rec.med, rec.p90, rec.n)
+		if rec.med > 10 || rec.p90 > 13 {
+			verdict := summarize(present(field(good, func(t Trial) float64 { return t.fromPowerOff().Verdict })))
+			fromRenewal := summarize(present(field(good, func(t Trial) float64 { return t.fromRenewal().Verdict })))
 			fence := summarize(field(good, func(t Trial) float64 { return t.FenceTime }))
 			evict := summarize(field(good, func(t Trial) float64 { return t.EvictionTime }))
-			phase := summarize(present(field(good, Trial.leaseAge)))
-			fmt.Fprintf(&b, " Why: the early verdict comes %.1f s after the last renewal (medians): the node is probed once its heartbeat is `probeFrom` "+
-				"(11 s) old, and the arrays must then report it gone for `ioWindow` (6 s) from their first answer (the verdict is taken the moment that "+
-				"window closes, and never before `after`, 12 s); the fence then takes %.2f s "+
-				"and the eviction %.2f s. The power-off came %.1f s after the last renewal in the median (the trials spread it over the 10 s "+
-				"renewal cycle), so the workload sees that much less. What is left is the verdict: the `ioWindow` outlasts the kubelet's three "+
-				"probes (4 s) by 2 s, and shortening it is a trade against false fences to be made on a chaos run of its own.",
-				verdict.med, fence.med, evict.med, phase.med)
+			fmt.Fprintf(&b, " Why: the early verdict comes %.2f s after the power-off and %.2f s after the last renewal (medians; never before `after`, 12 s, "+
+				"and only after the arrays have shown the node gone with no I/O for `ioWindow`, 6 s, counted from the sweep that first showed it gone); "+
+				"then the fence takes %.2f s and the eviction %.2f s (which waits for Kubernetes' taint-eviction controller to delete the pods before "+
+				"force-deleting them), and the replacements start. The load average at the start of the run is in the header: on a busy 2-core machine the steps "+
+				"after the verdict stretch.",
+				verdict.med, fromRenewal.med, fence.med, evict.med)
 		}
 		b.WriteString("\n")
 	}
@@ -99,14 +104,14 @@ func targets(r *Results) string {
 	if r.Steady != nil {
 		s := r.Steady
 		const target = 2000
-		fmt.Fprintf(&b, "- **Leader at 2,000 nodes ≤ 5 %% of a core and ≤ 200 MB RSS**: ")
+		fmt.Fprintf(&b, "- **Leader at 2,000 nodes ≤ 3 %% of a core and ≤ 150 MB RSS**: ")
 		if s.Nodes < target {
 			fmt.Fprintf(&b, "not measured at 2,000 nodes; at %d nodes %s (%.1f %%, %.0f MB). ", s.Nodes,
-				within(s.Leader.CPUPercent <= 5 && s.Leader.RSSBytes <= 200e6), s.Leader.CPUPercent, float64(s.Leader.RSSBytes)/1e6)
+				within(s.Leader.CPUPercent <= 3 && s.Leader.RSSBytes <= 150e6), s.Leader.CPUPercent, float64(s.Leader.RSSBytes)/1e6)
 			if fit := fitGrowth(r.Growth); fit != nil {
 				cpu, rss := fit.figure(figLeaderCPU).At2000, fit.figure(figLeaderRSS).At2000
 				fmt.Fprintf(&b, "The growth fit over %s nodes projects %.1f %% and %.0f MB at 2,000 nodes, %s (a linear extrapolation, "+
-					"not a measurement). ", sizeList(fit.Sizes), cpu, rss, within(cpu <= 5 && rss <= 200))
+					"not a measurement). ", sizeList(fit.Sizes), cpu, rss, within(cpu <= 3 && rss <= 150))
 			}
 			b.WriteString("This machine cannot hold 2,000 kwok nodes beside the control plane, three replicas and five simulators on two cores " +
 				"(see the notes below: in the attempts so far either the Lease renewals lagged and healthy nodes turned suspect, or, with the " +
@@ -116,17 +121,17 @@ func targets(r *Results) string {
 				"figures at 2,000 will be higher; whether they stay within the bound this run does not show. A machine with more cores " +
 				"would measure it (`-steady-nodes 2000`).\n")
 		} else {
-			fmt.Fprintf(&b, "%s (%.1f %%, %.0f MB).\n", met(s.Leader.CPUPercent <= 5 && s.Leader.RSSBytes <= 200e6), s.Leader.CPUPercent, float64(s.Leader.RSSBytes)/1e6)
+			fmt.Fprintf(&b, "%s (%.1f %%, %.0f MB).\n", met(s.Leader.CPUPercent <= 3 && s.Leader.RSSBytes <= 150e6), s.Leader.CPUPercent, float64(s.Leader.RSSBytes)/1e6)
 		}
 	} else {
 		b.WriteString("- **Leader at 2,000 nodes ≤ 5 % of a core and ≤ 200 MB RSS**: not measured in this run (`-steady-nodes 2000`).\n")
 	}
 	if s := r.Storm; s == nil {
-		b.WriteString("- **100 of 1,000 nodes fenced and evicted within grace + 15 s**: not measured in this run (`-storm-nodes 1000`).\n")
+		b.WriteString("- **100 of 1,000 nodes fenced and evicted within 30 s of the last renewal**: not measured in this run (`-storm-nodes 1000`).\n")
 	} else {
-		const bound = 40 + 15 // the default heartbeatGrace the storm runs with, plus 15 s
+		const bound = 30 // seconds after the last renewal of the dying nodes' Leases
 		done := s.Error == "" && s.AllEvicted > 0
-		fmt.Fprintf(&b, "- **%d of %d nodes fenced and evicted within grace + 15 s (%d s after the last renewal)**: %s (all fenced %.0f s, all evicted %.0f s",
+		fmt.Fprintf(&b, "- **%d of %d nodes fenced and evicted within %d s of the last renewal**: %s (all fenced %.0f s, all evicted %.0f s",
 			s.Dying, s.Nodes, bound, met(done && s.AllEvicted <= bound), s.AllFenced, s.AllEvicted)
 		if off := s.fromPowerOff(); off.AllEvicted != 0 {
 			fmt.Fprintf(&b, "; from power-off %.0f s and %.0f s", off.AllFenced, off.AllEvicted)
