@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/raft"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -347,4 +348,22 @@ func TestUnfenceAbandonsAConfirmedGoneArray(t *testing.T) {
 	require.Len(t, msgs, 1)
 	assert.Contains(t, msgs[0], "a3 not restored: abandoned by token/carol")
 	assert.Contains(t, logs.String(), "operator abandoned the restore of an array confirmed gone")
+}
+
+// TestAbandonInAVersion5Group: a group that still runs ledger version 5
+// refuses an abandonment, naming version 6.
+func TestAbandonInAVersion5Group(t *testing.T) {
+	g := newLegacyGroup()
+	g.index++
+	m := g.meta()
+	m.V = 5
+	buf, err := ledger.Encode(&ledger.SetLedgerVersion{Meta: m, LedgerVersion: 5})
+	require.NoError(t, err)
+	require.Nil(t, g.fsm.Apply(&raft.Log{Index: g.index, Term: g.term, Type: raft.LogCommand, Data: buf}))
+	w := newWorldOn(t, g)
+	_, stop := w.lead()
+	defer stop()
+	_, err = w.ctrl.Abandon(context.Background(), "token/alice", AbandonRequest{Cluster: "c1", Node: "n1", Array: "a1", Reason: "gone"})
+	require.ErrorIs(t, err, ErrLedgerVersion)
+	assert.Contains(t, err.Error(), "needs ledger version 6, the group runs 5")
 }
