@@ -93,6 +93,16 @@ func (a *API) Routes() map[string]http.Handler {
 			}
 			return a.c.Confirm(ctx, who, req)
 		}),
+		RouteAbandon: a.action(func(ctx context.Context, who string, body []byte) (any, error) {
+			var req AbandonRequest
+			if err := decode(body, &req); err != nil {
+				return nil, err
+			}
+			if err := validNames(req.Cluster, req.Node); err != nil {
+				return nil, err
+			}
+			return a.c.Abandon(ctx, who, req)
+		}),
 		RoutePlan: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if _, ok := a.auth.Authenticate(r); !ok {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="fenced"`)

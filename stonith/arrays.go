@@ -389,6 +389,13 @@ func (c *Controller) driveArray(ctx context.Context, l Leadership, f *ledger.Fen
 	backoff := c.arrayBackoff()
 	for attempt := 1; ; attempt++ {
 		if d.changeOp == ledger.OpUndo {
+			// Never a write on an array whose restore an operator
+			// abandoned meanwhile (read from the ledger, not from f).
+			if cur := c.readNode(f.Cluster, f.Node).Fence; cur != nil && cur.ID == f.ID {
+				if _, ok := cur.AbandonedRestore(array); ok {
+					return errAbandoned
+				}
+			}
 			// Never a write with a scope Kubernetes no longer has.
 			if err := c.scopeCurrent(f, array); err != nil {
 				return err

@@ -115,6 +115,13 @@ func (c *Client) Confirm(ctx context.Context, req ConfirmRequest) (ActionResult,
 	return res, c.do(ctx, RouteConfirm, req, &res)
 }
 
+// Abandon records an operator's decision that the unfence of a node does
+// not restore access on an array confirmed gone for its fence.
+func (c *Client) Abandon(ctx context.Context, req AbandonRequest) (ActionResult, error) {
+	var res ActionResult
+	return res, c.do(ctx, RouteAbandon, req, &res)
+}
+
 // Plan reads what a fence of the node would cut now (read-only).
 func (c *Client) Plan(ctx context.Context, req PlanRequest) (NodePlan, error) {
 	var res NodePlan

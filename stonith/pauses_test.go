@@ -9,9 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/raft"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/fenced-project/fenced/arrayclients"
 	"github.com/fenced-project/fenced/cluster/ledger"
 	"github.com/fenced-project/fenced/detector"
 )
@@ -243,4 +245,125 @@ func TestUnfenceWaitsForAConfirmedGoneArray(t *testing.T) {
 	w.arrays["a3"].set(func(a *fakeArray) { a.applyErr, a.verifyErr, a.undoErr = nil, nil, nil })
 	w.waitClosed()
 	assert.True(t, w.arrays["a3"].hasAccess("n1"))
+}
+
+// TestUnfenceAbandonsAConfirmedGoneArray: the unfence of a fence that went
+// past a gone array on an operator's confirmation waits for that array
+// until an operator abandons its restore; the fence then closes with the
+// other arrays restored, the gone array never written to and recorded as
+// not restored by that operator, with a WARN log and an Event. The
+// abandonment is refused without a confirmation of the array, for an
+// array not in the plan, and outside unfence-intent.
+func TestUnfenceAbandonsAConfirmedGoneArray(t *testing.T) {
+	logs := &lockedBuffer{}
+	w := newWorld(t, func(cfg *Config) { cfg.Logger = slog.New(slog.NewJSONHandler(logs, nil)) })
+	gone := errors.New("dial tcp 192.0.2.3:443: connect: no route to host")
+	w.arrays["a3"].set(func(a *fakeArray) { a.applyErr, a.verifyErr, a.undoErr = gone, gone, gone })
+	_, stop := w.lead()
+	defer stop()
+	ctx := context.Background()
+	abandon := func(array string) error {
+		_, err := w.ctrl.Abandon(ctx, "token/carol", AbandonRequest{Cluster: "c1", Node: "n1", Array: array,
+			Reason: "a3 decommissioned; OPS-4712"})
+		return err
+	}
+
+	w.verdict("n1", detector.Failed)
+	require.Eventually(t, func() bool {
+		st := w.ctrl.Status()
+		return len(st.Fences) == 1 && strings.Contains(st.Fences[0].Blocked, "a3")
+	}, 10*time.Second, 2*time.Millisecond, "the fence never blocked on the gone array")
+	err := abandon("a3")
+	require.ErrorIs(t, err, ErrConflict, "not in unfence-intent")
+	assert.Contains(t, err.Error(), "unfence-intent")
+	_, err = w.ctrl.Confirm(ctx, "token/alice", ConfirmRequest{Cluster: "c1", Node: "n1", Array: "a3", Reason: "a3 destroyed; OPS-4711"})
+	require.NoError(t, err)
+	w.waitState(ledger.StateEvicted)
+
+	w.verdict("n1", detector.Healthy)
+	_, err = w.ctrl.Unfence(ctx, "token/bob", UnfenceRequest{Cluster: "c1", Node: "n1", Reason: "node repaired", Force: true})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		st := w.ctrl.Status()
+		return len(st.Fences) == 1 && strings.Contains(st.Fences[0].Blocked, "--abandon-array a3")
+	}, 10*time.Second, 2*time.Millisecond, "the blocked unfence never named the way out")
+	require.Equal(t, ledger.StateUnfenceIntent, w.state())
+
+	err = abandon("a9")
+	require.ErrorIs(t, err, ErrBadRequest, "not in the plan")
+	assert.Contains(t, err.Error(), `array "a9"`)
+	err = abandon("a1")
+	require.ErrorIs(t, err, ErrConflict, "a1 was not confirmed gone")
+	assert.Contains(t, err.Error(), "fenced confirm")
+	_, err = w.ctrl.Abandon(ctx, "token/carol", AbandonRequest{Cluster: "c1", Node: "n1", Array: "a3"})
+	require.ErrorIs(t, err, ErrBadRequest, "no reason")
+
+	undos, applies := 0, 0
+	w.arrays["a3"].set(func(a *fakeArray) { undos, applies = a.undos, a.applies })
+	res, err := w.ctrl.Abandon(ctx, "token/carol", AbandonRequest{Cluster: "c1", Node: "n1", Array: "a3",
+		Reason: "a3 decommissioned; OPS-4712"})
+	require.NoError(t, err)
+	calls := 0
+	w.arrays["a3"].set(func(a *fakeArray) {
+		// From here on every Undo on a3 is counted (and still fails).
+		a.undoErr = nil
+		a.undoFn = func(arrayclients.Plan, arrayclients.RestoreScope) error { calls++; return gone }
+	})
+	assert.Contains(t, res.Message, "not restored: abandoned by token/carol")
+	w.waitClosed()
+
+	h := w.group.history("c1", "n1")
+	f := h[len(h)-1]
+	ab, ok := f.AbandonedRestore("a3")
+	require.True(t, ok)
+	assert.Equal(t, "token/carol", ab.Operator)
+	assert.Equal(t, "a3 decommissioned; OPS-4712", ab.Reason)
+	for _, a := range []string{"a1", "a2"} {
+		require.NotNil(t, f.Results[a])
+		assert.True(t, f.Results[a].RestoreVerified, a)
+		assert.True(t, w.arrays[a].hasAccess("n1"), a)
+	}
+	assert.False(t, f.Results["a3"] != nil && f.Results["a3"].RestoreVerified)
+	w.arrays["a3"].set(func(a *fakeArray) {
+		assert.Equal(t, undos, a.undos, "no restore written to a3 after the abandonment")
+		assert.Equal(t, applies, a.applies, "no cut written to a3 after the abandonment")
+		assert.Zero(t, calls, "no restore tried on a3 after the abandonment")
+	})
+	var note string
+	for _, s := range f.Steps {
+		if s.To == ledger.StateRestored {
+			note = s.Note
+		}
+	}
+	assert.Contains(t, note, "restored and verified on a1, a2")
+	assert.Contains(t, note, "a3 not restored: abandoned by token/carol")
+	fs := fenceStatus(f)
+	for _, as := range fs.Arrays {
+		if as.Array == "a3" {
+			assert.Equal(t, StepAbandoned, as.Step)
+			assert.Contains(t, as.Abandoned, "OPS-4712")
+		}
+	}
+	msgs := w.kube.eventMessages(EventFenceRestoreAbandoned)
+	require.Len(t, msgs, 1)
+	assert.Contains(t, msgs[0], "a3 not restored: abandoned by token/carol")
+	assert.Contains(t, logs.String(), "operator abandoned the restore of an array confirmed gone")
+}
+
+// TestAbandonInAVersion5Group: a group that still runs ledger version 5
+// refuses an abandonment, naming version 6.
+func TestAbandonInAVersion5Group(t *testing.T) {
+	g := newLegacyGroup()
+	g.index++
+	m := g.meta()
+	m.V = 5
+	buf, err := ledger.Encode(&ledger.SetLedgerVersion{Meta: m, LedgerVersion: 5})
+	require.NoError(t, err)
+	require.Nil(t, g.fsm.Apply(&raft.Log{Index: g.index, Term: g.term, Type: raft.LogCommand, Data: buf}))
+	w := newWorldOn(t, g)
+	_, stop := w.lead()
+	defer stop()
+	_, err = w.ctrl.Abandon(context.Background(), "token/alice", AbandonRequest{Cluster: "c1", Node: "n1", Array: "a1", Reason: "gone"})
+	require.ErrorIs(t, err, ErrLedgerVersion)
+	assert.Contains(t, err.Error(), "needs ledger version 6, the group runs 5")
 }

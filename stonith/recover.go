@@ -259,6 +259,9 @@ func (c *Controller) stepRestore(ctx context.Context, l Leadership, cl *clusterR
 	}
 	var todo []string
 	for _, p := range f.Plans {
+		if _, ok := f.AbandonedRestore(p.Array); ok {
+			continue // an operator abandoned it: never written to
+		}
 		if r := f.Results[p.Array]; r == nil || !r.RestoreVerified {
 			todo = append(todo, p.Array)
 		}
@@ -272,6 +275,9 @@ func (c *Controller) stepRestore(ctx context.Context, l Leadership, cl *clusterR
 	for _, err := range errs {
 		if errors.Is(err, errRescoped) {
 			return next, nil // record the new scope, then restore with it
+		}
+		if errors.Is(err, errAbandoned) {
+			return next, nil // restore the other arrays, without this one
 		}
 	}
 	if len(errs) > 0 {
@@ -287,7 +293,7 @@ func (c *Controller) stepRestore(ctx context.Context, l Leadership, cl *clusterR
 	if again, err := c.rescope(ctx, l, cl, f); err != nil || again {
 		return next, err
 	}
-	if err := c.step(ctx, l, f, ledger.StateRestored, "restored and verified on "+strings.Join(planArrays(f), ", ")); err != nil {
+	if err := c.step(ctx, l, f, ledger.StateRestored, restoredNote(f)); err != nil {
 		return done, err
 	}
 	c.unblock(cl.Name, f.Node)
@@ -348,6 +354,10 @@ func (c *Controller) liftOutOfService(ctx context.Context, l Leadership, cl *clu
 // Kubernetes wants on the node changed since the scope was recorded: the
 // reconcile records the new scope, then restores with it.
 var errRescoped = errors.New("the restore scope changed since it was recorded")
+
+// errAbandoned ends an array's restore attempts when an operator
+// abandoned its restore meanwhile: the reconcile goes on without it.
+var errAbandoned = errors.New("an operator abandoned the restore of this array")
 
 // rescope computes the record's restore scope again from the live
 // VolumeAttachments and, when it differs from the recorded one, records
@@ -480,15 +490,39 @@ func scopeChange(old, now map[string]arrayclients.RestoreScope) string {
 // stays fenced until the array answers again and its access is given back
 // and read back there.
 func confirmedGoneHint(f *ledger.Fence, arrays []string) string {
-	var parts []string
+	var parts, abandon []string
 	for _, a := range arrays {
 		if cf, ok := f.Confirmed(a); ok {
 			parts = append(parts, fmt.Sprintf("%s (confirmed gone by %s: %s)", a, cf.Operator, cf.Reason))
+			abandon = append(abandon, fmt.Sprintf("fenced unfence %s --cluster %s --abandon-array %s --reason R --yes",
+				f.Node, f.Cluster, a))
 		}
 	}
 	if len(parts) == 0 {
 		return ""
 	}
 	return "; a cut of this fence may still be in place on " + strings.Join(parts, ", ") +
-		": the unfence restores it there and finishes once the array answers again; until then the node stays fenced (bring the array back, or see the operations guide: When an array is gone for good)"
+		": the unfence restores it there and finishes once the array answers again; until then the node stays fenced (bring the array back, or see the operations guide: When an array is gone for good)" +
+		"; if it never comes back, abandon its restore: " + strings.Join(abandon, " and ")
+}
+
+// restoredNote is the ledger note of the restored step: the arrays
+// restored and read back, and those whose restore an operator abandoned.
+func restoredNote(f *ledger.Fence) string {
+	var done, abandoned []string
+	for _, p := range f.Plans {
+		if ab, ok := f.AbandonedRestore(p.Array); ok {
+			abandoned = append(abandoned, p.Array+" "+ab.Text())
+			continue
+		}
+		done = append(done, p.Array)
+	}
+	if len(abandoned) == 0 {
+		return "restored and verified on " + strings.Join(planArrays(f), ", ")
+	}
+	note := "restored and verified on " + strings.Join(done, ", ")
+	if len(done) == 0 {
+		note = "restored on no array"
+	}
+	return note + "; " + strings.Join(abandoned, "; ")
 }

@@ -92,6 +92,9 @@ type ArrayStatus struct {
 	LastError string    `json:"lastError,omitempty"`
 	LastAt    time.Time `json:"lastAt,omitzero"`
 	Confirmed string    `json:"confirmed,omitempty"`
+	// Abandoned says who abandoned the array's restore, when and why
+	// (`fenced unfence --abandon-array`); Step is then not-restored.
+	Abandoned string `json:"abandoned,omitempty"`
 }
 
 // NodeNote is a line about one node.
@@ -169,6 +172,10 @@ func (c *Controller) Status() Status {
 // the node cannot write to, without a verified read-back.
 const StepConfirmed = "confirmed-by-operator"
 
+// StepAbandoned is the ArrayStatus step of an array whose restore an
+// operator abandoned: the unfence does not give access back there.
+const StepAbandoned = "not-restored"
+
 func fenceStatus(f *ledger.Fence) FenceStatus {
 	fs := FenceStatus{
 		ID: f.ID, Cluster: f.Cluster, Node: f.Node, Kind: string(f.Kind), Origin: string(f.Origin),
@@ -218,6 +225,9 @@ func fenceStatus(f *ledger.Fence) FenceStatus {
 			if as.Step != "verified" && as.Step != "undone" && as.Step != "restored" {
 				as.Step = StepConfirmed
 			}
+		}
+		if ab, ok := f.AbandonedRestore(a); ok {
+			as.Abandoned, as.Step = ab.Text(), StepAbandoned
 		}
 		fs.Arrays = append(fs.Arrays, as)
 	}

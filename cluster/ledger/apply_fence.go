@@ -175,6 +175,9 @@ func guardStep(s *State, f *Fence, c *FenceStep) error {
 		}
 	case StateRestored:
 		for _, p := range f.Plans {
+			if _, ok := f.AbandonedRestore(p.Array); ok && c.V >= AbandonVersion {
+				continue // an operator abandoned the restore of an array confirmed gone
+			}
 			if r := f.Results[p.Array]; r == nil || !r.RestoreVerified {
 				return fmt.Errorf("%s: %w: fence %s is not verified restored on array %s", t,
 					ErrBadTransition, f.ID, p.Array)
@@ -305,6 +308,10 @@ func applyArrayResult(s *State, c *RecordArrayResult) error {
 	}
 	if _, ok := f.plan(c.Array); !ok {
 		return fmt.Errorf("%s: %w: fence %s has no plan for array %s", c.Type(), ErrNotFound, f.ID, c.Array)
+	}
+	if a, ok := f.AbandonedRestore(c.Array); ok && c.V >= AbandonVersion && (c.Op == OpUndo || c.Op == OpVerifyRestore) {
+		return fmt.Errorf("%s: %w: fence %s: the restore of array %s was abandoned by %s", c.Type(), ErrConflict,
+			f.ID, c.Array, a.Operator)
 	}
 	if f.Results == nil {
 		f.Results = map[string]*ArrayResult{}
@@ -442,4 +449,53 @@ func fenceArrays(f *Fence) []string {
 	}
 	slices.Sort(arrays)
 	return slices.Compact(arrays)
+}
+
+// applyAbandonRestore records an operator's decision (version 6) that the
+// unfence of a fence does not restore an array: the record must be in
+// unfence-intent, the array one of its plan arrays whose restore was not
+// read back, and an operator must have confirmed for this fence that the
+// node cannot write there because the array is gone (ConfirmArray naming
+// the array, not a powered-off node).
+func applyAbandonRestore(s *State, index uint64, c *AbandonRestore) error {
+	t := c.Type()
+	_, f, err := lookupFence(s, t, fenceRef{c.Cluster, c.Node, c.FenceID})
+	if err != nil {
+		return err
+	}
+	if f.State != StateUnfenceIntent {
+		return fmt.Errorf("%s: %w: fence %s is %s; a restore is abandoned only in %s", t, ErrConflict,
+			f.ID, f.State, StateUnfenceIntent)
+	}
+	if _, ok := f.plan(c.Array); !ok {
+		arrays := planArrayNames(f)
+		return fmt.Errorf("%s: %w: array %s is not in fence %s's plan (%s)", t, ErrNotFound, c.Array, f.ID,
+			strings.Join(arrays, ", "))
+	}
+	if cf, ok := f.Confirmed(c.Array); !ok || cf.PoweredOff || cf.Array != c.Array {
+		return fmt.Errorf("%s: %w: no operator confirmed array %s gone for fence %s (fenced confirm --array %s)", t,
+			ErrConflict, c.Array, f.ID, c.Array)
+	}
+	if r := f.Results[c.Array]; r != nil && r.RestoreVerified {
+		return fmt.Errorf("%s: %w: fence %s is already restored and read back on array %s", t, ErrConflict, f.ID, c.Array)
+	}
+	if _, ok := f.AbandonedRestore(c.Array); ok {
+		return fmt.Errorf("%s: %w: the restore of array %s of fence %s is already abandoned", t, ErrConflict, c.Array, f.ID)
+	}
+	f.Abandoned = append(f.Abandoned, Abandonment{Array: c.Array, Operator: c.Operator, Reason: c.Reason,
+		Term: c.Term, Index: index, At: c.At, By: c.By})
+	f.UpdatedAt = c.At
+	s.recordAction(index, Action{At: c.At, Operator: c.Operator, Action: "abandon-restore", Reason: c.Reason,
+		Cluster: c.Cluster, Node: c.Node, FenceID: f.ID})
+	return nil
+}
+
+// planArrayNames names the arrays of a record's plans, sorted.
+func planArrayNames(f *Fence) []string {
+	var out []string
+	for _, p := range f.Plans {
+		out = append(out, p.Array)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }

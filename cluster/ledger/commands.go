@@ -32,6 +32,7 @@ const (
 	TypeAddPause          MessageType = 13
 	TypeEndPauses         MessageType = 14
 	TypeConfirmArray      MessageType = 15
+	TypeAbandonRestore    MessageType = 16
 )
 
 // Version is the highest command body version this ledger understands,
@@ -59,11 +60,15 @@ const (
 //     and apply as before. An operator may confirm that a fenced node
 //     cannot reach an array (ConfirmArray, `fenced confirm`): that
 //     array's cut counts as verified for that fence only.
+//   - 6: an operator may abandon the restore of an array confirmed gone
+//     for the fence (AbandonRestore, `fenced unfence --abandon-array`):
+//     the unfence finishes without restoring or reading back that array,
+//     and records it as not restored.
 //
 // Every change to a rule of Apply is a new version: TestRulesLocked fails
 // when transitions.go, validate.go or an apply_*.go file changes while
 // Version stays the same.
-const Version = 5
+const Version = 6
 
 // MinVersion is the oldest command version this ledger applies.
 const MinVersion = 1
@@ -92,6 +97,7 @@ var typeNames = map[MessageType]string{
 	TypeAddPause:          "add-pause",
 	TypeEndPauses:         "end-pauses",
 	TypeConfirmArray:      "confirm-array",
+	TypeAbandonRestore:    "abandon-restore",
 }
 
 // String names the type for logs.
@@ -372,6 +378,22 @@ type ConfirmArray struct {
 	Reason     string `json:"reason"`
 }
 
+// AbandonRestore records an operator's decision (version 6) that the
+// unfence of a fence does not restore access on an array the operator
+// confirmed gone for that fence (ConfirmArray): the fence steps to
+// restored without that array's restore, which is recorded as not
+// restored. Allowed only in unfence-intent, for a plan array whose restore
+// was not read back. It is never written without an operator.
+type AbandonRestore struct {
+	Meta
+	Cluster  string `json:"cluster"`
+	Node     string `json:"node"`
+	FenceID  string `json:"fenceID"`
+	Array    string `json:"array"`
+	Operator string `json:"operator"`
+	Reason   string `json:"reason"`
+}
+
 // Type implementations.
 func (*LeaderEpoch) Type() MessageType       { return TypeLeaderEpoch }
 func (*SetIdentities) Type() MessageType     { return TypeSetIdentities }
@@ -388,6 +410,7 @@ func (*Rescope) Type() MessageType           { return TypeRescope }
 func (*AddPause) Type() MessageType          { return TypeAddPause }
 func (*EndPauses) Type() MessageType         { return TypeEndPauses }
 func (*ConfirmArray) Type() MessageType      { return TypeConfirmArray }
+func (*AbandonRestore) Type() MessageType    { return TypeAbandonRestore }
 
 // newCommand returns an empty command of type t, or nil for an unknown type.
 func newCommand(t MessageType) Command {
@@ -422,6 +445,8 @@ func newCommand(t MessageType) Command {
 		return &EndPauses{}
 	case TypeConfirmArray:
 		return &ConfirmArray{}
+	case TypeAbandonRestore:
+		return &AbandonRestore{}
 	}
 	return nil
 }

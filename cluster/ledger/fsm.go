@@ -171,6 +171,8 @@ func applyEntry(s *State, index, term uint64, data []byte) error {
 		return applyEndPauses(s, index, c)
 	case *ConfirmArray:
 		return applyConfirmArray(s, index, c)
+	case *AbandonRestore:
+		return applyAbandonRestore(s, index, c)
 	}
 	return fmt.Errorf("%w: %d has no apply function", ErrUnknownType, uint8(c.Type()))
 }

@@ -157,3 +157,50 @@ func TestConfirmArray(t *testing.T) {
 		Operator: "bob", Reason: "PDU outlets 7 and 8 switched off, checked at the rack"}))
 	require.NoError(t, h.step(id2, StateFencing, StateFenced))
 }
+
+// TestAbandonRestore (ledger version 6): an operator abandons the restore
+// of an array confirmed gone for the fence; the fence steps to restored
+// without that array's read-back, and no restore is recorded for it.
+func TestAbandonRestore(t *testing.T) {
+	h := newHarness(t)
+	id := openWithFootprint(t, h, footVolume("a1", "n1"), footVolume("a2", "n1"))
+	require.NoError(t, h.result(id, StateFencing, "a1", OpApply, nil))
+	require.NoError(t, h.result(id, StateFencing, "a1", OpVerify, fencedRead("a1", "n1", t0)))
+	abandon := func(m Meta, array, reason string) error {
+		return h.apply(&AbandonRestore{Meta: m, Cluster: "c1", Node: "n1", FenceID: id, Array: array,
+			Operator: "alice", Reason: reason})
+	}
+	require.ErrorIs(t, abandon(h.meta(), "a2", "gone"), ErrConflict, "not in unfence-intent")
+	require.NoError(t, h.apply(&ConfirmArray{Meta: h.meta(), Cluster: "c1", Node: "n1", FenceID: id, Array: "a2",
+		Operator: "alice", Reason: "array a2 destroyed"}))
+	require.NoError(t, h.step(id, StateFencing, StateFenced))
+	require.NoError(t, h.step(id, StateFenced, StateUnfenceIntent))
+	require.NoError(t, h.result(id, StateUnfenceIntent, "a1", OpVerifyRestore, &arrayclients.Verification{Restored: true}))
+	require.ErrorIs(t, h.step(id, StateUnfenceIntent, StateRestored), ErrBadTransition, "a2 is not restored")
+
+	require.ErrorIs(t, abandon(h.meta(), "a9", "gone"), ErrNotFound, "not a plan array")
+	require.ErrorIs(t, abandon(h.meta(), "a1", "gone"), ErrConflict, "a1 was not confirmed gone")
+	require.ErrorIs(t, abandon(h.metaV(5), "a2", "gone"), ErrInvalid, "needs version 6")
+	require.ErrorIs(t, abandon(h.meta(), "a2", ""), ErrInvalid, "a reason")
+
+	require.NoError(t, abandon(h.meta(), "a2", "a2 decommissioned, ticket 4711"))
+	f := h.fence()
+	require.Len(t, f.Abandoned, 1)
+	a, ok := f.AbandonedRestore("a2")
+	require.True(t, ok)
+	assert.Equal(t, "alice", a.Operator)
+	assert.Contains(t, a.Text(), "not restored: abandoned by alice")
+	assert.Contains(t, a.Text(), "(a2 decommissioned, ticket 4711)")
+	h.fsm.Read(func(s *State) {
+		acts := s.Node("c1", "n1").Actions
+		assert.Equal(t, "abandon-restore", acts[len(acts)-1].Action)
+	})
+	require.ErrorIs(t, abandon(h.meta(), "a2", "again"), ErrConflict, "already abandoned")
+	require.ErrorIs(t, h.result(id, StateUnfenceIntent, "a2", OpUndo, nil), ErrConflict, "no restore on an abandoned array")
+
+	require.ErrorIs(t, h.apply(&FenceStep{Meta: h.metaV(5), Cluster: "c1", Node: "n1", FenceID: id,
+		From: StateUnfenceIntent, To: StateRestored, Note: "v5"}), ErrBadTransition, "a version 5 step keeps its rule")
+	require.NoError(t, h.step(id, StateUnfenceIntent, StateRestored))
+	require.NoError(t, h.step(id, StateRestored, StateUntainted))
+	require.NoError(t, h.step(id, StateUntainted, StateClosed))
+}

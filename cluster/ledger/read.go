@@ -112,3 +112,20 @@ func (c Confirmation) Text() string {
 	return "operator " + c.Operator + " confirmed at " + c.At.UTC().Format(time.RFC3339) + " that the node " + what +
 		": " + strings.TrimSpace(c.Reason)
 }
+
+// Text describes an abandoned restore for logs, Events, status and history.
+func (a Abandonment) Text() string {
+	return "not restored: abandoned by " + a.Operator + " at " + a.At.UTC().Format(time.RFC3339) +
+		" (" + strings.TrimSpace(a.Reason) + ")"
+}
+
+// AbandonedRestore returns the operator's abandonment of an array's
+// restore for this fence record, if any (see AbandonRestore).
+func (f *Fence) AbandonedRestore(array string) (Abandonment, bool) {
+	for _, a := range f.Abandoned {
+		if a.Array == array {
+			return a, true
+		}
+	}
+	return Abandonment{}, false
+}

@@ -118,6 +118,20 @@ type Confirmation struct {
 	By    string    `json:"by"`
 }
 
+// Abandonment is an operator's decision (version 6) that the unfence of a
+// fence does not restore access on an array confirmed gone for it.
+type Abandonment struct {
+	Array    string `json:"array"`
+	Operator string `json:"operator"`
+	Reason   string `json:"reason"`
+	// Term and Index are those of the entry; At is when the leader By
+	// composed it.
+	Term  uint64    `json:"term"`
+	Index uint64    `json:"index"`
+	At    time.Time `json:"at"`
+	By    string    `json:"by"`
+}
+
 // ClusterState is the ledger of one Kubernetes cluster.
 type ClusterState struct {
 	Pause Pause                 `json:"pause"`
@@ -230,6 +244,9 @@ type Fence struct {
 	// Confirmations are operators' attestations that the node cannot
 	// write to an array (version 5), oldest first.
 	Confirmations []Confirmation `json:"confirmations,omitempty"`
+	// Abandoned are operators' decisions not to restore an array
+	// confirmed gone (version 6), oldest first.
+	Abandoned []Abandonment `json:"abandoned,omitempty"`
 	// OutOfServiceBefore says whether the node had an out-of-service taint
 	// of its own before the fence tainted it (from the first fenced step);
 	// nil when unknown.

@@ -24,6 +24,10 @@ package ledger
 //     (ConfirmArray): a step to fenced of version 5 counts a confirmed
 //     array as planned, cut and read back. The steps are those of
 //     version 3.
+//   - 6: an operator's abandonment of an array's restore (AbandonRestore):
+//     a step to restored of version 6 counts an abandoned array as not to
+//     be restored, and no restore result of version 6 is recorded for it.
+//     The steps are those of version 3.
 var rules = map[int]map[FenceState][]FenceState{
 	1: {
 		StateIntent:        {StateFencing, StateAborted},
@@ -42,9 +46,10 @@ var rules = map[int]map[FenceState][]FenceState{
 	3: refenceRules,
 	4: refenceRules,
 	5: refenceRules,
+	6: refenceRules,
 }
 
-// refenceRules are the steps of versions 2 to 5.
+// refenceRules are the steps of versions 2 to 6.
 var refenceRules = map[FenceState][]FenceState{
 	StateIntent:        {StateFencing, StateAborted},
 	StateFencing:       {StateFenced, StateFailed, StateUnfenceIntent},
@@ -76,6 +81,10 @@ const PauseHoldersVersion = 5
 // ConfirmVersion is the group ledger version from which an operator may
 // confirm that a fenced node cannot reach an array (ConfirmArray).
 const ConfirmVersion = 5
+
+// AbandonVersion is the group ledger version from which an operator may
+// abandon the restore of an array confirmed gone (AbandonRestore).
+const AbandonVersion = 6
 
 // opState is the state a fence record must be in to record an array op.
 var opState = map[ArrayOp]FenceState{

@@ -491,3 +491,17 @@ func (c *ConfirmArray) Validate() error {
 	}
 	return nil
 }
+
+// Validate implements Command.
+func (c *AbandonRestore) Validate() error {
+	t := c.Type()
+	ref := fenceRef{c.Cluster, c.Node, c.FenceID}
+	if err := firstErr(c.check(t), ref.validate(t), checkName(t, "array", c.Array, true),
+		checkOperator(t, "operator", c.Operator, true), checkText(t, "reason", c.Reason, true)); err != nil {
+		return err
+	}
+	if c.V < AbandonVersion {
+		return invalid(t, "needs v %d, got v %d", AbandonVersion, c.V)
+	}
+	return nil
+}

@@ -9,6 +9,7 @@
 //	fenced unfence NODE --cluster C [--force --yes] restore a fenced node
 //	fenced pause|resume [--cluster C]               pause or resume fencing
 //	fenced confirm NODE --cluster C --array A       attest a fenced node cannot write to an array
+//	fenced unfence NODE --cluster C --abandon-array A  finish an unfence without a gone array
 //	fenced datadir recover --config F --rejoin      recover a refused data directory
 //	fenced pki ca|replica|operator|show             make and check certificates
 //	fenced version                                  print the version

@@ -93,9 +93,9 @@ the leader.`,
 }
 
 func newUnfenceCmd() *cobra.Command {
-	var cluster, reason string
+	var cluster, reason, abandon string
 	var force, unverified, yes bool
-	cmd := opCommand("unfence NODE --cluster C [--force [--unverified]] [--yes] [--reason R]", "Restore a fenced node",
+	cmd := opCommand("unfence NODE --cluster C [--force [--unverified]] [--yes] [--reason R] | --abandon-array A --reason R --yes", "Restore a fenced node",
 		`Restore a fenced node's array access and remove its taints. Without
 --force the node must have rebooted since the fence (new boot ID) and no pod
 from before the fence may still run there.
@@ -103,22 +103,44 @@ from before the fence may still run there.
 --force skips these checks; it asks for confirmation unless --yes is given,
 and is still refused when the API server cannot be read (the node and its
 pods are read first) unless --unverified is given too. The ledger records a
-forced unfence as such.`,
+forced unfence as such.
+
+--abandon-array A is the way out of an unfence that waits for an array
+that is gone for good: it is allowed only while the unfence waits in
+unfence-intent, for an array of the fence's plan that an operator confirmed
+gone for this fence (fenced confirm --array A) and whose restore was not
+read back. The unfence then finishes without restoring A and records A as
+not restored, with who and why. fenced never writes to A for it: if A
+comes back, the node has no access there until the CSI driver publishes
+its volumes to the node again. Needs --yes and a --reason.`,
 		cobra.ExactArgs(1), ptr(fencedNode), func(cmd *cobra.Command) {
 			cmd.Flags().StringVar(&cluster, "cluster", "", "the node's cluster (required)")
 			cmd.Flags().StringVar(&reason, "reason", "operator unfence", "why, recorded in the ledger")
 			cmd.Flags().BoolVar(&force, "force", false, "skip the reboot and stale-pod checks")
 			cmd.Flags().BoolVar(&unverified, "unverified", false, "with --force: go ahead even when the API server cannot be read")
-			cmd.Flags().BoolVar(&yes, "yes", false, "with --force: do not ask for confirmation")
+			cmd.Flags().BoolVar(&yes, "yes", false, "with --force: do not ask for confirmation; with --abandon-array: required")
+			cmd.Flags().StringVar(&abandon, "abandon-array", "", "finish the unfence without restoring this array, confirmed gone for the fence")
+			cmd.MarkFlagsMutuallyExclusive("abandon-array", "force")
 			_ = cmd.MarkFlagRequired("cluster")
 		},
 		func(ctx context.Context, c *stonith.Client, args []string) (stonith.ActionResult, error) {
+			if abandon != "" {
+				return c.Abandon(ctx, stonith.AbandonRequest{Cluster: cluster, Node: args[0], Array: abandon, Reason: reason})
+			}
 			return c.Unfence(ctx, stonith.UnfenceRequest{Cluster: cluster, Node: args[0], Reason: reason, Force: force, Unverified: unverified})
 		})
 	call := cmd.RunE
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		if unverified && !force {
 			return &exitError{code: exitUsage, err: errors.New("--unverified goes with --force")}
+		}
+		if abandon != "" {
+			if !cmd.Flags().Changed("reason") {
+				return &exitError{code: exitUsage, err: errors.New("--abandon-array needs --reason: say why the array never comes back")}
+			}
+			if !yes {
+				return &exitError{code: exitUsage, err: errors.New("--abandon-array finishes the unfence without giving access back on that array: run it with --yes once you checked the array is gone for good")}
+			}
 		}
 		if force {
 			prompt := fmt.Sprintf("Force-unfence %s in cluster %s: its array access comes back WITHOUT checking that it rebooted and runs none of its old pods.", args[0], cluster)

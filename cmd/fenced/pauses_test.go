@@ -146,3 +146,32 @@ func TestConfirmThroughTheCLI(t *testing.T) {
 	assert.Equal(t, exitFailure, exitCode(err), out)
 	assert.Contains(t, out, `array "unity-9" is not configured`)
 }
+
+// TestAbandonThroughTheCLI: `fenced unfence --abandon-array` needs --yes
+// and a reason, does not go with --force, and reaches the leader, which
+// refuses it with the reason (no open fence here).
+func TestAbandonThroughTheCLI(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three fenced processes")
+	}
+	_, _, _, cli := startTokenGroup(t)
+	exitCode := func(err error) int {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return ee.ExitCode()
+		}
+		return 0
+	}
+	out, err := cli("alice", "unfence", "worker-7", "--cluster", "lab", "--abandon-array", "unity-1", "--reason", "array decommissioned")
+	assert.Equal(t, exitUsage, exitCode(err), out)
+	assert.Contains(t, out, "--yes")
+	out, err = cli("alice", "unfence", "worker-7", "--cluster", "lab", "--abandon-array", "unity-1", "--yes")
+	assert.Equal(t, exitUsage, exitCode(err), out)
+	assert.Contains(t, out, "--abandon-array needs --reason")
+	out, err = cli("alice", "unfence", "worker-7", "--cluster", "lab", "--abandon-array", "unity-1", "--force", "--reason", "x", "--yes")
+	assert.Equal(t, exitUsage, exitCode(err), out)
+
+	out, err = cli("alice", "unfence", "worker-7", "--cluster", "lab", "--abandon-array", "unity-1", "--reason", "array decommissioned", "--yes")
+	assert.Equal(t, exitFailure, exitCode(err), out)
+	assert.Contains(t, out, "lab/worker-7 has no open fence")
+}
