@@ -16,7 +16,9 @@ var _ Sweeper = (*PowerFlexAdapter)(nil)
 // mdmConnectionState) and gives each SDC identity of ids the connectivity
 // Health reads from the same field. With withIO, an SDC listed
 // Disconnected also has its statistics read (one request each), judged as
-// Health judges them; a connected SDC's I/O stays unknown (not read). NFS
+// Health judges them, as many as ctx gives time for (the I/O of the rest
+// stays unknown; the listing is not failed for it); a connected SDC's I/O
+// stays unknown (not read). NFS
 // clients and NVMe hosts get what Health gives them, without a request.
 func (a *PowerFlexAdapter) Sweep(ctx context.Context, ids []Identity, withIO bool) ([]Health, error) {
 	out := make([]Health, len(ids))
@@ -72,9 +74,16 @@ func (a *PowerFlexAdapter) Sweep(ctx context.Context, ids []Identity, withIO boo
 			if !withIO || h.Connectivity != Disconnected {
 				continue
 			}
+			if ctx.Err() != nil {
+				// Out of time (many SDCs gone at once): the connection
+				// states stand, the I/O of the rest stays unknown.
+				h.Reason = fmt.Sprintf("mdmConnectionState %q; statistics not read within the sweep's time", state)
+				continue
+			}
 			stats, err := k.sdcStatistics(goscaleio.NewSdc(k.c, sdc))
 			if ctx.Err() != nil {
-				return ctx.Err()
+				h.Reason = fmt.Sprintf("mdmConnectionState %q; statistics not read within the sweep's time", state)
+				continue
 			}
 			if err != nil {
 				h.Reason = fmt.Sprintf("mdmConnectionState %q; statistics unreadable: %v", state, err)

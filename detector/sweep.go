@@ -98,6 +98,16 @@ func (s *sweeper) once(ctx context.Context) {
 				continue
 			}
 			obs[i].Health = hs[i]
+			if withIO && hs[i].Connectivity == arrayclients.Disconnected && hs[i].IO == arrayclients.IOUnknown {
+				// The leader asked for its I/O and the sweep could not
+				// read it (time ran out with many nodes gone at once):
+				// no evidence either way, so no sample. Recorded, it
+				// would end the node's quiet run every poll and lose
+				// the early verdict; the node's own probes read its
+				// I/O from ProbeFrom, as without sweeps.
+				obs[i] = ArrayObservation{}
+				continue
+			}
 			if hs[i].Connectivity == arrayclients.Disconnected {
 				// Its witnesses decide whether it is probed: read them
 				// now (only for such nodes: at rest, none).
@@ -113,7 +123,9 @@ func (s *sweeper) once(ctx context.Context) {
 				m.ObserveIdentities(o)
 			}
 			for _, o := range obs {
-				m.ObserveArray(o)
+				if o.Node != "" {
+					m.ObserveArray(o)
+				}
 			}
 		}, len(gone) > 0)
 	}

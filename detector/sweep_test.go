@@ -22,6 +22,8 @@ type sweepingArray struct {
 	sweeps []bool // withIO of each sweep
 	asked  [][]string
 	err    error
+	// noIO: w0's I/O could not be read, even for the leader.
+	noIO bool
 }
 
 func (s *sweepingArray) Sweep(_ context.Context, ids []arrayclients.Identity, withIO bool) ([]arrayclients.Health, error) {
@@ -41,7 +43,7 @@ func (s *sweepingArray) Sweep(_ context.Context, ids []arrayclients.Identity, wi
 		out[i] = arrayclients.Health{Array: id.Array, Node: id.Node, Connectivity: arrayclients.Connected, IO: arrayclients.IOUnknown}
 		if id.Node == "w0" {
 			out[i].Connectivity, out[i].IO = arrayclients.Disconnected, arrayclients.IOUnknown
-			if withIO {
+			if withIO && !s.noIO {
 				out[i].IO = arrayclients.IOIdle
 			}
 		}
@@ -152,4 +154,53 @@ func TestSweepStartsProbingBeforeProbeFrom(t *testing.T) {
 	}, 5*time.Second, 10*time.Millisecond, "its kubelet probed")
 	assert.Zero(t, pflex.count("w1"), "a connected node with a fresh heartbeat is not probed")
 	assert.Zero(t, rec.count("w0", Failed), "alive: renewing, kubelet up")
+}
+
+// A leader's sweep that could not read a disconnected node's I/O (time
+// ran out with many nodes gone at once) records no sample for it: it
+// neither ends nor extends the quiet run, which the next sample with I/O
+// carries on (and a failed sweep still ends, above).
+func TestSweepWithoutIOKeepsTheQuietRun(t *testing.T) {
+	pflex := &sweepingArray{countingArray: countingArray{calls: map[string]int{}}}
+	lead := &leading{}
+	lead.on.Store(true)
+	r, err := NewRunner(RunnerConfig{
+		Cluster: "c1", Replica: "r1", Policy: earlyFastPolicy(), API: newFakeAPI(2),
+		Arrays: map[string]HealthSource{"pflex": pflex}, Identities: twoArrays{}, Lead: lead,
+		Logger: slog.New(slog.DiscardHandler),
+	})
+	require.NoError(t, err)
+	ctx := context.Background()
+	now := time.Now()
+	for _, n := range []string{"w0", "w1"} {
+		r.m.ObserveNode(NodeObservation{Node: n, Ready: "True", ObservedAt: now})
+	}
+	r.verdicts = map[string]State{"w0": Healthy, "w1": Healthy}
+	s := &sweeper{r: r, none: map[string]bool{}}
+
+	s.once(ctx)
+	r.drain()
+	st := r.m.nodes["w0"].arrays["pflex"]
+	require.NotNil(t, st)
+	since, last := st.quietSince, st.last.ObservedAt
+	require.False(t, since.IsZero(), "disconnected and idle: quiet")
+
+	pflex.mu2.Lock()
+	pflex.noIO = true
+	pflex.mu2.Unlock()
+	s.once(ctx)
+	r.drain()
+	st = r.m.nodes["w0"].arrays["pflex"]
+	assert.Equal(t, since, st.quietSince, "no I/O read: the quiet run is not ended")
+	assert.Equal(t, last, st.last.ObservedAt, "and not extended: no sample was recorded")
+	assert.Equal(t, arrayclients.Connected, r.m.nodes["w1"].arrays["pflex"].last.Health.Connectivity, "the other nodes' samples are")
+
+	pflex.mu2.Lock()
+	pflex.noIO = false
+	pflex.mu2.Unlock()
+	s.once(ctx)
+	r.drain()
+	st = r.m.nodes["w0"].arrays["pflex"]
+	assert.Equal(t, since, st.quietSince, "the run goes on with the next sample with I/O")
+	assert.True(t, st.last.ObservedAt.After(last))
 }
