@@ -53,6 +53,14 @@ func TestStormProfilerOnTheTestBed(t *testing.T) {
 	}
 	h := e2e.Start(t, e2e.Options{Nodes: 2, Pprof: true})
 	h.WaitLeader(2 * time.Minute)
+	// A leader is elected once two replicas answer; the third may still
+	// be opening its HTTP listener. Profile when every replica serves.
+	for _, id := range h.IDs {
+		require.Eventually(t, func() bool {
+			_, err := h.Replicas[id].Status(t.Context())
+			return err == nil
+		}, 2*time.Minute, 100*time.Millisecond, "replica %s never served /status", id)
+	}
 	sp, err := newStormProfiler(h, t.TempDir())
 	require.NoError(t, err)
 	sp.segLen = time.Second
