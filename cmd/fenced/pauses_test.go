@@ -125,13 +125,6 @@ func TestConfirmThroughTheCLI(t *testing.T) {
 		t.Skip("starts three fenced processes")
 	}
 	_, _, _, cli := startTokenGroup(t)
-	exitCode := func(err error) int {
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			return ee.ExitCode()
-		}
-		return 0
-	}
 	out, err := cli("alice", "confirm", "worker-7", "--cluster", "lab", "--array", "unity-1", "--reason", "array gone")
 	assert.Equal(t, exitUsage, exitCode(err), out)
 	assert.Contains(t, out, "--yes")
@@ -147,6 +140,16 @@ func TestConfirmThroughTheCLI(t *testing.T) {
 	assert.Contains(t, out, `array "unity-9" is not configured`)
 }
 
+// exitCode is the exit status of a command the test ran (0 without an
+// *exec.ExitError).
+func exitCode(err error) int {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode()
+	}
+	return 0
+}
+
 // TestAbandonThroughTheCLI: `fenced unfence --abandon-array` needs --yes
 // and a reason, does not go with --force, and reaches the leader, which
 // refuses it with the reason (no open fence here).
@@ -155,13 +158,6 @@ func TestAbandonThroughTheCLI(t *testing.T) {
 		t.Skip("starts three fenced processes")
 	}
 	_, _, _, cli := startTokenGroup(t)
-	exitCode := func(err error) int {
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			return ee.ExitCode()
-		}
-		return 0
-	}
 	out, err := cli("alice", "unfence", "worker-7", "--cluster", "lab", "--abandon-array", "unity-1", "--reason", "array decommissioned")
 	assert.Equal(t, exitUsage, exitCode(err), out)
 	assert.Contains(t, out, "--yes")
