@@ -118,7 +118,50 @@ func (sp *stormProfiler) Start(ctx context.Context) {
 				sp.mu.Unlock()
 			}
 		}()
+		if t.token == "" {
+			continue
+		}
+		// Where a replica's goroutines wait: a CPU profile shows only
+		// what runs, and a storm's fence pipeline mostly waits.
+		sp.wg.Add(1)
+		go func() {
+			defer sp.wg.Done()
+			for i := 0; ctx.Err() == nil && !sp.stopping.Load(); i++ {
+				path := filepath.Join(sp.dir, fmt.Sprintf("%s-goroutines-%03d.txt", t.name, i))
+				if err := sp.goroutines(ctx, t, path); err != nil {
+					return
+				}
+				select {
+				case <-ctx.Done():
+				case <-time.After(goroutineEvery):
+				}
+			}
+		}()
 	}
+}
+
+// goroutineEvery is how often the goroutines of each replica are dumped.
+const goroutineEvery = 5 * time.Second
+
+// goroutines writes t's goroutine dump (stacks grouped, with counts) to
+// path.
+func (sp *stormProfiler) goroutines(ctx context.Context, t profileTarget, path string) error {
+	u := strings.TrimSuffix(t.url, "/profile") + "/goroutine?debug=1"
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return fmt.Errorf("goroutines %s: %w", t.name, err)
+	}
+	req.Header.Set("Authorization", "Bearer "+t.token)
+	resp, err := t.client.Do(req)
+	if err != nil {
+		return fmt.Errorf("goroutines %s: %w", t.name, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil || resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("goroutines %s: %s: %v", t.name, resp.Status, err)
+	}
+	return os.WriteFile(path, body, 0o644)
 }
 
 // segment takes one CPU profile of t into path.
