@@ -43,10 +43,15 @@ type Footprints struct {
 // (empty when the PersistentVolume is not in the cache, or for an inline
 // volume: PV empty, driver and handle from the attachment's inline spec).
 // Two PersistentVolumes can name one array volume: the handle says which.
+// Node is the node the attachment is for; Detaching says the attachment is
+// going away (deleted, or marked for deletion: the attach-detach
+// controller's detach, which unpublishes the volume from Node).
 type AttachmentChange struct {
-	PV     string
-	Driver string
-	Handle string
+	PV        string
+	Driver    string
+	Handle    string
+	Node      string
+	Detaching bool
 }
 
 // NewFootprints prepares the VolumeAttachment and PersistentVolume
@@ -67,21 +72,23 @@ func NewFootprints(cs kubernetes.Interface) (*Footprints, error) {
 	}
 	f.pvInf = f.factory.Core().V1().PersistentVolumes().Informer()
 	f.pvs = f.factory.Core().V1().PersistentVolumes().Lister()
-	notify := func(obj any) {
+	notify := func(obj any, deleted bool) {
 		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 			obj = d.Obj
 		}
 		if va, ok := obj.(*storagev1.VolumeAttachment); ok {
 			f.changed(va.Spec.NodeName)
 			if ch, ok := f.attachmentChange(va); ok {
+				ch.Node = va.Spec.NodeName
+				ch.Detaching = deleted || va.DeletionTimestamp != nil
 				f.volumeChanged(ch)
 			}
 		}
 	}
 	if _, err := f.vaInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    notify,
-		UpdateFunc: func(_, obj any) { notify(obj) },
-		DeleteFunc: notify,
+		AddFunc:    func(obj any) { notify(obj, false) },
+		UpdateFunc: func(_, obj any) { notify(obj, false) },
+		DeleteFunc: func(obj any) { notify(obj, true) },
 	}); err != nil {
 		return nil, fmt.Errorf("footprints: volume attachment handler: %w", err)
 	}

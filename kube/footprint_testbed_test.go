@@ -68,7 +68,7 @@ func TestAttachmentChangesNameTheVolumeHandle(t *testing.T) {
 		_, err = cp.Client.StorageV1().VolumeAttachments().Create(ctx, va, metav1.CreateOptions{})
 		require.NoError(t, err, va.Name)
 	}
-	want := []kube.AttachmentChange{{PV: pvName, Driver: driver, Handle: handle}, {Driver: driver, Handle: handle}}
+	want := []kube.AttachmentChange{{PV: pvName, Driver: driver, Handle: handle, Node: "worker-9"}, {Driver: driver, Handle: handle, Node: "worker-9"}}
 	require.Eventually(t, func() bool {
 		mu.Lock()
 		defer mu.Unlock()
@@ -79,4 +79,14 @@ func TestAttachmentChangesNameTheVolumeHandle(t *testing.T) {
 		}
 		return true
 	}, time.Minute, 50*time.Millisecond, "changes seen: %v", func() []kube.AttachmentChange { mu.Lock(); defer mu.Unlock(); return got }())
+
+	// Its deletion (the attach-detach controller's detach) is a change
+	// of the node's own attachment going away.
+	require.NoError(t, cp.Client.StorageV1().VolumeAttachments().Delete(ctx, "va-by-pv", metav1.DeleteOptions{}))
+	gone := kube.AttachmentChange{PV: pvName, Driver: driver, Handle: handle, Node: "worker-9", Detaching: true}
+	require.Eventually(t, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Contains(got, gone)
+	}, time.Minute, 50*time.Millisecond, "the deletion is seen as a detach")
 }

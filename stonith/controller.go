@@ -49,6 +49,12 @@ type Controller struct {
 	// held schedules the held checks of open fences, by fence ID (the
 	// leader's; see held.go).
 	held map[string]*heldEntry
+	// heldRunning holds a token per held check running (heldCheckers of
+	// the pipeline's workers at most).
+	heldRunning chan struct{}
+	// evictWaits is, by fence ID, when a fence last looked whether the
+	// taint-eviction controller had deleted its node's pods (evict.go).
+	evictWaits map[string]time.Time
 	// lifted is when this leader removed an unfencing fence's
 	// out-of-service taint, by fence ID (see liftOutOfService).
 	lifted map[string]time.Time
@@ -88,7 +94,8 @@ func New(cfg Config) (*Controller, error) {
 		protection: map[string]*protectionState{},
 		drift:      map[string]map[string]*Unplaced{}, driftKick: make(chan struct{}, 1),
 		held: map[string]*heldEntry{}, lifted: map[string]time.Time{}, keptScope: map[string]string{},
-		rebootSeen: map[string]bootSighting{},
+		rebootSeen: map[string]bootSighting{}, heldRunning: make(chan struct{}, heldCheckers(cfg.Workers)),
+		evictWaits: map[string]time.Time{},
 	}
 	for _, cl := range cfg.Clusters {
 		sel := labels.Nothing()

@@ -136,19 +136,6 @@ func (c *Controller) stepEvict(ctx context.Context, l Leadership, cl *clusterRun
 	if w := c.conflictWait(l, f, dirFence); w > 0 {
 		return waitFor(w), nil
 	}
-	// The footprint may have grown since the taint: a pod bound to the
-	// node before it whose volume Kubernetes attached after it. No pod is
-	// deleted until that volume is cut too (invariant 1).
-	if again, err := c.refence(ctx, l, cl, f); err != nil || again {
-		return next, err
-	}
-	if lag, err := c.footprintLag(ctx, cl, f); err != nil {
-		return done, err
-	} else if len(lag) > 0 {
-		c.log.Info("the API server shows volumes attached to the fenced node that the footprint has not seen yet: the eviction waits for them",
-			"cluster", cl.Name, "node", f.Node, "fenceID", f.ID, "volumes", lag)
-		return waitFor(footprintLagWait), nil
-	}
 	kctx, cancel := context.WithTimeout(ctx, c.cfg.KubeTimeout)
 	pods, err := cl.Kube.PodsOnNode(kctx, f.Node)
 	cancel()
@@ -163,10 +150,26 @@ func (c *Controller) stepEvict(ctx context.Context, l Leadership, cl *clusterRun
 	}
 	if wait := awaitingTaintEviction(evict); len(wait) > 0 {
 		if at := taintedAt(f); !at.IsZero() && c.clk.Since(at) < c.cfg.TaintEvictionWait {
-			return waitFor(taintEvictionPoll), nil
+			return waitFor(c.evictionPoll(f.ID)), nil
 		}
 		c.log.Info("the taint-eviction controller has not deleted these pods of the fenced node: fenced deletes them",
 			"cluster", cl.Name, "node", f.Node, "fenceID", f.ID, "pods", wait, "waited", c.cfg.TaintEvictionWait)
+	}
+	c.evictionWaitOver(f.ID)
+	// The footprint may have grown since the taint: a pod bound to the
+	// node before it whose volume Kubernetes attached after it. No pod is
+	// deleted until that volume is cut too (invariant 1). Both checks come
+	// after the pods were listed, so every volume of a listed pod that
+	// was attached when they were listed is checked.
+	if again, err := c.refence(ctx, l, cl, f); err != nil || again {
+		return next, err
+	}
+	if lag, err := c.footprintLag(ctx, cl, f); err != nil {
+		return done, err
+	} else if len(lag) > 0 {
+		c.log.Info("the API server shows volumes attached to the fenced node that the footprint has not seen yet: the eviction waits for them",
+			"cluster", cl.Name, "node", f.Node, "fenceID", f.ID, "volumes", lag)
+		return waitFor(footprintLagWait), nil
 	}
 	start := c.clk.Now()
 	// Side by side, at most evictWorkers at once: each pod's deletion is
@@ -235,8 +238,43 @@ func (c *Controller) stepEvict(ctx context.Context, l Leadership, cl *clusterRun
 }
 
 // taintEvictionPoll is how often the eviction looks again while it waits
-// for the taint-eviction controller.
+// for the taint-eviction controller, when it is the only one waiting.
 const taintEvictionPoll = 100 * time.Millisecond
+
+// taintEvictionPolls bounds the pod listings per second of every fence
+// waiting for the taint-eviction controller together: half the pipeline
+// client's default rate (kube.Config FenceQPS, 100), so that a storm's
+// waits leave the other half to the taints and deletes of the fences
+// that are done waiting.
+const taintEvictionPolls = 50
+
+// evictionPoll records that fence id waits for the taint-eviction
+// controller and returns when it should look again: taintEvictionPoll,
+// or longer when so many fences wait that their polls together would
+// pass taintEvictionPolls a second.
+func (c *Controller) evictionPoll(id string) time.Duration {
+	now := c.clk.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.evictWaits[id] = now
+	n := 0
+	for other, at := range c.evictWaits {
+		if now.Sub(at) > 2*c.cfg.TaintEvictionWait {
+			delete(c.evictWaits, other) // a fence that stopped waiting without saying so
+			continue
+		}
+		n++
+	}
+	return max(taintEvictionPoll, time.Duration(n)*time.Second/taintEvictionPolls)
+}
+
+// evictionWaitOver forgets fence id's wait for the taint-eviction
+// controller.
+func (c *Controller) evictionWaitOver(id string) {
+	c.mu.Lock()
+	delete(c.evictWaits, id)
+	c.mu.Unlock()
+}
 
 // awaitingTaintEviction names the pods Kubernetes' taint-eviction
 // controller is still to delete: pods not being deleted that do not

@@ -2,6 +2,7 @@ package stonith
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"maps"
@@ -45,6 +46,21 @@ const (
 // DefaultHeldPeriod is how often an open fence's cuts are read back when
 // ClusterConfig.HeldPeriod is not set.
 const DefaultHeldPeriod = 30 * time.Second
+
+// errHeldBusy says a held check is due but as many checks as may run at
+// once are running (Controller.heldRunning): the fence takes no step until
+// its check has run, and is reconciled again after heldBusyRetry.
+var errHeldBusy = errors.New("held check due; waiting for a free checker")
+
+// heldBusyRetry is how soon a fence whose held check found no free checker
+// is reconciled again.
+const heldBusyRetry = 250 * time.Millisecond
+
+// heldCheckers is how many held checks run at once for workers pipeline
+// workers: a quarter of them, at least one.
+func heldCheckers(workers int) int {
+	return max(1, workers/4)
+}
 
 // heldKickGap is the shortest time between two held checks of one fence
 // that a change (rather than the period) asks for: a burst of attachment
@@ -146,7 +162,10 @@ func (c *Controller) forgetHeld(fenceID string) {
 // held fence of the cluster whose footprint holds the volume is checked at
 // once: a publish of the volume to another node can give the fenced node
 // its access back (csi-vxflexos NFS with interfaceNames adds every known
-// node's IP to the export). It only schedules and enqueues.
+// node's IP to the export), and so can another node's unpublish (a driver
+// writing back an export's whole client list it read before the cut). The
+// fenced node's own attachment going away does not schedule a check. It
+// only schedules and enqueues.
 func (c *Controller) AttachmentChanged(cluster string, ch kube.AttachmentChange) {
 	if (ch.PV == "" && ch.Handle == "") || c.clusters[cluster] == nil {
 		return
@@ -162,6 +181,15 @@ func (c *Controller) AttachmentChanged(cluster string, ch kube.AttachmentChange)
 	c.cfg.Ledger.Read(func(s *ledger.State) {
 		for _, f := range s.OpenFences() {
 			if f.Cluster != cluster || !heldState(f.State) {
+				continue
+			}
+			if ch.Detaching && ch.Node == f.Node {
+				// The fenced node's own attachment going away (the
+				// attach-detach controller's detach after the
+				// out-of-service taint) unpublishes the volume from
+				// this node: it takes access, it cannot give any. In
+				// a storm these detaches would otherwise read every
+				// array again for every fence before its eviction.
 				continue
 			}
 			if slices.ContainsFunc(f.Footprint, func(v arrayclients.FootprintVolume) bool { return sameVolume(v.KubeVolume, ch) }) {
@@ -215,6 +243,16 @@ func (c *Controller) holdFence(ctx context.Context, l Leadership, cl *clusterRun
 	if due := c.heldDue(cl, f); due > 0 {
 		return false, due, nil
 	}
+	// A check waiting for array slots holds a pipeline worker: bound how
+	// many do, so that the steps that need no array (the taint, the
+	// eviction) always find a worker while many held fences are due at
+	// once (a storm's fences all become held within seconds).
+	select {
+	case c.heldRunning <- struct{}{}:
+		defer func() { <-c.heldRunning }()
+	default:
+		return false, heldBusyRetry, errHeldBusy
+	}
 	if f.BootID != "" {
 		// A node the API server shows rebooted is left to the unfence
 		// (see rebooted); an error reading it keeps the checks going.
@@ -237,6 +275,13 @@ func (c *Controller) holdFence(ctx context.Context, l Leadership, cl *clusterRun
 	for _, p := range f.Plans {
 		arrays = append(arrays, p.Array)
 	}
+	// The check of a fence whose pods are still to be evicted ranks like
+	// its fence's steps (it comes before the eviction); one of an evicted
+	// fence waits behind every fence in progress.
+	rank := now
+	if f.State != ledger.StateEvicted {
+		rank = slotRank(f)
+	}
 	reads := map[string]arrayclients.Verification{}
 	sess := map[string]*sessionRead{}
 	var rmu sync.Mutex
@@ -248,7 +293,7 @@ func (c *Controller) holdFence(ctx context.Context, l Leadership, cl *clusterRun
 		p, _ := planOf(f, array)
 		var v arrayclients.Verification
 		var sr *sessionRead
-		if err := c.readArray(ctx, cl.Name, array, now, "held-verify", func(ctx context.Context) error {
+		if err := c.readArray(ctx, cl.Name, array, rank, "held-verify", func(ctx context.Context) error {
 			var err error
 			if v, err = a.Verify(ctx, p); err != nil {
 				return err

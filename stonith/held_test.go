@@ -1,6 +1,7 @@
 package stonith
 
 import (
+	"context"
 	"strconv"
 	"strings"
 	"testing"
@@ -169,6 +170,64 @@ func TestAttachmentChangeChecksAHeldFenceAtOnce(t *testing.T) {
 		"a volume outside the footprint moves no held check")
 
 	w.ctrl.AttachmentChanged("c1", kube.AttachmentChange{PV: "pv-a3"})
+	w.waitRegressions(1)
+	assert.False(t, w.arrays["a3"].hasAccess("n1"))
+}
+
+// TestOwnDetachChecksNoHeldFence: the fenced node's own attachment going
+// away (the attach-detach controller's detach after the out-of-service
+// taint) takes access and gives none: it moves no held check. The same
+// volume's detach from another node still does.
+func TestOwnDetachChecksNoHeldFence(t *testing.T) {
+	w := newWorld(t, heldPeriod(time.Hour))
+	_, stop := w.lead()
+	defer stop()
+	w.verdict("n1", detector.Failed)
+	w.waitState(ledger.StateEvicted)
+
+	w.regrant("a3")
+	f := w.group.fence("c1", "n1")
+	due := w.ctrl.heldDue(w.ctrl.clusters["c1"], f)
+	w.ctrl.AttachmentChanged("c1", kube.AttachmentChange{PV: "pv-a3", Node: "n1", Detaching: true})
+	require.Greater(t, w.ctrl.heldDue(w.ctrl.clusters["c1"], f), due-time.Second,
+		"the fenced node's own detach moves no held check")
+
+	w.ctrl.AttachmentChanged("c1", kube.AttachmentChange{PV: "pv-a3", Node: "n2", Detaching: true})
+	w.waitRegressions(1)
+	assert.False(t, w.arrays["a3"].hasAccess("n1"))
+}
+
+// TestHeldChecksLeaveWorkersFree: when as many held checks run as may
+// (a quarter of the workers), a fence whose check is due takes no step
+// and holds no worker: it comes back shortly, and its check runs once a
+// checker is free, before its next step.
+func TestHeldChecksLeaveWorkersFree(t *testing.T) {
+	w := newWorld(t, heldPeriod(time.Hour))
+	_, stop := w.lead()
+	defer stop()
+	w.verdict("n1", detector.Failed)
+	w.waitState(ledger.StateEvicted)
+	cl := w.ctrl.clusters["c1"]
+	f := w.group.fence("c1", "n1")
+
+	for range cap(w.ctrl.heldRunning) {
+		w.ctrl.heldRunning <- struct{}{}
+	}
+	w.ctrl.mu.Lock()
+	w.ctrl.held[f.ID].next = time.Now().Add(-time.Second) // due now
+	w.ctrl.mu.Unlock()
+	w.regrant("a3")
+	regressed, retry, err := w.ctrl.holdFence(context.Background(), nil, cl, f, w.ctrl.readNode("c1", "n1"))
+	require.ErrorIs(t, err, errHeldBusy)
+	assert.False(t, regressed)
+	assert.Equal(t, heldBusyRetry, retry)
+	assert.LessOrEqual(t, w.ctrl.heldDue(cl, f), time.Duration(0), "the check is still due")
+	assert.True(t, w.arrays["a3"].hasAccess("n1"), "no array was read, nothing cut")
+
+	for range cap(w.ctrl.heldRunning) {
+		<-w.ctrl.heldRunning
+	}
+	w.ctrl.Enqueue("c1", "n1")
 	w.waitRegressions(1)
 	assert.False(t, w.arrays["a3"].hasAccess("n1"))
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -916,6 +917,26 @@ func TestEvictionWaitsForTheTaintEvictionController(t *testing.T) {
 		w.waitState(ledger.StateEvicted)
 		assert.Equal(t, []string{"frontend"}, podsLeft(w))
 	})
+}
+
+// TestEvictionPollsShareARate: one fence waiting for the taint-eviction
+// controller looks again every taintEvictionPoll; a hundred waiting at
+// once (a storm) space their looks so that together they list pods at
+// most taintEvictionPolls times a second, leaving the pipeline client's
+// rate to the taints and deletes; a fence done waiting no longer counts.
+func TestEvictionPollsShareARate(t *testing.T) {
+	w := newWorld(t)
+	assert.Equal(t, taintEvictionPoll, w.ctrl.evictionPoll("fence-0"))
+	var last time.Duration
+	for i := 1; i < 100; i++ {
+		last = w.ctrl.evictionPoll("fence-" + strconv.Itoa(i))
+	}
+	assert.Equal(t, 100*time.Second/taintEvictionPolls, last, "100 waiting fences")
+	assert.InDelta(t, float64(taintEvictionPolls), 100/last.Seconds(), 0.01, "their polls together")
+	for i := 1; i < 100; i++ {
+		w.ctrl.evictionWaitOver("fence-" + strconv.Itoa(i))
+	}
+	assert.Equal(t, taintEvictionPoll, w.ctrl.evictionPoll("fence-0"), "the others are done waiting")
 }
 
 // settling sets the detector's evidence for a Failed node: its heartbeat

@@ -39,6 +39,8 @@ func (c *Controller) reconcile(ctx context.Context, l Leadership, cl *clusterRun
 	// reappeared is cut again before the fence's next step.
 	regressed, due, err := c.holdFence(ctx, l, cl, f, v)
 	switch {
+	case errors.Is(err, errHeldBusy):
+		return waitFor(due), nil
 	case err != nil:
 		return done, err
 	case regressed && v.Paused && f.Origin == ledger.OriginVerdict:
