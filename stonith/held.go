@@ -47,17 +47,18 @@ const (
 // ClusterConfig.HeldPeriod is not set.
 const DefaultHeldPeriod = 30 * time.Second
 
-// errHeldBusy says a held check is due but as many checks as may run at
-// once are running (Controller.heldRunning): the fence takes no step until
-// its check has run, and is reconciled again after heldBusyRetry.
+// errHeldBusy says the held check of an evicted fence is due but as many
+// such checks as may run at once are running (Controller.heldRunning): the
+// fence takes no step until its check has run, and is reconciled again
+// after heldBusyRetry.
 var errHeldBusy = errors.New("held check due; waiting for a free checker")
 
 // heldBusyRetry is how soon a fence whose held check found no free checker
 // is reconciled again.
 const heldBusyRetry = 250 * time.Millisecond
 
-// heldCheckers is how many held checks run at once for workers pipeline
-// workers: a quarter of them, at least one.
+// heldCheckers is how many held checks of evicted fences run at once for
+// workers pipeline workers: a quarter of them, at least one.
 func heldCheckers(workers int) int {
 	return max(1, workers/4)
 }
@@ -244,14 +245,20 @@ func (c *Controller) holdFence(ctx context.Context, l Leadership, cl *clusterRun
 		return false, due, nil
 	}
 	// A check waiting for array slots holds a pipeline worker: bound how
-	// many do, so that the steps that need no array (the taint, the
-	// eviction) always find a worker while many held fences are due at
-	// once (a storm's fences all become held within seconds).
-	select {
-	case c.heldRunning <- struct{}{}:
-		defer func() { <-c.heldRunning }()
-	default:
-		return false, heldBusyRetry, errHeldBusy
+	// many checks of evicted fences do, so that the steps that need no
+	// array (the taint, the eviction) always find a worker while many
+	// held fences are due at once (a storm's fences all become held
+	// within seconds). The check of a fence not yet evicted is part of
+	// its way to the eviction and is not bounded: behind the evicted
+	// fences' checks (which wait for slots behind every fence in
+	// progress) it would wait for all of them.
+	if f.State == ledger.StateEvicted {
+		select {
+		case c.heldRunning <- struct{}{}:
+			defer func() { <-c.heldRunning }()
+		default:
+			return false, heldBusyRetry, errHeldBusy
+		}
 	}
 	if f.BootID != "" {
 		// A node the API server shows rebooted is left to the unfence

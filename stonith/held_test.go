@@ -197,10 +197,11 @@ func TestOwnDetachChecksNoHeldFence(t *testing.T) {
 	assert.False(t, w.arrays["a3"].hasAccess("n1"))
 }
 
-// TestHeldChecksLeaveWorkersFree: when as many held checks run as may
-// (a quarter of the workers), a fence whose check is due takes no step
-// and holds no worker: it comes back shortly, and its check runs once a
-// checker is free, before its next step.
+// TestHeldChecksLeaveWorkersFree: when as many held checks of evicted
+// fences run as may (a quarter of the workers), an evicted fence whose
+// check is due takes no step and holds no worker: it comes back shortly,
+// and its check runs once a checker is free, before its next step. The
+// check of a fence not yet evicted is not bounded (TestHeldCheckBeforeTheEvictionIsNotBounded).
 func TestHeldChecksLeaveWorkersFree(t *testing.T) {
 	w := newWorld(t, heldPeriod(time.Hour))
 	_, stop := w.lead()
@@ -230,6 +231,36 @@ func TestHeldChecksLeaveWorkersFree(t *testing.T) {
 	w.ctrl.Enqueue("c1", "n1")
 	w.waitRegressions(1)
 	assert.False(t, w.arrays["a3"].hasAccess("n1"))
+}
+
+// TestHeldCheckBeforeTheEvictionIsNotBounded: the held check of a fence
+// still to be evicted runs even when every checker is taken by evicted
+// fences' checks; bounding it too would keep its eviction waiting behind
+// all of them.
+func TestHeldCheckBeforeTheEvictionIsNotBounded(t *testing.T) {
+	w := newWorld(t, heldPeriod(time.Hour))
+	_, stop := w.lead()
+	defer stop()
+	w.verdict("n1", detector.Failed)
+	w.waitState(ledger.StateEvicted)
+	cl := w.ctrl.clusters["c1"]
+	f := *w.group.fence("c1", "n1")
+	f.State = ledger.StateTainted // as it was before its eviction
+	w.ctrl.mu.Lock()
+	w.ctrl.held[f.ID].next = time.Now().Add(-time.Second) // due now
+	w.ctrl.mu.Unlock()
+	for range cap(w.ctrl.heldRunning) {
+		w.ctrl.heldRunning <- struct{}{}
+	}
+	defer func() {
+		for range cap(w.ctrl.heldRunning) {
+			<-w.ctrl.heldRunning
+		}
+	}()
+	regressed, _, err := w.ctrl.holdFence(context.Background(), nil, cl, &f, w.ctrl.readNode("c1", "n1"))
+	require.NoError(t, err)
+	assert.False(t, regressed, "nothing was regained")
+	assert.Greater(t, w.ctrl.heldDue(cl, &f), time.Duration(0), "the check ran: the next is scheduled")
 }
 
 // TestAttachmentOfAnotherPVOfAFootprintVolumeChecksAtOnce: a second

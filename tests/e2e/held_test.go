@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
@@ -15,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/fenced-project/fenced/cmd/fenced/status"
+	"github.com/fenced-project/fenced/stonith"
 	"github.com/fenced-project/fenced/tests/csidriver"
 	"github.com/fenced-project/fenced/tests/invariants"
 	"github.com/fenced-project/fenced/tests/testbed"
@@ -131,6 +133,34 @@ func TestFenceHeldAgainstRegrant(t *testing.T) {
 	require.Contains(t, exportedTo(t, h, vf), victimFlexID)
 	require.Len(t, exportedTo(t, h, vf), len(nodes), "csi-vxflexos with interfaceNames exports to every node of the map")
 	require.Equal(t, []string{victimStoreID}, exportedTo(t, h, vs))
+
+	// Before the failure, let the leader's own reading of the node settle:
+	// when a plan read now finds a gap for one of these volumes, wait
+	// until /status names the node unprotected for it (the out-of-turn
+	// gap scan after the attachments), so the failure comes after
+	// fenced could know.
+	planner, lerr := h.Leader(h.ctx)
+	require.NoError(t, lerr)
+	// An unprotected node's plan exits 1 after printing it.
+	planOut, _ := h.CLI(planner, "plan", victim, "--cluster", ClusterName, "-o", "json")
+	var plan stonith.NodePlan
+	require.NoError(t, json.NewDecoder(strings.NewReader(planOut)).Decode(&plan), planOut)
+	if slices.ContainsFunc(plan.Gaps, func(g stonith.VolumeGap) bool { return g.Volume == vf.PV || g.Volume == vs.PV }) {
+		h.wait(waitFence, victim+" named unprotected before the failure", func() (bool, string) {
+			st, err := leaderStatus(h)
+			if err != nil {
+				return false, err.Error()
+			}
+			if c := clusterStatus(st); c != nil {
+				for _, u := range c.Unprotected {
+					if u.Name == victim {
+						return true, ""
+					}
+				}
+			}
+			return false, "not listed yet"
+		})
+	}
 
 	killed := time.Now()
 	h.KillNode(victim)
