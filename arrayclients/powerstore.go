@@ -40,6 +40,8 @@ type PowerStoreAdapter struct {
 	timeout time.Duration
 	logger  *slog.Logger
 	pool    chan gopowerstore.Client
+	// hostLists shares listings of every host among concurrent calls.
+	hostLists psHostLists
 }
 
 var _ Adapter = (*PowerStoreAdapter)(nil)

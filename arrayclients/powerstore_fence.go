@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/dell/gopowerstore"
 )
@@ -210,7 +211,7 @@ func (a *PowerStoreAdapter) Apply(ctx context.Context, plan Plan) error {
 // another node's host is missing. The host's own initiators are Remaining
 // only in a fence read-back: in a restore they are what is given back
 // (VerifyRestore counts them as the node's access).
-func (a *PowerStoreAdapter) verifyInitiators(ctx context.Context, c gopowerstore.Client, e psEntries, h gopowerstore.Host, exists bool,
+func (a *PowerStoreAdapter) verifyInitiators(ctx context.Context, c gopowerstore.Client, since time.Time, e psEntries, h gopowerstore.Host, exists bool,
 	restore *RestoreScope, v *Verification) error {
 	have := map[string]gopowerstore.InitiatorInstance{}
 	present := map[string]bool{}
@@ -225,7 +226,7 @@ func (a *PowerStoreAdapter) verifyInitiators(ctx context.Context, c gopowerstore
 	var elsewhere map[string]psHolder
 	if restore != nil {
 		var err error
-		if elsewhere, err = a.initiatorHolders(ctx, c, e, *restore, present); err != nil {
+		if elsewhere, err = a.initiatorHolders(ctx, c, since, e, *restore, present); err != nil {
 			return err
 		}
 	}
@@ -262,11 +263,9 @@ func (a *PowerStoreAdapter) verifyInitiators(ctx context.Context, c gopowerstore
 	}
 	// The same port names registered on another host would give the node
 	// its paths back: list every host to be sure.
-	rctx, cancel := context.WithTimeout(ctx, 4*a.timeout)
-	defer cancel()
-	hosts, err := c.GetHosts(rctx)
+	hosts, err := a.listHosts(ctx, c, since)
 	if err != nil {
-		return fmt.Errorf("list hosts: %w", err)
+		return err
 	}
 	planned := map[string]bool{}
 	for _, in := range e.Initiators {
@@ -432,7 +431,7 @@ func psSameNode(e psEntries, scope RestoreScope, other gopowerstore.Host) (bool,
 // initiatorHolders lists every host and returns, by port name, the hosts
 // other than the plan's that have one of the plan's initiators, except
 // those in skip (port names the plan's host has).
-func (a *PowerStoreAdapter) initiatorHolders(ctx context.Context, c gopowerstore.Client, e psEntries, scope RestoreScope,
+func (a *PowerStoreAdapter) initiatorHolders(ctx context.Context, c gopowerstore.Client, since time.Time, e psEntries, scope RestoreScope,
 	skip map[string]bool) (map[string]psHolder, error) {
 	planned := map[string]bool{}
 	for _, in := range e.Initiators {
@@ -443,11 +442,9 @@ func (a *PowerStoreAdapter) initiatorHolders(ctx context.Context, c gopowerstore
 	if len(planned) == 0 {
 		return nil, nil
 	}
-	rctx, cancel := context.WithTimeout(ctx, 4*a.timeout)
-	defer cancel()
-	hosts, err := c.GetHosts(rctx)
+	hosts, err := a.listHosts(ctx, c, since)
 	if err != nil {
-		return nil, fmt.Errorf("list hosts: %w", err)
+		return nil, err
 	}
 	out := map[string]psHolder{}
 	for _, other := range hosts {
@@ -475,7 +472,8 @@ func (a *PowerStoreAdapter) givenBack(ctx context.Context, c gopowerstore.Client
 	for _, in := range h.Initiators {
 		present[in.PortName] = true
 	}
-	holders, err := a.initiatorHolders(ctx, c, e, scope, present)
+	// A listing begun now or later: what the restore writes next rests on it.
+	holders, err := a.initiatorHolders(ctx, c, time.Now(), e, scope, present)
 	if err != nil {
 		return nil, err
 	}

@@ -203,6 +203,9 @@ func (a *PowerStoreAdapter) Verify(ctx context.Context, plan Plan) (Verification
 	if err != nil {
 		return fail(err)
 	}
+	// Host listings shared with other calls must have begun after this
+	// read-back did (after the write it reads back).
+	began := time.Now()
 	v := Verification{}
 	access := false
 	err = a.with(ctx, func(c gopowerstore.Client) error {
@@ -215,7 +218,7 @@ func (a *PowerStoreAdapter) Verify(ctx context.Context, plan Plan) (Verification
 			return err
 		}
 		if e.Mode == PowerStoreModeInitiators {
-			err = a.verifyInitiators(ctx, c, e, h, ok, nil, &v)
+			err = a.verifyInitiators(ctx, c, began, e, h, ok, nil, &v)
 		} else {
 			err = a.verifyDetach(ctx, c, e, h, ok, nil, &v)
 		}
@@ -387,6 +390,7 @@ func (a *PowerStoreAdapter) VerifyRestore(ctx context.Context, plan Plan, scope 
 	if err != nil {
 		return fail(err)
 	}
+	began := time.Now() // see Verify
 	v := Verification{}
 	var access, violation bool
 	err = a.with(ctx, func(c gopowerstore.Client) error {
@@ -407,7 +411,7 @@ func (a *PowerStoreAdapter) VerifyRestore(ctx context.Context, plan Plan, scope 
 			return err
 		}
 		if e.Mode == PowerStoreModeInitiators {
-			err = a.verifyInitiators(ctx, c, e, h, ok, &scope, &v)
+			err = a.verifyInitiators(ctx, c, began, e, h, ok, &scope, &v)
 			access = access || (ok && len(h.Initiators) > 0)
 		} else {
 			err = a.verifyDetach(ctx, c, e, h, ok, skip, &v)

@@ -55,11 +55,9 @@ func (a *PowerStoreAdapter) Sessions(ctx context.Context, plan Plan) (SessionRep
 	}
 	rep := SessionReport{AskedAt: time.Now().UTC()}
 	err = a.with(ctx, func(c gopowerstore.Client) error {
-		rctx, cancel := context.WithTimeout(ctx, 4*a.timeout)
-		defer cancel()
-		hosts, err := c.GetHosts(rctx)
+		hosts, err := a.listHosts(ctx, c, rep.AskedAt)
 		if err != nil {
-			return fmt.Errorf("list hosts: %w", err)
+			return err
 		}
 		for _, h := range hosts {
 			if h.ID == e.HostID && e.Mode == PowerStoreModeDetach {
