@@ -170,7 +170,7 @@ func TestRerenderOlderResults(t *testing.T) {
 	md, err := os.ReadFile(filepath.Join(dir, "results.md"))
 	require.NoError(t, err)
 	assert.Contains(t, string(md), "## Steady state, 1000 nodes")
-	assert.Contains(t, string(md), "| leader (c) | 4.2 | 93 | ≤ 5 %, ≤ 200 MB |")
+	assert.Contains(t, string(md), "| leader (c) | 4.2 | 93 | ≤ 3 %, ≤ 150 MB at 2,000 nodes |")
 	assert.NotContains(t, string(md), "## Growth")
 	assert.NotContains(t, string(md), "## One group")
 

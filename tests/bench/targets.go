@@ -124,7 +124,7 @@ func targets(r *Results) string {
 			fmt.Fprintf(&b, "%s (%.1f %%, %.0f MB).\n", met(s.Leader.CPUPercent <= 3 && s.Leader.RSSBytes <= 150e6), s.Leader.CPUPercent, float64(s.Leader.RSSBytes)/1e6)
 		}
 	} else {
-		b.WriteString("- **Leader at 2,000 nodes ≤ 5 % of a core and ≤ 200 MB RSS**: not measured in this run (`-steady-nodes 2000`).\n")
+		b.WriteString("- **Leader at 2,000 nodes ≤ 3 % of a core and ≤ 150 MB RSS**: not measured in this run (`-steady-nodes 2000`).\n")
 	}
 	if s := r.Storm; s == nil {
 		b.WriteString("- **100 of 1,000 nodes fenced and evicted within 30 s of the last renewal**: not measured in this run (`-storm-nodes 1000`).\n")
