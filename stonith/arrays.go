@@ -391,10 +391,8 @@ func (c *Controller) driveArray(ctx context.Context, l Leadership, f *ledger.Fen
 		if d.changeOp == ledger.OpUndo {
 			// Never a write on an array whose restore an operator
 			// abandoned meanwhile (read from the ledger, not from f).
-			if cur := c.readNode(f.Cluster, f.Node).Fence; cur != nil && cur.ID == f.ID {
-				if _, ok := cur.AbandonedRestore(array); ok {
-					return errAbandoned
-				}
+			if c.abandoned(f, array) {
+				return errAbandoned
 			}
 			// Never a write with a scope Kubernetes no longer has.
 			if err := c.scopeCurrent(f, array); err != nil {
@@ -405,6 +403,12 @@ func (c *Controller) driveArray(ctx context.Context, l Leadership, f *ledger.Fen
 			scope.Learned = c.learnedIdentity(f.Cluster, f.Node, array)
 		}
 		writeErr, err := c.writeArray(ctx, l, f.Cluster, array, rank, d.change, func(ctx context.Context) error {
+			if d.changeOp == ledger.OpUndo && c.abandoned(f, array) {
+				// Read again once the slot and the leadership check
+				// are had, right before the write: an abandonment
+				// committed while this attempt waited for them.
+				return errAbandoned
+			}
 			for _, p := range plans {
 				if err := d.write(ctx, a, p, scope); err != nil {
 					return err
@@ -414,6 +418,9 @@ func (c *Controller) driveArray(ctx context.Context, l Leadership, f *ledger.Fen
 		})
 		if err != nil {
 			return err
+		}
+		if errors.Is(writeErr, errAbandoned) {
+			return errAbandoned
 		}
 		if err := c.at(d.point); err != nil {
 			return err
@@ -454,6 +461,17 @@ func (c *Controller) driveArray(ctx context.Context, l Leadership, f *ledger.Fen
 			return err
 		}
 	}
+}
+
+// abandoned reports whether an operator abandoned the restore of array for
+// fence f, read from the ledger (not from f, which may be older).
+func (c *Controller) abandoned(f *ledger.Fence, array string) bool {
+	cur := c.readNode(f.Cluster, f.Node).Fence
+	if cur == nil || cur.ID != f.ID {
+		return false
+	}
+	_, ok := cur.AbandonedRestore(array)
+	return ok
 }
 
 // allVerified reports whether every identity array and every planned array

@@ -168,6 +168,8 @@ func TestArrayFaultBlocksTaintAndDelete(t *testing.T) {
 			}, 5*time.Second, 2*time.Millisecond)
 			assert.Contains(t, w.ctrl.Status().Fences[0].Blocked, "a2")
 			assert.InDelta(t, 1.0, value(w.ctrl.metrics.blocked.WithLabelValues("c1")), 0)
+			// The Event is recorded after the status shows the block.
+			require.Eventually(t, func() bool { return w.kube.eventReasons()["FenceBlocked"] > 0 }, 5*time.Second, 2*time.Millisecond)
 			assert.Equal(t, 1, w.kube.eventReasons()["FenceBlocked"])
 			require.Never(t, func() bool {
 				for _, op := range w.log.list() {
