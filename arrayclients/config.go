@@ -1,6 +1,9 @@
 package arrayclients
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // Config is what an adapter needs to talk to one array. The daemon fills it
 // from the validated configuration file; secrets arrive already read from
@@ -74,3 +77,12 @@ type Config struct {
 
 // DefaultRequestTimeout bounds array requests when the configuration does not.
 const DefaultRequestTimeout = 10 * time.Second
+
+// WithRequestTimeout bounds one array request by the configured request
+// timeout d (DefaultRequestTimeout when d is not positive).
+func WithRequestTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	if d <= 0 {
+		d = DefaultRequestTimeout
+	}
+	return context.WithTimeout(ctx, d)
+}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/fenced-project/fenced/arrayclients"
 	"github.com/fenced-project/fenced/arrayclients/all"
+	"github.com/fenced-project/fenced/arrayclients/internal/arraytest"
 )
 
 func TestParseExternalAccess(t *testing.T) {
@@ -58,18 +59,18 @@ func TestPowerStoreNFSExternalAccessGap(t *testing.T) {
 	plan, err := a.Plan(ctx, id, []arrayclients.VolumeRef{
 		psNFSRef(e, t, "pv-shared", "fs-shared", true), psNFSRef(e, t, "pv-only5", "fs-only5", true)})
 	require.NoError(t, err)
-	shared := cutOf(t, plan, "pv-shared")
+	shared := arraytest.CutOf(t, plan, "pv-shared")
 	require.NotNil(t, shared.Gap)
 	assert.Equal(t, arrayclients.GapExternalAccess, shared.Gap.Reason)
 	assert.Contains(t, shared.Gap.Detail, "127.0.10.2/255.255.255.255")
 	assert.Contains(t, shared.Gap.Detail, "X_CSI_POWERSTORE_EXTERNAL_ACCESS")
-	assert.Equal(t, arrayclients.CutNFSExportHosts, cutOf(t, plan, "pv-only5").Cut)
+	assert.Equal(t, arrayclients.CutNFSExportHosts, arraytest.CutOf(t, plan, "pv-only5").Cut)
 
 	// Without the configuration the same export has a cut.
 	plain := e.adapter(t, nil)
 	plan, err = plain.Plan(ctx, id, []arrayclients.VolumeRef{psNFSRef(e, t, "pv-shared", "fs-shared", true)})
 	require.NoError(t, err)
-	assert.Equal(t, arrayclients.CutNFSExportHosts, cutOf(t, plan, "pv-shared").Cut)
+	assert.Equal(t, arrayclients.CutNFSExportHosts, arraytest.CutOf(t, plan, "pv-shared").Cut)
 }
 
 // TestPowerFlexNFSExternalAccessGap: the same on PowerFlex (csi-vxflexos
@@ -88,9 +89,9 @@ func TestPowerFlexNFSExternalAccessGap(t *testing.T) {
 	// fs-b lists worker-3 and 127.0.10.2; fs-a only worker-3.
 	plan, err := a.Plan(ctx, id, []arrayclients.VolumeRef{nfsRef("pv-b", pflexFS(t, e, "fs-b"), true), nfsRef("pv-a", pflexFS(t, e, "fs-a"), false)})
 	require.NoError(t, err)
-	b := cutOf(t, plan, "pv-b")
+	b := arraytest.CutOf(t, plan, "pv-b")
 	require.NotNil(t, b.Gap)
 	assert.Equal(t, arrayclients.GapExternalAccess, b.Gap.Reason)
 	assert.Contains(t, b.Gap.Detail, "127.0.10.2/255.255.255.255")
-	assert.Equal(t, arrayclients.CutNFSExportHosts, cutOf(t, plan, "pv-a").Cut)
+	assert.Equal(t, arrayclients.CutNFSExportHosts, arraytest.CutOf(t, plan, "pv-a").Cut)
 }

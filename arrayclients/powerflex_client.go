@@ -165,7 +165,7 @@ func (p *powerFlexPool) each(k powerFlexCall, items []string, fn func(k powerFle
 		}
 	}()
 	for len(calls) < len(items) {
-		release, ok := spareCall(k.ctx)
+		release, ok := SpareCall(k.ctx)
 		if !ok {
 			break
 		}

@@ -149,7 +149,7 @@ func (a *PowerFlexAdapter) Plan(ctx context.Context, id Identity, vols []VolumeR
 			vc.Holders = acc.holders
 			switch {
 			case !acc.found:
-				vc.Gap = volumeNotFoundGap(PowerFlex, a.cfg.Name, v)
+				vc.Gap = VolumeNotFoundGap(PowerFlex, a.cfg.Name, v)
 			case acc.mapping != nil:
 				vc.Cut = cut
 				if !slices.ContainsFunc(e.Mappings, func(m PowerFlexMapping) bool { return m.VolumeID == v.Object }) {
@@ -159,7 +159,7 @@ func (a *PowerFlexAdapter) Plan(ctx context.Context, id Identity, vols []VolumeR
 					slices.SortFunc(e.Mappings, func(x, y PowerFlexMapping) int { return strings.Compare(x.VolumeID, y.VolumeID) })
 				}
 			case len(acc.holders) > 0 && v.Attached:
-				vc.Gap = otherIdentityGap(PowerFlex, v, pflexIdentityLabel(id), acc.holders)
+				vc.Gap = OtherIdentityGap(PowerFlex, v, pflexIdentityLabel(id), acc.holders)
 			default:
 				vc.Cut = CutNotMapped
 			}
@@ -180,7 +180,7 @@ func (a *PowerFlexAdapter) Plan(ctx context.Context, id Identity, vols []VolumeR
 		}
 		p.Summary = strings.Join(parts, "; ")
 		if len(cuts) > 0 {
-			p.Summary += "; " + footprintSummary(cuts)
+			p.Summary += "; " + FootprintSummary(cuts)
 		}
 		return nil
 	})
@@ -275,10 +275,10 @@ func (a *PowerFlexAdapter) reconcile(k powerFlexCall, p Plan, e PowerFlexEntries
 		case !acc.found:
 			r.why = "no longer on the array"
 		case isFootprint:
-			if keepOnRestore(vc.VolumeRef, scope, acc.holders) {
-				r.give, r.allowMultiple = true, vc.MultiNode || brokenRegrant()
+			if KeepOnRestore(vc.VolumeRef, scope, acc.holders) {
+				r.give, r.allowMultiple = true, vc.MultiNode || BrokenRegrant()
 			} else {
-				r.why = leftAsItWasNote(vc.VolumeRef, scope, acc.holders)
+				r.why = LeftAsItWasNote(vc.VolumeRef, scope, acc.holders)
 				r.take = acc.mapping != nil
 			}
 		default:
@@ -306,9 +306,9 @@ func (a *PowerFlexAdapter) reconcile(k powerFlexCall, p Plan, e PowerFlexEntries
 		if err != nil {
 			return nil, fmt.Errorf("read footprint volume %s (%s): %w", vc.Volume, vc.Object, err)
 		}
-		if acc.mapping != nil && !keepOnRestore(vc.VolumeRef, scope, acc.holders) {
+		if acc.mapping != nil && !KeepOnRestore(vc.VolumeRef, scope, acc.holders) {
 			out = append(out, pflexRestore{m: PowerFlexMapping{VolumeID: vc.Object, VolumeName: vc.Name},
-				take: true, why: leftAsItWasNote(vc.VolumeRef, scope, acc.holders)})
+				take: true, why: LeftAsItWasNote(vc.VolumeRef, scope, acc.holders)})
 		}
 	}
 	return out, nil
@@ -433,12 +433,12 @@ func (a *PowerFlexAdapter) VerifyRestore(ctx context.Context, p Plan, scope Rest
 			switch {
 			case !acc.found:
 				chk.Note = "no longer on the array"
-			case keepOnRestore(vc.VolumeRef, scope, acc.holders):
+			case KeepOnRestore(vc.VolumeRef, scope, acc.holders):
 				if !chk.NodeAccess && !slices.ContainsFunc(given, func(m PowerFlexMapping) bool { return m.VolumeID == vc.Object }) {
 					chk.Note = "not mapped when fenced: the CSI driver maps it when a pod needs it"
 				}
 			default:
-				chk.Note = leftAsItWasNote(vc.VolumeRef, scope, acc.holders)
+				chk.Note = LeftAsItWasNote(vc.VolumeRef, scope, acc.holders)
 				if chk.NodeAccess {
 					violation = true
 					v.Remaining = append(v.Remaining, fmt.Sprintf("footprint volume %s (%s) is mapped to %s but is %s",

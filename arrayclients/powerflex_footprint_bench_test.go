@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fenced-project/fenced/arrayclients"
+	"github.com/fenced-project/fenced/arrayclients/internal/arraytest"
 	"github.com/fenced-project/fenced/tests/arraysim/simcore"
 )
 
@@ -27,7 +28,7 @@ func BenchmarkPowerFlexFootprintFence(b *testing.B) {
 	var wanted []string
 	for i := range 12 {
 		name := fmt.Sprintf("node-00-vol-%d", i)
-		vols = append(vols, psRef("pv-"+name, pflexVolumeID(b, e, name), true))
+		vols = append(vols, arraytest.BlockRef("pv-"+name, pflexVolumeID(b, e, name), true))
 		wanted = append(wanted, "pv-"+name)
 	}
 	var warm sync.WaitGroup

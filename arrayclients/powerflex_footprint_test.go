@@ -97,11 +97,11 @@ func TestPowerFlexFootprintPlanAndVerify(t *testing.T) {
 	require.NoError(t, err)
 	nfs := arrayclients.VolumeRef{Volume: "pv-nfs", Object: "64b0b3a5-1f0b-4c5e-9f0e-0a1b2c3d4e5f", Protocol: arrayclients.ProtocolNFS, Attached: true}
 	vols := []arrayclients.VolumeRef{
-		psRef("pv-mine", pflexVolumeID(t, e, "worker-1-vol-0"), true),
-		psRef("pv-gone", "deadbeef00000000", true),
-		psRef("pv-other", pflexVolumeID(t, e, "worker-2-vol-0"), true),
-		psRef("pv-pending", pflexVolumeID(t, e, "worker-2-vol-1"), false),
-		psRef("pv-free", pflexVolumeID(t, e, "free-vol"), false),
+		arraytest.BlockRef("pv-mine", pflexVolumeID(t, e, "worker-1-vol-0"), true),
+		arraytest.BlockRef("pv-gone", "deadbeef00000000", true),
+		arraytest.BlockRef("pv-other", pflexVolumeID(t, e, "worker-2-vol-0"), true),
+		arraytest.BlockRef("pv-pending", pflexVolumeID(t, e, "worker-2-vol-1"), false),
+		arraytest.BlockRef("pv-free", pflexVolumeID(t, e, "free-vol"), false),
 		nfs,
 	}
 	plan, err := e.adapter.Plan(ctx, id, vols)
@@ -127,7 +127,7 @@ func TestPowerFlexFootprintPlanAndVerify(t *testing.T) {
 	require.Len(t, plan.Volumes, len(tcs))
 	for _, tc := range tcs {
 		t.Run(tc.pv, func(t *testing.T) {
-			vc := cutOf(t, plan, tc.pv)
+			vc := arraytest.CutOf(t, plan, tc.pv)
 			assert.Equal(t, tc.cut, vc.Cut)
 			if tc.gap == "" {
 				assert.Nil(t, vc.Gap)
@@ -177,10 +177,10 @@ func TestPowerFlexUnfenceReconciles(t *testing.T) {
 	shared := pflexVolumeID(t, e, "shared-vol")
 	id, err := e.adapter.Resolve(ctx, pflexW1)
 	require.NoError(t, err)
-	sharedRef := psRef("pv-shared", shared, true)
+	sharedRef := arraytest.BlockRef("pv-shared", shared, true)
 	sharedRef.MultiNode = true
 	plan, err := e.adapter.Plan(ctx, id, []arrayclients.VolumeRef{
-		psRef("pv-moved", moved, true), psRef("pv-unwanted", unwanted, true), psRef("pv-kept", kept, true), sharedRef})
+		arraytest.BlockRef("pv-moved", moved, true), arraytest.BlockRef("pv-unwanted", unwanted, true), arraytest.BlockRef("pv-kept", kept, true), sharedRef})
 	require.NoError(t, err)
 	plan = arraytest.RoundTrip(t, plan)
 	require.NoError(t, e.adapter.Apply(ctx, plan))

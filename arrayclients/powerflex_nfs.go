@@ -324,8 +324,8 @@ func (a *PowerFlexAdapter) planNFSVolume(f *pflexFile, id Identity, v VolumeRef)
 	switch {
 	case len(view.hazards) > 0:
 		vc.Gap = &Gap{Reason: GapNotFenceable, Detail: fmt.Sprintf("%s: %s", v.Volume, strings.Join(view.hazards, "; "))}
-	case externalAccessGap(PowerFlex, a.cfg.Name, a.cfg.ExternalAccess, v, view.others) != nil:
-		vc.Gap = externalAccessGap(PowerFlex, a.cfg.Name, a.cfg.ExternalAccess, v, view.others)
+	case ExternalAccessGap(PowerFlex, a.cfg.Name, a.cfg.ExternalAccess, v, view.others) != nil:
+		vc.Gap = ExternalAccessGap(PowerFlex, a.cfg.Name, a.cfg.ExternalAccess, v, view.others)
 	case pflexRegrantGap(a.cfg.Name, v, view.others) != nil:
 		vc.Gap = pflexRegrantGap(a.cfg.Name, v, view.others)
 	case len(view.mine) > 0:
@@ -337,7 +337,7 @@ func (a *PowerFlexAdapter) planNFSVolume(f *pflexFile, id Identity, v VolumeRef)
 		return vc, &PowerFlexNFSExport{Volume: v.Volume, FileSystemID: v.Object, ExportID: recorded.ID, ExportName: recorded.Name,
 			Entries: mine, Others: others}, nil
 	case len(view.others) > 0 && v.Attached:
-		vc.Gap = otherIdentityGap(PowerFlex, v, "IPs "+pflexIPList(ips), view.others)
+		vc.Gap = OtherIdentityGap(PowerFlex, v, "IPs "+pflexIPList(ips), view.others)
 	default:
 		vc.Cut = CutNotMapped
 	}
@@ -388,12 +388,12 @@ func pflexIPList(ips []net.IP) string {
 
 // pflexNFSCuts are the plan's NFS footprint volumes that have a cut.
 func pflexNFSCuts(p Plan) []VolumeCut {
-	return slices.DeleteFunc(footprintCuts(p), func(vc VolumeCut) bool { return vc.Protocol != ProtocolNFS })
+	return slices.DeleteFunc(FootprintCuts(p), func(vc VolumeCut) bool { return vc.Protocol != ProtocolNFS })
 }
 
 // pflexBlockCuts are the plan's block footprint volumes that have a cut.
 func pflexBlockCuts(p Plan) []VolumeCut {
-	return slices.DeleteFunc(footprintCuts(p), func(vc VolumeCut) bool { return vc.Protocol == ProtocolNFS })
+	return slices.DeleteFunc(FootprintCuts(p), func(vc VolumeCut) bool { return vc.Protocol == ProtocolNFS })
 }
 
 // modifyHosts removes or adds host entries of one export in one call.
@@ -635,8 +635,8 @@ func (a *PowerFlexAdapter) reconcileNFS(k powerFlexCall, p Plan, e PowerFlexEntr
 			}
 		}
 		switch {
-		case !keepOnRestore(vc.VolumeRef, scope, r.holders):
-			r.forbidden, r.note = true, leftAsItWasNote(vc.VolumeRef, scope, r.holders)
+		case !KeepOnRestore(vc.VolumeRef, scope, r.holders):
+			r.forbidden, r.note = true, LeftAsItWasNote(vc.VolumeRef, scope, r.holders)
 		case r.px == nil:
 			r.note = "not exported to the node when fenced: the CSI driver exports it when a pod needs it"
 		default:

@@ -104,7 +104,7 @@ func TestPowerFlexNFSOnlyNodeFenced(t *testing.T) {
 		nfsRef("pv-a", fsA, false), nfsRef("pv-b", fsB, true), nfsRef("pv-c", fsC, false),
 		nfsRef("pv-open", pflexFS(t, e, "fs-open"), false), nfsRef("pv-subnet", pflexFS(t, e, "fs-subnet"), false),
 		nfsRef("pv-unpublished", pflexFS(t, e, "fs-unpublished"), false), nfsRef("pv-gone", "64b0b3a5-0000-0000-0000-000000000000", false),
-		psRef("pv-block", pflexVolumeID(t, e, "worker-1-vol-0"), true),
+		arraytest.BlockRef("pv-block", pflexVolumeID(t, e, "worker-1-vol-0"), true),
 	}
 	plan, err := e.adapter.Plan(ctx, id, vols)
 	require.NoError(t, err)
@@ -125,7 +125,7 @@ func TestPowerFlexNFSOnlyNodeFenced(t *testing.T) {
 		{"pv-block", "", arrayclients.GapIdentityNotFound},
 	}
 	for _, tc := range tcs {
-		vc := cutOf(t, plan, tc.pv)
+		vc := arraytest.CutOf(t, plan, tc.pv)
 		assert.Equal(t, tc.cut, vc.Cut, tc.pv)
 		if tc.gap == "" {
 			assert.Nil(t, vc.Gap, tc.pv)
@@ -133,7 +133,7 @@ func TestPowerFlexNFSOnlyNodeFenced(t *testing.T) {
 			assert.Equal(t, tc.gap, vc.Gap.Reason, tc.pv)
 		}
 	}
-	assert.Equal(t, []string{"127.0.10.2/255.255.255.255"}, cutOf(t, plan, "pv-b").Holders)
+	assert.Equal(t, []string{"127.0.10.2/255.255.255.255"}, arraytest.CutOf(t, plan, "pv-b").Holders)
 
 	// The plan records exactly which entries name the node: list and
 	// string as the array showed them.
@@ -244,12 +244,12 @@ func TestPowerFlexNFSOnSDCNode(t *testing.T) {
 	assert.Equal(t, []string{"6A1B0001-0000-4000-8000-000000000001", "127.0.10.1"}, id.Keys)
 
 	block := pflexVolumeID(t, e, "worker-1-vol-0")
-	vols := []arrayclients.VolumeRef{psRef("pv-block", block, true), nfsRef("pv-nfs", loc.Object, false)}
+	vols := []arrayclients.VolumeRef{arraytest.BlockRef("pv-block", block, true), nfsRef("pv-nfs", loc.Object, false)}
 	plan, err := e.adapter.Plan(ctx, id, vols)
 	require.NoError(t, err)
 	plan = arraytest.RoundTrip(t, plan)
-	assert.Equal(t, arrayclients.CutSDCUnmap, cutOf(t, plan, "pv-block").Cut)
-	assert.Equal(t, arrayclients.CutNFSExportHosts, cutOf(t, plan, "pv-nfs").Cut)
+	assert.Equal(t, arrayclients.CutSDCUnmap, arraytest.CutOf(t, plan, "pv-block").Cut)
+	assert.Equal(t, arrayclients.CutNFSExportHosts, arraytest.CutOf(t, plan, "pv-nfs").Cut)
 	assert.Contains(t, plan.Summary, "NFS export")
 
 	require.NoError(t, e.adapter.Apply(ctx, plan))

@@ -125,8 +125,8 @@ func TestPowerFlexNVMeFenceAndUnfence(t *testing.T) {
 	id, err := e.adapter.Resolve(ctx, node)
 	require.NoError(t, err)
 	vols := []arrayclients.VolumeRef{
-		psRef("pv-moved", moved, true), psRef("pv-kept", kept, true), psRef("pv-unwanted", unwanted, true),
-		psRef("pv-other", other, true), psRef("pv-free", free, false), nfsRef("pv-nfs", fs, false),
+		arraytest.BlockRef("pv-moved", moved, true), arraytest.BlockRef("pv-kept", kept, true), arraytest.BlockRef("pv-unwanted", unwanted, true),
+		arraytest.BlockRef("pv-other", other, true), arraytest.BlockRef("pv-free", free, false), nfsRef("pv-nfs", fs, false),
 	}
 	plan, err := e.adapter.Plan(ctx, id, vols)
 	require.NoError(t, err)
@@ -135,11 +135,11 @@ func TestPowerFlexNVMeFenceAndUnfence(t *testing.T) {
 	assert.Contains(t, plan.Summary, "from NVMe host "+pflexNVMe2)
 	for pv, want := range map[string]arrayclients.Cut{"pv-moved": arrayclients.CutNVMeUnmap, "pv-kept": arrayclients.CutNVMeUnmap,
 		"pv-unwanted": arrayclients.CutNVMeUnmap, "pv-free": arrayclients.CutNotMapped, "pv-nfs": arrayclients.CutNFSExportHosts} {
-		vc := cutOf(t, plan, pv)
+		vc := arraytest.CutOf(t, plan, pv)
 		assert.Equal(t, want, vc.Cut, pv)
 		assert.Nil(t, vc.Gap, pv)
 	}
-	gap := cutOf(t, plan, "pv-other").Gap
+	gap := arraytest.CutOf(t, plan, "pv-other").Gap
 	require.NotNil(t, gap, "attached, but given only to another NVMe host")
 	assert.Equal(t, arrayclients.GapOtherIdentity, gap.Reason)
 	assert.Contains(t, gap.Detail, "nvme-host "+pflexNVMe3+" ("+w3+")")
@@ -247,7 +247,7 @@ func TestPowerFlexNVMeLateMapping(t *testing.T) {
 	free := pflexVolumeID(t, e, "nvme-free")
 	id, err := e.adapter.Resolve(ctx, pflexNVMeNode("worker-2", "127.0.10.2", pflexNVMe2))
 	require.NoError(t, err)
-	plan, err := e.adapter.Plan(ctx, id, []arrayclients.VolumeRef{psRef("pv-free", free, false)})
+	plan, err := e.adapter.Plan(ctx, id, []arrayclients.VolumeRef{arraytest.BlockRef("pv-free", free, false)})
 	require.NoError(t, err)
 	plan = arraytest.RoundTrip(t, plan)
 	require.NoError(t, e.adapter.Apply(ctx, plan))

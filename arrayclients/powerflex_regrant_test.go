@@ -41,25 +41,25 @@ func TestPowerFlexNFSDriverRegrantGap(t *testing.T) {
 	plan, err := e.adapter.Plan(ctx, id, []arrayclients.VolumeRef{ref})
 	require.NoError(t, err)
 	assert.Empty(t, arraytest.WritesSince(e.srv, seq), "Plan never writes")
-	vc := cutOf(t, plan, "pv-shared")
+	vc := arraytest.CutOf(t, plan, "pv-shared")
 	require.NotNil(t, vc.Gap)
 	assert.Equal(t, arrayclients.GapDriverRegrant, vc.Gap.Reason)
 	assert.Contains(t, vc.Gap.Detail, "127.0.10.1/255.255.255.255 (node worker-1)")
 	assert.Contains(t, vc.Gap.Detail, "interfaceNames")
 	assert.NotContains(t, vc.Gap.Detail, "worker-2", "worker-2 is not on the export")
 	recorded := arraytest.RoundTrip(t, plan)
-	assert.Equal(t, arrayclients.GapDriverRegrant, cutOf(t, recorded, "pv-shared").Gap.Reason)
-	assert.Nil(t, cutOf(t, recorded, "pv-shared").Unattached, "the other nodes' keys are never recorded")
+	assert.Equal(t, arrayclients.GapDriverRegrant, arraytest.CutOf(t, recorded, "pv-shared").Gap.Reason)
+	assert.Nil(t, arraytest.CutOf(t, recorded, "pv-shared").Unattached, "the other nodes' keys are never recorded")
 
 	// worker-1 attached too: nothing of a node without the volume is listed.
 	ref.Unattached = map[string]string{"127.0.10.2": "worker-2"}
 	plan, err = e.adapter.Plan(ctx, id, []arrayclients.VolumeRef{ref})
 	require.NoError(t, err)
-	assert.Equal(t, arrayclients.CutNFSExportHosts, cutOf(t, plan, "pv-shared").Cut)
+	assert.Equal(t, arrayclients.CutNFSExportHosts, arraytest.CutOf(t, plan, "pv-shared").Cut)
 
 	// Not known (nil): no such gap can be told.
 	ref.Unattached = nil
 	plan, err = e.adapter.Plan(ctx, id, []arrayclients.VolumeRef{ref})
 	require.NoError(t, err)
-	assert.Equal(t, arrayclients.CutNFSExportHosts, cutOf(t, plan, "pv-shared").Cut)
+	assert.Equal(t, arrayclients.CutNFSExportHosts, arraytest.CutOf(t, plan, "pv-shared").Cut)
 }

@@ -357,7 +357,7 @@ func TestPowerFlexBadCredentials(t *testing.T) {
 	cfg := e.cfg
 	cfg.Password = "wrong-pw-xyz"
 	reg, err := all.New([]arrayclients.Config{cfg}, arrayclients.Options{
-		Logger: slogTo(&logs), Registry: prometheus.NewRegistry(),
+		Logger: arraytest.SlogTo(&logs), Registry: prometheus.NewRegistry(),
 	})
 	require.NoError(t, err)
 	a, _ := reg.Get("pflex-1")
@@ -421,8 +421,8 @@ func TestPowerFlexDryRun(t *testing.T) {
 	require.NoError(t, err)
 	assert.False(t, v.Fenced, "dry run changes nothing")
 	assert.Zero(t, pflexWriteRequests(e))
-	assert.InDelta(t, 1.0, counterValue(t, reg, "pflex-1", "apply", "dry_run"), 0)
-	assert.InDelta(t, 1.0, counterValue(t, reg, "pflex-1", "undo", "dry_run"), 0)
+	assert.InDelta(t, 1.0, arraytest.CounterValue(t, reg, "pflex-1", "apply", "dry_run"), 0)
+	assert.InDelta(t, 1.0, arraytest.CounterValue(t, reg, "pflex-1", "undo", "dry_run"), 0)
 }
 
 func TestPowerFlexMetrics(t *testing.T) {
@@ -437,10 +437,10 @@ func TestPowerFlexMetrics(t *testing.T) {
 	require.NoError(t, err)
 	r := e.adapter.Check(ctx)
 	require.True(t, r.Reachable)
-	assert.InDelta(t, 1.0, counterValue(t, reg, "pflex-1", "resolve", "ok"), 0)
-	assert.InDelta(t, 1.0, counterValue(t, reg, "pflex-1", "resolve", "no_identity"), 0)
-	assert.InDelta(t, 1.0, counterValue(t, reg, "pflex-1", "plan", "ok"), 0)
-	assert.InDelta(t, 1.0, counterValue(t, reg, "pflex-1", "check", "ok"), 0)
+	assert.InDelta(t, 1.0, arraytest.CounterValue(t, reg, "pflex-1", "resolve", "ok"), 0)
+	assert.InDelta(t, 1.0, arraytest.CounterValue(t, reg, "pflex-1", "resolve", "no_identity"), 0)
+	assert.InDelta(t, 1.0, arraytest.CounterValue(t, reg, "pflex-1", "plan", "ok"), 0)
+	assert.InDelta(t, 1.0, arraytest.CounterValue(t, reg, "pflex-1", "check", "ok"), 0)
 	mfs, err := reg.Gather()
 	require.NoError(t, err)
 	names := map[string]bool{}

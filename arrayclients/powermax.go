@@ -238,7 +238,7 @@ func (a *PowerMaxAdapter) planIdentity(ctx context.Context, id Identity) (Plan, 
 		return Plan{}, a.errf("plan", id.Node, err)
 	}
 	for _, mvID := range h.MaskingviewIDs {
-		rctx, cancel := pmaxTimeout(ctx, a.cfg.RequestTimeout)
+		rctx, cancel := WithRequestTimeout(ctx, a.cfg.RequestTimeout)
 		mv, err := c.GetMaskingViewByID(rctx, a.cfg.SymmetrixID, mvID)
 		cancel()
 		if err != nil {
@@ -349,7 +349,7 @@ func (a *PowerMaxAdapter) deleteViews(ctx context.Context, p Plan) error {
 		return a.errf("apply", p.Identity.Node, err)
 	}
 	for _, mvID := range slices.Sorted(slices.Values(h.MaskingviewIDs)) {
-		rctx, cancel := pmaxTimeout(ctx, a.cfg.RequestTimeout)
+		rctx, cancel := WithRequestTimeout(ctx, a.cfg.RequestTimeout)
 		err := c.DeleteMaskingView(rctx, a.cfg.SymmetrixID, mvID)
 		cancel()
 		if err != nil && !pmaxtypes.IsNotFoundError(err) {
@@ -380,7 +380,7 @@ func (a *PowerMaxAdapter) edit(ctx context.Context, p Plan, op string, want func
 	if err != nil {
 		return a.errf(op, p.Identity.Node, err)
 	}
-	rctx, cancel := pmaxTimeout(ctx, a.cfg.RequestTimeout)
+	rctx, cancel := WithRequestTimeout(ctx, a.cfg.RequestTimeout)
 	defer cancel()
 	if _, err := c.UpdateHostInitiators(rctx, a.cfg.SymmetrixID, h, target); err != nil {
 		return a.errf(op, p.Identity.Node, fmt.Errorf("update initiators of host %s: %w", e.HostID, classifyPmax(err)))
@@ -398,7 +398,7 @@ func (a *PowerMaxAdapter) Check(ctx context.Context) CheckResult {
 		r.Error = err.Error()
 		return r
 	}
-	rctx, cancel := pmaxTimeout(ctx, a.cfg.RequestTimeout)
+	rctx, cancel := WithRequestTimeout(ctx, a.cfg.RequestTimeout)
 	defer cancel()
 	v, err := c.GetVersionDetails(rctx)
 	if err != nil {

@@ -10,15 +10,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fenced-project/fenced/arrayclients"
+	"github.com/fenced-project/fenced/arrayclients/internal/arraytest"
 	"github.com/fenced-project/fenced/tests/arraysim/simcore"
 )
 
-// benchFenceConcurrency bounds how many nodes are fenced at once.
-const benchFenceConcurrency = 8
-
 // BenchmarkPowerMaxFenceLatency measures fence latency (Plan, Apply, Verify) with
 // 20 ms injected on every request, for one node and for 50 nodes at once
-// with at most benchFenceConcurrency in flight. Undo runs untimed.
+// with at most arraytest.BenchConcurrency in flight. Undo runs untimed.
 func BenchmarkPowerMaxFenceLatency(b *testing.B) {
 	var doc strings.Builder
 	doc.WriteString("nodes:\n")
@@ -50,7 +48,7 @@ func benchFence(b *testing.B, srv *simcore.Server, ids []arrayclients.Identity, 
 	b.ResetTimer()
 	for range b.N {
 		seq := srv.LastSeq()
-		forEachBounded(len(ids), benchFenceConcurrency, func(i int) {
+		arraytest.ForEachBounded(len(ids), arraytest.BenchConcurrency, func(i int) {
 			p, err := a.Plan(ctx, ids[i], nil)
 			require.NoError(b, err)
 			require.NoError(b, a.Apply(ctx, p))
@@ -61,25 +59,9 @@ func benchFence(b *testing.B, srv *simcore.Server, ids []arrayclients.Identity, 
 		})
 		b.StopTimer()
 		requests += srv.LastSeq() - seq
-		forEachBounded(len(ids), benchFenceConcurrency, func(i int) { require.NoError(b, a.Undo(ctx, plans[i], arrayclients.RestoreScope{})) })
+		arraytest.ForEachBounded(len(ids), arraytest.BenchConcurrency, func(i int) { require.NoError(b, a.Undo(ctx, plans[i], arrayclients.RestoreScope{})) })
 		b.StartTimer()
 	}
 	b.ReportMetric(float64(requests)/float64(b.N*len(ids)), "req/node")
 	b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/batch")
-}
-
-// forEachBounded runs f(0..n-1) with at most limit at once.
-func forEachBounded(n, limit int, f func(i int)) {
-	sem := make(chan struct{}, limit)
-	done := make(chan struct{}, n)
-	for i := range n {
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; done <- struct{}{} }()
-			f(i)
-		}()
-	}
-	for range n {
-		<-done
-	}
 }

@@ -9,7 +9,6 @@ import (
 	"regexp"
 	"strings"
 	"sync"
-	"time"
 
 	pmax "github.com/dell/gopowermax/v2"
 	pmaxtypes "github.com/dell/gopowermax/v2/types/v100"
@@ -115,21 +114,13 @@ func pmaxCheckEndpoint(endpoint string) error {
 	return nil
 }
 
-// pmaxTimeout bounds one array request by the configured request timeout.
-func pmaxTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
-	if d <= 0 {
-		d = DefaultRequestTimeout
-	}
-	return context.WithTimeout(ctx, d)
-}
-
 // getHost reads a host and checks the answer is the host asked for.
 func (p *pmaxConn) getHost(ctx context.Context, hostID string) (*pmaxtypes.Host, error) {
 	c, err := p.get(ctx)
 	if err != nil {
 		return nil, err
 	}
-	rctx, cancel := pmaxTimeout(ctx, p.cfg.RequestTimeout)
+	rctx, cancel := WithRequestTimeout(ctx, p.cfg.RequestTimeout)
 	defer cancel()
 	h, err := c.GetHostByID(rctx, p.cfg.SymmetrixID, hostID)
 	if err != nil {

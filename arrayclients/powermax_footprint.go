@@ -46,7 +46,7 @@ func (a *PowerMaxAdapter) hostGroups(ctx context.Context, c pmax.Pmax, h *pmaxty
 }
 
 func (a *PowerMaxAdapter) maskingView(ctx context.Context, c pmax.Pmax, id string) (*pmaxtypes.MaskingView, error) {
-	rctx, cancel := pmaxTimeout(ctx, a.cfg.RequestTimeout)
+	rctx, cancel := WithRequestTimeout(ctx, a.cfg.RequestTimeout)
 	defer cancel()
 	mv, err := c.GetMaskingViewByID(rctx, a.cfg.SymmetrixID, id)
 	if err != nil {
@@ -59,7 +59,7 @@ func (a *PowerMaxAdapter) maskingView(ctx context.Context, c pmax.Pmax, id strin
 // view of the node's host (nodeGroups), the hosts that group is masked to.
 func (a *PowerMaxAdapter) volumeAccess(ctx context.Context, c pmax.Pmax, devID string, nodeGroups map[string]string) (pmaxVolumeAccess, error) {
 	var acc pmaxVolumeAccess
-	rctx, cancel := pmaxTimeout(ctx, a.cfg.RequestTimeout)
+	rctx, cancel := WithRequestTimeout(ctx, a.cfg.RequestTimeout)
 	vol, err := c.GetVolumeByID(rctx, a.cfg.SymmetrixID, devID)
 	cancel()
 	if pmaxtypes.IsNotFoundError(err) {
@@ -77,7 +77,7 @@ func (a *PowerMaxAdapter) volumeAccess(ctx context.Context, c pmax.Pmax, devID s
 			acc.groups = append(acc.groups, sgID)
 			continue
 		}
-		rctx, cancel := pmaxTimeout(ctx, a.cfg.RequestTimeout)
+		rctx, cancel := WithRequestTimeout(ctx, a.cfg.RequestTimeout)
 		sg, err := c.GetStorageGroup(rctx, a.cfg.SymmetrixID, sgID)
 		cancel()
 		if err != nil {
@@ -150,17 +150,17 @@ func (a *PowerMaxAdapter) Plan(ctx context.Context, id Identity, vols []VolumeRe
 		vc.Holders = acc.holders
 		switch {
 		case !acc.found:
-			vc.Gap = volumeNotFoundGap(PowerMax, a.cfg.Name, v)
+			vc.Gap = VolumeNotFoundGap(PowerMax, a.cfg.Name, v)
 		case len(acc.groups) > 0:
 			vc.Cut = cut
 		case len(acc.holders) > 0 && v.Attached:
-			vc.Gap = otherIdentityGap(PowerMax, v, "host "+id.ObjectID, acc.holders)
+			vc.Gap = OtherIdentityGap(PowerMax, v, "host "+id.ObjectID, acc.holders)
 		default:
 			vc.Cut = CutNotMapped
 		}
 		p.Volumes = append(p.Volumes, vc)
 	}
-	p.Summary += "; " + footprintSummary(p.Volumes)
+	p.Summary += "; " + FootprintSummary(p.Volumes)
 	return p, nil
 }
 
@@ -229,7 +229,7 @@ func (a *PowerMaxAdapter) verifyHost(ctx context.Context, p Plan) (Verification,
 // carries a note saying why, and those that still reach the node are
 // violations.
 func (a *PowerMaxAdapter) checkVolumes(ctx context.Context, p Plan, h *pmaxtypes.Host, scope RestoreScope, restore bool) (out []VolumeCheck, violations []string, err error) {
-	cuts := footprintCuts(p)
+	cuts := FootprintCuts(p)
 	if len(cuts) == 0 {
 		return nil, nil, nil
 	}
@@ -252,12 +252,12 @@ func (a *PowerMaxAdapter) checkVolumes(ctx context.Context, p Plan, h *pmaxtypes
 		case !acc.found:
 			chk.Note = "no longer on the array"
 		case !restore:
-		case keepOnRestore(vc.VolumeRef, scope, acc.holders):
+		case KeepOnRestore(vc.VolumeRef, scope, acc.holders):
 			if len(acc.groups) == 0 {
 				chk.Note = "not in the host's storage group: the CSI driver adds it when a pod needs it"
 			}
 		default:
-			chk.Note = leftAsItWasNote(vc.VolumeRef, scope, acc.holders)
+			chk.Note = LeftAsItWasNote(vc.VolumeRef, scope, acc.holders)
 			if chk.NodeAccess {
 				violations = append(violations, fmt.Sprintf("footprint volume %s (%s) is masked to host %s but is %s",
 					vc.Volume, vc.Object, hostIDOf(h), chk.Note))
@@ -288,7 +288,7 @@ func (a *PowerMaxAdapter) Undo(ctx context.Context, p Plan, scope RestoreScope) 
 	if p.Identity.Kind == PowerMaxKindSharedHost {
 		return nil // the plan removed nothing
 	}
-	if cuts := footprintCuts(p); len(cuts) > 0 {
+	if cuts := FootprintCuts(p); len(cuts) > 0 {
 		if err := a.unmaskUnkept(ctx, p, e, cuts, scope); err != nil {
 			return a.errf("undo", p.Identity.Node, err)
 		}
@@ -318,7 +318,7 @@ func (a *PowerMaxAdapter) viewsToRestore(ctx context.Context, c pmax.Pmax, e Pow
 		if h != nil && slices.Contains(h.MaskingviewIDs, mv.ID) {
 			continue
 		}
-		rctx, cancel := pmaxTimeout(ctx, a.cfg.RequestTimeout)
+		rctx, cancel := WithRequestTimeout(ctx, a.cfg.RequestTimeout)
 		sg, err := c.GetStorageGroup(rctx, a.cfg.SymmetrixID, mv.StorageGroup)
 		cancel()
 		if pmaxtypes.IsNotFoundError(err) {
@@ -352,7 +352,7 @@ func (a *PowerMaxAdapter) restoreViews(ctx context.Context, e PowerMaxEntries) e
 		return err
 	}
 	for _, mv := range views {
-		rctx, cancel := pmaxTimeout(ctx, a.cfg.RequestTimeout)
+		rctx, cancel := WithRequestTimeout(ctx, a.cfg.RequestTimeout)
 		_, err := c.CreateMaskingView(rctx, a.cfg.SymmetrixID, mv.ID, mv.StorageGroup, e.HostID, true, mv.PortGroup)
 		cancel()
 		if err != nil {
@@ -393,18 +393,18 @@ func (a *PowerMaxAdapter) unmaskUnkept(ctx context.Context, p Plan, e PowerMaxEn
 		if err != nil {
 			return fmt.Errorf("footprint volume %s: %w", vc.Volume, err)
 		}
-		if !acc.found || keepOnRestore(vc.VolumeRef, scope, acc.holders) {
+		if !acc.found || KeepOnRestore(vc.VolumeRef, scope, acc.holders) {
 			continue
 		}
 		for _, sg := range acc.groups {
 			remove[sg] = append(remove[sg], vc.Object)
 		}
 		a.log.InfoContext(ctx, "removing a footprint volume the node may not keep from its storage group", "node", p.Identity.Node,
-			"volume", vc.Volume, "device", vc.Object, "groups", acc.groups, "reason", leftAsItWasNote(vc.VolumeRef, scope, acc.holders))
+			"volume", vc.Volume, "device", vc.Object, "groups", acc.groups, "reason", LeftAsItWasNote(vc.VolumeRef, scope, acc.holders))
 	}
 	for _, sgID := range slices.Sorted(maps.Keys(remove)) {
 		devs := slices.Compact(slices.Sorted(slices.Values(remove[sgID])))
-		rctx, cancel := pmaxTimeout(ctx, a.cfg.RequestTimeout)
+		rctx, cancel := WithRequestTimeout(ctx, a.cfg.RequestTimeout)
 		sg, err := c.GetStorageGroup(rctx, a.cfg.SymmetrixID, sgID)
 		cancel()
 		if err != nil {
@@ -412,7 +412,7 @@ func (a *PowerMaxAdapter) unmaskUnkept(ctx context.Context, p Plan, e PowerMaxEn
 		}
 		if sg.NumOfVolumes <= len(devs) {
 			mvID := groups[sgID]
-			rctx, cancel := pmaxTimeout(ctx, a.cfg.RequestTimeout)
+			rctx, cancel := WithRequestTimeout(ctx, a.cfg.RequestTimeout)
 			err := c.DeleteMaskingView(rctx, a.cfg.SymmetrixID, mvID)
 			cancel()
 			if err != nil && !pmaxtypes.IsNotFoundError(err) {
@@ -420,7 +420,7 @@ func (a *PowerMaxAdapter) unmaskUnkept(ctx context.Context, p Plan, e PowerMaxEn
 					mvID, strings.Join(devs, ", "), sgID, classifyPmax(err))
 			}
 		}
-		rctx, cancel = pmaxTimeout(ctx, a.cfg.RequestTimeout)
+		rctx, cancel = WithRequestTimeout(ctx, a.cfg.RequestTimeout)
 		_, err = c.RemoveVolumesFromStorageGroup(rctx, a.cfg.SymmetrixID, sgID, true, devs...)
 		cancel()
 		if err != nil {

@@ -97,7 +97,7 @@ func TestPowerMaxFootprintPlanAndVerify(t *testing.T) {
 	require.Len(t, plan.Volumes, len(tcs))
 	for _, tc := range tcs {
 		t.Run(tc.pv, func(t *testing.T) {
-			vc := cutOf(t, plan, tc.pv)
+			vc := arraytest.CutOf(t, plan, tc.pv)
 			assert.Equal(t, tc.cut, vc.Cut)
 			if tc.gap == "" {
 				assert.Nil(t, vc.Gap)

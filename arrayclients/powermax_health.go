@@ -114,7 +114,7 @@ func (a *PowerMaxAdapter) initiatorPaths(ctx context.Context, c pmax.Pmax, initi
 	sort.Strings(ins)
 	var out []pmaxPath
 	for _, in := range ins {
-		rctx, cancel := pmaxTimeout(ctx, a.cfg.RequestTimeout)
+		rctx, cancel := WithRequestTimeout(ctx, a.cfg.RequestTimeout)
 		list, err := c.GetInitiatorList(rctx, a.cfg.SymmetrixID, in, false, false)
 		cancel()
 		if err != nil {
@@ -125,7 +125,7 @@ func (a *PowerMaxAdapter) initiatorPaths(ctx context.Context, c pmax.Pmax, initi
 			if !strings.HasSuffix(pid, ":"+in) || !pmaxInitiatorRE.MatchString(pid) {
 				continue
 			}
-			rctx, cancel := pmaxTimeout(ctx, a.cfg.RequestTimeout)
+			rctx, cancel := WithRequestTimeout(ctx, a.cfg.RequestTimeout)
 			p, err := c.GetInitiatorByID(rctx, a.cfg.SymmetrixID, pid)
 			cancel()
 			if err != nil {
@@ -146,7 +146,7 @@ func (a *PowerMaxAdapter) ioState(ctx context.Context, h *pmaxtypes.Host) (IOSta
 	}
 	var groups []string
 	for _, mvID := range h.MaskingviewIDs {
-		rctx, cancel := pmaxTimeout(ctx, a.cfg.RequestTimeout)
+		rctx, cancel := WithRequestTimeout(ctx, a.cfg.RequestTimeout)
 		mv, err := c.GetMaskingViewByID(rctx, a.cfg.SymmetrixID, mvID)
 		cancel()
 		if err != nil {
@@ -159,7 +159,7 @@ func (a *PowerMaxAdapter) ioState(ctx context.Context, h *pmaxtypes.Host) (IOSta
 	if len(groups) == 0 {
 		return IOIdle, time.Time{}, fmt.Sprintf("host %s is in no masking view: no volumes", h.HostID)
 	}
-	rctx, cancel := pmaxTimeout(ctx, a.cfg.RequestTimeout)
+	rctx, cancel := WithRequestTimeout(ctx, a.cfg.RequestTimeout)
 	defer cancel()
 	keys, err := c.GetArrayPerfKeys(rctx)
 	if err != nil {

@@ -105,7 +105,7 @@ func (a *PowerMaxAdapter) resolveShared(ctx context.Context, node Node) (Identit
 	if err != nil {
 		return Identity{}, a.errf("resolve", node.Name, err)
 	}
-	rctx, cancel := pmaxTimeout(ctx, a.cfg.RequestTimeout)
+	rctx, cancel := WithRequestTimeout(ctx, a.cfg.RequestTimeout)
 	defer cancel()
 	hg, err := c.GetHostGroupByID(rctx, a.cfg.SymmetrixID, name)
 	switch {
@@ -151,7 +151,7 @@ func (a *PowerMaxAdapter) planShared(id Identity, vols []VolumeRef) (Plan, error
 		p.Volumes = append(p.Volumes, VolumeCut{VolumeRef: v, Gap: sharedHostGap(id, v)})
 	}
 	if len(vols) > 0 {
-		p.Summary += "; " + footprintSummary(p.Volumes)
+		p.Summary += "; " + FootprintSummary(p.Volumes)
 	}
 	return p, nil
 }

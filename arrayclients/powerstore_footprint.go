@@ -138,7 +138,7 @@ func (a *PowerStoreAdapter) Plan(ctx context.Context, id Identity, vols []Volume
 		summary += "; " + e.nfsSummary()
 	}
 	if len(cuts) > 0 {
-		summary += "; " + footprintSummary(cuts)
+		summary += "; " + FootprintSummary(cuts)
 	}
 	return Plan{Array: a.cfg.Name, Family: PowerStore, Identity: id, Entries: raw,
 		Summary: summary, Volumes: cuts, CreatedAt: time.Now().UTC()}, nil
@@ -156,7 +156,7 @@ func (a *PowerStoreAdapter) planVolume(ctx context.Context, c gopowerstore.Clien
 		return vc, err
 	}
 	if !acc.found {
-		vc.Gap = volumeNotFoundGap(PowerStore, a.cfg.Name, v)
+		vc.Gap = VolumeNotFoundGap(PowerStore, a.cfg.Name, v)
 		return vc, nil
 	}
 	vc.Holders = acc.holders
@@ -169,24 +169,11 @@ func (a *PowerStoreAdapter) planVolume(ctx context.Context, c gopowerstore.Clien
 			sort.Slice(e.Attachments, func(i, j int) bool { return e.Attachments[i].VolumeID < e.Attachments[j].VolumeID })
 		}
 	case len(acc.holders) > 0 && v.Attached:
-		vc.Gap = otherIdentityGap(PowerStore, v, "host "+h.Name, acc.holders)
+		vc.Gap = OtherIdentityGap(PowerStore, v, "host "+h.Name, acc.holders)
 	default:
 		vc.Cut = CutNotMapped
 	}
 	return vc, nil
-}
-
-// footprintSummary counts the cuts and gaps of a plan's footprint volumes.
-func footprintSummary(cuts []VolumeCut) string {
-	var n, gaps int
-	for _, vc := range cuts {
-		if vc.Gap != nil {
-			gaps++
-		} else {
-			n++
-		}
-	}
-	return fmt.Sprintf("footprint: %d volumes cut, %d gaps", n, gaps)
 }
 
 // Verify reads the host back, and each footprint volume of the plan. In
@@ -338,7 +325,7 @@ func (a *PowerStoreAdapter) leaveOut(ctx context.Context, c gopowerstore.Client,
 		if err != nil {
 			return nil, fmt.Errorf("footprint volume %s: %w", vc.Volume, err)
 		}
-		if acc.found && keepOnRestore(vc.VolumeRef, scope, acc.holders) {
+		if acc.found && KeepOnRestore(vc.VolumeRef, scope, acc.holders) {
 			continue
 		}
 		skip[vc.Object] = true
@@ -351,10 +338,10 @@ func (a *PowerStoreAdapter) leaveOut(ctx context.Context, c gopowerstore.Client,
 		cancel()
 		if err != nil && !psNotAttached(err) {
 			return nil, fmt.Errorf("detach footprint volume %s (%s, %s) before giving the host back: %w", vc.Volume, vol,
-				leftAsItWasNote(vc.VolumeRef, scope, acc.holders), err)
+				LeftAsItWasNote(vc.VolumeRef, scope, acc.holders), err)
 		}
 		a.logger.Info("detached a footprint volume the node may not keep", "array", a.cfg.Name, "node", plan.Identity.Node,
-			"volume", vc.Volume, "object", vol, "reason", leftAsItWasNote(vc.VolumeRef, scope, acc.holders))
+			"volume", vc.Volume, "object", vol, "reason", LeftAsItWasNote(vc.VolumeRef, scope, acc.holders))
 	}
 	if e.Mode != PowerStoreModeDetach {
 		return skip, nil
@@ -425,12 +412,12 @@ func (a *PowerStoreAdapter) VerifyRestore(ctx context.Context, plan Plan, scope 
 			switch {
 			case !acc.found:
 				chk.Note = "no longer on the array"
-			case keepOnRestore(vc.VolumeRef, scope, acc.holders):
+			case KeepOnRestore(vc.VolumeRef, scope, acc.holders):
 				if !acc.direct && acc.group == "" {
 					chk.Note = "not attached to the host: the CSI driver attaches it again when a pod needs it"
 				}
 			default:
-				chk.Note = leftAsItWasNote(vc.VolumeRef, scope, acc.holders)
+				chk.Note = LeftAsItWasNote(vc.VolumeRef, scope, acc.holders)
 				if chk.NodeAccess {
 					violation = true
 					v.Remaining = append(v.Remaining, fmt.Sprintf("footprint volume %s (%s) reaches host %s but is %s",

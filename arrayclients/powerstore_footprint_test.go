@@ -93,21 +93,6 @@ func (d psDriver) publish(hostID, volID string) {
 	require.NoError(d.t, err)
 }
 
-func psRef(pv, object string, attached bool) arrayclients.VolumeRef {
-	return arrayclients.VolumeRef{Volume: pv, Object: object, Protocol: arrayclients.ProtocolBlock, Attached: attached}
-}
-
-func cutOf(t testing.TB, p arrayclients.Plan, pv string) arrayclients.VolumeCut {
-	t.Helper()
-	for _, vc := range p.Volumes {
-		if vc.Volume == pv {
-			return vc
-		}
-	}
-	t.Fatalf("plan has no volume %s", pv)
-	return arrayclients.VolumeCut{}
-}
-
 func TestPowerStoreFootprintPlanAndVerify(t *testing.T) {
 	for _, mode := range []string{arrayclients.PowerStoreModeInitiators, arrayclients.PowerStoreModeDetach} {
 		t.Run(mode, func(t *testing.T) {
@@ -117,14 +102,14 @@ func TestPowerStoreFootprintPlanAndVerify(t *testing.T) {
 			id, err := a.Resolve(ctx, e.node("worker-1"))
 			require.NoError(t, err)
 			mine := e.volumeID(t, "pvc-worker-1-0")
-			nfs := psRef("pv-nfs", e.volumeID(t, "pvc-worker-1-1"), true)
+			nfs := arraytest.BlockRef("pv-nfs", e.volumeID(t, "pvc-worker-1-1"), true)
 			nfs.Protocol = arrayclients.ProtocolNFS
 			vols := []arrayclients.VolumeRef{
-				psRef("pv-mine", mine, true),
-				psRef("pv-gone", "0badc0de-0000-4000-8000-000000000000", true),
-				psRef("pv-other", e.volumeID(t, "pvc-worker-2-0"), true),
-				psRef("pv-pending", e.volumeID(t, "pvc-worker-2-1"), false),
-				psRef("pv-free", e.volumeID(t, "free-1"), false),
+				arraytest.BlockRef("pv-mine", mine, true),
+				arraytest.BlockRef("pv-gone", "0badc0de-0000-4000-8000-000000000000", true),
+				arraytest.BlockRef("pv-other", e.volumeID(t, "pvc-worker-2-0"), true),
+				arraytest.BlockRef("pv-pending", e.volumeID(t, "pvc-worker-2-1"), false),
+				arraytest.BlockRef("pv-free", e.volumeID(t, "free-1"), false),
 				nfs,
 			}
 			seq := e.srv.LastSeq()
@@ -157,7 +142,7 @@ func TestPowerStoreFootprintPlanAndVerify(t *testing.T) {
 			require.Len(t, plan.Volumes, len(tcs))
 			for _, tc := range tcs {
 				t.Run(tc.pv, func(t *testing.T) {
-					vc := cutOf(t, plan, tc.pv)
+					vc := arraytest.CutOf(t, plan, tc.pv)
 					assert.Equal(t, tc.cut, vc.Cut)
 					if tc.gap == "" {
 						assert.Nil(t, vc.Gap)
@@ -217,7 +202,7 @@ func TestPowerStoreUnfenceReconciles(t *testing.T) {
 			id, err := a.Resolve(ctx, e.node("worker-1"))
 			require.NoError(t, err)
 			plan, err := a.Plan(ctx, id, []arrayclients.VolumeRef{
-				psRef("pv-moved", moved, true), psRef("pv-unwanted", unwanted, true), psRef("pv-kept", kept, true)})
+				arraytest.BlockRef("pv-moved", moved, true), arraytest.BlockRef("pv-unwanted", unwanted, true), arraytest.BlockRef("pv-kept", kept, true)})
 			require.NoError(t, err)
 			plan = arraytest.RoundTrip(t, plan)
 			require.NoError(t, a.Apply(ctx, plan))
@@ -282,7 +267,7 @@ func TestPowerStoreVerifyRestoreCatchesRegrant(t *testing.T) {
 	vol := e.volumeID(t, "pvc-worker-1-0")
 	id, err := a.Resolve(ctx, e.node("worker-1"))
 	require.NoError(t, err)
-	plan, err := a.Plan(ctx, id, []arrayclients.VolumeRef{psRef("pv-a", vol, true)})
+	plan, err := a.Plan(ctx, id, []arrayclients.VolumeRef{arraytest.BlockRef("pv-a", vol, true)})
 	require.NoError(t, err)
 	require.NoError(t, a.Apply(ctx, plan))
 	require.NoError(t, a.Undo(ctx, plan, arrayclients.RestoreScope{}))

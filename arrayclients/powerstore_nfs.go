@@ -315,8 +315,8 @@ func (a *PowerStoreAdapter) planNFSVolume(ctx context.Context, c gopowerstore.Cl
 	case len(acc.hazards) > 0:
 		vc.Holders = nil
 		vc.Gap = &Gap{Reason: GapNotFenceable, Detail: fmt.Sprintf("%s: %s", v.Volume, strings.Join(acc.hazards, "; "))}
-	case externalAccessGap(PowerStore, a.cfg.Name, a.cfg.ExternalAccess, v, acc.holders) != nil:
-		vc.Gap = externalAccessGap(PowerStore, a.cfg.Name, a.cfg.ExternalAccess, v, acc.holders)
+	case ExternalAccessGap(PowerStore, a.cfg.Name, a.cfg.ExternalAccess, v, acc.holders) != nil:
+		vc.Gap = ExternalAccessGap(PowerStore, a.cfg.Name, a.cfg.ExternalAccess, v, acc.holders)
 	case mine > 0:
 		vc.Cut = cut
 		for _, x := range acc.exports {
@@ -329,7 +329,7 @@ func (a *PowerStoreAdapter) planNFSVolume(ctx context.Context, c gopowerstore.Cl
 		}
 		sort.Slice(e.NFSExports, func(i, j int) bool { return e.NFSExports[i].ID < e.NFSExports[j].ID })
 	case len(acc.holders) > 0 && v.Attached:
-		vc.Gap = otherIdentityGap(PowerStore, v, "NFS client "+strings.Join(e.NFSIPs, ", "), acc.holders)
+		vc.Gap = OtherIdentityGap(PowerStore, v, "NFS client "+strings.Join(e.NFSIPs, ", "), acc.holders)
 	default:
 		vc.Cut = CutNotMapped
 	}
@@ -461,7 +461,7 @@ func entryStrings(entries []psNFSEntry) []string {
 // others (psBlockCuts).
 func nfsCuts(p Plan) []VolumeCut {
 	var out []VolumeCut
-	for _, vc := range footprintCuts(p) {
+	for _, vc := range FootprintCuts(p) {
 		if vc.Protocol == ProtocolNFS {
 			out = append(out, vc)
 		}
@@ -473,7 +473,7 @@ func nfsCuts(p Plan) []VolumeCut {
 // host path reads back.
 func psBlockCuts(p Plan) []VolumeCut {
 	var out []VolumeCut
-	for _, vc := range footprintCuts(p) {
+	for _, vc := range FootprintCuts(p) {
 		if vc.Protocol != ProtocolNFS {
 			out = append(out, vc)
 		}
@@ -558,7 +558,7 @@ func (a *PowerStoreAdapter) undoNFS(ctx context.Context, c gopowerstore.Client, 
 		if !acc.found {
 			continue
 		}
-		keep := keepOnRestore(vc.VolumeRef, scope, acc.holders)
+		keep := KeepOnRestore(vc.VolumeRef, scope, acc.holders)
 		for _, x := range acc.exports {
 			add, remove := map[string][]string{}, map[string][]string{}
 			if !keep {
@@ -579,13 +579,13 @@ func (a *PowerStoreAdapter) undoNFS(ctx context.Context, c gopowerstore.Client, 
 			if err := a.patchExport(ctx, c, x.ID, add, remove); err != nil {
 				what := "give the node's entries back to"
 				if !keep {
-					what = fmt.Sprintf("take the node's entries out of (%s)", leftAsItWasNote(vc.VolumeRef, scope, acc.holders))
+					what = fmt.Sprintf("take the node's entries out of (%s)", LeftAsItWasNote(vc.VolumeRef, scope, acc.holders))
 				}
 				return fmt.Errorf("%s NFS export %s (volume %s): %w", what, x.Name, vc.Volume, err)
 			}
 			if !keep {
 				a.logger.Info("took the node out of an NFS export it may not keep", "array", a.cfg.Name, "node", plan.Identity.Node,
-					"volume", vc.Volume, "export", x.Name, "reason", leftAsItWasNote(vc.VolumeRef, scope, acc.holders))
+					"volume", vc.Volume, "export", x.Name, "reason", LeftAsItWasNote(vc.VolumeRef, scope, acc.holders))
 			}
 		}
 	}
@@ -609,10 +609,10 @@ func (a *PowerStoreAdapter) verifyRestoreNFS(ctx context.Context, c gopowerstore
 		access = access || chk.NodeAccess
 		switch {
 		case !acc.found:
-		case keepOnRestore(vc.VolumeRef, scope, acc.holders):
+		case KeepOnRestore(vc.VolumeRef, scope, acc.holders):
 			a.missingNFS(e, vc, acc, v)
 		default:
-			chk.Note = leftAsItWasNote(vc.VolumeRef, scope, acc.holders)
+			chk.Note = LeftAsItWasNote(vc.VolumeRef, scope, acc.holders)
 			if chk.NodeAccess {
 				violation = true
 				v.Remaining = append(v.Remaining, fmt.Sprintf("footprint volume %s (file system %s) lets NFS client %s in but is %s",

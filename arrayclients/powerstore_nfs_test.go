@@ -96,7 +96,7 @@ func TestPowerStoreNFSOnlyNodeFenced(t *testing.T) {
 	vols := []arrayclients.VolumeRef{
 		psNFSRef(e, t, "pv-only5", "fs-only5", true),
 		psNFSRef(e, t, "pv-shared", "fs-shared", true),
-		psRef("pv-block", e.volumeID(t, "pvc-worker-1-0"), true),
+		arraytest.BlockRef("pv-block", e.volumeID(t, "pvc-worker-1-0"), true),
 	}
 	vols[1].MultiNode = true
 	seq := e.srv.LastSeq()
@@ -105,11 +105,11 @@ func TestPowerStoreNFSOnlyNodeFenced(t *testing.T) {
 	assert.Empty(t, arraytest.WritesSince(e.srv, seq), "Plan never writes")
 	plan = arraytest.RoundTrip(t, plan)
 	t.Log(plan.Summary)
-	assert.Equal(t, arrayclients.CutNFSExportHosts, cutOf(t, plan, "pv-only5").Cut)
-	shared := cutOf(t, plan, "pv-shared")
+	assert.Equal(t, arrayclients.CutNFSExportHosts, arraytest.CutOf(t, plan, "pv-only5").Cut)
+	shared := arraytest.CutOf(t, plan, "pv-shared")
 	assert.Equal(t, arrayclients.CutNFSExportHosts, shared.Cut)
 	assert.Equal(t, []string{"127.0.10.2/255.255.255.255", "127.0.10.3/255.255.255.255"}, shared.Holders)
-	blk := cutOf(t, plan, "pv-block")
+	blk := arraytest.CutOf(t, plan, "pv-block")
 	require.NotNil(t, blk.Gap, "an NFS client has no host to cut a block volume from")
 	assert.Equal(t, arrayclients.GapIdentityNotFound, blk.Gap.Reason)
 	assert.Contains(t, string(plan.Entries), `"value":"127.0.10.5/255.255.255.255"`, "the exact entry is recorded before the fence")
@@ -167,15 +167,15 @@ func TestPowerStoreNFSGaps(t *testing.T) {
 	require.NoError(t, err)
 	for pv, want := range map[string]arrayclients.GapReason{"pv-subnet": arrayclients.GapNotFenceable,
 		"pv-open": arrayclients.GapNotFenceable, "pv-other": arrayclients.GapOtherIdentity, "pv-gone": arrayclients.GapVolumeNotFound} {
-		vc := cutOf(t, plan, pv)
+		vc := arraytest.CutOf(t, plan, pv)
 		if assert.NotNil(t, vc.Gap, pv) {
 			assert.Equal(t, want, vc.Gap.Reason, pv)
 			assert.Contains(t, vc.Gap.Detail, pv)
 		}
 	}
-	assert.Equal(t, arrayclients.CutNotMapped, cutOf(t, plan, "pv-pending").Cut, "another node's entry while the attach is pending")
-	assert.Equal(t, arrayclients.CutNotMapped, cutOf(t, plan, "pv-none").Cut, "a file system without an export lets nobody in")
-	assert.Contains(t, cutOf(t, plan, "pv-open").Gap.Detail, "default_access Read_Write")
+	assert.Equal(t, arrayclients.CutNotMapped, arraytest.CutOf(t, plan, "pv-pending").Cut, "another node's entry while the attach is pending")
+	assert.Equal(t, arrayclients.CutNotMapped, arraytest.CutOf(t, plan, "pv-none").Cut, "a file system without an export lets nobody in")
+	assert.Contains(t, arraytest.CutOf(t, plan, "pv-open").Gap.Detail, "default_access Read_Write")
 }
 
 func TestPowerStoreNFSBlockAndNFSNode(t *testing.T) {
@@ -188,12 +188,12 @@ func TestPowerStoreNFSBlockAndNFSNode(t *testing.T) {
 			id, err := a.Resolve(ctx, e.node("worker-1"))
 			require.NoError(t, err)
 			assert.NotEmpty(t, id.ObjectID, "a node with a host keeps the host identity")
-			vols := []arrayclients.VolumeRef{psRef("pv-blk", e.volumeID(t, "pvc-worker-1-0"), true), psNFSRef(e, t, "pv-nfs", "fs-w1", true)}
+			vols := []arrayclients.VolumeRef{arraytest.BlockRef("pv-blk", e.volumeID(t, "pvc-worker-1-0"), true), psNFSRef(e, t, "pv-nfs", "fs-w1", true)}
 			plan, err := a.Plan(ctx, id, vols)
 			require.NoError(t, err)
 			plan = arraytest.RoundTrip(t, plan)
-			assert.Equal(t, arrayclients.CutNFSExportHosts, cutOf(t, plan, "pv-nfs").Cut)
-			assert.Nil(t, cutOf(t, plan, "pv-blk").Gap)
+			assert.Equal(t, arrayclients.CutNFSExportHosts, arraytest.CutOf(t, plan, "pv-nfs").Cut)
+			assert.Nil(t, arraytest.CutOf(t, plan, "pv-blk").Gap)
 
 			require.NoError(t, a.Apply(ctx, plan))
 			v, err := a.Verify(ctx, plan)

@@ -11,12 +11,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fenced-project/fenced/arrayclients"
+	"github.com/fenced-project/fenced/arrayclients/internal/arraytest"
 	"github.com/fenced-project/fenced/tests/arraysim/simcore"
 )
 
 // BenchmarkUnityFenceLatency measures fence latency (Plan, Apply, Verify) with
 // 20 ms injected on every request, for one node and for 50 nodes at once
-// (3 LUNs each) with at most benchFenceConcurrency in flight, without
+// (3 LUNs each) with at most arraytest.BenchConcurrency in flight, without
 // footprint volumes and with each node's LUNs as its footprint (as in a
 // cluster where every LUN is a Kubernetes volume), on an array of 150 LUNs
 // and, for 50 nodes, of 2,001 (a storm-sized array). Undo runs untimed.
@@ -69,7 +70,7 @@ func benchFenceFootprint(b *testing.B, srv *simcore.Server, ids []arrayclients.I
 	b.ResetTimer()
 	for range b.N {
 		seq := srv.LastSeq()
-		forEachBounded(len(ids), benchFenceConcurrency, func(i int) {
+		arraytest.ForEachBounded(len(ids), arraytest.BenchConcurrency, func(i int) {
 			p, err := a.Plan(ctx, ids[i], vols[i])
 			require.NoError(b, err)
 			require.NoError(b, a.Apply(ctx, p))
@@ -80,7 +81,7 @@ func benchFenceFootprint(b *testing.B, srv *simcore.Server, ids []arrayclients.I
 		})
 		b.StopTimer()
 		requests += srv.LastSeq() - seq
-		forEachBounded(len(ids), benchFenceConcurrency, func(i int) {
+		arraytest.ForEachBounded(len(ids), arraytest.BenchConcurrency, func(i int) {
 			var scope arrayclients.RestoreScope
 			for _, v := range vols[i] {
 				scope.Wanted = append(scope.Wanted, v.Volume)

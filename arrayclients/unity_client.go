@@ -100,7 +100,7 @@ func (p *unityPool) with(ctx context.Context, fn func(c gounity.UnityClient) err
 
 func (p *unityPool) withConn(ctx context.Context, conn *unityConn, fn func(c gounity.UnityClient) error) error {
 	if !conn.authed {
-		rctx, cancel := pmaxTimeout(WithUnityLogger(ctx, p.log), p.cfg.RequestTimeout)
+		rctx, cancel := WithRequestTimeout(WithUnityLogger(ctx, p.log), p.cfg.RequestTimeout)
 		err := conn.c.Authenticate(rctx, p.connect())
 		cancel()
 		if err != nil {
@@ -117,7 +117,7 @@ func (p *unityPool) withConn(ctx context.Context, conn *unityConn, fn func(c gou
 // executeWithRetryAuthenticate). Only GETs: they need no CSRF token.
 func (p *unityPool) get(ctx context.Context, uri string, out any) error {
 	return p.borrow(ctx, func(conn *unityConn) error {
-		rctx, cancel := pmaxTimeout(ctx, p.cfg.RequestTimeout)
+		rctx, cancel := WithRequestTimeout(ctx, p.cfg.RequestTimeout)
 		defer cancel()
 		headers := map[string]string{api.HeaderKeyAccept: api.HeaderValContentTypeJSON, api.XEmcRestClient: "true"}
 		for attempt := 0; ; attempt++ {
@@ -204,7 +204,7 @@ func unityCode(err error, code string) bool {
 // its error.
 func (p *unityPool) call(ctx context.Context, fn func(ctx context.Context, c gounity.UnityClient) error) error {
 	return p.with(ctx, func(c gounity.UnityClient) error {
-		rctx, cancel := pmaxTimeout(WithUnityLogger(ctx, p.log), p.cfg.RequestTimeout)
+		rctx, cancel := WithRequestTimeout(WithUnityLogger(ctx, p.log), p.cfg.RequestTimeout)
 		defer cancel()
 		return classifyUnity(rctx, fn(rctx, c))
 	})

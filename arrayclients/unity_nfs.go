@@ -244,7 +244,7 @@ func (r *nfsReader) read(ctx context.Context, fsID string) (unityNFS, error) {
 // cut.
 func unityNFSFootprint(p Plan) []VolumeCut {
 	var out []VolumeCut
-	for _, vc := range footprintCuts(p) {
+	for _, vc := range FootprintCuts(p) {
 		if vc.Protocol == ProtocolNFS {
 			out = append(out, vc)
 		}
@@ -296,7 +296,7 @@ func (a *UnityAdapter) planNFSVolume(ctx context.Context, r *nfsReader, id Ident
 	case len(vc.Holders) == 0 || !v.Attached:
 		vc.Cut = CutNotMapped
 	default:
-		vc.Gap = otherIdentityGap(Unity, v, id.ObjectID, vc.Holders)
+		vc.Gap = OtherIdentityGap(Unity, v, id.ObjectID, vc.Holders)
 	}
 	return vc, entries, nil
 }
@@ -405,8 +405,8 @@ func decideUnityNFSRestore(vc VolumeCut, n unityNFS, hostID string, scope Restor
 		return unityNFSRestore{note: "the file system no longer exists"}
 	}
 	_, holders := n.access(hostID)
-	if !keepOnRestore(vc.VolumeRef, scope, holders) {
-		return unityNFSRestore{forbidden: true, note: leftAsItWasNote(vc.VolumeRef, scope, holders)}
+	if !KeepOnRestore(vc.VolumeRef, scope, holders) {
+		return unityNFSRestore{forbidden: true, note: LeftAsItWasNote(vc.VolumeRef, scope, holders)}
 	}
 	return unityNFSRestore{give: true}
 }

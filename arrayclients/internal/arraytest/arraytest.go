@@ -7,12 +7,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"log/slog"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -210,4 +213,66 @@ func ReportFences(b *testing.B, round func() time.Duration, nodes int) {
 	}
 	b.ReportMetric(float64(sum.Milliseconds())/float64(rounds*nodes), "ms/fence")
 	b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(rounds), "ms/round")
+}
+
+// SlogTo logs everything (debug and up) as text into w.
+func SlogTo(w io.Writer) *slog.Logger {
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+// CounterValue reads fenced_array_requests_total{array,op,result}.
+func CounterValue(t testing.TB, reg *prometheus.Registry, array, op, result string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	for _, mf := range mfs {
+		if mf.GetName() != "fenced_array_requests_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["array"] == array && labels["op"] == op && labels["result"] == result {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
+}
+
+// BlockRef is a block footprint volume of a plan: PV pv, array object
+// object, attached or not.
+func BlockRef(pv, object string, attached bool) arrayclients.VolumeRef {
+	return arrayclients.VolumeRef{Volume: pv, Object: object, Protocol: arrayclients.ProtocolBlock, Attached: attached}
+}
+
+// CutOf returns the cut of PV pv in plan p, failing the test if it has
+// none.
+func CutOf(t testing.TB, p arrayclients.Plan, pv string) arrayclients.VolumeCut {
+	t.Helper()
+	for _, vc := range p.Volumes {
+		if vc.Volume == pv {
+			return vc
+		}
+	}
+	t.Fatalf("plan has no volume %s", pv)
+	return arrayclients.VolumeCut{}
+}
+
+// ForEachBounded runs f(0..n-1) with at most limit at once.
+func ForEachBounded(n, limit int, f func(i int)) {
+	sem := make(chan struct{}, limit)
+	done := make(chan struct{}, n)
+	for i := range n {
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; done <- struct{}{} }()
+			f(i)
+		}()
+	}
+	for range n {
+		<-done
+	}
 }
