@@ -86,3 +86,9 @@ func WithRequestTimeout(ctx context.Context, d time.Duration) (context.Context, 
 	}
 	return context.WithTimeout(ctx, d)
 }
+
+// PowerStore fence modes (Config.PowerStoreFenceMode).
+const (
+	PowerStoreModeInitiators = "initiators"
+	PowerStoreModeDetach     = "detach"
+)

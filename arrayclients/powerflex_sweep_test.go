@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -86,22 +85,6 @@ func pflexReads(e pflexEnv, seq int64) []simcore.AuditEntry {
 		}
 	}
 	return out
-}
-
-// A family without a listing of every node's connection state answers
-// ErrNoSweep without a request: the detector then asks Health per node.
-func TestSweepOfAFamilyWithoutAListing(t *testing.T) {
-	e := newPSEnv(t, psFixture)
-	reg, err := arrayclients.New([]arrayclients.Config{e.cfg}, arrayclients.Options{Registry: prometheus.NewRegistry()})
-	require.NoError(t, err)
-	a, ok := reg.Get(e.cfg.Name)
-	require.True(t, ok)
-	sw, ok := a.(arrayclients.Sweeper)
-	require.True(t, ok, "every adapter answers Sweep")
-	seq := e.srv.LastSeq()
-	_, err = sw.Sweep(context.Background(), []arrayclients.Identity{{Array: "pstore-1", Family: arrayclients.PowerStore, Node: "worker-1"}}, true)
-	require.ErrorIs(t, err, arrayclients.ErrNoSweep)
-	assert.Empty(t, e.srv.AuditSince(seq))
 }
 
 // BenchmarkPowerFlexSweep measures one sweep of every SDC of a system of

@@ -19,7 +19,7 @@ import (
 	"github.com/fenced-project/fenced/arrayclients/all"
 	"github.com/fenced-project/fenced/arrayclients/internal/arraytest"
 	"github.com/fenced-project/fenced/tests/arraysim/fixture"
-	"github.com/fenced-project/fenced/tests/arraysim/powerflex"
+	powerflexsim "github.com/fenced-project/fenced/tests/arraysim/powerflex"
 	"github.com/fenced-project/fenced/tests/arraysim/simcore"
 )
 
@@ -49,7 +49,7 @@ arrays:
 `
 
 type pflexEnv struct {
-	sim     *powerflex.Sim
+	sim     *powerflexsim.Sim
 	srv     *simcore.Server
 	url     string
 	caFile  string
@@ -63,7 +63,7 @@ func startPowerFlex(t testing.TB, doc string, opts arrayclients.Options, timeout
 	t.Helper()
 	fx, err := fixture.Parse([]byte(doc))
 	require.NoError(t, err)
-	sim, err := powerflex.New(&fx.Arrays[0].Spec, fx.Nodes)
+	sim, err := powerflexsim.New(&fx.Arrays[0].Spec, fx.Nodes)
 	require.NoError(t, err)
 	srv := simcore.New("pflex-1", sim, nil)
 	srv.SetAuditLimit(0)
@@ -114,8 +114,8 @@ func pflexWriteRequests(e pflexEnv) int {
 
 // pflexVolumesOf returns the volumes of the state mapped to the SDC, with
 // their mapping.
-func pflexVolumesOf(st powerflex.State, sdcID string) map[string]powerflex.Mapping {
-	out := map[string]powerflex.Mapping{}
+func pflexVolumesOf(st powerflexsim.State, sdcID string) map[string]powerflexsim.Mapping {
+	out := map[string]powerflexsim.Mapping{}
 	for _, v := range st.Volumes {
 		for _, m := range v.Mappings {
 			if m.SdcID == sdcID {
@@ -543,7 +543,7 @@ func TestPowerFlexHTTPWithInsecure(t *testing.T) {
 	// Plain HTTP endpoints work too (no CA involved).
 	fx, err := fixture.Parse([]byte(pflexFixture))
 	require.NoError(t, err)
-	sim, err := powerflex.New(&fx.Arrays[0].Spec, fx.Nodes)
+	sim, err := powerflexsim.New(&fx.Arrays[0].Spec, fx.Nodes)
 	require.NoError(t, err)
 	l, err := simcore.Serve(simcore.New("p", sim, nil), "127.0.0.1:0", false, "")
 	require.NoError(t, err)

@@ -16,7 +16,7 @@ import (
 	"github.com/fenced-project/fenced/arrayclients"
 	"github.com/fenced-project/fenced/arrayclients/internal/arraytest"
 	"github.com/fenced-project/fenced/tests/arraysim/fixture"
-	"github.com/fenced-project/fenced/tests/arraysim/powermax"
+	powermaxsim "github.com/fenced-project/fenced/tests/arraysim/powermax"
 	"github.com/fenced-project/fenced/tests/arraysim/simcore"
 )
 
@@ -49,7 +49,7 @@ arrays:
 
 type pmaxEnv struct {
 	srv     *simcore.Server
-	sim     *powermax.Sim
+	sim     *powermaxsim.Sim
 	adapter *arrayclients.PowerMaxAdapter
 	cfg     arrayclients.Config
 	close   func() error
@@ -59,7 +59,7 @@ func startPowerMax(t testing.TB, doc string, timeout time.Duration) pmaxEnv {
 	t.Helper()
 	f, err := fixture.Parse([]byte(doc))
 	require.NoError(t, err)
-	sim, err := powermax.New(&f.Arrays[0].Spec, f.Nodes)
+	sim, err := powermaxsim.New(&f.Arrays[0].Spec, f.Nodes)
 	require.NoError(t, err)
 	srv := simcore.New("pmax-1", sim, nil)
 	l, err := simcore.Serve(srv, "127.0.0.1:0", true, t.TempDir())
@@ -79,7 +79,7 @@ func pmaxNode(name string) arrayclients.Node {
 }
 
 // pmaxState is the simulator dump, split per host for "others untouched".
-func pmaxState(t testing.TB, sim *powermax.Sim) (all string, hosts map[string]string) {
+func pmaxState(t testing.TB, sim *powermaxsim.Sim) (all string, hosts map[string]string) {
 	t.Helper()
 	b, err := json.Marshal(sim.Snapshot())
 	require.NoError(t, err)

@@ -15,12 +15,6 @@ import (
 	psapi "github.com/dell/gopowerstore/api"
 )
 
-// PowerStore fence modes (Config.PowerStoreFenceMode).
-const (
-	PowerStoreModeInitiators = "initiators"
-	PowerStoreModeDetach     = "detach"
-)
-
 // powerStoreClients is how many gopowerstore clients an adapter keeps. Each
 // is used by one goroutine at a time: the library writes its session token
 // without a lock when it logs in again after a 403, so sharing one client

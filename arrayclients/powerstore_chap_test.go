@@ -10,7 +10,7 @@ import (
 
 	"github.com/fenced-project/fenced/arrayclients"
 	"github.com/fenced-project/fenced/arrayclients/internal/arraytest"
-	"github.com/fenced-project/fenced/tests/arraysim/powerstore"
+	powerstoresim "github.com/fenced-project/fenced/tests/arraysim/powerstore"
 	"github.com/fenced-project/fenced/tests/csidriver"
 )
 
@@ -42,7 +42,7 @@ func psChapNode(e *psEnv, node arrayclients.Node) csidriver.PowerStoreNode {
 
 // psInitiatorState returns the simulator's state of a port name: the
 // host that has it and its CHAP user and secret fingerprint.
-func psInitiatorState(t testing.TB, e *psEnv, port string) (powerstore.HostState, powerstore.InitiatorState) {
+func psInitiatorState(t testing.TB, e *psEnv, port string) (powerstoresim.HostState, powerstoresim.InitiatorState) {
 	t.Helper()
 	for _, h := range e.state(t).Hosts {
 		for _, in := range h.Initiators {
@@ -52,7 +52,7 @@ func psInitiatorState(t testing.TB, e *psEnv, port string) (powerstore.HostState
 		}
 	}
 	t.Fatalf("no host has initiator %s", port)
-	return powerstore.HostState{}, powerstore.InitiatorState{}
+	return powerstoresim.HostState{}, powerstoresim.InitiatorState{}
 }
 
 // TestChapNodeUnfence: a node whose iSCSI initiator logs in with CHAP is
@@ -78,7 +78,7 @@ func TestChapNodeUnfence(t *testing.T) {
 		require.Len(t, first.Secret, 24, "12 random bytes in hex (identifiers.RandomString(12))")
 		h, in := psInitiatorState(t, e, iqn)
 		require.Equal(t, "admin", in.ChapSingleUsername)
-		require.Equal(t, powerstore.SecretFingerprint(first.Secret), in.ChapSingleSecret)
+		require.Equal(t, powerstoresim.SecretFingerprint(first.Secret), in.ChapSingleSecret)
 		hostName := h.Name
 
 		// Configured CHAP secrets are never used.
@@ -107,7 +107,7 @@ func TestChapNodeUnfence(t *testing.T) {
 		assert.Equal(t, hostName, h.Name, "the initiator is back on the node's host")
 		assert.Equal(t, arrayclients.PowerStoreChapPlaceholderUser, in.ChapSingleUsername)
 		for _, secret := range []string{configured, first.Secret, reboot.Secret} {
-			assert.NotEqual(t, powerstore.SecretFingerprint(secret), in.ChapSingleSecret, "no secret anyone holds")
+			assert.NotEqual(t, powerstoresim.SecretFingerprint(secret), in.ChapSingleSecret, "no secret anyone holds")
 		}
 		assert.Len(t, arraytest.WritesSince(e.srv, seq), 1, "one PATCH adds the initiator back")
 
@@ -134,7 +134,7 @@ func TestChapNodeUnfence(t *testing.T) {
 		h, in = psInitiatorState(t, e, iqn)
 		assert.Equal(t, hostName, h.Name)
 		assert.Equal(t, "admin", in.ChapSingleUsername)
-		assert.Equal(t, powerstore.SecretFingerprint(restart.Secret), in.ChapSingleSecret, "the secret the node logs in with")
+		assert.Equal(t, powerstoresim.SecretFingerprint(restart.Secret), in.ChapSingleSecret, "the secret the node logs in with")
 		v, err = a.VerifyRestore(ctx, plan, arrayclients.RestoreScope{})
 		require.NoError(t, err)
 		assert.True(t, v.Restored, "missing: %v", v.Missing)
@@ -142,7 +142,7 @@ func TestChapNodeUnfence(t *testing.T) {
 		require.NoError(t, a.Undo(ctx, plan, arrayclients.RestoreScope{}))
 		assert.Empty(t, arraytest.WritesSince(e.srv, seq), "nothing to give back")
 		_, in = psInitiatorState(t, e, iqn)
-		assert.Equal(t, powerstore.SecretFingerprint(restart.Secret), in.ChapSingleSecret, "the node plugin's secret stays")
+		assert.Equal(t, powerstoresim.SecretFingerprint(restart.Secret), in.ChapSingleSecret, "the node plugin's secret stays")
 	})
 
 	t.Run("node plugin started after the unfence", func(t *testing.T) {
@@ -161,7 +161,7 @@ func TestChapNodeUnfence(t *testing.T) {
 		start, err := drv.NodeStart(ctx, plugin)
 		require.NoError(t, err)
 		_, in := psInitiatorState(t, e, plugin.Initiators[0])
-		assert.Equal(t, powerstore.SecretFingerprint(start.Secret), in.ChapSingleSecret)
+		assert.Equal(t, powerstoresim.SecretFingerprint(start.Secret), in.ChapSingleSecret)
 		v, err = a.VerifyRestore(ctx, plan, arrayclients.RestoreScope{})
 		require.NoError(t, err)
 		assert.True(t, v.Restored, "missing: %v", v.Missing)
@@ -180,7 +180,7 @@ func TestChapNodeUnfence(t *testing.T) {
 		require.NoError(t, err)
 		h, in := psInitiatorState(t, e, plugin.Initiators[0])
 		require.Equal(t, plugin.NodeID, h.Name)
-		assert.Equal(t, powerstore.SecretFingerprint(start.Secret), in.ChapSingleSecret)
+		assert.Equal(t, powerstoresim.SecretFingerprint(start.Secret), in.ChapSingleSecret)
 
 		learned, err := a.Resolve(ctx, back)
 		require.NoError(t, err)

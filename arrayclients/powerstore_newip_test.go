@@ -175,7 +175,7 @@ func TestPowerStoreInitiatorsOnAnUnmappedHost(t *testing.T) {
 	v, err := a.Verify(ctx, plan)
 	require.NoError(t, err)
 	assert.True(t, v.Fenced, "nothing is mapped to host %s: remaining %v", newName, v.Remaining)
-	rep, err := sessions(t, a, plan)
+	rep, err := arraytest.Sessions(t, a, plan)
 	require.NoError(t, err)
 	assert.Empty(t, rep.Sessions, "a login to a host with nothing mapped reaches no volume")
 
@@ -193,7 +193,7 @@ func TestPowerStoreInitiatorsOnAnUnmappedHost(t *testing.T) {
 	for _, in := range initiators {
 		e.sim.LogIn(in.PortName)
 	}
-	rep, err = sessions(t, a, plan)
+	rep, err = arraytest.Sessions(t, a, plan)
 	require.NoError(t, err)
 	assert.NotEmpty(t, rep.Sessions)
 	for _, s := range rep.Sessions {

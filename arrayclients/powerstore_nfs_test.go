@@ -13,7 +13,7 @@ import (
 
 	"github.com/fenced-project/fenced/arrayclients"
 	"github.com/fenced-project/fenced/arrayclients/internal/arraytest"
-	"github.com/fenced-project/fenced/tests/arraysim/powerstore"
+	powerstoresim "github.com/fenced-project/fenced/tests/arraysim/powerstore"
 	"github.com/fenced-project/fenced/tests/arraysim/simcore"
 	"github.com/fenced-project/fenced/tests/csidriver"
 )
@@ -46,7 +46,7 @@ func (e *psEnv) fsID(t testing.TB, name string) string {
 }
 
 // export is the NFS export of the file system named name.
-func (e *psEnv) export(t testing.TB, name string) powerstore.NFSExportState {
+func (e *psEnv) export(t testing.TB, name string) powerstoresim.NFSExportState {
 	t.Helper()
 	id := e.fsID(t, name)
 	for _, x := range e.state(t).NFSExports {
@@ -55,7 +55,7 @@ func (e *psEnv) export(t testing.TB, name string) powerstore.NFSExportState {
 		}
 	}
 	t.Fatalf("no NFS export of %s", name)
-	return powerstore.NFSExportState{}
+	return powerstoresim.NFSExportState{}
 }
 
 func psNFSRef(e *psEnv, t testing.TB, pv, fs string, attached bool) arrayclients.VolumeRef {
@@ -66,7 +66,7 @@ func psNFSRef(e *psEnv, t testing.TB, pv, fs string, attached bool) arrayclients
 func (e *psEnv) csiDriver(t testing.TB) *csidriver.PowerStore {
 	t.Helper()
 	d, err := csidriver.NewPowerStore(csidriver.PowerStoreConfig{Endpoint: e.url, CAFile: e.cfg.CAFile,
-		Username: e.cfg.Username, Password: e.cfg.Password, GlobalID: "PSA1", NASName: powerstore.DefaultNASName})
+		Username: e.cfg.Username, Password: e.cfg.Password, GlobalID: "PSA1", NASName: powerstoresim.DefaultNASName})
 	require.NoError(t, err)
 	return d
 }

@@ -14,7 +14,7 @@ import (
 	"github.com/fenced-project/fenced/arrayclients"
 	"github.com/fenced-project/fenced/arrayclients/internal/arraytest"
 	"github.com/fenced-project/fenced/tests/arraysim/fixture"
-	"github.com/fenced-project/fenced/tests/arraysim/powerstore"
+	powerstoresim "github.com/fenced-project/fenced/tests/arraysim/powerstore"
 	"github.com/fenced-project/fenced/tests/arraysim/simcore"
 )
 
@@ -44,7 +44,7 @@ arrays:
 
 // psEnv is a PowerStore simulator on loopback with an adapter on it.
 type psEnv struct {
-	sim   *powerstore.Sim
+	sim   *powerstoresim.Sim
 	srv   *simcore.Server
 	url   string
 	nodes map[string]fixture.Node
@@ -57,7 +57,7 @@ func newPSEnv(t testing.TB, fixtureYAML string) *psEnv {
 	require.NoError(t, err)
 	arr, ok := fx.Array("pstore-1")
 	require.True(t, ok)
-	sim, err := powerstore.New(&arr.Spec, fx.Nodes)
+	sim, err := powerstoresim.New(&arr.Spec, fx.Nodes)
 	require.NoError(t, err)
 	srv := simcore.New("pstore-1", sim, nil)
 	l, err := simcore.Serve(srv, "127.0.0.1:0", true, t.TempDir())
@@ -65,7 +65,7 @@ func newPSEnv(t testing.TB, fixtureYAML string) *psEnv {
 	t.Cleanup(func() { _ = l.Close() })
 	e := &psEnv{sim: sim, srv: srv, url: l.URL, nodes: map[string]fixture.Node{}, cfg: arrayclients.Config{
 		Name: "pstore-1", Family: arrayclients.PowerStore, Endpoint: l.URL, CAFile: l.CAFile,
-		Username: powerstore.DefaultUsername, Password: powerstore.DefaultPassword,
+		Username: powerstoresim.DefaultUsername, Password: powerstoresim.DefaultPassword,
 		RequestTimeout: 2 * time.Second,
 	}}
 	for _, n := range fx.Nodes {
@@ -90,24 +90,24 @@ func (e *psEnv) node(name string) arrayclients.Node {
 	return arrayclients.Node{Cluster: "c1", Name: n.Name, Addresses: []string{n.IP}, CSINodeIDs: n.CSINodeIDs("")}
 }
 
-func (e *psEnv) state(t testing.TB) powerstore.Snapshot {
+func (e *psEnv) state(t testing.TB) powerstoresim.Snapshot {
 	t.Helper()
 	return e.sim.State()
 }
 
 // psSnap is a PowerStore snapshot with comparison helpers.
-type psSnap powerstore.Snapshot
+type psSnap powerstoresim.Snapshot
 
 // without is the state of every host but one, with their mappings, and
 // the volumes.
 func (s psSnap) without(hostID string) string {
-	var hosts []powerstore.HostState
+	var hosts []powerstoresim.HostState
 	for _, h := range s.Hosts {
 		if h.ID != hostID {
 			hosts = append(hosts, h)
 		}
 	}
-	var maps []powerstore.MappingState
+	var maps []powerstoresim.MappingState
 	for _, m := range s.Mappings {
 		if m.HostID != hostID {
 			maps = append(maps, m)

@@ -14,7 +14,7 @@ import (
 	"github.com/fenced-project/fenced/arrayclients"
 	"github.com/fenced-project/fenced/arrayclients/internal/arraytest"
 	"github.com/fenced-project/fenced/tests/arraysim/simcore"
-	"github.com/fenced-project/fenced/tests/arraysim/unity"
+	unitysim "github.com/fenced-project/fenced/tests/arraysim/unity"
 	"github.com/fenced-project/fenced/tests/csidriver"
 )
 
@@ -60,7 +60,7 @@ type unityShareLists struct {
 	RootAccessHosts         []string `json:"rootAccessHosts"`
 }
 
-func unitySharesOf(t testing.TB, sim *unity.Sim) map[string]unityShareLists {
+func unitySharesOf(t testing.TB, sim *unitysim.Sim) map[string]unityShareLists {
 	t.Helper()
 	b, err := json.Marshal(sim.Snapshot())
 	require.NoError(t, err)
@@ -79,7 +79,7 @@ func unitySharesOf(t testing.TB, sim *unity.Sim) map[string]unityShareLists {
 }
 
 // shareOfFS returns the only share of a file system.
-func shareOfFS(t testing.TB, sim *unity.Sim, fs string) (string, unityShareLists) {
+func shareOfFS(t testing.TB, sim *unitysim.Sim, fs string) (string, unityShareLists) {
 	t.Helper()
 	var id string
 	var out unityShareLists
@@ -106,7 +106,7 @@ func modifyFilesystemPosts(srv *simcore.Server) int {
 
 type unityNFSHosts struct{ w1, w2, backup string }
 
-func unityHostsOf(t testing.TB, sim *unity.Sim) unityNFSHosts {
+func unityHostsOf(t testing.TB, sim *unitysim.Sim) unityNFSHosts {
 	t.Helper()
 	var h unityNFSHosts
 	var err error

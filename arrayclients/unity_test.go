@@ -18,7 +18,7 @@ import (
 	"github.com/fenced-project/fenced/arrayclients/internal/arraytest"
 	"github.com/fenced-project/fenced/tests/arraysim/fixture"
 	"github.com/fenced-project/fenced/tests/arraysim/simcore"
-	"github.com/fenced-project/fenced/tests/arraysim/unity"
+	unitysim "github.com/fenced-project/fenced/tests/arraysim/unity"
 )
 
 // unityFixture: worker-1 has three initiators, three own LUNs and a LUN
@@ -48,7 +48,7 @@ arrays:
 
 type unityEnv struct {
 	srv     *simcore.Server
-	sim     *unity.Sim
+	sim     *unitysim.Sim
 	adapter *arrayclients.UnityAdapter
 	cfg     arrayclients.Config
 	close   func() error
@@ -58,7 +58,7 @@ func startUnity(t testing.TB, doc string, timeout time.Duration) unityEnv {
 	t.Helper()
 	f, err := fixture.Parse([]byte(doc))
 	require.NoError(t, err)
-	sim, err := unity.New(&f.Arrays[0].Spec, f.Nodes)
+	sim, err := unitysim.New(&f.Arrays[0].Spec, f.Nodes)
 	require.NoError(t, err)
 	srv := simcore.New("unity-1", sim, nil)
 	l, err := simcore.Serve(srv, "127.0.0.1:0", true, t.TempDir())
@@ -79,7 +79,7 @@ func unityNode(name string) arrayclients.Node {
 }
 
 // unityState is the dump plus each LUN's host access, for "others untouched".
-func unityState(t testing.TB, sim *unity.Sim) (all string, luns map[string]string) {
+func unityState(t testing.TB, sim *unitysim.Sim) (all string, luns map[string]string) {
 	t.Helper()
 	b, err := json.Marshal(sim.Snapshot())
 	require.NoError(t, err)
@@ -455,42 +455,26 @@ func TestUnityPlansAndReadBacksAddressTheHost(t *testing.T) {
 	all(func(i int) { assert.NoError(t, e.adapter.Undo(ctx, plans[i], arrayclients.RestoreScope{})) })
 }
 
-// TestRegistryBuildsPowerMaxAndUnity goes through New and the family switch:
-// both adapters come out decorated, checked and able to fence (by override
-// for PowerMax, whose cluster prefix Config does not carry).
+// TestRegistryBuildsPowerMaxAndUnity goes through New and the family's
+// constructor: the Unity adapter comes out decorated, checked and able to
+// fence (the PowerMax half of this test is with the PowerMax tests).
 func TestRegistryBuildsPowerMaxAndUnity(t *testing.T) {
 	u := startUnity(t, unityFixture, 5*time.Second)
-	p := startPowerMax(t, pmaxFixture, 5*time.Second)
-	reg, err := all.New([]arrayclients.Config{u.cfg, p.cfg}, arrayclients.Options{})
+	reg, err := all.New([]arrayclients.Config{u.cfg}, arrayclients.Options{})
 	require.NoError(t, err)
 	ctx := context.Background()
 	for _, r := range reg.Check(ctx) {
 		assert.True(t, r.Reachable, "%s: %s", r.Array, r.Error)
 	}
 
-	pa, ok := reg.Get("pmax-1")
-	require.True(t, ok)
-	_, err = pa.Resolve(ctx, pmaxNode("worker-1"))
-	require.Error(t, err, "no prefix in Config")
-	require.NotErrorIs(t, err, arrayclients.ErrNoIdentity)
-	id, err := pa.Resolve(ctx, arrayclients.Node{Name: "worker-1", Override: "csi-node-TST-worker-1-FC"})
-	require.NoError(t, err)
-	plan, err := pa.Plan(ctx, id, nil)
-	require.NoError(t, err)
-	require.NoError(t, pa.Apply(ctx, plan))
-	v, err := pa.Verify(ctx, plan)
-	require.NoError(t, err)
-	assert.True(t, v.Fenced)
-	require.NoError(t, pa.Undo(ctx, plan, arrayclients.RestoreScope{}))
-
 	ua, ok := reg.Get("unity-1")
 	require.True(t, ok)
-	id, err = ua.Resolve(ctx, unityNode("worker-2"))
+	id, err := ua.Resolve(ctx, unityNode("worker-2"))
 	require.NoError(t, err)
-	plan, err = ua.Plan(ctx, id, nil)
+	plan, err := ua.Plan(ctx, id, nil)
 	require.NoError(t, err)
 	require.NoError(t, ua.Apply(ctx, plan))
-	v, err = ua.Verify(ctx, plan)
+	v, err := ua.Verify(ctx, plan)
 	require.NoError(t, err)
 	assert.True(t, v.Fenced)
 	require.NoError(t, ua.Undo(ctx, plan, arrayclients.RestoreScope{}))
@@ -498,7 +482,5 @@ func TestRegistryBuildsPowerMaxAndUnity(t *testing.T) {
 	for _, endpoint := range []string{"/api", "https://api.example.com", "10.0.0.1"} {
 		_, err = arrayclients.NewUnity(ctx, arrayclients.Config{Name: "u", Endpoint: endpoint, Insecure: true}, nil)
 		require.Error(t, err, endpoint)
-		_, err = arrayclients.NewPowerMax(ctx, arrayclients.Config{Name: "p", Endpoint: endpoint, SymmetrixID: pmaxSym}, nil)
-		assert.Error(t, err, endpoint)
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fenced-project/fenced/arrayclients"
+	"github.com/fenced-project/fenced/tests/arraysim/fixture"
 	"github.com/fenced-project/fenced/tests/arraysim/simcore"
 )
 
@@ -275,4 +276,56 @@ func ForEachBounded(n, limit int, f func(i int)) {
 	for range n {
 		<-done
 	}
+}
+
+// Sessions asks an adapter for a plan's sessions through the optional
+// interface.
+func Sessions(t *testing.T, a arrayclients.Adapter, p arrayclients.Plan) (arrayclients.SessionReport, error) {
+	t.Helper()
+	sr, ok := a.(arrayclients.SessionReporter)
+	require.True(t, ok, "%T reports sessions", a)
+	return sr.Sessions(context.Background(), p)
+}
+
+// DottedNodes are nodes named by their FQDN, as a kubelet on a host whose
+// hostname is its FQDN names them.
+const DottedNodes = `
+nodes:
+  - {name: worker-1.dc1.example.com, ip: 127.0.10.1, fqdn: worker-1.dc1.example.com, iqn: "iqn.1994-05.com.redhat:w1", wwpns: ["10000000c9a0d001", "10000000c9a0d101"]}
+  - {name: worker-10.dc1.example.com, ip: 127.0.10.10, fqdn: worker-10.dc1.example.com, iqn: "iqn.1994-05.com.redhat:w10", wwpns: ["10000000c9a0d010", "10000000c9a0d110"]}
+`
+
+// DottedNode is the node as fenced sees it: its name and the node IDs the
+// drivers wrote into its CSINode (the fixture builds them by the drivers'
+// rules: csi-powermax and csi-unity cut the name at its first dot).
+func DottedNode(t *testing.T, doc, name string) arrayclients.Node {
+	t.Helper()
+	f, err := fixture.Parse([]byte(doc))
+	require.NoError(t, err)
+	n, ok := f.Node(name)
+	require.True(t, ok, "node %s", name)
+	return arrayclients.Node{Cluster: "c1", Name: n.Name, Addresses: []string{n.IP}, FQDN: n.FQDN, CSINodeIDs: n.CSINodeIDs("")}
+}
+
+// ResolveAndFence resolves node on a, plans its fence (no footprint),
+// applies it and returns the identity and the read-back.
+func ResolveAndFence(t *testing.T, a arrayclients.Adapter, node arrayclients.Node) (arrayclients.Identity, arrayclients.Verification) {
+	t.Helper()
+	ctx := context.Background()
+	id, err := a.Resolve(ctx, node)
+	require.NoError(t, err)
+	plan, err := a.Plan(ctx, id, nil)
+	require.NoError(t, err)
+	require.NoError(t, a.Apply(ctx, plan))
+	v, err := a.Verify(ctx, plan)
+	require.NoError(t, err)
+	return id, v
+}
+
+// New is arrayclients.New with only family f's constructor c: a family's
+// tests build a registry of that family alone, with no other family
+// package linked in.
+func New(f arrayclients.Family, c arrayclients.Constructor, cfgs []arrayclients.Config, opts arrayclients.Options) (*arrayclients.Registry, error) {
+	opts.Families = map[arrayclients.Family]arrayclients.Constructor{f: c}
+	return arrayclients.New(cfgs, opts)
 }

@@ -1,0 +1,25 @@
+package arrayclients
+
+import (
+	"fmt"
+)
+
+// Cover: PowerFlex block volumes are unmapped from the node's SDC (or
+// NVMe host, powerflex_nvme.go); NFS
+// volumes' exports lose the node's IPs (powerflex_nfs.go).
+func (a *PowerFlexAdapter) Cover(id Identity, v VolumeRef) (Cut, *Gap) {
+	if v.Protocol == ProtocolNFS {
+		return a.coverNFS(id, v)
+	}
+	if id.Kind == PowerFlexKindNFSClient {
+		return "", &Gap{Reason: GapIdentityNotFound, Detail: fmt.Sprintf("%s: the node has no SDC on PowerFlex array %s "+
+			"(its csi-vxflexos node ID names none), so its access to a block volume cannot be cut", v.Volume, a.cfg.Name)}
+	}
+	if id.Kind == PowerFlexKindNVMeHost {
+		return CutNVMeUnmap, nil
+	}
+	return CutSDCUnmap, nil
+}
+
+// Holds reports whether a volume at loc is on this array.
+func (a *PowerFlexAdapter) Holds(loc VolumeLocation) bool { return a.cfg.Holds(loc) }
