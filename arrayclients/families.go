@@ -33,8 +33,6 @@ func newAdapter(ctx context.Context, families map[Family]Constructor, cfg Config
 		return NewPowerFlex(ctx, cfg, logger)
 	case PowerMax:
 		return Adapt(NewPowerMax(ctx, cfg, logger))
-	case Unity:
-		return Adapt(NewUnity(ctx, cfg, logger))
 	case PowerStore:
 		return NewPowerStore(ctx, cfg, logger)
 	default:

@@ -10,6 +10,7 @@ package all
 import (
 	"github.com/fenced-project/fenced/arrayclients"
 	"github.com/fenced-project/fenced/arrayclients/powerscale"
+	"github.com/fenced-project/fenced/arrayclients/unity"
 )
 
 // Families returns the constructor of every family in this build, keyed by
@@ -17,6 +18,7 @@ import (
 func Families() map[arrayclients.Family]arrayclients.Constructor {
 	return map[arrayclients.Family]arrayclients.Constructor{
 		arrayclients.PowerScale: powerscale.NewPowerScale,
+		arrayclients.Unity:      unity.New,
 	}
 }
 

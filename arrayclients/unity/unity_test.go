@@ -1,4 +1,4 @@
-package arrayclients_test
+package unity_test
 
 import (
 	"context"
@@ -14,8 +14,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fenced-project/fenced/arrayclients"
-	"github.com/fenced-project/fenced/arrayclients/all"
 	"github.com/fenced-project/fenced/arrayclients/internal/arraytest"
+	"github.com/fenced-project/fenced/arrayclients/unity"
 	"github.com/fenced-project/fenced/tests/arraysim/fixture"
 	"github.com/fenced-project/fenced/tests/arraysim/simcore"
 	unitysim "github.com/fenced-project/fenced/tests/arraysim/unity"
@@ -49,7 +49,7 @@ arrays:
 type unityEnv struct {
 	srv     *simcore.Server
 	sim     *unitysim.Sim
-	adapter *arrayclients.UnityAdapter
+	adapter *unity.UnityAdapter
 	cfg     arrayclients.Config
 	close   func() error
 }
@@ -69,7 +69,7 @@ func startUnity(t testing.TB, doc string, timeout time.Duration) unityEnv {
 		Name: "unity-1", Family: arrayclients.Unity, Endpoint: l.URL, Username: "admin", Password: "secret",
 		Insecure: true, RequestTimeout: timeout,
 	}
-	a, err := arrayclients.NewUnity(context.Background(), cfg, nil)
+	a, err := unity.NewUnity(context.Background(), cfg, nil)
 	require.NoError(t, err)
 	return unityEnv{srv: srv, sim: sim, adapter: a, cfg: cfg, close: l.Close}
 }
@@ -119,7 +119,7 @@ func TestUnityFenceCycle(t *testing.T) {
 
 	plan, err := e.adapter.Plan(ctx, id, nil)
 	require.NoError(t, err)
-	var entries arrayclients.UnityEntries
+	var entries unity.UnityEntries
 	require.NoError(t, json.Unmarshal(plan.Entries, &entries))
 	require.Len(t, entries.LUNs, 4)
 	for i, l := range entries.LUNs {
@@ -296,7 +296,7 @@ func TestUnityReloginAndCheck(t *testing.T) {
 
 	bad := e.cfg
 	bad.Password = "wrong"
-	a, err := arrayclients.NewUnity(context.Background(), bad, nil)
+	a, err := unity.NewUnity(context.Background(), bad, nil)
 	require.NoError(t, err)
 	r = a.Check(ctx)
 	assert.False(t, r.Reachable)
@@ -304,9 +304,9 @@ func TestUnityReloginAndCheck(t *testing.T) {
 	_, err = a.Resolve(ctx, unityNode("worker-1"))
 	require.ErrorIs(t, err, arrayclients.ErrUnreachable)
 
-	_, err = arrayclients.NewUnity(context.Background(), arrayclients.Config{Name: "u", Endpoint: "https://10.0.0.1", CAFile: "/ca.pem"}, nil)
+	_, err = unity.NewUnity(context.Background(), arrayclients.Config{Name: "u", Endpoint: "https://10.0.0.1", CAFile: "/ca.pem"}, nil)
 	require.ErrorContains(t, err, "caFile")
-	_, err = arrayclients.NewUnity(context.Background(), arrayclients.Config{Name: "u", Endpoint: "https://api.example.com", Insecure: true}, nil)
+	_, err = unity.NewUnity(context.Background(), arrayclients.Config{Name: "u", Endpoint: "https://api.example.com", Insecure: true}, nil)
 	assert.ErrorContains(t, err, "api")
 }
 
@@ -460,7 +460,7 @@ func TestUnityPlansAndReadBacksAddressTheHost(t *testing.T) {
 // fence (the PowerMax half of this test is with the PowerMax tests).
 func TestRegistryBuildsPowerMaxAndUnity(t *testing.T) {
 	u := startUnity(t, unityFixture, 5*time.Second)
-	reg, err := all.New([]arrayclients.Config{u.cfg}, arrayclients.Options{})
+	reg, err := arraytest.New(arrayclients.Unity, unity.New, []arrayclients.Config{u.cfg}, arrayclients.Options{})
 	require.NoError(t, err)
 	ctx := context.Background()
 	for _, r := range reg.Check(ctx) {
@@ -480,7 +480,7 @@ func TestRegistryBuildsPowerMaxAndUnity(t *testing.T) {
 	require.NoError(t, ua.Undo(ctx, plan, arrayclients.RestoreScope{}))
 
 	for _, endpoint := range []string{"/api", "https://api.example.com", "10.0.0.1"} {
-		_, err = arrayclients.NewUnity(ctx, arrayclients.Config{Name: "u", Endpoint: endpoint, Insecure: true}, nil)
+		_, err = unity.NewUnity(ctx, arrayclients.Config{Name: "u", Endpoint: endpoint, Insecure: true}, nil)
 		require.Error(t, err, endpoint)
 	}
 }

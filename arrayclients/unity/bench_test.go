@@ -1,4 +1,4 @@
-package arrayclients_test
+package unity_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/fenced-project/fenced/arrayclients"
 	"github.com/fenced-project/fenced/arrayclients/internal/arraytest"
+	"github.com/fenced-project/fenced/arrayclients/unity"
 	"github.com/fenced-project/fenced/tests/arraysim/simcore"
 )
 
@@ -49,7 +50,7 @@ func BenchmarkUnityFenceLatency(b *testing.B) {
 					}
 					p, err := e.adapter.Plan(ctx, ids[i], nil)
 					require.NoError(b, err)
-					var entries arrayclients.UnityEntries
+					var entries unity.UnityEntries
 					require.NoError(b, json.Unmarshal(p.Entries, &entries))
 					for _, l := range entries.LUNs {
 						vols[i] = append(vols[i], arrayclients.VolumeRef{Volume: "pv-" + l.LUN, Object: l.LUN, Protocol: arrayclients.ProtocolBlock, Attached: true})

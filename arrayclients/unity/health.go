@@ -1,4 +1,4 @@
-package arrayclients
+package unity
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 
 	"github.com/dell/gounity"
 	unitytypes "github.com/dell/gounity/apitypes"
+
+	"github.com/fenced-project/fenced/arrayclients"
 )
 
 const (
@@ -25,8 +27,8 @@ const (
 // Health reads the array's view of the node: connected when one of its
 // host's initiators is healthy (ALRT_COMPONENT_OK); I/O active when a LUN it
 // has access to has a current I/O count in the latest real-time sample.
-func (a *UnityAdapter) Health(ctx context.Context, id Identity) (Health, error) {
-	out := Health{Array: a.cfg.Name, Node: id.Node, Connectivity: ConnectivityUnknown, IO: IOUnknown, SampledAt: a.now().UTC()}
+func (a *UnityAdapter) Health(ctx context.Context, id arrayclients.Identity) (arrayclients.Health, error) {
+	out := arrayclients.Health{Array: a.cfg.Name, Node: id.Node, Connectivity: arrayclients.ConnectivityUnknown, IO: arrayclients.IOUnknown, SampledAt: a.now().UTC()}
 	if err := a.checkIdentity(id); err != nil {
 		out.Reason = err.Error()
 		return out, a.errf("health", id.Node, err)
@@ -52,10 +54,10 @@ func (a *UnityAdapter) Health(ctx context.Context, id Identity) (Health, error) 
 
 // initiatorHealth reads every initiator of the host. csi-unity indexes
 // descriptionIds[0] unguarded; an empty list here is "unknown", not a panic.
-func (a *UnityAdapter) initiatorHealth(ctx context.Context, h *unitytypes.Host) (Connectivity, string) {
+func (a *UnityAdapter) initiatorHealth(ctx context.Context, h *unitytypes.Host) (arrayclients.Connectivity, string) {
 	ids := slices.Concat(h.HostContent.FcInitiators, h.HostContent.IscsiInitiators)
 	if len(ids) == 0 {
-		return Disconnected, fmt.Sprintf("host %s has no initiators", h.HostContent.ID)
+		return arrayclients.Disconnected, fmt.Sprintf("host %s has no initiators", h.HostContent.ID)
 	}
 	ok, down, unknown := 0, 0, 0
 	var notes []string
@@ -67,7 +69,7 @@ func (a *UnityAdapter) initiatorHealth(ctx context.Context, h *unitytypes.Host) 
 			return err
 		})
 		if err != nil {
-			return ConnectivityUnknown, fmt.Sprintf("read initiator %s: %v", in.ID, err)
+			return arrayclients.ConnectivityUnknown, fmt.Sprintf("read initiator %s: %v", in.ID, err)
 		}
 		switch ds := hi.HostInitiatorContent.Health.DescriptionIDs; {
 		case len(ds) == 0:
@@ -82,47 +84,47 @@ func (a *UnityAdapter) initiatorHealth(ctx context.Context, h *unitytypes.Host) 
 	}
 	switch {
 	case ok > 0:
-		return Connected, fmt.Sprintf("%d of %d initiators healthy", ok, len(ids))
+		return arrayclients.Connected, fmt.Sprintf("%d of %d initiators healthy", ok, len(ids))
 	case unknown > 0:
-		return ConnectivityUnknown, strings.Join(notes, ", ")
+		return arrayclients.ConnectivityUnknown, strings.Join(notes, ", ")
 	}
-	return Disconnected, "no healthy initiator: " + strings.Join(notes, ", ")
+	return arrayclients.Disconnected, "no healthy initiator: " + strings.Join(notes, ", ")
 }
 
 // lunIO sums currentIOCount over the host's LUNs from the latest sample of
 // a real-time query the adapter keeps (re-created when it has expired).
-func (a *UnityAdapter) lunIO(ctx context.Context, hostID string) (IOState, time.Time, string) {
+func (a *UnityAdapter) lunIO(ctx context.Context, hostID string) (arrayclients.IOState, time.Time, string) {
 	hls, err := a.hostLUNs(ctx, hostID)
 	if err != nil {
-		return IOUnknown, time.Time{}, err.Error()
+		return arrayclients.IOUnknown, time.Time{}, err.Error()
 	}
 	luns := map[string]bool{}
 	for _, hl := range hls {
 		luns[hl.LUN.ID] = true
 	}
 	if len(luns) == 0 {
-		return IOIdle, time.Time{}, "no LUN grants the host access"
+		return arrayclients.IOIdle, time.Time{}, "no LUN grants the host access"
 	}
 	res, err := a.sample(ctx)
 	if err != nil {
-		return IOUnknown, time.Time{}, err.Error()
+		return arrayclients.IOUnknown, time.Time{}, err.Error()
 	}
 	if res == nil {
-		return IOUnknown, time.Time{}, "the real-time query has no sample yet"
+		return arrayclients.IOUnknown, time.Time{}, "the real-time query has no sample yet"
 	}
 	ts, err := time.Parse(time.RFC3339Nano, res.Timestamp)
 	if err != nil {
-		return IOUnknown, time.Time{}, fmt.Sprintf("sample timestamp %q: %v", res.Timestamp, err)
+		return arrayclients.IOUnknown, time.Time{}, fmt.Sprintf("sample timestamp %q: %v", res.Timestamp, err)
 	}
 	if age := a.now().Sub(ts); age >= unityIOFresh {
-		return IOUnknown, ts.UTC(), fmt.Sprintf("latest sample is %s old", age.Round(time.Second))
+		return arrayclients.IOUnknown, ts.UTC(), fmt.Sprintf("latest sample is %s old", age.Round(time.Second))
 	}
 	total, seen := 0, 0
 	// values: {"spa": {"sv_1": "3", ...}, "spb": {...}}, strings all the way down.
 	for sp, raw := range res.Values {
 		perLUN, ok := raw.(map[string]any)
 		if !ok {
-			return IOUnknown, ts.UTC(), fmt.Sprintf("sample values of %s are %T, want an object", sp, raw)
+			return arrayclients.IOUnknown, ts.UTC(), fmt.Sprintf("sample values of %s are %T, want an object", sp, raw)
 		}
 		for lun, v := range perLUN {
 			if !luns[lun] {
@@ -131,7 +133,7 @@ func (a *UnityAdapter) lunIO(ctx context.Context, hostID string) (IOState, time.
 			s, ok := v.(string)
 			n, err := strconv.Atoi(s)
 			if !ok || err != nil || n < 0 {
-				return IOUnknown, ts.UTC(), fmt.Sprintf("sample value of %s on %s is %v, want a count", lun, sp, v)
+				return arrayclients.IOUnknown, ts.UTC(), fmt.Sprintf("sample value of %s on %s is %v, want a count", lun, sp, v)
 			}
 			total += n
 			seen++
@@ -139,11 +141,11 @@ func (a *UnityAdapter) lunIO(ctx context.Context, hostID string) (IOState, time.
 	}
 	switch {
 	case seen == 0:
-		return IOUnknown, ts.UTC(), "the sample has none of the host's LUNs"
+		return arrayclients.IOUnknown, ts.UTC(), "the sample has none of the host's LUNs"
 	case total > 0:
-		return IOActive, ts.UTC(), fmt.Sprintf("current I/O count %d on %d LUN(s)", total, len(luns))
+		return arrayclients.IOActive, ts.UTC(), fmt.Sprintf("current I/O count %d on %d LUN(s)", total, len(luns))
 	}
-	return IOIdle, ts.UTC(), fmt.Sprintf("no current I/O on %d LUN(s)", len(luns))
+	return arrayclients.IOIdle, ts.UTC(), fmt.Sprintf("no current I/O on %d LUN(s)", len(luns))
 }
 
 // sample returns the latest currentIOCount result. The adapter keeps one

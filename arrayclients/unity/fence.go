@@ -1,4 +1,4 @@
-package arrayclients
+package unity
 
 import (
 	"cmp"
@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	unitytypes "github.com/dell/gounity/apitypes"
+
+	"github.com/fenced-project/fenced/arrayclients"
 )
 
 // Unity fences per LUN: the cut of a footprint LUN is taking the node's
@@ -103,10 +105,10 @@ func (a *UnityAdapter) readLUNs(ctx context.Context, ids []string) (map[string]*
 
 // unityFootprint returns the plan's block footprint volumes that have a
 // cut, by LUN ID (NFS ones: unityNFSFootprint).
-func unityFootprint(p Plan) map[string]VolumeCut {
-	out := map[string]VolumeCut{}
+func unityFootprint(p arrayclients.Plan) map[string]arrayclients.VolumeCut {
+	out := map[string]arrayclients.VolumeCut{}
 	for _, vc := range p.Volumes {
-		if vc.Cut != "" && vc.Gap == nil && vc.Protocol != ProtocolNFS {
+		if vc.Cut != "" && vc.Gap == nil && vc.Protocol != arrayclients.ProtocolNFS {
 			out[vc.Object] = vc
 		}
 	}
@@ -117,26 +119,26 @@ func unityFootprint(p Plan) map[string]VolumeCut {
 // name, each read by ID for its HLU and other hosts, plus, for each
 // footprint volume, the cut or the gap found by reading that LUN (or, for
 // NFS, that file system and its shares: unity_nfs.go).
-func (a *UnityAdapter) Plan(ctx context.Context, id Identity, vols []VolumeRef) (Plan, error) {
+func (a *UnityAdapter) Plan(ctx context.Context, id arrayclients.Identity, vols []arrayclients.VolumeRef) (arrayclients.Plan, error) {
 	if err := a.checkIdentity(id); err != nil {
-		return Plan{}, a.errf("plan", id.Node, err)
+		return arrayclients.Plan{}, a.errf("plan", id.Node, err)
 	}
 	hls, err := a.hostLUNs(ctx, id.ObjectID)
 	if err != nil {
-		return Plan{}, a.errf("plan", id.Node, err)
+		return arrayclients.Plan{}, a.errf("plan", id.Node, err)
 	}
 	var ids []string
 	for _, hl := range hls {
 		ids = append(ids, hl.LUN.ID)
 	}
 	for _, v := range vols {
-		if _, gap := a.Cover(id, v); gap == nil && v.Protocol != ProtocolNFS && unityIDRE.MatchString(v.Object) {
+		if _, gap := a.Cover(id, v); gap == nil && v.Protocol != arrayclients.ProtocolNFS && unityIDRE.MatchString(v.Object) {
 			ids = append(ids, v.Object)
 		}
 	}
 	luns, err := a.readLUNs(ctx, ids)
 	if err != nil {
-		return Plan{}, a.errf("plan", id.Node, err)
+		return arrayclients.Plan{}, a.errf("plan", id.Node, err)
 	}
 	e := UnityEntries{HostID: id.ObjectID, HostName: id.ObjectName, LUNs: []UnityLUNAccess{}}
 	planned := map[string]bool{}
@@ -153,13 +155,13 @@ func (a *UnityAdapter) Plan(ctx context.Context, id Identity, vols []VolumeRef) 
 	for _, hl := range hls {
 		add(hl.LUN.ID)
 	}
-	var cuts []VolumeCut
+	var cuts []arrayclients.VolumeCut
 	nfs := a.nfsReader()
 	for _, v := range vols {
-		if v.Protocol == ProtocolNFS {
+		if v.Protocol == arrayclients.ProtocolNFS {
 			vc, shares, err := a.planNFSVolume(ctx, nfs, id, v)
 			if err != nil {
-				return Plan{}, a.errf("plan", id.Node, err)
+				return arrayclients.Plan{}, a.errf("plan", id.Node, err)
 			}
 			for _, s := range shares {
 				if !slices.ContainsFunc(e.Shares, func(o UnityShareAccess) bool { return o.Share == s.Share }) {
@@ -170,7 +172,7 @@ func (a *UnityAdapter) Plan(ctx context.Context, id Identity, vols []VolumeRef) 
 			continue
 		}
 		vc := a.planVolume(id, v, luns)
-		if vc.Cut == CutLUNHostAccess {
+		if vc.Cut == arrayclients.CutLUNHostAccess {
 			add(v.Object) // what Apply removes, even if the hostLUN list missed it
 		}
 		cuts = append(cuts, vc)
@@ -178,7 +180,7 @@ func (a *UnityAdapter) Plan(ctx context.Context, id Identity, vols []VolumeRef) 
 	slices.SortStableFunc(e.LUNs, func(x, y UnityLUNAccess) int { return cmp.Compare(x.HLU, y.HLU) })
 	raw, err := json.Marshal(e)
 	if err != nil {
-		return Plan{}, a.errf("plan", id.Node, err)
+		return arrayclients.Plan{}, a.errf("plan", id.Node, err)
 	}
 	names := make([]string, 0, len(e.LUNs))
 	for _, l := range e.LUNs {
@@ -192,34 +194,34 @@ func (a *UnityAdapter) Plan(ctx context.Context, id Identity, vols []VolumeRef) 
 		}
 		summary += fmt.Sprintf("; and from %d NFS share(s): %s", len(e.Shares), strings.Join(shares, ", "))
 	}
-	return Plan{
-		Array: a.cfg.Name, Family: Unity, Identity: id, Entries: raw, Volumes: cuts,
+	return arrayclients.Plan{
+		Array: a.cfg.Name, Family: arrayclients.Unity, Identity: id, Entries: raw, Volumes: cuts,
 		Summary:   summary,
 		CreatedAt: a.now().UTC(),
 	}, nil
 }
 
 // planVolume decides the cut of one footprint volume from its LUN as read.
-func (a *UnityAdapter) planVolume(id Identity, v VolumeRef, luns map[string]*unitytypes.Volume) VolumeCut {
-	vc := VolumeCut{VolumeRef: v}
+func (a *UnityAdapter) planVolume(id arrayclients.Identity, v arrayclients.VolumeRef, luns map[string]*unitytypes.Volume) arrayclients.VolumeCut {
+	vc := arrayclients.VolumeCut{VolumeRef: v}
 	if _, gap := a.Cover(id, v); gap != nil {
 		vc.Gap = gap
 		return vc
 	}
 	lun := luns[v.Object]
 	if lun == nil {
-		vc.Gap = &Gap{Reason: GapVolumeNotFound, Detail: fmt.Sprintf("%s: Unity %s has no LUN %q", v.Volume, a.cfg.Name, v.Object)}
+		vc.Gap = &arrayclients.Gap{Reason: arrayclients.GapVolumeNotFound, Detail: fmt.Sprintf("%s: Unity %s has no LUN %q", v.Volume, a.cfg.Name, v.Object)}
 		return vc
 	}
 	_, has, others := unityAccessOf(*lun, id.ObjectID)
 	vc.Holders = others
 	switch {
 	case has:
-		vc.Cut = CutLUNHostAccess
+		vc.Cut = arrayclients.CutLUNHostAccess
 	case len(others) == 0 || !v.Attached:
-		vc.Cut = CutNotMapped
+		vc.Cut = arrayclients.CutNotMapped
 	default:
-		vc.Gap = &Gap{Reason: GapOtherIdentity, Detail: fmt.Sprintf("%s: LUN %s grants host(s) %s access but not the node's host %s (%s), "+
+		vc.Gap = &arrayclients.Gap{Reason: arrayclients.GapOtherIdentity, Detail: fmt.Sprintf("%s: LUN %s grants host(s) %s access but not the node's host %s (%s), "+
 			"yet Kubernetes says it is attached to the node", v.Volume, v.Object, strings.Join(others, ", "), id.ObjectID, id.ObjectName)}
 	}
 	return vc
@@ -229,16 +231,16 @@ func (a *UnityAdapter) planVolume(id Identity, v VolumeRef, luns map[string]*uni
 // each footprint LUN of the plan by ID (fenced only when none grants the
 // host access). Its Restored only compares the plan with the hostLUNs;
 // VerifyRestore is the restore read-back.
-func (a *UnityAdapter) Verify(ctx context.Context, p Plan) (Verification, error) {
+func (a *UnityAdapter) Verify(ctx context.Context, p arrayclients.Plan) (arrayclients.Verification, error) {
 	e, err := a.entries(p)
 	if err != nil {
-		return Verification{}, a.errf("verify", p.Identity.Node, err)
+		return arrayclients.Verification{}, a.errf("verify", p.Identity.Node, err)
 	}
 	hls, err := a.hostLUNs(ctx, e.HostID)
 	if err != nil {
-		return Verification{}, a.errf("verify", p.Identity.Node, err)
+		return arrayclients.Verification{}, a.errf("verify", p.Identity.Node, err)
 	}
-	v := Verification{CheckedAt: a.now().UTC()}
+	v := arrayclients.Verification{CheckedAt: a.now().UTC()}
 	names := map[string]string{}
 	for _, l := range e.LUNs {
 		names[l.LUN] = " (" + l.Name + ")"
@@ -256,7 +258,7 @@ func (a *UnityAdapter) Verify(ctx context.Context, p Plan) (Verification, error)
 	fp := unityFootprint(p)
 	luns, err := a.readLUNs(ctx, slices.Sorted(maps.Keys(fp)))
 	if err != nil {
-		return Verification{}, a.errf("verify", p.Identity.Node, err)
+		return arrayclients.Verification{}, a.errf("verify", p.Identity.Node, err)
 	}
 	access := false
 	for _, vc := range p.Volumes {
@@ -269,7 +271,7 @@ func (a *UnityAdapter) Verify(ctx context.Context, p Plan) (Verification, error)
 	}
 	nfsAccess, err := a.verifyNFS(ctx, p, e, &v)
 	if err != nil {
-		return Verification{}, a.errf("verify", p.Identity.Node, err)
+		return arrayclients.Verification{}, a.errf("verify", p.Identity.Node, err)
 	}
 	access = access || nfsAccess
 	v.Fenced = len(v.Remaining) == 0 && !access
@@ -278,8 +280,8 @@ func (a *UnityAdapter) Verify(ctx context.Context, p Plan) (Verification, error)
 }
 
 // unityCheck is what the LUN as read shows of a footprint volume.
-func unityCheck(vc VolumeCut, lun *unitytypes.Volume, hostID string) VolumeCheck {
-	c := VolumeCheck{Volume: vc.Volume, Object: vc.Object}
+func unityCheck(vc arrayclients.VolumeCut, lun *unitytypes.Volume, hostID string) arrayclients.VolumeCheck {
+	c := arrayclients.VolumeCheck{Volume: vc.Volume, Object: vc.Object}
 	if lun == nil {
 		c.Note = "the LUN no longer exists"
 		return c
@@ -305,7 +307,7 @@ type unityRestore struct {
 // is the plan's host-access entry (nil when the plan removed nothing), vc
 // the footprint volume (nil for a LUN that is no Kubernetes volume), lun the
 // LUN as read (nil when it no longer exists).
-func decideUnityRestore(entry *UnityLUNAccess, vc *VolumeCut, lun *unitytypes.Volume, hostID string, scope RestoreScope) unityRestore {
+func decideUnityRestore(entry *UnityLUNAccess, vc *arrayclients.VolumeCut, lun *unitytypes.Volume, hostID string, scope arrayclients.RestoreScope) unityRestore {
 	if lun == nil {
 		return unityRestore{note: "the LUN no longer exists"}
 	}
@@ -337,7 +339,7 @@ func decideUnityRestore(entry *UnityLUNAccess, vc *VolumeCut, lun *unitytypes.Vo
 // multi-node), any other LUN unless a new host holds it. Unity picks the
 // HLU (gounity cannot send one): the lowest the host does not use, which
 // restores dense HLUs exactly.
-func (a *UnityAdapter) Undo(ctx context.Context, p Plan, scope RestoreScope) error {
+func (a *UnityAdapter) Undo(ctx context.Context, p arrayclients.Plan, scope arrayclients.RestoreScope) error {
 	e, err := a.entries(p)
 	if err != nil {
 		return a.errf("undo", p.Identity.Node, err)
@@ -354,7 +356,7 @@ func (a *UnityAdapter) Undo(ctx context.Context, p Plan, scope RestoreScope) err
 		if !found {
 			v = nil
 		}
-		var vc *VolumeCut
+		var vc *arrayclients.VolumeCut
 		if c, ok := fp[l.LUN]; ok {
 			vc = &c
 		}
@@ -382,10 +384,10 @@ func (a *UnityAdapter) Undo(ctx context.Context, p Plan, scope RestoreScope) err
 // Restored when each LUN Undo gives back grants the host access again and
 // no footprint volume outside the scope (or moved, unless multi-node) does.
 // Fenced is not evaluated.
-func (a *UnityAdapter) VerifyRestore(ctx context.Context, p Plan, scope RestoreScope) (Verification, error) {
+func (a *UnityAdapter) VerifyRestore(ctx context.Context, p arrayclients.Plan, scope arrayclients.RestoreScope) (arrayclients.Verification, error) {
 	e, err := a.entries(p)
 	if err != nil {
-		return Verification{}, a.errf("verify-restore", p.Identity.Node, err)
+		return arrayclients.Verification{}, a.errf("verify-restore", p.Identity.Node, err)
 	}
 	fp := unityFootprint(p)
 	var ids []string
@@ -399,14 +401,14 @@ func (a *UnityAdapter) VerifyRestore(ctx context.Context, p Plan, scope RestoreS
 	}
 	luns, err := a.readLUNs(ctx, ids)
 	if err != nil {
-		return Verification{}, a.errf("verify-restore", p.Identity.Node, err)
+		return arrayclients.Verification{}, a.errf("verify-restore", p.Identity.Node, err)
 	}
-	v := Verification{CheckedAt: a.now().UTC()}
+	v := arrayclients.Verification{CheckedAt: a.now().UTC()}
 	entry := map[string]*UnityLUNAccess{}
 	for i := range e.LUNs {
 		l := &e.LUNs[i]
 		entry[l.LUN] = l
-		var vc *VolumeCut
+		var vc *arrayclients.VolumeCut
 		if c, ok := fp[l.LUN]; ok {
 			vc = &c
 		}
@@ -433,7 +435,7 @@ func (a *UnityAdapter) VerifyRestore(ctx context.Context, p Plan, scope RestoreS
 		v.Volumes = append(v.Volumes, c)
 	}
 	if err := a.verifyRestoreNFS(ctx, p, e, scope, &v); err != nil {
-		return Verification{}, a.errf("verify-restore", p.Identity.Node, err)
+		return arrayclients.Verification{}, a.errf("verify-restore", p.Identity.Node, err)
 	}
 	v.Restored = len(v.Missing) == 0 && len(v.Remaining) == 0
 	return v, nil

@@ -1,4 +1,4 @@
-package arrayclients
+package unity
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 
 	"github.com/dell/gounity"
 	unitytypes "github.com/dell/gounity/apitypes"
+
+	"github.com/fenced-project/fenced/arrayclients"
 )
 
 // Unity NFS volumes (handle "<name>-NFS-<array>-<file system ID>") are
@@ -242,10 +244,10 @@ func (r *nfsReader) read(ctx context.Context, fsID string) (unityNFS, error) {
 
 // unityNFSFootprint returns the plan's NFS footprint volumes that have a
 // cut.
-func unityNFSFootprint(p Plan) []VolumeCut {
-	var out []VolumeCut
-	for _, vc := range FootprintCuts(p) {
-		if vc.Protocol == ProtocolNFS {
+func unityNFSFootprint(p arrayclients.Plan) []arrayclients.VolumeCut {
+	var out []arrayclients.VolumeCut
+	for _, vc := range arrayclients.FootprintCuts(p) {
+		if vc.Protocol == arrayclients.ProtocolNFS {
 			out = append(out, vc)
 		}
 	}
@@ -255,14 +257,14 @@ func unityNFSFootprint(p Plan) []VolumeCut {
 // planNFSVolume decides the cut of one NFS footprint volume from its file
 // system and shares as read, and returns the share entries the cut
 // removes.
-func (a *UnityAdapter) planNFSVolume(ctx context.Context, r *nfsReader, id Identity, v VolumeRef) (VolumeCut, []UnityShareAccess, error) {
-	vc := VolumeCut{VolumeRef: v}
+func (a *UnityAdapter) planNFSVolume(ctx context.Context, r *nfsReader, id arrayclients.Identity, v arrayclients.VolumeRef) (arrayclients.VolumeCut, []UnityShareAccess, error) {
+	vc := arrayclients.VolumeCut{VolumeRef: v}
 	if _, gap := a.Cover(id, v); gap != nil {
 		vc.Gap = gap
 		return vc, nil, nil
 	}
 	if !unityIDRE.MatchString(v.Object) {
-		vc.Gap = &Gap{Reason: GapVolumeNotFound, Detail: fmt.Sprintf("%s: Unity %s has no file system %q", v.Volume, a.cfg.Name, v.Object)}
+		vc.Gap = &arrayclients.Gap{Reason: arrayclients.GapVolumeNotFound, Detail: fmt.Sprintf("%s: Unity %s has no file system %q", v.Volume, a.cfg.Name, v.Object)}
 		return vc, nil, nil
 	}
 	n, err := r.read(ctx, v.Object)
@@ -270,7 +272,7 @@ func (a *UnityAdapter) planNFSVolume(ctx context.Context, r *nfsReader, id Ident
 		return vc, nil, err
 	}
 	if n.fs == nil {
-		vc.Gap = &Gap{Reason: GapVolumeNotFound, Detail: fmt.Sprintf("%s: Unity %s has no file system %q", v.Volume, a.cfg.Name, v.Object)}
+		vc.Gap = &arrayclients.Gap{Reason: arrayclients.GapVolumeNotFound, Detail: fmt.Sprintf("%s: Unity %s has no file system %q", v.Volume, a.cfg.Name, v.Object)}
 		return vc, nil, nil
 	}
 	var entries []UnityShareAccess
@@ -278,11 +280,11 @@ func (a *UnityAdapter) planNFSVolume(ctx context.Context, r *nfsReader, id Ident
 		lists := s.holding(id.ObjectID)
 		switch {
 		case s.DefaultAccess != 0:
-			vc.Gap = &Gap{Reason: GapNotFenceable, Detail: fmt.Sprintf("%s: NFS share %s (%s) of file system %s lets every host in "+
+			vc.Gap = &arrayclients.Gap{Reason: arrayclients.GapNotFenceable, Detail: fmt.Sprintf("%s: NFS share %s (%s) of file system %s lets every host in "+
 				"(defaultAccess %d), so one node's access to it cannot be removed", v.Volume, s.ID, s.Name, v.Object, s.DefaultAccess)}
 			return vc, nil, nil
 		case len(lists) > 0 && s.Snap != "":
-			vc.Gap = &Gap{Reason: GapCutUnsupported, Detail: fmt.Sprintf("%s: NFS share %s (%s) exports snapshot %s of file system %s "+
+			vc.Gap = &arrayclients.Gap{Reason: arrayclients.GapCutUnsupported, Detail: fmt.Sprintf("%s: NFS share %s (%s) exports snapshot %s of file system %s "+
 				"to the node's host %s; fenced cannot cut snapshot shares yet", v.Volume, s.ID, s.Name, s.Snap, v.Object, id.ObjectID)}
 			return vc, nil, nil
 		case len(lists) > 0:
@@ -292,11 +294,11 @@ func (a *UnityAdapter) planNFSVolume(ctx context.Context, r *nfsReader, id Ident
 	_, vc.Holders = n.access(id.ObjectID)
 	switch {
 	case len(entries) > 0:
-		vc.Cut = CutNFSShareHosts
+		vc.Cut = arrayclients.CutNFSShareHosts
 	case len(vc.Holders) == 0 || !v.Attached:
-		vc.Cut = CutNotMapped
+		vc.Cut = arrayclients.CutNotMapped
 	default:
-		vc.Gap = OtherIdentityGap(Unity, v, id.ObjectID, vc.Holders)
+		vc.Gap = arrayclients.OtherIdentityGap(arrayclients.Unity, v, id.ObjectID, vc.Holders)
 	}
 	return vc, entries, nil
 }
@@ -309,7 +311,7 @@ func (a *UnityAdapter) planNFSVolume(ctx context.Context, r *nfsReader, id Ident
 func (a *UnityAdapter) writeShareList(ctx context.Context, fsID, shareID, list string, hosts []string) error {
 	at, ok := unityAccessType(list)
 	if !ok {
-		return fmt.Errorf("%w: NFS share host list %q", ErrPlanMismatch, list)
+		return fmt.Errorf("%w: NFS share host list %q", arrayclients.ErrPlanMismatch, list)
 	}
 	if hosts == nil {
 		hosts = []string{}
@@ -321,7 +323,7 @@ func (a *UnityAdapter) writeShareList(ctx context.Context, fsID, shareID, list s
 	case unityCode(err, unityNothingToModify):
 		return nil
 	case errors.Is(err, gounity.ErrorFilesystemNotFound):
-		return MarkTransient(fmt.Errorf("write %s of NFS share %s: gounity could not read file system %s first: %w", list, shareID, fsID, err))
+		return arrayclients.MarkTransient(fmt.Errorf("write %s of NFS share %s: gounity could not read file system %s first: %w", list, shareID, fsID, err))
 	case err != nil:
 		return fmt.Errorf("write %s of NFS share %s: %w", list, shareID, err)
 	}
@@ -331,7 +333,7 @@ func (a *UnityAdapter) writeShareList(ctx context.Context, fsID, shareID, list s
 // applyNFS removes the host from every list of each planned share that
 // names it now, one list per write (the others are kept as they are). A
 // share or file system that no longer exists is skipped.
-func (a *UnityAdapter) applyNFS(ctx context.Context, p Plan, e UnityEntries) error {
+func (a *UnityAdapter) applyNFS(ctx context.Context, p arrayclients.Plan, e UnityEntries) error {
 	for _, es := range e.Shares {
 		s, err := a.readShare(ctx, es.Share)
 		if err != nil {
@@ -357,14 +359,14 @@ func (a *UnityAdapter) applyNFS(ctx context.Context, p Plan, e UnityEntries) err
 // it adds a VolumeCheck per volume, Remaining for every list (or open
 // share) that still lets the host in, Missing for every planned list that
 // no longer names it. access is whether any footprint share lets it in.
-func (a *UnityAdapter) verifyNFS(ctx context.Context, p Plan, e UnityEntries, v *Verification) (access bool, err error) {
+func (a *UnityAdapter) verifyNFS(ctx context.Context, p arrayclients.Plan, e UnityEntries, v *arrayclients.Verification) (access bool, err error) {
 	r := a.nfsReader()
 	for _, vc := range unityNFSFootprint(p) {
 		n, err := r.read(ctx, vc.Object)
 		if err != nil {
 			return false, err
 		}
-		c := VolumeCheck{Volume: vc.Volume, Object: vc.Object}
+		c := arrayclients.VolumeCheck{Volume: vc.Volume, Object: vc.Object}
 		if n.fs == nil {
 			c.Note = "the file system no longer exists"
 		} else {
@@ -400,13 +402,13 @@ type unityNFSRestore struct {
 // only if Kubernetes still wants the volume on the node and no other host
 // is in any list of its shares (unless it is multi-node); otherwise the
 // node must not have access to it.
-func decideUnityNFSRestore(vc VolumeCut, n unityNFS, hostID string, scope RestoreScope) unityNFSRestore {
+func decideUnityNFSRestore(vc arrayclients.VolumeCut, n unityNFS, hostID string, scope arrayclients.RestoreScope) unityNFSRestore {
 	if n.fs == nil {
 		return unityNFSRestore{note: "the file system no longer exists"}
 	}
 	_, holders := n.access(hostID)
-	if !KeepOnRestore(vc.VolumeRef, scope, holders) {
-		return unityNFSRestore{forbidden: true, note: LeftAsItWasNote(vc.VolumeRef, scope, holders)}
+	if !arrayclients.KeepOnRestore(vc.VolumeRef, scope, holders) {
+		return unityNFSRestore{forbidden: true, note: arrayclients.LeftAsItWasNote(vc.VolumeRef, scope, holders)}
 	}
 	return unityNFSRestore{give: true}
 }
@@ -415,8 +417,8 @@ func decideUnityNFSRestore(vc VolumeCut, n unityNFS, hostID string, scope Restor
 // where decideUnityNFSRestore allows it. A share that no longer exists
 // (csi-unity deletes its share when the last host is unpublished) is not
 // made again: the driver makes a new one when it publishes the volume.
-func (a *UnityAdapter) undoNFS(ctx context.Context, p Plan, e UnityEntries, scope RestoreScope) error {
-	fp := map[string]VolumeCut{}
+func (a *UnityAdapter) undoNFS(ctx context.Context, p arrayclients.Plan, e UnityEntries, scope arrayclients.RestoreScope) error {
+	fp := map[string]arrayclients.VolumeCut{}
 	for _, vc := range unityNFSFootprint(p) {
 		fp[vc.Object] = vc
 	}
@@ -458,7 +460,7 @@ func (a *UnityAdapter) undoNFS(ctx context.Context, p Plan, e UnityEntries, scop
 // verifyRestoreNFS reads each NFS footprint volume back after Undo:
 // Missing for each planned list Undo gives back that does not name the
 // host, Remaining for a volume the node may not keep that lets it in.
-func (a *UnityAdapter) verifyRestoreNFS(ctx context.Context, p Plan, e UnityEntries, scope RestoreScope, v *Verification) error {
+func (a *UnityAdapter) verifyRestoreNFS(ctx context.Context, p arrayclients.Plan, e UnityEntries, scope arrayclients.RestoreScope, v *arrayclients.Verification) error {
 	r := a.nfsReader()
 	for _, vc := range unityNFSFootprint(p) {
 		n, err := r.read(ctx, vc.Object)
@@ -466,7 +468,7 @@ func (a *UnityAdapter) verifyRestoreNFS(ctx context.Context, p Plan, e UnityEntr
 			return err
 		}
 		d := decideUnityNFSRestore(vc, n, e.HostID, scope)
-		c := VolumeCheck{Volume: vc.Volume, Object: vc.Object, Note: d.note}
+		c := arrayclients.VolumeCheck{Volume: vc.Volume, Object: vc.Object, Note: d.note}
 		if n.fs != nil {
 			c.NodeAccess, c.Holders = n.access(e.HostID)
 		}
@@ -500,11 +502,11 @@ func (a *UnityAdapter) verifyRestoreNFS(ctx context.Context, p Plan, e UnityEntr
 func checkShareEntries(shares []UnityShareAccess) error {
 	for _, s := range shares {
 		if !unityIDRE.MatchString(s.Filesystem) || !unityIDRE.MatchString(s.Share) || len(s.Lists) == 0 {
-			return fmt.Errorf("%w: NFS share entry %+v", ErrPlanMismatch, s)
+			return fmt.Errorf("%w: NFS share entry %+v", arrayclients.ErrPlanMismatch, s)
 		}
 		for _, l := range s.Lists {
 			if _, ok := unityAccessType(l); !ok {
-				return fmt.Errorf("%w: NFS share entry %+v: list %q", ErrPlanMismatch, s, l)
+				return fmt.Errorf("%w: NFS share entry %+v: list %q", arrayclients.ErrPlanMismatch, s, l)
 			}
 		}
 	}

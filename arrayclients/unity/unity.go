@@ -1,4 +1,9 @@
-package arrayclients
+// Package unity fences nodes at Dell Unity arrays: a fence removes the
+// host of the node from the host access of its LUNs and from the host
+// lists of the NFS shares of its file systems, and gives them back on undo.
+// New is its arrayclients.Constructor; NewUnity returns the concrete
+// adapter.
+package unity
 
 import (
 	"context"
@@ -14,6 +19,8 @@ import (
 
 	"github.com/dell/gounity"
 	unitytypes "github.com/dell/gounity/apitypes"
+
+	"github.com/fenced-project/fenced/arrayclients"
 )
 
 // Unity error codes the adapter acts on.
@@ -36,7 +43,7 @@ const (
 // each write is a read-modify-write of that LUN's current list, read right
 // before.
 type UnityAdapter struct {
-	cfg  Config
+	cfg  arrayclients.Config
 	pool *unityPool
 	log  *slog.Logger
 	now  func() time.Time
@@ -45,7 +52,7 @@ type UnityAdapter struct {
 	queryID int // real-time metrics query, 0 = none yet
 }
 
-var _ Adapter = (*UnityAdapter)(nil)
+var _ arrayclients.Adapter = (*UnityAdapter)(nil)
 
 // UnityEntries is the Entries record of a Unity plan.
 type UnityEntries struct {
@@ -71,11 +78,17 @@ type UnityLUNAccess struct {
 	OtherHosts []string `json:"otherHosts,omitempty"`
 }
 
+// New is the Unity family's arrayclients.Constructor (NewUnity as an
+// arrayclients.Adapter).
+func New(ctx context.Context, cfg arrayclients.Config, logger *slog.Logger) (arrayclients.Adapter, error) {
+	return arrayclients.Adapt(NewUnity(ctx, cfg, logger))
+}
+
 // NewUnity builds a Unity adapter and its gounity clients. It sends nothing
 // until first used.
-func NewUnity(_ context.Context, cfg Config, logger *slog.Logger) (*UnityAdapter, error) {
+func NewUnity(_ context.Context, cfg arrayclients.Config, logger *slog.Logger) (*UnityAdapter, error) {
 	if cfg.RequestTimeout <= 0 {
-		cfg.RequestTimeout = DefaultRequestTimeout
+		cfg.RequestTimeout = arrayclients.DefaultRequestTimeout
 	}
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -91,7 +104,7 @@ func NewUnity(_ context.Context, cfg Config, logger *slog.Logger) (*UnityAdapter
 func (a *UnityAdapter) Name() string { return a.cfg.Name }
 
 // Family is Unity.
-func (a *UnityAdapter) Family() Family { return Unity }
+func (a *UnityAdapter) Family() arrayclients.Family { return arrayclients.Unity }
 
 func (a *UnityAdapter) errf(op, node string, err error) error {
 	return fmt.Errorf("unity %s: %s %s: %w", a.cfg.Name, op, node, err)
@@ -100,18 +113,18 @@ func (a *UnityAdapter) errf(op, node string, err error) error {
 // unityHostNames are the array host names the node may have: the
 // override alone, or short and long from csi-unity's "<short>,<long>"
 // node ID (short equals long for a dot-free name or an IP).
-func unityHostNames(node Node) (short, long string, err error) {
+func unityHostNames(node arrayclients.Node) (short, long string, err error) {
 	if node.Override != "" {
 		short, long = node.Override, node.Override
 	} else {
-		id := node.CSINodeIDs[DriverUnity]
+		id := node.CSINodeIDs[arrayclients.DriverUnity]
 		if id == "" {
-			return "", "", fmt.Errorf("%w: the node has no %s CSINode ID and no override", ErrNoIdentity, DriverUnity)
+			return "", "", fmt.Errorf("%w: the node has no %s CSINode ID and no override", arrayclients.ErrNoIdentity, arrayclients.DriverUnity)
 		}
 		var ok bool
 		short, long, ok = strings.Cut(id, ",")
 		if !ok || short == "" || long == "" || strings.Contains(long, ",") {
-			return "", "", fmt.Errorf("%s CSINode ID %q: want <short>,<long>", DriverUnity, id)
+			return "", "", fmt.Errorf("%s CSINode ID %q: want <short>,<long>", arrayclients.DriverUnity, id)
 		}
 	}
 	for _, name := range []string{short, long} {
@@ -147,13 +160,13 @@ func (a *UnityAdapter) nodeHost(ctx context.Context, short, long string) (*unity
 		switch {
 		case err == nil && unityHasIPPort(h, long):
 			return h, short, nil
-		case err != nil && !errors.Is(err, ErrNoIdentity):
+		case err != nil && !errors.Is(err, arrayclients.ErrNoIdentity):
 			return nil, "", err
 		}
 	}
 	h, err := a.findHost(ctx, long)
-	if errors.Is(err, ErrNoIdentity) && short != long {
-		return nil, "", fmt.Errorf("%w: no host named %q with an IP port %q, and no host named %q", ErrNoIdentity, short, long, long)
+	if errors.Is(err, arrayclients.ErrNoIdentity) && short != long {
+		return nil, "", fmt.Errorf("%w: no host named %q with an IP port %q, and no host named %q", arrayclients.ErrNoIdentity, short, long, long)
 	}
 	if err != nil {
 		return nil, "", err
@@ -171,9 +184,9 @@ func (a *UnityAdapter) findHost(ctx context.Context, name string) (*unitytypes.H
 	})
 	switch {
 	case errors.Is(err, gounity.ErrorHostNotFound):
-		return nil, fmt.Errorf("%w: no host named %q", ErrNoIdentity, name)
+		return nil, fmt.Errorf("%w: no host named %q", arrayclients.ErrNoIdentity, name)
 	case errors.Is(err, gounity.ErrorMultipleHostFound):
-		return nil, fmt.Errorf("%w: several hosts are named %q; set an override or remove the duplicate", ErrAmbiguousIdentity, name)
+		return nil, fmt.Errorf("%w: several hosts are named %q; set an override or remove the duplicate", arrayclients.ErrAmbiguousIdentity, name)
 	case err != nil:
 		return nil, fmt.Errorf("find host %q: %w", name, err)
 	case h == nil || h.HostContent.Name != name || !unityIDRE.MatchString(h.HostContent.ID):
@@ -185,19 +198,19 @@ func (a *UnityAdapter) findHost(ctx context.Context, name string) (*unitytypes.H
 // Resolve finds the host csi-unity publishes the node's volumes to
 // (nodeHost): the short-named host when one of its IP ports is the long
 // name, else the long-named host; an override names the host alone.
-func (a *UnityAdapter) Resolve(ctx context.Context, node Node) (Identity, error) {
+func (a *UnityAdapter) Resolve(ctx context.Context, node arrayclients.Node) (arrayclients.Identity, error) {
 	short, long, err := unityHostNames(node)
 	if err != nil {
-		return Identity{}, a.errf("resolve", node.Name, err)
+		return arrayclients.Identity{}, a.errf("resolve", node.Name, err)
 	}
 	h, name, err := a.nodeHost(ctx, short, long)
 	if err != nil {
-		return Identity{}, a.errf("resolve", node.Name, err)
+		return arrayclients.Identity{}, a.errf("resolve", node.Name, err)
 	}
 	var keys []string
 	for _, in := range append(slices.Clone(h.HostContent.FcInitiators), h.HostContent.IscsiInitiators...) {
 		if !unityIDRE.MatchString(in.ID) {
-			return Identity{}, a.errf("resolve", node.Name, fmt.Errorf("host %s lists initiator %q", h.HostContent.ID, in.ID))
+			return arrayclients.Identity{}, a.errf("resolve", node.Name, fmt.Errorf("host %s lists initiator %q", h.HostContent.ID, in.ID))
 		}
 		var hi *unitytypes.HostInitiator
 		err := a.pool.call(ctx, func(ctx context.Context, c gounity.UnityClient) error {
@@ -206,22 +219,22 @@ func (a *UnityAdapter) Resolve(ctx context.Context, node Node) (Identity, error)
 			return err
 		})
 		if err != nil {
-			return Identity{}, a.errf("resolve", node.Name, fmt.Errorf("read initiator %s: %w", in.ID, err))
+			return arrayclients.Identity{}, a.errf("resolve", node.Name, fmt.Errorf("read initiator %s: %w", in.ID, err))
 		}
 		if hi.HostInitiatorContent.InitiatorID != "" {
 			keys = append(keys, hi.HostInitiatorContent.InitiatorID)
 		}
 	}
 	sort.Strings(keys)
-	return Identity{
-		Array: a.cfg.Name, Family: Unity, Node: node.Name, ObjectID: h.HostContent.ID, ObjectName: name,
+	return arrayclients.Identity{
+		Array: a.cfg.Name, Family: arrayclients.Unity, Node: node.Name, ObjectID: h.HostContent.ID, ObjectName: name,
 		Keys: keys, ResolvedAt: a.now().UTC(),
 	}, nil
 }
 
-func (a *UnityAdapter) checkIdentity(id Identity) error {
-	if id.Array != a.cfg.Name || id.Family != Unity || !unityIDRE.MatchString(id.ObjectID) || !unityNameRE.MatchString(id.ObjectName) {
-		return fmt.Errorf("%w: identity of %s/%s host %q", ErrPlanMismatch, id.Family, id.Array, id.ObjectID)
+func (a *UnityAdapter) checkIdentity(id arrayclients.Identity) error {
+	if id.Array != a.cfg.Name || id.Family != arrayclients.Unity || !unityIDRE.MatchString(id.ObjectID) || !unityNameRE.MatchString(id.ObjectName) {
+		return fmt.Errorf("%w: identity of %s/%s host %q", arrayclients.ErrPlanMismatch, id.Family, id.Array, id.ObjectID)
 	}
 	return nil
 }
@@ -238,20 +251,20 @@ func unityAccessOf(v unitytypes.Volume, hostID string) (hlu int, has bool, other
 	return hlu, has, others
 }
 
-func (a *UnityAdapter) entries(p Plan) (UnityEntries, error) {
+func (a *UnityAdapter) entries(p arrayclients.Plan) (UnityEntries, error) {
 	var e UnityEntries
-	if p.Array != a.cfg.Name || p.Family != Unity {
-		return e, fmt.Errorf("%w: plan of %s/%s", ErrPlanMismatch, p.Family, p.Array)
+	if p.Array != a.cfg.Name || p.Family != arrayclients.Unity {
+		return e, fmt.Errorf("%w: plan of %s/%s", arrayclients.ErrPlanMismatch, p.Family, p.Array)
 	}
 	if err := json.Unmarshal(p.Entries, &e); err != nil {
-		return e, fmt.Errorf("%w: entries: %w", ErrPlanMismatch, err)
+		return e, fmt.Errorf("%w: entries: %w", arrayclients.ErrPlanMismatch, err)
 	}
 	if e.HostID != p.Identity.ObjectID || !unityIDRE.MatchString(e.HostID) {
-		return e, fmt.Errorf("%w: plan for host %q", ErrPlanMismatch, e.HostID)
+		return e, fmt.Errorf("%w: plan for host %q", arrayclients.ErrPlanMismatch, e.HostID)
 	}
 	for _, l := range e.LUNs {
 		if !unityIDRE.MatchString(l.LUN) || l.HLU < 0 {
-			return e, fmt.Errorf("%w: LUN entry %+v", ErrPlanMismatch, l)
+			return e, fmt.Errorf("%w: LUN entry %+v", arrayclients.ErrPlanMismatch, l)
 		}
 	}
 	return e, checkShareEntries(e.Shares)
@@ -288,7 +301,7 @@ func (a *UnityAdapter) writeAccess(ctx context.Context, lun string, hosts []stri
 // Apply removes the host from each planned LUN, one LUN at a time, then
 // from the planned NFS shares' lists (unity_nfs.go applyNFS). A LUN that
 // no longer lists the host (or no longer exists) is skipped.
-func (a *UnityAdapter) Apply(ctx context.Context, p Plan) error {
+func (a *UnityAdapter) Apply(ctx context.Context, p arrayclients.Plan) error {
 	e, err := a.entries(p)
 	if err != nil {
 		return a.errf("apply", p.Identity.Node, err)
@@ -319,8 +332,8 @@ func (a *UnityAdapter) Apply(ctx context.Context, p Plan) error {
 
 // Check reaches the array (basicSystemInfo), then proves the session with
 // the smallest authenticated read. gounity exposes no API version.
-func (a *UnityAdapter) Check(ctx context.Context) CheckResult {
-	r := CheckResult{Array: a.cfg.Name, Family: Unity, CheckedAt: a.now().UTC()}
+func (a *UnityAdapter) Check(ctx context.Context) arrayclients.CheckResult {
+	r := arrayclients.CheckResult{Array: a.cfg.Name, Family: arrayclients.Unity, CheckedAt: a.now().UTC()}
 	err := a.pool.call(ctx, func(ctx context.Context, c gounity.UnityClient) error {
 		if err := c.BasicSystemInfo(ctx, a.pool.connect()); err != nil {
 			return fmt.Errorf("basic system info: %w", err)

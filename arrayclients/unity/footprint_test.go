@@ -1,4 +1,4 @@
-package arrayclients_test
+package unity_test
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/fenced-project/fenced/arrayclients"
 	"github.com/fenced-project/fenced/arrayclients/internal/arraytest"
+	"github.com/fenced-project/fenced/arrayclients/unity"
 )
 
 // unityFootprintFixture: worker-1's LUNs are sv_1..sv_3, worker-2's
@@ -119,7 +120,7 @@ func TestUnityPlanFootprint(t *testing.T) {
 				assert.Contains(t, vc.Gap.Detail, tc.vol.Volume)
 			}
 			assert.Equal(t, tc.holders, vc.Holders)
-			var entries arrayclients.UnityEntries
+			var entries unity.UnityEntries
 			require.NoError(t, json.Unmarshal(p.Entries, &entries))
 			assert.Len(t, entries.LUNs, 4, "the identity's LUNs are planned whatever the footprint")
 		})

@@ -1,4 +1,4 @@
-package arrayclients
+package unity
 
 import (
 	"context"
@@ -15,6 +15,8 @@ import (
 	"github.com/dell/gounity/api"
 	unitytypes "github.com/dell/gounity/apitypes"
 	"github.com/sirupsen/logrus"
+
+	"github.com/fenced-project/fenced/arrayclients"
 )
 
 // unityPoolSize is how many gounity clients (login sessions) an adapter
@@ -41,7 +43,7 @@ type unityConn struct {
 }
 
 type unityPool struct {
-	cfg   Config
+	cfg   arrayclients.Config
 	conns chan *unityConn
 	// log is the array's logger as gounity takes it (in the context).
 	log *logrus.Entry
@@ -49,7 +51,7 @@ type unityPool struct {
 
 // newUnityPool builds every client up front: gounity writes a package
 // variable when a client is built, so none may be built while others run.
-func newUnityPool(cfg Config, logger *slog.Logger) (*unityPool, error) {
+func newUnityPool(cfg arrayclients.Config, logger *slog.Logger) (*unityPool, error) {
 	u, err := url.Parse(cfg.Endpoint)
 	if err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http") {
 		return nil, fmt.Errorf("endpoint %q: want https://host[:port]", cfg.Endpoint)
@@ -66,13 +68,13 @@ func newUnityPool(cfg Config, logger *slog.Logger) (*unityPool, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	p := &unityPool{cfg: cfg, conns: make(chan *unityConn, unityPoolSize), log: UnityLogger(logger)}
+	p := &unityPool{cfg: cfg, conns: make(chan *unityConn, unityPoolSize), log: arrayclients.UnityLogger(logger)}
 	for range unityPoolSize {
-		c, err := gounity.NewClientWithArgs(WithUnityLogger(context.Background(), p.log), cfg.Endpoint, cfg.Insecure)
+		c, err := gounity.NewClientWithArgs(arrayclients.WithUnityLogger(context.Background(), p.log), cfg.Endpoint, cfg.Insecure)
 		if err != nil {
 			return nil, fmt.Errorf("build gounity client for %s: %w", cfg.Endpoint, err)
 		}
-		raw, err := api.New(WithUnityLogger(context.Background(), p.log), cfg.Endpoint, api.ClientOptions{Insecure: cfg.Insecure}, false)
+		raw, err := api.New(arrayclients.WithUnityLogger(context.Background(), p.log), cfg.Endpoint, api.ClientOptions{Insecure: cfg.Insecure}, false)
 		if err != nil {
 			return nil, fmt.Errorf("build gounity REST client for %s: %w", cfg.Endpoint, err)
 		}
@@ -87,7 +89,7 @@ func (p *unityPool) borrow(ctx context.Context, fn func(conn *unityConn) error) 
 	select {
 	case conn = <-p.conns:
 	case <-ctx.Done():
-		return errors.Join(ErrUnreachable, fmt.Errorf("wait for a Unity session: %w", ctx.Err()))
+		return errors.Join(arrayclients.ErrUnreachable, fmt.Errorf("wait for a Unity session: %w", ctx.Err()))
 	}
 	defer func() { p.conns <- conn }()
 	return fn(conn)
@@ -100,11 +102,11 @@ func (p *unityPool) with(ctx context.Context, fn func(c gounity.UnityClient) err
 
 func (p *unityPool) withConn(ctx context.Context, conn *unityConn, fn func(c gounity.UnityClient) error) error {
 	if !conn.authed {
-		rctx, cancel := WithRequestTimeout(WithUnityLogger(ctx, p.log), p.cfg.RequestTimeout)
+		rctx, cancel := arrayclients.WithRequestTimeout(arrayclients.WithUnityLogger(ctx, p.log), p.cfg.RequestTimeout)
 		err := conn.c.Authenticate(rctx, p.connect())
 		cancel()
 		if err != nil {
-			return errors.Join(ErrUnreachable, fmt.Errorf("log in to Unity %s: %w", p.cfg.Endpoint, err))
+			return errors.Join(arrayclients.ErrUnreachable, fmt.Errorf("log in to Unity %s: %w", p.cfg.Endpoint, err))
 		}
 		conn.authed = true
 	}
@@ -117,7 +119,7 @@ func (p *unityPool) withConn(ctx context.Context, conn *unityConn, fn func(c gou
 // executeWithRetryAuthenticate). Only GETs: they need no CSRF token.
 func (p *unityPool) get(ctx context.Context, uri string, out any) error {
 	return p.borrow(ctx, func(conn *unityConn) error {
-		rctx, cancel := WithRequestTimeout(ctx, p.cfg.RequestTimeout)
+		rctx, cancel := arrayclients.WithRequestTimeout(ctx, p.cfg.RequestTimeout)
 		defer cancel()
 		headers := map[string]string{api.HeaderKeyAccept: api.HeaderValContentTypeJSON, api.XEmcRestClient: "true"}
 		for attempt := 0; ; attempt++ {
@@ -149,14 +151,14 @@ func (p *unityPool) rawLogin(ctx context.Context, c api.Client) error {
 		api.HeaderKeyAccept:     api.HeaderValContentTypeJSON,
 	}, nil)
 	if err != nil {
-		return errors.Join(ErrUnreachable, fmt.Errorf("log in to Unity %s: %w", p.cfg.Endpoint, err))
+		return errors.Join(arrayclients.ErrUnreachable, fmt.Errorf("log in to Unity %s: %w", p.cfg.Endpoint, err))
 	}
 	defer func() { _ = resp.Body.Close() }()
 	switch {
 	case resp.StatusCode == http.StatusUnauthorized:
-		return errors.Join(ErrUnreachable, fmt.Errorf("log in to Unity %s: authentication failure", p.cfg.Endpoint))
+		return errors.Join(arrayclients.ErrUnreachable, fmt.Errorf("log in to Unity %s: authentication failure", p.cfg.Endpoint))
 	case resp.StatusCode < 200 || resp.StatusCode > 299:
-		return errors.Join(ErrUnreachable, fmt.Errorf("log in to Unity %s: %w", p.cfg.Endpoint, c.ParseJSONError(ctx, resp)))
+		return errors.Join(arrayclients.ErrUnreachable, fmt.Errorf("log in to Unity %s: %w", p.cfg.Endpoint, c.ParseJSONError(ctx, resp)))
 	}
 	c.SetToken(resp.Header.Get(api.HeaderEMCCSRFToken))
 	return nil
@@ -181,7 +183,7 @@ func classifyUnity(ctx context.Context, err error) error {
 	var apiErr *unitytypes.Error
 	if errors.As(err, &apiErr) {
 		if apiErr.ErrorContent.HTTPStatusCode == 401 {
-			return errors.Join(ErrUnreachable, err)
+			return errors.Join(arrayclients.ErrUnreachable, err)
 		}
 		return err
 	}
@@ -189,7 +191,7 @@ func classifyUnity(ctx context.Context, err error) error {
 	if ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) ||
 		strings.Contains(msg, "Error while receiving response") || strings.Contains(msg, "authentication failure") ||
 		strings.Contains(msg, "Unauthenticated") {
-		return errors.Join(ErrUnreachable, err)
+		return errors.Join(arrayclients.ErrUnreachable, err)
 	}
 	return err
 }
@@ -204,7 +206,7 @@ func unityCode(err error, code string) bool {
 // its error.
 func (p *unityPool) call(ctx context.Context, fn func(ctx context.Context, c gounity.UnityClient) error) error {
 	return p.with(ctx, func(c gounity.UnityClient) error {
-		rctx, cancel := WithRequestTimeout(WithUnityLogger(ctx, p.log), p.cfg.RequestTimeout)
+		rctx, cancel := arrayclients.WithRequestTimeout(arrayclients.WithUnityLogger(ctx, p.log), p.cfg.RequestTimeout)
 		defer cancel()
 		return classifyUnity(rctx, fn(rctx, c))
 	})

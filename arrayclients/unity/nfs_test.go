@@ -1,4 +1,4 @@
-package arrayclients_test
+package unity_test
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/fenced-project/fenced/arrayclients"
 	"github.com/fenced-project/fenced/arrayclients/internal/arraytest"
+	"github.com/fenced-project/fenced/arrayclients/unity"
 	"github.com/fenced-project/fenced/tests/arraysim/simcore"
 	unitysim "github.com/fenced-project/fenced/tests/arraysim/unity"
 	"github.com/fenced-project/fenced/tests/csidriver"
@@ -165,13 +166,13 @@ func TestUnityNFSPlanCuts(t *testing.T) {
 	// The plan records exactly which lists held the host, before any write.
 	p, err := e.adapter.Plan(ctx, id, []arrayclients.VolumeRef{unityNFSVol("pv-own", "fs_1"), unityNFSVol("pv-shared", "fs_2")})
 	require.NoError(t, err)
-	var entries arrayclients.UnityEntries
+	var entries unity.UnityEntries
 	require.NoError(t, json.Unmarshal(p.Entries, &entries))
 	require.Len(t, entries.Shares, 2)
 	s1, _ := shareOfFS(t, e.sim, "fs_1")
 	s2, _ := shareOfFS(t, e.sim, "fs_2")
-	assert.Equal(t, arrayclients.UnityShareAccess{Filesystem: "fs_1", Share: s1, Name: "csishare-nfs-w1", Lists: []string{"rootAccessHosts"}}, entries.Shares[0])
-	assert.Equal(t, arrayclients.UnityShareAccess{Filesystem: "fs_2", Share: s2, Name: "csishare-nfs-shared",
+	assert.Equal(t, unity.UnityShareAccess{Filesystem: "fs_1", Share: s1, Name: "csishare-nfs-w1", Lists: []string{"rootAccessHosts"}}, entries.Shares[0])
+	assert.Equal(t, unity.UnityShareAccess{Filesystem: "fs_2", Share: s2, Name: "csishare-nfs-shared",
 		Lists: []string{"readOnlyRootAccessHosts", "rootAccessHosts"}, OtherHosts: []string{h.w2, h.backup}}, entries.Shares[1])
 	assert.Len(t, entries.LUNs, 4, "the host's LUNs are planned beside")
 	assert.Contains(t, p.Summary, "2 NFS share(s)")

@@ -1,4 +1,4 @@
-package arrayclients_test
+package unity_test
 
 import (
 	"context"
