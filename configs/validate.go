@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/fenced-project/fenced/arrayclients"
+	"github.com/fenced-project/fenced/arrayclients/powermax"
 )
 
 // checker collects problems.
@@ -391,8 +392,8 @@ func (c *checker) familyOptions(base string, a Array, root *yaml.Node) {
 	switch a.Family {
 	case arrayclients.PowerMax, arrayclients.Unity:
 		// gopowermax and gounity strip the first "/api" from the URL and
-		// append their own paths (arrayclients/powermax_client.go,
-		// arrayclients/unity_client.go).
+		// append their own paths (arrayclients/powermax/client.go,
+		// arrayclients/unity/client.go).
 		if u, err := url.Parse(a.Endpoint); err == nil && u.Host != "" {
 			switch {
 			case strings.HasPrefix(u.Host, "api"):
@@ -419,7 +420,7 @@ func (c *checker) familyOptions(base string, a Array, root *yaml.Node) {
 			c.add(base+".powermax.clusterPrefix", "invalid prefix %q: want 1 to 3 letters or digits", p)
 		}
 		if t := a.PowerMax.NodeNameTemplate; t != "" {
-			if _, _, err := arrayclients.ParsePowerMaxNodeNameTemplate(t); err != nil {
+			if _, _, err := powermax.ParsePowerMaxNodeNameTemplate(t); err != nil {
 				c.add(base+".powermax.nodeNameTemplate", "%v", err)
 			}
 		}

@@ -9,6 +9,7 @@ package all
 
 import (
 	"github.com/fenced-project/fenced/arrayclients"
+	"github.com/fenced-project/fenced/arrayclients/powermax"
 	"github.com/fenced-project/fenced/arrayclients/powerscale"
 	"github.com/fenced-project/fenced/arrayclients/unity"
 )
@@ -17,6 +18,7 @@ import (
 // family. Each call returns a new map.
 func Families() map[arrayclients.Family]arrayclients.Constructor {
 	return map[arrayclients.Family]arrayclients.Constructor{
+		arrayclients.PowerMax:   powermax.New,
 		arrayclients.PowerScale: powerscale.NewPowerScale,
 		arrayclients.Unity:      unity.New,
 	}

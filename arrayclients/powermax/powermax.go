@@ -1,4 +1,8 @@
-package arrayclients
+// Package powermax fences nodes at Dell PowerMax arrays: a fence removes
+// the node's initiators from its host (the initiator group csi-powermax
+// made for it), and gives them back on undo. New is its
+// arrayclients.Constructor; NewPowerMax returns the concrete adapter.
+package powermax
 
 import (
 	"context"
@@ -12,6 +16,8 @@ import (
 	"time"
 
 	pmaxtypes "github.com/dell/gopowermax/v2/types/v100"
+
+	"github.com/fenced-project/fenced/arrayclients"
 )
 
 // PowerMaxAdapter fences a node by removing its initiators from its host (the
@@ -21,7 +27,7 @@ import (
 // refuses to empty an initiator group in a masking view gets the fallback
 // cut instead: the host's masking views are deleted (see Apply).
 type PowerMaxAdapter struct {
-	cfg      Config
+	cfg      arrayclients.Config
 	prefixes PowerMaxPrefixes
 	// template is csi-powermax's node name template, if configured.
 	template *pmaxNameTemplate
@@ -30,7 +36,7 @@ type PowerMaxAdapter struct {
 	now      func() time.Time
 }
 
-var _ Adapter = (*PowerMaxAdapter)(nil)
+var _ arrayclients.Adapter = (*PowerMaxAdapter)(nil)
 
 // PowerMaxPrefixes gives csi-powermax's cluster prefix
 // (X_CSI_K8S_CLUSTER_PREFIX) per configured cluster name; the key "" is the
@@ -59,12 +65,17 @@ type PowerMaxView struct {
 	PortGroup    string `json:"portGroup,omitempty"`
 }
 
-// NewPowerMax builds a PowerMax adapter with the family constructor
-// signature. cfg.PowerMaxClusterPrefix, when set, is the prefix for every
+// New is the PowerMax family's arrayclients.Constructor (NewPowerMax as an
+// arrayclients.Adapter).
+func New(ctx context.Context, cfg arrayclients.Config, logger *slog.Logger) (arrayclients.Adapter, error) {
+	return arrayclients.Adapt(NewPowerMax(ctx, cfg, logger))
+}
+
+// NewPowerMax builds a PowerMax adapter. cfg.PowerMaxClusterPrefix, when set, is the prefix for every
 // cluster; without it nodes resolve only through per-node overrides (or
 // prefixes given with NewPowerMaxWithPrefixes). It sends nothing until
 // first used.
-func NewPowerMax(ctx context.Context, cfg Config, logger *slog.Logger) (*PowerMaxAdapter, error) {
+func NewPowerMax(ctx context.Context, cfg arrayclients.Config, logger *slog.Logger) (*PowerMaxAdapter, error) {
 	var prefixes PowerMaxPrefixes
 	if cfg.PowerMaxClusterPrefix != "" {
 		prefixes = PowerMaxPrefixes{"": cfg.PowerMaxClusterPrefix}
@@ -74,9 +85,9 @@ func NewPowerMax(ctx context.Context, cfg Config, logger *slog.Logger) (*PowerMa
 
 // NewPowerMaxWithPrefixes builds a PowerMax adapter that names each node's
 // host csi-node-<prefix>-<nodeID>[-FC|-NVMETCP] with its cluster's prefix.
-func NewPowerMaxWithPrefixes(_ context.Context, cfg Config, prefixes PowerMaxPrefixes, logger *slog.Logger) (*PowerMaxAdapter, error) {
+func NewPowerMaxWithPrefixes(_ context.Context, cfg arrayclients.Config, prefixes PowerMaxPrefixes, logger *slog.Logger) (*PowerMaxAdapter, error) {
 	if cfg.RequestTimeout <= 0 {
-		cfg.RequestTimeout = DefaultRequestTimeout
+		cfg.RequestTimeout = arrayclients.DefaultRequestTimeout
 	}
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -108,7 +119,7 @@ func NewPowerMaxWithPrefixes(_ context.Context, cfg Config, prefixes PowerMaxPre
 func (a *PowerMaxAdapter) Name() string { return a.cfg.Name }
 
 // Family is PowerMax.
-func (a *PowerMaxAdapter) Family() Family { return PowerMax }
+func (a *PowerMaxAdapter) Family() arrayclients.Family { return arrayclients.PowerMax }
 
 func (a *PowerMaxAdapter) errf(op, node string, err error) error {
 	return fmt.Errorf("powermax %s: %s %s: %w", a.cfg.Name, op, node, err)
@@ -117,16 +128,16 @@ func (a *PowerMaxAdapter) errf(op, node string, err error) error {
 // candidates lists the host IDs that can be this node, exactly: the
 // override, or csi-powermax's csi-node-<prefix>-<nodeID>[-FC|-NVMETCP]
 // (<template host>[-FC|-NVMETCP] with a node name template).
-func (a *PowerMaxAdapter) candidates(node Node) ([]string, error) {
+func (a *PowerMaxAdapter) candidates(node arrayclients.Node) ([]string, error) {
 	if node.Override != "" {
 		if !pmaxHostIDRE.MatchString(node.Override) {
 			return nil, fmt.Errorf("override %q is not a PowerMax host name (letters, digits, '-', '_', at most 64)", node.Override)
 		}
 		return []string{node.Override}, nil
 	}
-	nodeID := node.CSINodeIDs[DriverPowerMax]
+	nodeID := node.CSINodeIDs[arrayclients.DriverPowerMax]
 	if nodeID == "" {
-		return nil, fmt.Errorf("%w: the node has no %s CSINode ID and no override", ErrNoIdentity, DriverPowerMax)
+		return nil, fmt.Errorf("%w: the node has no %s CSINode ID and no override", arrayclients.ErrNoIdentity, arrayclients.DriverPowerMax)
 	}
 	base, err := a.baseHostID(node.Cluster, nodeID)
 	if err != nil {
@@ -172,13 +183,13 @@ func (a *PowerMaxAdapter) baseHostID(cluster, nodeID string) (string, error) {
 // an override names another host. A host that is the shared one (the
 // configured name, or in csi-powermax's vSphere masking view) is also
 // given as a shared host, never as the node's own.
-func (a *PowerMaxAdapter) Resolve(ctx context.Context, node Node) (Identity, error) {
+func (a *PowerMaxAdapter) Resolve(ctx context.Context, node arrayclients.Node) (arrayclients.Identity, error) {
 	if v := a.cfg.PowerMaxVSphereHost; v != "" && (node.Override == "" || strings.EqualFold(node.Override, v)) {
 		return a.resolveShared(ctx, node)
 	}
 	cands, err := a.candidates(node)
 	if err != nil {
-		return Identity{}, a.errf("resolve", node.Name, err)
+		return arrayclients.Identity{}, a.errf("resolve", node.Name, err)
 	}
 	var found []*pmaxtypes.Host
 	for _, id := range cands {
@@ -187,47 +198,47 @@ func (a *PowerMaxAdapter) Resolve(ctx context.Context, node Node) (Identity, err
 			continue
 		}
 		if err != nil {
-			return Identity{}, a.errf("resolve", node.Name, fmt.Errorf("read host %s: %w", id, err))
+			return arrayclients.Identity{}, a.errf("resolve", node.Name, fmt.Errorf("read host %s: %w", id, err))
 		}
 		found = append(found, h)
 	}
 	switch len(found) {
 	case 0:
-		return Identity{}, a.errf("resolve", node.Name, fmt.Errorf("%w: no host %s", ErrNoIdentity, strings.Join(cands, " or ")))
+		return arrayclients.Identity{}, a.errf("resolve", node.Name, fmt.Errorf("%w: no host %s", arrayclients.ErrNoIdentity, strings.Join(cands, " or ")))
 	case 1:
 	default:
 		var ids []string
 		for _, h := range found {
 			ids = append(ids, h.HostID)
 		}
-		return Identity{}, a.errf("resolve", node.Name, fmt.Errorf("%w: hosts %s all match; set an override naming one", ErrAmbiguousIdentity, strings.Join(ids, ", ")))
+		return arrayclients.Identity{}, a.errf("resolve", node.Name, fmt.Errorf("%w: hosts %s all match; set an override naming one", arrayclients.ErrAmbiguousIdentity, strings.Join(ids, ", ")))
 	}
 	h := found[0]
 	if a.vsphereHost(h) {
 		return a.sharedIdentity(node, h.HostID), nil
 	}
-	return Identity{
-		Array: a.cfg.Name, Family: PowerMax, Node: node.Name,
+	return arrayclients.Identity{
+		Array: a.cfg.Name, Family: arrayclients.PowerMax, Node: node.Name,
 		ObjectID: h.HostID, ObjectName: h.HostID, Keys: slices.Sorted(slices.Values(h.Initiators)),
 		ResolvedAt: a.now().UTC(),
 	}, nil
 }
 
-func (a *PowerMaxAdapter) checkIdentity(id Identity) error {
-	if id.Array != a.cfg.Name || id.Family != PowerMax || !pmaxHostIDRE.MatchString(id.ObjectID) {
-		return fmt.Errorf("%w: identity of %s/%s host %q", ErrPlanMismatch, id.Family, id.Array, id.ObjectID)
+func (a *PowerMaxAdapter) checkIdentity(id arrayclients.Identity) error {
+	if id.Array != a.cfg.Name || id.Family != arrayclients.PowerMax || !pmaxHostIDRE.MatchString(id.ObjectID) {
+		return fmt.Errorf("%w: identity of %s/%s host %q", arrayclients.ErrPlanMismatch, id.Family, id.Array, id.ObjectID)
 	}
 	return nil
 }
 
 // planIdentity records the host's initiators (and its masking views as evidence).
-func (a *PowerMaxAdapter) planIdentity(ctx context.Context, id Identity) (Plan, error) {
+func (a *PowerMaxAdapter) planIdentity(ctx context.Context, id arrayclients.Identity) (arrayclients.Plan, error) {
 	if err := a.checkIdentity(id); err != nil {
-		return Plan{}, a.errf("plan", id.Node, err)
+		return arrayclients.Plan{}, a.errf("plan", id.Node, err)
 	}
 	h, err := a.conn.getHost(ctx, id.ObjectID)
 	if err != nil {
-		return Plan{}, a.errf("plan", id.Node, fmt.Errorf("read host %s: %w", id.ObjectID, err))
+		return arrayclients.Plan{}, a.errf("plan", id.Node, fmt.Errorf("read host %s: %w", id.ObjectID, err))
 	}
 	e := PowerMaxEntries{
 		SymmetrixID: a.cfg.SymmetrixID, HostID: h.HostID, HostType: h.HostType,
@@ -235,47 +246,47 @@ func (a *PowerMaxAdapter) planIdentity(ctx context.Context, id Identity) (Plan, 
 	}
 	c, err := a.conn.get(ctx)
 	if err != nil {
-		return Plan{}, a.errf("plan", id.Node, err)
+		return arrayclients.Plan{}, a.errf("plan", id.Node, err)
 	}
 	for _, mvID := range h.MaskingviewIDs {
-		rctx, cancel := WithRequestTimeout(ctx, a.cfg.RequestTimeout)
+		rctx, cancel := arrayclients.WithRequestTimeout(ctx, a.cfg.RequestTimeout)
 		mv, err := c.GetMaskingViewByID(rctx, a.cfg.SymmetrixID, mvID)
 		cancel()
 		if err != nil {
-			return Plan{}, a.errf("plan", id.Node, fmt.Errorf("read masking view %s: %w", mvID, classifyPmax(err)))
+			return arrayclients.Plan{}, a.errf("plan", id.Node, fmt.Errorf("read masking view %s: %w", mvID, classifyPmax(err)))
 		}
 		e.MaskingViews = append(e.MaskingViews, PowerMaxView{ID: mvID, StorageGroup: mv.StorageGroupID, PortGroup: mv.PortGroupID})
 	}
 	raw, err := json.Marshal(e)
 	if err != nil {
-		return Plan{}, a.errf("plan", id.Node, err)
+		return arrayclients.Plan{}, a.errf("plan", id.Node, err)
 	}
 	views := make([]string, 0, len(e.MaskingViews))
 	for _, v := range e.MaskingViews {
 		views = append(views, v.ID)
 	}
-	return Plan{
-		Array: a.cfg.Name, Family: PowerMax, Identity: id, Entries: raw,
+	return arrayclients.Plan{
+		Array: a.cfg.Name, Family: arrayclients.PowerMax, Identity: id, Entries: raw,
 		Summary: fmt.Sprintf("remove %d initiator(s) %s from host %s (masking views %s)",
 			len(e.Initiators), strings.Join(e.Initiators, ", "), h.HostID, strings.Join(views, ", ")),
 		CreatedAt: a.now().UTC(),
 	}, nil
 }
 
-func (a *PowerMaxAdapter) entries(p Plan) (PowerMaxEntries, error) {
+func (a *PowerMaxAdapter) entries(p arrayclients.Plan) (PowerMaxEntries, error) {
 	var e PowerMaxEntries
-	if p.Array != a.cfg.Name || p.Family != PowerMax {
-		return e, fmt.Errorf("%w: plan of %s/%s", ErrPlanMismatch, p.Family, p.Array)
+	if p.Array != a.cfg.Name || p.Family != arrayclients.PowerMax {
+		return e, fmt.Errorf("%w: plan of %s/%s", arrayclients.ErrPlanMismatch, p.Family, p.Array)
 	}
 	if err := json.Unmarshal(p.Entries, &e); err != nil {
-		return e, fmt.Errorf("%w: entries: %w", ErrPlanMismatch, err)
+		return e, fmt.Errorf("%w: entries: %w", arrayclients.ErrPlanMismatch, err)
 	}
 	if e.SymmetrixID != a.cfg.SymmetrixID || e.HostID != p.Identity.ObjectID || !pmaxHostIDRE.MatchString(e.HostID) {
-		return e, fmt.Errorf("%w: plan for Symmetrix %s host %q", ErrPlanMismatch, e.SymmetrixID, e.HostID)
+		return e, fmt.Errorf("%w: plan for Symmetrix %s host %q", arrayclients.ErrPlanMismatch, e.SymmetrixID, e.HostID)
 	}
 	for _, in := range e.Initiators {
 		if !pmaxInitiatorRE.MatchString(in) {
-			return e, fmt.Errorf("%w: initiator %q", ErrPlanMismatch, in)
+			return e, fmt.Errorf("%w: initiator %q", arrayclients.ErrPlanMismatch, in)
 		}
 	}
 	return e, nil
@@ -293,7 +304,7 @@ func (a *PowerMaxAdapter) entries(p Plan) (PowerMaxEntries, error) {
 // service/storage_group_svc.go removeVolumesFromSGMV). The initiators stay.
 // The fallback is refused for a host that is in a host group, whose views
 // would keep giving it volumes.
-func (a *PowerMaxAdapter) Apply(ctx context.Context, p Plan) error {
+func (a *PowerMaxAdapter) Apply(ctx context.Context, p arrayclients.Plan) error {
 	if p.Identity.Kind == PowerMaxKindSharedHost {
 		if _, err := a.entries(p); err != nil {
 			return a.errf("apply", p.Identity.Node, err)
@@ -319,7 +330,7 @@ func (a *PowerMaxAdapter) Apply(ctx context.Context, p Plan) error {
 // authentication, a missing object or a transport failure).
 func pmaxRefused(err error) bool {
 	var pe *pmaxtypes.Error
-	if errors.Is(err, ErrUnreachable) || !errors.As(err, &pe) {
+	if errors.Is(err, arrayclients.ErrUnreachable) || !errors.As(err, &pe) {
 		return false
 	}
 	switch pe.HTTPStatusCode {
@@ -331,7 +342,7 @@ func pmaxRefused(err error) bool {
 
 // deleteViews deletes every masking view of the plan's host (the fallback
 // cut), after checking the host is in no host group.
-func (a *PowerMaxAdapter) deleteViews(ctx context.Context, p Plan) error {
+func (a *PowerMaxAdapter) deleteViews(ctx context.Context, p arrayclients.Plan) error {
 	e, err := a.entries(p)
 	if err != nil {
 		return a.errf("apply", p.Identity.Node, err)
@@ -349,7 +360,7 @@ func (a *PowerMaxAdapter) deleteViews(ctx context.Context, p Plan) error {
 		return a.errf("apply", p.Identity.Node, err)
 	}
 	for _, mvID := range slices.Sorted(slices.Values(h.MaskingviewIDs)) {
-		rctx, cancel := WithRequestTimeout(ctx, a.cfg.RequestTimeout)
+		rctx, cancel := arrayclients.WithRequestTimeout(ctx, a.cfg.RequestTimeout)
 		err := c.DeleteMaskingView(rctx, a.cfg.SymmetrixID, mvID)
 		cancel()
 		if err != nil && !pmaxtypes.IsNotFoundError(err) {
@@ -362,7 +373,7 @@ func (a *PowerMaxAdapter) deleteViews(ctx context.Context, p Plan) error {
 
 // edit sets the host's initiators to want(current, planned) with
 // UpdateHostInitiators, which diffs against the host it is given.
-func (a *PowerMaxAdapter) edit(ctx context.Context, p Plan, op string, want func(current, planned []string) []string) error {
+func (a *PowerMaxAdapter) edit(ctx context.Context, p arrayclients.Plan, op string, want func(current, planned []string) []string) error {
 	e, err := a.entries(p)
 	if err != nil {
 		return a.errf(op, p.Identity.Node, err)
@@ -380,7 +391,7 @@ func (a *PowerMaxAdapter) edit(ctx context.Context, p Plan, op string, want func
 	if err != nil {
 		return a.errf(op, p.Identity.Node, err)
 	}
-	rctx, cancel := WithRequestTimeout(ctx, a.cfg.RequestTimeout)
+	rctx, cancel := arrayclients.WithRequestTimeout(ctx, a.cfg.RequestTimeout)
 	defer cancel()
 	if _, err := c.UpdateHostInitiators(rctx, a.cfg.SymmetrixID, h, target); err != nil {
 		return a.errf(op, p.Identity.Node, fmt.Errorf("update initiators of host %s: %w", e.HostID, classifyPmax(err)))
@@ -391,14 +402,14 @@ func (a *PowerMaxAdapter) edit(ctx context.Context, p Plan, op string, want func
 }
 
 // Check authenticates and reads the API version and the Symmetrix.
-func (a *PowerMaxAdapter) Check(ctx context.Context) CheckResult {
-	r := CheckResult{Array: a.cfg.Name, Family: PowerMax, CheckedAt: a.now().UTC()}
+func (a *PowerMaxAdapter) Check(ctx context.Context) arrayclients.CheckResult {
+	r := arrayclients.CheckResult{Array: a.cfg.Name, Family: arrayclients.PowerMax, CheckedAt: a.now().UTC()}
 	c, err := a.conn.get(ctx)
 	if err != nil {
 		r.Error = err.Error()
 		return r
 	}
-	rctx, cancel := WithRequestTimeout(ctx, a.cfg.RequestTimeout)
+	rctx, cancel := arrayclients.WithRequestTimeout(ctx, a.cfg.RequestTimeout)
 	defer cancel()
 	v, err := c.GetVersionDetails(rctx)
 	if err != nil {

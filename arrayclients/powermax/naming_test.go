@@ -1,4 +1,4 @@
-package arrayclients_test
+package powermax_test
 
 import (
 	"context"
@@ -9,8 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fenced-project/fenced/arrayclients"
-	"github.com/fenced-project/fenced/arrayclients/all"
 	"github.com/fenced-project/fenced/arrayclients/internal/arraytest"
+	"github.com/fenced-project/fenced/arrayclients/powermax"
 )
 
 func TestParsePowerMaxNodeNameTemplate(t *testing.T) {
@@ -29,7 +29,7 @@ func TestParsePowerMaxNodeNameTemplate(t *testing.T) {
 		{template: "k8s-%node%/x", err: "must be letters, digits"},
 	} {
 		t.Run(tc.template, func(t *testing.T) {
-			p, s, err := arrayclients.ParsePowerMaxNodeNameTemplate(tc.template)
+			p, s, err := powermax.ParsePowerMaxNodeNameTemplate(tc.template)
 			if tc.err != "" {
 				require.ErrorContains(t, err, tc.err)
 				return
@@ -68,12 +68,12 @@ arrays:
            maskingView: csi-mv-TST-VSPHERE, storageGroup: csi-no-srp-sg-TST-VSPHERE, portGroup: csi-TST-vsphere-PG, volumes: ["00106", "00107"]}
 `
 
-func pmaxAdapterWith(t *testing.T, e pmaxEnv, mutate func(*arrayclients.Config)) *arrayclients.PowerMaxAdapter {
+func pmaxAdapterWith(t *testing.T, e pmaxEnv, mutate func(*arrayclients.Config)) *powermax.PowerMaxAdapter {
 	t.Helper()
 	cfg := e.cfg
 	cfg.PowerMaxClusterPrefix = "TST"
 	mutate(&cfg)
-	a, err := arrayclients.NewPowerMax(context.Background(), cfg, nil)
+	a, err := powermax.NewPowerMax(context.Background(), cfg, nil)
 	require.NoError(t, err)
 	return a
 }
@@ -99,7 +99,7 @@ func TestPowerMaxNodeNameTemplate(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "csi-node-TST-_odd", id.ObjectID)
 	// Without the cluster prefix the template still names the hosts.
-	noPrefix, err := arrayclients.NewPowerMax(ctx, func() arrayclients.Config {
+	noPrefix, err := powermax.NewPowerMax(ctx, func() arrayclients.Config {
 		c := e.cfg
 		c.PowerMaxNodeNameTemplate = "k8s-%node%-host"
 		return c
@@ -138,11 +138,11 @@ func TestPowerMaxNamingConfigErrors(t *testing.T) {
 	e := startPowerMax(t, pmaxNamingFixture, 5*time.Second)
 	cfg := e.cfg
 	cfg.PowerMaxNodeNameTemplate = "k8s-%node"
-	_, err := all.New([]arrayclients.Config{cfg}, arrayclients.Options{})
+	_, err := arraytest.New(arrayclients.PowerMax, powermax.New, []arrayclients.Config{cfg}, arrayclients.Options{})
 	require.ErrorContains(t, err, `node name template "k8s-%node"`)
 	cfg = e.cfg
 	cfg.PowerMaxVSphereHost = "esx cluster"
-	_, err = all.New([]arrayclients.Config{cfg}, arrayclients.Options{})
+	_, err = arraytest.New(arrayclients.PowerMax, powermax.New, []arrayclients.Config{cfg}, arrayclients.Options{})
 	require.ErrorContains(t, err, `vSphere host "esx cluster"`)
 }
 
@@ -156,7 +156,7 @@ func TestPowerMaxVSphereSharedHost(t *testing.T) {
 	for _, n := range []string{"worker-1", "worker-6"} {
 		id, err := a.Resolve(ctx, pmaxNode(n))
 		require.NoError(t, err)
-		assert.Equal(t, arrayclients.PowerMaxKindSharedHost, id.Kind)
+		assert.Equal(t, powermax.PowerMaxKindSharedHost, id.Kind)
 		assert.Equal(t, "esx-cluster-1", id.ObjectID)
 		assert.Equal(t, n, id.Node)
 	}
@@ -212,7 +212,7 @@ func TestPowerMaxVSphereSharedHost(t *testing.T) {
 	plain := pmaxAdapterWith(t, e, func(*arrayclients.Config) {})
 	id, err = plain.Resolve(ctx, arrayclients.Node{Name: "worker-6", Override: "esx-cluster-1"})
 	require.NoError(t, err)
-	assert.Equal(t, arrayclients.PowerMaxKindSharedHost, id.Kind)
+	assert.Equal(t, powermax.PowerMaxKindSharedHost, id.Kind)
 	_, gap = plain.Cover(id, vols[0])
 	require.NotNil(t, gap)
 	assert.Equal(t, arrayclients.GapNotFenceable, gap.Reason)

@@ -1,4 +1,4 @@
-package arrayclients
+package powermax
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 
 	pmax "github.com/dell/gopowermax/v2"
 	pmaxtypes "github.com/dell/gopowermax/v2/types/v100"
+
+	"github.com/fenced-project/fenced/arrayclients"
 )
 
 // PowerMax footprint: each footprint volume is read by its device ID (GET
@@ -46,7 +48,7 @@ func (a *PowerMaxAdapter) hostGroups(ctx context.Context, c pmax.Pmax, h *pmaxty
 }
 
 func (a *PowerMaxAdapter) maskingView(ctx context.Context, c pmax.Pmax, id string) (*pmaxtypes.MaskingView, error) {
-	rctx, cancel := WithRequestTimeout(ctx, a.cfg.RequestTimeout)
+	rctx, cancel := arrayclients.WithRequestTimeout(ctx, a.cfg.RequestTimeout)
 	defer cancel()
 	mv, err := c.GetMaskingViewByID(rctx, a.cfg.SymmetrixID, id)
 	if err != nil {
@@ -59,7 +61,7 @@ func (a *PowerMaxAdapter) maskingView(ctx context.Context, c pmax.Pmax, id strin
 // view of the node's host (nodeGroups), the hosts that group is masked to.
 func (a *PowerMaxAdapter) volumeAccess(ctx context.Context, c pmax.Pmax, devID string, nodeGroups map[string]string) (pmaxVolumeAccess, error) {
 	var acc pmaxVolumeAccess
-	rctx, cancel := WithRequestTimeout(ctx, a.cfg.RequestTimeout)
+	rctx, cancel := arrayclients.WithRequestTimeout(ctx, a.cfg.RequestTimeout)
 	vol, err := c.GetVolumeByID(rctx, a.cfg.SymmetrixID, devID)
 	cancel()
 	if pmaxtypes.IsNotFoundError(err) {
@@ -77,7 +79,7 @@ func (a *PowerMaxAdapter) volumeAccess(ctx context.Context, c pmax.Pmax, devID s
 			acc.groups = append(acc.groups, sgID)
 			continue
 		}
-		rctx, cancel := WithRequestTimeout(ctx, a.cfg.RequestTimeout)
+		rctx, cancel := arrayclients.WithRequestTimeout(ctx, a.cfg.RequestTimeout)
 		sg, err := c.GetStorageGroup(rctx, a.cfg.SymmetrixID, sgID)
 		cancel()
 		if err != nil {
@@ -115,7 +117,7 @@ func volumeIDOf(v *pmaxtypes.Volume) string {
 // other hosts is a gap while Kubernetes says it is attached to the node
 // (other-identity), and not-mapped while the attach is pending. NFS file
 // systems are not fenceable (Cover). It never writes.
-func (a *PowerMaxAdapter) Plan(ctx context.Context, id Identity, vols []VolumeRef) (Plan, error) {
+func (a *PowerMaxAdapter) Plan(ctx context.Context, id arrayclients.Identity, vols []arrayclients.VolumeRef) (arrayclients.Plan, error) {
 	if id.Kind == PowerMaxKindSharedHost {
 		return a.planShared(id, vols)
 	}
@@ -125,18 +127,18 @@ func (a *PowerMaxAdapter) Plan(ctx context.Context, id Identity, vols []VolumeRe
 	}
 	c, err := a.conn.get(ctx)
 	if err != nil {
-		return Plan{}, a.errf("plan", id.Node, err)
+		return arrayclients.Plan{}, a.errf("plan", id.Node, err)
 	}
 	h, err := a.conn.getHost(ctx, id.ObjectID)
 	if err != nil {
-		return Plan{}, a.errf("plan", id.Node, fmt.Errorf("read host %s: %w", id.ObjectID, err))
+		return arrayclients.Plan{}, a.errf("plan", id.Node, fmt.Errorf("read host %s: %w", id.ObjectID, err))
 	}
 	groups, err := a.hostGroups(ctx, c, h)
 	if err != nil {
-		return Plan{}, a.errf("plan", id.Node, err)
+		return arrayclients.Plan{}, a.errf("plan", id.Node, err)
 	}
 	for _, v := range vols {
-		vc := VolumeCut{VolumeRef: v}
+		vc := arrayclients.VolumeCut{VolumeRef: v}
 		cut, gap := a.Cover(id, v)
 		if gap != nil {
 			vc.Gap = gap
@@ -145,22 +147,22 @@ func (a *PowerMaxAdapter) Plan(ctx context.Context, id Identity, vols []VolumeRe
 		}
 		acc, err := a.volumeAccess(ctx, c, v.Object, groups)
 		if err != nil {
-			return Plan{}, a.errf("plan", id.Node, fmt.Errorf("footprint volume %s: %w", v.Volume, err))
+			return arrayclients.Plan{}, a.errf("plan", id.Node, fmt.Errorf("footprint volume %s: %w", v.Volume, err))
 		}
 		vc.Holders = acc.holders
 		switch {
 		case !acc.found:
-			vc.Gap = VolumeNotFoundGap(PowerMax, a.cfg.Name, v)
+			vc.Gap = arrayclients.VolumeNotFoundGap(arrayclients.PowerMax, a.cfg.Name, v)
 		case len(acc.groups) > 0:
 			vc.Cut = cut
 		case len(acc.holders) > 0 && v.Attached:
-			vc.Gap = OtherIdentityGap(PowerMax, v, "host "+id.ObjectID, acc.holders)
+			vc.Gap = arrayclients.OtherIdentityGap(arrayclients.PowerMax, v, "host "+id.ObjectID, acc.holders)
 		default:
-			vc.Cut = CutNotMapped
+			vc.Cut = arrayclients.CutNotMapped
 		}
 		p.Volumes = append(p.Volumes, vc)
 	}
-	p.Summary += "; " + FootprintSummary(p.Volumes)
+	p.Summary += "; " + arrayclients.FootprintSummary(p.Volumes)
 	return p, nil
 }
 
@@ -168,7 +170,7 @@ func (a *PowerMaxAdapter) Plan(ctx context.Context, id Identity, vols []VolumeRe
 // initiator at all; a footprint volume gives the node access while it is
 // in a storage group of one of the host's masking views and the host has
 // an initiator.
-func (a *PowerMaxAdapter) Verify(ctx context.Context, p Plan) (Verification, error) {
+func (a *PowerMaxAdapter) Verify(ctx context.Context, p arrayclients.Plan) (arrayclients.Verification, error) {
 	if p.Identity.Kind == PowerMaxKindSharedHost {
 		return a.sharedVerification(p)
 	}
@@ -176,9 +178,9 @@ func (a *PowerMaxAdapter) Verify(ctx context.Context, p Plan) (Verification, err
 	if err != nil {
 		return v, err
 	}
-	checks, _, err := a.checkVolumes(ctx, p, h, RestoreScope{}, false)
+	checks, _, err := a.checkVolumes(ctx, p, h, arrayclients.RestoreScope{}, false)
 	if err != nil {
-		return Verification{}, a.errf("verify", p.Identity.Node, err)
+		return arrayclients.Verification{}, a.errf("verify", p.Identity.Node, err)
 	}
 	for _, c := range checks {
 		if c.NodeAccess {
@@ -192,21 +194,21 @@ func (a *PowerMaxAdapter) Verify(ctx context.Context, p Plan) (Verification, err
 
 // verifyHost is the identity-level read-back: the host's initiators. h is
 // nil when the host no longer exists.
-func (a *PowerMaxAdapter) verifyHost(ctx context.Context, p Plan) (Verification, *pmaxtypes.Host, error) {
+func (a *PowerMaxAdapter) verifyHost(ctx context.Context, p arrayclients.Plan) (arrayclients.Verification, *pmaxtypes.Host, error) {
 	e, err := a.entries(p)
 	if err != nil {
-		return Verification{}, nil, a.errf("verify", p.Identity.Node, err)
+		return arrayclients.Verification{}, nil, a.errf("verify", p.Identity.Node, err)
 	}
 	h, err := a.conn.getHost(ctx, e.HostID)
 	if pmaxtypes.IsNotFoundError(err) {
 		// No host, no initiator group: the node has no path, and nothing
 		// of the plan is there.
-		return Verification{Fenced: true, Missing: pmaxPrefixAll("initiator ", e.Initiators), CheckedAt: a.now().UTC()}, nil, nil
+		return arrayclients.Verification{Fenced: true, Missing: pmaxPrefixAll("initiator ", e.Initiators), CheckedAt: a.now().UTC()}, nil, nil
 	}
 	if err != nil {
-		return Verification{}, nil, a.errf("verify", p.Identity.Node, fmt.Errorf("read host %s: %w", e.HostID, err))
+		return arrayclients.Verification{}, nil, a.errf("verify", p.Identity.Node, fmt.Errorf("read host %s: %w", e.HostID, err))
 	}
-	v := Verification{CheckedAt: a.now().UTC()}
+	v := arrayclients.Verification{CheckedAt: a.now().UTC()}
 	// A host in no masking view and no host group reaches no volume,
 	// whatever its initiators (the fallback cut, see Apply).
 	if len(h.MaskingviewIDs) > 0 || h.NumberHostGroups > 0 {
@@ -228,8 +230,8 @@ func (a *PowerMaxAdapter) verifyHost(ctx context.Context, p Plan) (Verification,
 // cut. With restore set, each volume the node may not keep under scope
 // carries a note saying why, and those that still reach the node are
 // violations.
-func (a *PowerMaxAdapter) checkVolumes(ctx context.Context, p Plan, h *pmaxtypes.Host, scope RestoreScope, restore bool) (out []VolumeCheck, violations []string, err error) {
-	cuts := FootprintCuts(p)
+func (a *PowerMaxAdapter) checkVolumes(ctx context.Context, p arrayclients.Plan, h *pmaxtypes.Host, scope arrayclients.RestoreScope, restore bool) (out []arrayclients.VolumeCheck, violations []string, err error) {
+	cuts := arrayclients.FootprintCuts(p)
 	if len(cuts) == 0 {
 		return nil, nil, nil
 	}
@@ -246,18 +248,18 @@ func (a *PowerMaxAdapter) checkVolumes(ctx context.Context, p Plan, h *pmaxtypes
 		if err != nil {
 			return nil, nil, fmt.Errorf("footprint volume %s: %w", vc.Volume, err)
 		}
-		chk := VolumeCheck{Volume: vc.Volume, Object: vc.Object, Holders: acc.holders,
+		chk := arrayclients.VolumeCheck{Volume: vc.Volume, Object: vc.Object, Holders: acc.holders,
 			NodeAccess: h != nil && len(acc.groups) > 0 && len(h.Initiators) > 0}
 		switch {
 		case !acc.found:
 			chk.Note = "no longer on the array"
 		case !restore:
-		case KeepOnRestore(vc.VolumeRef, scope, acc.holders):
+		case arrayclients.KeepOnRestore(vc.VolumeRef, scope, acc.holders):
 			if len(acc.groups) == 0 {
 				chk.Note = "not in the host's storage group: the CSI driver adds it when a pod needs it"
 			}
 		default:
-			chk.Note = LeftAsItWasNote(vc.VolumeRef, scope, acc.holders)
+			chk.Note = arrayclients.LeftAsItWasNote(vc.VolumeRef, scope, acc.holders)
 			if chk.NodeAccess {
 				violations = append(violations, fmt.Sprintf("footprint volume %s (%s) is masked to host %s but is %s",
 					vc.Volume, vc.Object, hostIDOf(h), chk.Note))
@@ -280,7 +282,7 @@ func (a *PowerMaxAdapter) checkVolumes(ctx context.Context, p Plan, h *pmaxtypes
 // never left its storage group (the cut is host-level). Plans without
 // footprint volumes (ledger v1) give the initiators back. Repeating Undo
 // writes nothing.
-func (a *PowerMaxAdapter) Undo(ctx context.Context, p Plan, scope RestoreScope) error {
+func (a *PowerMaxAdapter) Undo(ctx context.Context, p arrayclients.Plan, scope arrayclients.RestoreScope) error {
 	e, err := a.entries(p)
 	if err != nil {
 		return a.errf("undo", p.Identity.Node, err)
@@ -288,7 +290,7 @@ func (a *PowerMaxAdapter) Undo(ctx context.Context, p Plan, scope RestoreScope) 
 	if p.Identity.Kind == PowerMaxKindSharedHost {
 		return nil // the plan removed nothing
 	}
-	if cuts := FootprintCuts(p); len(cuts) > 0 {
+	if cuts := arrayclients.FootprintCuts(p); len(cuts) > 0 {
 		if err := a.unmaskUnkept(ctx, p, e, cuts, scope); err != nil {
 			return a.errf("undo", p.Identity.Node, err)
 		}
@@ -318,7 +320,7 @@ func (a *PowerMaxAdapter) viewsToRestore(ctx context.Context, c pmax.Pmax, e Pow
 		if h != nil && slices.Contains(h.MaskingviewIDs, mv.ID) {
 			continue
 		}
-		rctx, cancel := WithRequestTimeout(ctx, a.cfg.RequestTimeout)
+		rctx, cancel := arrayclients.WithRequestTimeout(ctx, a.cfg.RequestTimeout)
 		sg, err := c.GetStorageGroup(rctx, a.cfg.SymmetrixID, mv.StorageGroup)
 		cancel()
 		if pmaxtypes.IsNotFoundError(err) {
@@ -352,7 +354,7 @@ func (a *PowerMaxAdapter) restoreViews(ctx context.Context, e PowerMaxEntries) e
 		return err
 	}
 	for _, mv := range views {
-		rctx, cancel := WithRequestTimeout(ctx, a.cfg.RequestTimeout)
+		rctx, cancel := arrayclients.WithRequestTimeout(ctx, a.cfg.RequestTimeout)
 		_, err := c.CreateMaskingView(rctx, a.cfg.SymmetrixID, mv.ID, mv.StorageGroup, e.HostID, true, mv.PortGroup)
 		cancel()
 		if err != nil {
@@ -366,7 +368,7 @@ func (a *PowerMaxAdapter) restoreViews(ctx context.Context, e PowerMaxEntries) e
 
 // unmaskUnkept removes from the host's storage groups each footprint
 // volume the node may not keep.
-func (a *PowerMaxAdapter) unmaskUnkept(ctx context.Context, p Plan, e PowerMaxEntries, cuts []VolumeCut, scope RestoreScope) error {
+func (a *PowerMaxAdapter) unmaskUnkept(ctx context.Context, p arrayclients.Plan, e PowerMaxEntries, cuts []arrayclients.VolumeCut, scope arrayclients.RestoreScope) error {
 	c, err := a.conn.get(ctx)
 	if err != nil {
 		return err
@@ -393,18 +395,18 @@ func (a *PowerMaxAdapter) unmaskUnkept(ctx context.Context, p Plan, e PowerMaxEn
 		if err != nil {
 			return fmt.Errorf("footprint volume %s: %w", vc.Volume, err)
 		}
-		if !acc.found || KeepOnRestore(vc.VolumeRef, scope, acc.holders) {
+		if !acc.found || arrayclients.KeepOnRestore(vc.VolumeRef, scope, acc.holders) {
 			continue
 		}
 		for _, sg := range acc.groups {
 			remove[sg] = append(remove[sg], vc.Object)
 		}
 		a.log.InfoContext(ctx, "removing a footprint volume the node may not keep from its storage group", "node", p.Identity.Node,
-			"volume", vc.Volume, "device", vc.Object, "groups", acc.groups, "reason", LeftAsItWasNote(vc.VolumeRef, scope, acc.holders))
+			"volume", vc.Volume, "device", vc.Object, "groups", acc.groups, "reason", arrayclients.LeftAsItWasNote(vc.VolumeRef, scope, acc.holders))
 	}
 	for _, sgID := range slices.Sorted(maps.Keys(remove)) {
 		devs := slices.Compact(slices.Sorted(slices.Values(remove[sgID])))
-		rctx, cancel := WithRequestTimeout(ctx, a.cfg.RequestTimeout)
+		rctx, cancel := arrayclients.WithRequestTimeout(ctx, a.cfg.RequestTimeout)
 		sg, err := c.GetStorageGroup(rctx, a.cfg.SymmetrixID, sgID)
 		cancel()
 		if err != nil {
@@ -412,7 +414,7 @@ func (a *PowerMaxAdapter) unmaskUnkept(ctx context.Context, p Plan, e PowerMaxEn
 		}
 		if sg.NumOfVolumes <= len(devs) {
 			mvID := groups[sgID]
-			rctx, cancel := WithRequestTimeout(ctx, a.cfg.RequestTimeout)
+			rctx, cancel := arrayclients.WithRequestTimeout(ctx, a.cfg.RequestTimeout)
 			err := c.DeleteMaskingView(rctx, a.cfg.SymmetrixID, mvID)
 			cancel()
 			if err != nil && !pmaxtypes.IsNotFoundError(err) {
@@ -420,7 +422,7 @@ func (a *PowerMaxAdapter) unmaskUnkept(ctx context.Context, p Plan, e PowerMaxEn
 					mvID, strings.Join(devs, ", "), sgID, classifyPmax(err))
 			}
 		}
-		rctx, cancel = WithRequestTimeout(ctx, a.cfg.RequestTimeout)
+		rctx, cancel = arrayclients.WithRequestTimeout(ctx, a.cfg.RequestTimeout)
 		_, err = c.RemoveVolumesFromStorageGroup(rctx, a.cfg.SymmetrixID, sgID, true, devs...)
 		cancel()
 		if err != nil {
@@ -433,7 +435,7 @@ func (a *PowerMaxAdapter) unmaskUnkept(ctx context.Context, p Plan, e PowerMaxEn
 // VerifyRestore reads the host back after Undo: Restored when every
 // initiator of the plan is back and no footprint volume the node may not
 // keep is masked to it.
-func (a *PowerMaxAdapter) VerifyRestore(ctx context.Context, p Plan, scope RestoreScope) (Verification, error) {
+func (a *PowerMaxAdapter) VerifyRestore(ctx context.Context, p arrayclients.Plan, scope arrayclients.RestoreScope) (arrayclients.Verification, error) {
 	if p.Identity.Kind == PowerMaxKindSharedHost {
 		return a.sharedVerification(p)
 	}
@@ -444,11 +446,11 @@ func (a *PowerMaxAdapter) VerifyRestore(ctx context.Context, p Plan, scope Resto
 	if e, err := a.entries(p); err == nil && len(e.MaskingViews) > 0 {
 		c, err := a.conn.get(ctx)
 		if err != nil {
-			return Verification{}, a.errf("verify restore", p.Identity.Node, err)
+			return arrayclients.Verification{}, a.errf("verify restore", p.Identity.Node, err)
 		}
 		gone, err := a.viewsToRestore(ctx, c, e, h)
 		if err != nil {
-			return Verification{}, a.errf("verify restore", p.Identity.Node, err)
+			return arrayclients.Verification{}, a.errf("verify restore", p.Identity.Node, err)
 		}
 		for _, mv := range gone {
 			v.Missing = append(v.Missing, "masking view "+mv.ID)
@@ -457,7 +459,7 @@ func (a *PowerMaxAdapter) VerifyRestore(ctx context.Context, p Plan, scope Resto
 	}
 	checks, violations, err := a.checkVolumes(ctx, p, h, scope, true)
 	if err != nil {
-		return Verification{}, a.errf("verify restore", p.Identity.Node, err)
+		return arrayclients.Verification{}, a.errf("verify restore", p.Identity.Node, err)
 	}
 	for _, c := range checks {
 		if c.NodeAccess {

@@ -1,4 +1,4 @@
-package arrayclients
+package powermax
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	pmaxtypes "github.com/dell/gopowermax/v2/types/v100"
+
+	"github.com/fenced-project/fenced/arrayclients"
 )
 
 // Host naming variants of csi-powermax beyond csi-node-<prefix>-<nodeID>:
@@ -83,8 +85,8 @@ func (a *PowerMaxAdapter) vsphereHost(h *pmaxtypes.Host) bool {
 }
 
 // sharedIdentity is the identity of a node served by the shared host.
-func (a *PowerMaxAdapter) sharedIdentity(node Node, hostID string) Identity {
-	return Identity{Array: a.cfg.Name, Family: PowerMax, Node: node.Name, Kind: PowerMaxKindSharedHost,
+func (a *PowerMaxAdapter) sharedIdentity(node arrayclients.Node, hostID string) arrayclients.Identity {
+	return arrayclients.Identity{Array: a.cfg.Name, Family: arrayclients.PowerMax, Node: node.Name, Kind: PowerMaxKindSharedHost,
 		ObjectID: hostID, ObjectName: hostID, ResolvedAt: a.now().UTC()}
 }
 
@@ -92,29 +94,29 @@ func (a *PowerMaxAdapter) sharedIdentity(node Node, hostID string) Identity {
 // the array, as csi-powermax's node plugin does before it serves volumes
 // (service/node.go getHostForVsphere: the host first, then the host
 // group), and gives the node the shared identity.
-func (a *PowerMaxAdapter) resolveShared(ctx context.Context, node Node) (Identity, error) {
+func (a *PowerMaxAdapter) resolveShared(ctx context.Context, node arrayclients.Node) (arrayclients.Identity, error) {
 	name := a.cfg.PowerMaxVSphereHost
 	_, err := a.conn.getHost(ctx, name)
 	if err == nil {
 		return a.sharedIdentity(node, name), nil
 	}
 	if !pmaxtypes.IsNotFoundError(err) {
-		return Identity{}, a.errf("resolve", node.Name, fmt.Errorf("read vSphere host %s: %w", name, err))
+		return arrayclients.Identity{}, a.errf("resolve", node.Name, fmt.Errorf("read vSphere host %s: %w", name, err))
 	}
 	c, err := a.conn.get(ctx)
 	if err != nil {
-		return Identity{}, a.errf("resolve", node.Name, err)
+		return arrayclients.Identity{}, a.errf("resolve", node.Name, err)
 	}
-	rctx, cancel := WithRequestTimeout(ctx, a.cfg.RequestTimeout)
+	rctx, cancel := arrayclients.WithRequestTimeout(ctx, a.cfg.RequestTimeout)
 	defer cancel()
 	hg, err := c.GetHostGroupByID(rctx, a.cfg.SymmetrixID, name)
 	switch {
 	case pmaxtypes.IsNotFoundError(err):
-		return Identity{}, a.errf("resolve", node.Name, fmt.Errorf("%w: csi-powermax's vSphere host or host group %s is not on the array", ErrNoIdentity, name))
+		return arrayclients.Identity{}, a.errf("resolve", node.Name, fmt.Errorf("%w: csi-powermax's vSphere host or host group %s is not on the array", arrayclients.ErrNoIdentity, name))
 	case err != nil:
-		return Identity{}, a.errf("resolve", node.Name, fmt.Errorf("read vSphere host group %s: %w", name, classifyPmax(err)))
+		return arrayclients.Identity{}, a.errf("resolve", node.Name, fmt.Errorf("read vSphere host group %s: %w", name, classifyPmax(err)))
 	case hg == nil || !strings.EqualFold(hg.HostGroupID, name):
-		return Identity{}, a.errf("resolve", node.Name, fmt.Errorf("read vSphere host group %s: the array answered for host group %q", name, hostGroupIDOf(hg)))
+		return arrayclients.Identity{}, a.errf("resolve", node.Name, fmt.Errorf("read vSphere host group %s: the array answered for host group %q", name, hostGroupIDOf(hg)))
 	}
 	return a.sharedIdentity(node, name), nil
 }
@@ -128,30 +130,30 @@ func hostGroupIDOf(hg *pmaxtypes.HostGroup) string {
 
 // sharedHostGap is why a volume of a node served by the shared vSphere
 // host cannot be cut.
-func sharedHostGap(id Identity, v VolumeRef) *Gap {
-	return &Gap{Reason: GapNotFenceable, Detail: fmt.Sprintf("%s: csi-powermax in vSphere mode masks every node's volumes to the one "+
+func sharedHostGap(id arrayclients.Identity, v arrayclients.VolumeRef) *arrayclients.Gap {
+	return &arrayclients.Gap{Reason: arrayclients.GapNotFenceable, Detail: fmt.Sprintf("%s: csi-powermax in vSphere mode masks every node's volumes to the one "+
 		"host or host group %s (X_CSI_VSPHERE_HOSTNAME) and attaches them to the VMs as RDMs; a shared host serving every node "+
 		"cannot be fenced per node (cutting it would cut every node)", v.Volume, id.ObjectID)}
 }
 
 // planShared is the plan for a node served by the shared host: nothing to
 // remove, and a gap for every footprint volume. It reads nothing.
-func (a *PowerMaxAdapter) planShared(id Identity, vols []VolumeRef) (Plan, error) {
+func (a *PowerMaxAdapter) planShared(id arrayclients.Identity, vols []arrayclients.VolumeRef) (arrayclients.Plan, error) {
 	if err := a.checkIdentity(id); err != nil {
-		return Plan{}, a.errf("plan", id.Node, err)
+		return arrayclients.Plan{}, a.errf("plan", id.Node, err)
 	}
 	raw, err := json.Marshal(PowerMaxEntries{SymmetrixID: a.cfg.SymmetrixID, HostID: id.ObjectID, Initiators: []string{}})
 	if err != nil {
-		return Plan{}, a.errf("plan", id.Node, err)
+		return arrayclients.Plan{}, a.errf("plan", id.Node, err)
 	}
-	p := Plan{Array: a.cfg.Name, Family: PowerMax, Identity: id, Entries: raw,
+	p := arrayclients.Plan{Array: a.cfg.Name, Family: arrayclients.PowerMax, Identity: id, Entries: raw,
 		Summary:   fmt.Sprintf("nothing of the node's own to remove: host %s is csi-powermax's vSphere host, shared by every node", id.ObjectID),
 		CreatedAt: a.now().UTC()}
 	for _, v := range vols {
-		p.Volumes = append(p.Volumes, VolumeCut{VolumeRef: v, Gap: sharedHostGap(id, v)})
+		p.Volumes = append(p.Volumes, arrayclients.VolumeCut{VolumeRef: v, Gap: sharedHostGap(id, v)})
 	}
 	if len(vols) > 0 {
-		p.Summary += "; " + FootprintSummary(p.Volumes)
+		p.Summary += "; " + arrayclients.FootprintSummary(p.Volumes)
 	}
 	return p, nil
 }
@@ -159,9 +161,9 @@ func (a *PowerMaxAdapter) planShared(id Identity, vols []VolumeRef) (Plan, error
 // sharedVerification is the read-back of a shared-host plan: it removed
 // nothing and gives nothing back, and the node's volumes there are gaps,
 // never cuts.
-func (a *PowerMaxAdapter) sharedVerification(p Plan) (Verification, error) {
+func (a *PowerMaxAdapter) sharedVerification(p arrayclients.Plan) (arrayclients.Verification, error) {
 	if _, err := a.entries(p); err != nil {
-		return Verification{}, a.errf("verify", p.Identity.Node, err)
+		return arrayclients.Verification{}, a.errf("verify", p.Identity.Node, err)
 	}
-	return Verification{Fenced: true, Restored: true, CheckedAt: a.now().UTC()}, nil
+	return arrayclients.Verification{Fenced: true, Restored: true, CheckedAt: a.now().UTC()}, nil
 }

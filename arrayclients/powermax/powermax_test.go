@@ -1,4 +1,4 @@
-package arrayclients_test
+package powermax_test
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 
 	"github.com/fenced-project/fenced/arrayclients"
 	"github.com/fenced-project/fenced/arrayclients/internal/arraytest"
+	"github.com/fenced-project/fenced/arrayclients/powermax"
 	"github.com/fenced-project/fenced/tests/arraysim/fixture"
 	powermaxsim "github.com/fenced-project/fenced/tests/arraysim/powermax"
 	"github.com/fenced-project/fenced/tests/arraysim/simcore"
@@ -50,7 +51,7 @@ arrays:
 type pmaxEnv struct {
 	srv     *simcore.Server
 	sim     *powermaxsim.Sim
-	adapter *arrayclients.PowerMaxAdapter
+	adapter *powermax.PowerMaxAdapter
 	cfg     arrayclients.Config
 	close   func() error
 }
@@ -69,7 +70,7 @@ func startPowerMax(t testing.TB, doc string, timeout time.Duration) pmaxEnv {
 		Name: "pmax-1", Family: arrayclients.PowerMax, Endpoint: l.URL, Username: "smc", Password: "secret",
 		CAFile: l.CAFile, RequestTimeout: timeout, SymmetrixID: pmaxSym,
 	}
-	a, err := arrayclients.NewPowerMaxWithPrefixes(context.Background(), cfg, arrayclients.PowerMaxPrefixes{"": "TST"}, nil)
+	a, err := powermax.NewPowerMaxWithPrefixes(context.Background(), cfg, powermax.PowerMaxPrefixes{"": "TST"}, nil)
 	require.NoError(t, err)
 	return pmaxEnv{srv: srv, sim: sim, adapter: a, cfg: cfg, close: l.Close}
 }
@@ -114,10 +115,10 @@ func TestPowerMaxFenceCycle(t *testing.T) {
 
 	plan, err := e.adapter.Plan(ctx, id, nil)
 	require.NoError(t, err)
-	var entries arrayclients.PowerMaxEntries
+	var entries powermax.PowerMaxEntries
 	require.NoError(t, json.Unmarshal(plan.Entries, &entries))
 	assert.Equal(t, []string{"10000000c9a0b001", "10000000c9a0b101"}, entries.Initiators)
-	assert.Equal(t, []arrayclients.PowerMaxView{{ID: "csi-mv-TST-worker-1-FC", StorageGroup: "csi-no-srp-sg-TST-worker-1-FC", PortGroup: "csi-TST-fc-PG"}}, entries.MaskingViews)
+	assert.Equal(t, []powermax.PowerMaxView{{ID: "csi-mv-TST-worker-1-FC", StorageGroup: "csi-no-srp-sg-TST-worker-1-FC", PortGroup: "csi-TST-fc-PG"}}, entries.MaskingViews)
 	assert.Contains(t, plan.Summary, "remove 2 initiator(s)")
 	assert.Empty(t, e.srv.AuditWrites(), "resolve and plan never write")
 
@@ -241,7 +242,7 @@ func TestPowerMaxIdentityErrors(t *testing.T) {
 	require.NotErrorIs(t, err, arrayclients.ErrNoIdentity)
 	require.ErrorContains(t, err, "override")
 
-	noPrefix, err := arrayclients.NewPowerMaxWithPrefixes(ctx, e.cfg, arrayclients.PowerMaxPrefixes{"other": "OTH"}, nil)
+	noPrefix, err := powermax.NewPowerMaxWithPrefixes(ctx, e.cfg, powermax.PowerMaxPrefixes{"other": "OTH"}, nil)
 	require.NoError(t, err)
 	_, err = noPrefix.Resolve(ctx, pmaxNode("worker-1"))
 	require.Error(t, err)
@@ -358,7 +359,7 @@ func TestPowerMaxCheckAndAuth(t *testing.T) {
 
 	bad := e.cfg
 	bad.Password = "wrong"
-	a, err := arrayclients.NewPowerMaxWithPrefixes(ctx, bad, arrayclients.PowerMaxPrefixes{"": "TST"}, nil)
+	a, err := powermax.NewPowerMaxWithPrefixes(ctx, bad, powermax.PowerMaxPrefixes{"": "TST"}, nil)
 	require.NoError(t, err)
 	r = a.Check(ctx)
 	assert.False(t, r.Reachable)
@@ -366,9 +367,9 @@ func TestPowerMaxCheckAndAuth(t *testing.T) {
 	_, err = a.Resolve(ctx, pmaxNode("worker-1"))
 	require.ErrorIs(t, err, arrayclients.ErrUnreachable)
 
-	_, err = arrayclients.NewPowerMax(ctx, arrayclients.Config{Name: "p", Endpoint: "https://api.example.com", SymmetrixID: pmaxSym}, nil)
+	_, err = powermax.NewPowerMax(ctx, arrayclients.Config{Name: "p", Endpoint: "https://api.example.com", SymmetrixID: pmaxSym}, nil)
 	require.ErrorContains(t, err, "api")
-	_, err = arrayclients.NewPowerMax(ctx, arrayclients.Config{Name: "p", Endpoint: "https://10.0.0.1", SymmetrixID: "46"}, nil)
+	_, err = powermax.NewPowerMax(ctx, arrayclients.Config{Name: "p", Endpoint: "https://10.0.0.1", SymmetrixID: "46"}, nil)
 	assert.ErrorContains(t, err, "symmetrixID")
 }
 
@@ -443,4 +444,38 @@ func TestPowerMaxConcurrentFences(t *testing.T) {
 	wg.Wait()
 	after, _ := pmaxState(t, e.sim)
 	assert.Equal(t, before, after)
+}
+
+// TestRegistryBuildsPowerMaxAndUnity goes through New and the family's
+// constructor: the PowerMax adapter comes out decorated, checked and able
+// to fence, by override, since Config carries no cluster prefix (the
+// Unity half of this test is with the Unity tests).
+func TestRegistryBuildsPowerMaxAndUnity(t *testing.T) {
+	p := startPowerMax(t, pmaxFixture, 5*time.Second)
+	reg, err := arraytest.New(arrayclients.PowerMax, powermax.New, []arrayclients.Config{p.cfg}, arrayclients.Options{})
+	require.NoError(t, err)
+	ctx := context.Background()
+	for _, r := range reg.Check(ctx) {
+		assert.True(t, r.Reachable, "%s: %s", r.Array, r.Error)
+	}
+
+	pa, ok := reg.Get("pmax-1")
+	require.True(t, ok)
+	_, err = pa.Resolve(ctx, pmaxNode("worker-1"))
+	require.Error(t, err, "no prefix in Config")
+	require.NotErrorIs(t, err, arrayclients.ErrNoIdentity)
+	id, err := pa.Resolve(ctx, arrayclients.Node{Name: "worker-1", Override: "csi-node-TST-worker-1-FC"})
+	require.NoError(t, err)
+	plan, err := pa.Plan(ctx, id, nil)
+	require.NoError(t, err)
+	require.NoError(t, pa.Apply(ctx, plan))
+	v, err := pa.Verify(ctx, plan)
+	require.NoError(t, err)
+	assert.True(t, v.Fenced)
+	require.NoError(t, pa.Undo(ctx, plan, arrayclients.RestoreScope{}))
+
+	for _, endpoint := range []string{"/api", "https://api.example.com", "10.0.0.1"} {
+		_, err = powermax.NewPowerMax(ctx, arrayclients.Config{Name: "p", Endpoint: endpoint, SymmetrixID: pmaxSym}, nil)
+		assert.Error(t, err, endpoint)
+	}
 }

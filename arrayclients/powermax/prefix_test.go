@@ -1,4 +1,4 @@
-package arrayclients_test
+package powermax_test
 
 import (
 	"testing"
@@ -9,7 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fenced-project/fenced/arrayclients"
-	"github.com/fenced-project/fenced/arrayclients/all"
+	"github.com/fenced-project/fenced/arrayclients/internal/arraytest"
+	"github.com/fenced-project/fenced/arrayclients/powermax"
 )
 
 // TestPowerMaxClusterPrefixThroughRegistry builds a PowerMax adapter through
@@ -21,7 +22,7 @@ func TestPowerMaxClusterPrefixThroughRegistry(t *testing.T) {
 	defer func() { assert.NoError(t, e.close()) }()
 	cfg := e.cfg
 	cfg.PowerMaxClusterPrefix = "TST"
-	reg, err := all.New([]arrayclients.Config{cfg}, arrayclients.Options{Registry: prometheus.NewRegistry()})
+	reg, err := arraytest.New(arrayclients.PowerMax, powermax.New, []arrayclients.Config{cfg}, arrayclients.Options{Registry: prometheus.NewRegistry()})
 	require.NoError(t, err)
 	a, ok := reg.Get("pmax-1")
 	require.True(t, ok)
@@ -30,6 +31,6 @@ func TestPowerMaxClusterPrefixThroughRegistry(t *testing.T) {
 	assert.Equal(t, "csi-node-TST-worker-1-FC", id.ObjectID)
 
 	cfg.PowerMaxClusterPrefix = "TOOLONG"
-	_, err = all.New([]arrayclients.Config{cfg}, arrayclients.Options{})
+	_, err = arraytest.New(arrayclients.PowerMax, powermax.New, []arrayclients.Config{cfg}, arrayclients.Options{})
 	require.ErrorContains(t, err, `cluster prefix "TOOLONG"`)
 }

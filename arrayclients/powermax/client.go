@@ -1,4 +1,4 @@
-package arrayclients
+package powermax
 
 import (
 	"context"
@@ -12,6 +12,8 @@ import (
 
 	pmax "github.com/dell/gopowermax/v2"
 	pmaxtypes "github.com/dell/gopowermax/v2/types/v100"
+
+	"github.com/fenced-project/fenced/arrayclients"
 )
 
 // powerMaxAppName is the Application-Type header Unisphere logs for us.
@@ -31,13 +33,13 @@ var (
 // it runs once, under mu, before the client is shared; after that the
 // client is only read and is safe for concurrent requests.
 type pmaxConn struct {
-	cfg    Config
+	cfg    arrayclients.Config
 	mu     sync.Mutex
 	base   pmax.Pmax
 	client pmax.Pmax // base after Authenticate, bound to the Symmetrix
 }
 
-func newPmaxConn(cfg Config) (*pmaxConn, error) {
+func newPmaxConn(cfg arrayclients.Config) (*pmaxConn, error) {
 	if err := pmaxCheckEndpoint(cfg.Endpoint); err != nil {
 		return nil, err
 	}
@@ -82,7 +84,7 @@ func classifyPmax(err error) error {
 		return nil
 	}
 	if pmaxtypes.IsUnauthorizedError(err) || pmaxtypes.IsForbiddenError(err) || pmaxIsTransport(err) {
-		return errors.Join(ErrUnreachable, err)
+		return errors.Join(arrayclients.ErrUnreachable, err)
 	}
 	return err
 }
@@ -120,7 +122,7 @@ func (p *pmaxConn) getHost(ctx context.Context, hostID string) (*pmaxtypes.Host,
 	if err != nil {
 		return nil, err
 	}
-	rctx, cancel := WithRequestTimeout(ctx, p.cfg.RequestTimeout)
+	rctx, cancel := arrayclients.WithRequestTimeout(ctx, p.cfg.RequestTimeout)
 	defer cancel()
 	h, err := c.GetHostByID(rctx, p.cfg.SymmetrixID, hostID)
 	if err != nil {

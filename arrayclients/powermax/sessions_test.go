@@ -1,4 +1,4 @@
-package arrayclients_test
+package powermax_test
 
 import (
 	"context"

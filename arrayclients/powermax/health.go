@@ -1,4 +1,4 @@
-package arrayclients
+package powermax
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 
 	pmax "github.com/dell/gopowermax/v2"
 	pmaxtypes "github.com/dell/gopowermax/v2/types/v100"
+
+	"github.com/fenced-project/fenced/arrayclients"
 )
 
 // PowerMax I/O rule (csi-powermax's): I/O is in progress when one of the
@@ -35,8 +37,8 @@ const (
 // initiators is logged in and on the fabric through some director port;
 // I/O from the volume metrics of the storage groups in its masking views.
 // When the host cannot be read the state is unknown and the error says why.
-func (a *PowerMaxAdapter) Health(ctx context.Context, id Identity) (Health, error) {
-	out := Health{Array: a.cfg.Name, Node: id.Node, Connectivity: ConnectivityUnknown, IO: IOUnknown, SampledAt: a.now().UTC()}
+func (a *PowerMaxAdapter) Health(ctx context.Context, id arrayclients.Identity) (arrayclients.Health, error) {
+	out := arrayclients.Health{Array: a.cfg.Name, Node: id.Node, Connectivity: arrayclients.ConnectivityUnknown, IO: arrayclients.IOUnknown, SampledAt: a.now().UTC()}
 	if err := a.checkIdentity(id); err != nil {
 		out.Reason = err.Error()
 		return out, a.errf("health", id.Node, err)
@@ -67,14 +69,14 @@ func (a *PowerMaxAdapter) Health(ctx context.Context, id Identity) (Health, erro
 // connectivity looks at every director-port path of the host's initiators
 // and of the initiators recorded at resolve time (a fenced host has none
 // left, but the node's initiators may still be logged in).
-func (a *PowerMaxAdapter) connectivity(ctx context.Context, h *pmaxtypes.Host, keys []string) (Connectivity, string) {
+func (a *PowerMaxAdapter) connectivity(ctx context.Context, h *pmaxtypes.Host, keys []string) (arrayclients.Connectivity, string) {
 	c, err := a.conn.get(ctx)
 	if err != nil {
-		return ConnectivityUnknown, err.Error()
+		return arrayclients.ConnectivityUnknown, err.Error()
 	}
 	list, err := a.initiatorPaths(ctx, c, slices.Concat(h.Initiators, keys))
 	if err != nil {
-		return ConnectivityUnknown, err.Error()
+		return arrayclients.ConnectivityUnknown, err.Error()
 	}
 	paths, up := len(list), 0
 	for _, p := range list {
@@ -84,11 +86,11 @@ func (a *PowerMaxAdapter) connectivity(ctx context.Context, h *pmaxtypes.Host, k
 	}
 	switch {
 	case up > 0:
-		return Connected, fmt.Sprintf("%d of %d initiator paths logged in", up, paths)
+		return arrayclients.Connected, fmt.Sprintf("%d of %d initiator paths logged in", up, paths)
 	case paths == 0:
-		return Disconnected, fmt.Sprintf("no initiator of host %s is known on any port", h.HostID)
+		return arrayclients.Disconnected, fmt.Sprintf("no initiator of host %s is known on any port", h.HostID)
 	}
-	return Disconnected, fmt.Sprintf("none of %d initiator paths is logged in", paths)
+	return arrayclients.Disconnected, fmt.Sprintf("none of %d initiator paths is logged in", paths)
 }
 
 // pmaxPath is one director-port path of an initiator: up when Unisphere
@@ -114,7 +116,7 @@ func (a *PowerMaxAdapter) initiatorPaths(ctx context.Context, c pmax.Pmax, initi
 	sort.Strings(ins)
 	var out []pmaxPath
 	for _, in := range ins {
-		rctx, cancel := WithRequestTimeout(ctx, a.cfg.RequestTimeout)
+		rctx, cancel := arrayclients.WithRequestTimeout(ctx, a.cfg.RequestTimeout)
 		list, err := c.GetInitiatorList(rctx, a.cfg.SymmetrixID, in, false, false)
 		cancel()
 		if err != nil {
@@ -125,7 +127,7 @@ func (a *PowerMaxAdapter) initiatorPaths(ctx context.Context, c pmax.Pmax, initi
 			if !strings.HasSuffix(pid, ":"+in) || !pmaxInitiatorRE.MatchString(pid) {
 				continue
 			}
-			rctx, cancel := WithRequestTimeout(ctx, a.cfg.RequestTimeout)
+			rctx, cancel := arrayclients.WithRequestTimeout(ctx, a.cfg.RequestTimeout)
 			p, err := c.GetInitiatorByID(rctx, a.cfg.SymmetrixID, pid)
 			cancel()
 			if err != nil {
@@ -139,31 +141,31 @@ func (a *PowerMaxAdapter) initiatorPaths(ctx context.Context, c pmax.Pmax, initi
 
 // ioState applies csi-powermax's rule to the volumes of the host's storage
 // groups. Stale or missing samples are unknown, never idle.
-func (a *PowerMaxAdapter) ioState(ctx context.Context, h *pmaxtypes.Host) (IOState, time.Time, string) {
+func (a *PowerMaxAdapter) ioState(ctx context.Context, h *pmaxtypes.Host) (arrayclients.IOState, time.Time, string) {
 	c, err := a.conn.get(ctx)
 	if err != nil {
-		return IOUnknown, time.Time{}, err.Error()
+		return arrayclients.IOUnknown, time.Time{}, err.Error()
 	}
 	var groups []string
 	for _, mvID := range h.MaskingviewIDs {
-		rctx, cancel := WithRequestTimeout(ctx, a.cfg.RequestTimeout)
+		rctx, cancel := arrayclients.WithRequestTimeout(ctx, a.cfg.RequestTimeout)
 		mv, err := c.GetMaskingViewByID(rctx, a.cfg.SymmetrixID, mvID)
 		cancel()
 		if err != nil {
-			return IOUnknown, time.Time{}, fmt.Sprintf("read masking view %s: %v", mvID, classifyPmax(err))
+			return arrayclients.IOUnknown, time.Time{}, fmt.Sprintf("read masking view %s: %v", mvID, classifyPmax(err))
 		}
 		if mv.StorageGroupID != "" && !slices.Contains(groups, mv.StorageGroupID) {
 			groups = append(groups, mv.StorageGroupID)
 		}
 	}
 	if len(groups) == 0 {
-		return IOIdle, time.Time{}, fmt.Sprintf("host %s is in no masking view: no volumes", h.HostID)
+		return arrayclients.IOIdle, time.Time{}, fmt.Sprintf("host %s is in no masking view: no volumes", h.HostID)
 	}
-	rctx, cancel := WithRequestTimeout(ctx, a.cfg.RequestTimeout)
+	rctx, cancel := arrayclients.WithRequestTimeout(ctx, a.cfg.RequestTimeout)
 	defer cancel()
 	keys, err := c.GetArrayPerfKeys(rctx)
 	if err != nil {
-		return IOUnknown, time.Time{}, fmt.Sprintf("read performance keys: %v", classifyPmax(err))
+		return arrayclients.IOUnknown, time.Time{}, fmt.Sprintf("read performance keys: %v", classifyPmax(err))
 	}
 	var last int64
 	for _, k := range keys.ArrayInfos {
@@ -172,17 +174,17 @@ func (a *PowerMaxAdapter) ioState(ctx context.Context, h *pmaxtypes.Host) (IOSta
 		}
 	}
 	if last <= 0 {
-		return IOUnknown, time.Time{}, fmt.Sprintf("Symmetrix %s is not registered for performance", a.cfg.SymmetrixID)
+		return arrayclients.IOUnknown, time.Time{}, fmt.Sprintf("Symmetrix %s is not registered for performance", a.cfg.SymmetrixID)
 	}
 	m, err := c.GetVolumesMetrics(rctx, a.cfg.SymmetrixID, strings.Join(groups, ","), []string{"IoRate"},
 		last-pmaxIOWindow.Milliseconds(), last)
 	if err != nil {
-		return IOUnknown, time.Time{}, fmt.Sprintf("read volume metrics: %v", classifyPmax(err))
+		return arrayclients.IOUnknown, time.Time{}, fmt.Sprintf("read volume metrics: %v", classifyPmax(err))
 	}
 	// Callers of gopowermax index result[0]; an empty list is an answer
 	// we cannot use, not a panic.
 	if m == nil || len(m.ResultList.Result) == 0 {
-		return IOUnknown, time.Time{}, "volume metrics returned no result"
+		return arrayclients.IOUnknown, time.Time{}, "volume metrics returned no result"
 	}
 	now := a.now()
 	var newest int64
@@ -204,11 +206,11 @@ func (a *PowerMaxAdapter) ioState(ctx context.Context, h *pmaxtypes.Host) (IOSta
 	sampled := time.UnixMilli(newest).UTC()
 	switch {
 	case busy > 0:
-		return IOActive, sampled, fmt.Sprintf("IoRate > 0 on %d of %d volumes", busy, len(m.ResultList.Result))
+		return arrayclients.IOActive, sampled, fmt.Sprintf("IoRate > 0 on %d of %d volumes", busy, len(m.ResultList.Result))
 	case newest == 0:
-		return IOUnknown, time.Time{}, "volume metrics have no samples"
+		return arrayclients.IOUnknown, time.Time{}, "volume metrics have no samples"
 	case now.Sub(sampled) >= pmaxIOFreshness:
-		return IOUnknown, sampled, fmt.Sprintf("newest volume sample is %s old", now.Sub(sampled).Round(time.Second))
+		return arrayclients.IOUnknown, sampled, fmt.Sprintf("newest volume sample is %s old", now.Sub(sampled).Round(time.Second))
 	}
-	return IOIdle, sampled, fmt.Sprintf("IoRate 0 on %d volumes", len(m.ResultList.Result))
+	return arrayclients.IOIdle, sampled, fmt.Sprintf("IoRate 0 on %d volumes", len(m.ResultList.Result))
 }

@@ -1,13 +1,15 @@
-package arrayclients
+package powermax
 
 import (
 	"context"
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/fenced-project/fenced/arrayclients"
 )
 
-var _ SessionReporter = (*PowerMaxAdapter)(nil)
+var _ arrayclients.SessionReporter = (*PowerMaxAdapter)(nil)
 
 // Sessions lists the director-port paths of the node's initiators (the
 // plan's and the identity's) that Unisphere shows logged_in and on_fabric
@@ -19,26 +21,26 @@ var _ SessionReporter = (*PowerMaxAdapter)(nil)
 // until a host has them again, so only a login with a host is a session.
 //
 // csi-powermax's vSphere host is shared by every node: ErrNoSessions.
-func (a *PowerMaxAdapter) Sessions(ctx context.Context, p Plan) (SessionReport, error) {
+func (a *PowerMaxAdapter) Sessions(ctx context.Context, p arrayclients.Plan) (arrayclients.SessionReport, error) {
 	if p.Identity.Kind == PowerMaxKindSharedHost {
-		return SessionReport{}, a.errf("sessions", p.Identity.Node, ErrNoSessions)
+		return arrayclients.SessionReport{}, a.errf("sessions", p.Identity.Node, arrayclients.ErrNoSessions)
 	}
 	e, err := a.entries(p)
 	if err != nil {
-		return SessionReport{}, a.errf("sessions", p.Identity.Node, err)
+		return arrayclients.SessionReport{}, a.errf("sessions", p.Identity.Node, err)
 	}
 	c, err := a.conn.get(ctx)
 	if err != nil {
-		return SessionReport{}, a.errf("sessions", p.Identity.Node, err)
+		return arrayclients.SessionReport{}, a.errf("sessions", p.Identity.Node, err)
 	}
-	rep := SessionReport{AskedAt: time.Now().UTC()}
+	rep := arrayclients.SessionReport{AskedAt: time.Now().UTC()}
 	paths, err := a.initiatorPaths(ctx, c, slices.Concat(e.Initiators, p.Identity.Keys))
 	if err != nil {
-		return SessionReport{}, a.errf("sessions", p.Identity.Node, err)
+		return arrayclients.SessionReport{}, a.errf("sessions", p.Identity.Node, err)
 	}
 	for _, path := range paths {
 		if path.up && path.host != "" {
-			rep.Sessions = append(rep.Sessions, Session{Key: path.id,
+			rep.Sessions = append(rep.Sessions, arrayclients.Session{Key: path.id,
 				What: fmt.Sprintf("initiator path %s logged in and on the fabric, in host %s", path.id, path.host)})
 		}
 	}
