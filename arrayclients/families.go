@@ -31,8 +31,6 @@ func newAdapter(ctx context.Context, families map[Family]Constructor, cfg Config
 	switch cfg.Family {
 	case PowerFlex:
 		return NewPowerFlex(ctx, cfg, logger)
-	case PowerStore:
-		return NewPowerStore(ctx, cfg, logger)
 	default:
 		return nil, fmt.Errorf("array %s: family %q: no adapter in this build", cfg.Name, cfg.Family)
 	}

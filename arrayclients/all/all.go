@@ -11,6 +11,7 @@ import (
 	"github.com/fenced-project/fenced/arrayclients"
 	"github.com/fenced-project/fenced/arrayclients/powermax"
 	"github.com/fenced-project/fenced/arrayclients/powerscale"
+	"github.com/fenced-project/fenced/arrayclients/powerstore"
 	"github.com/fenced-project/fenced/arrayclients/unity"
 )
 
@@ -20,6 +21,7 @@ func Families() map[arrayclients.Family]arrayclients.Constructor {
 	return map[arrayclients.Family]arrayclients.Constructor{
 		arrayclients.PowerMax:   powermax.New,
 		arrayclients.PowerScale: powerscale.NewPowerScale,
+		arrayclients.PowerStore: powerstore.NewPowerStore,
 		arrayclients.Unity:      unity.New,
 	}
 }

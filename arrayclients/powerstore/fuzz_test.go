@@ -1,8 +1,10 @@
-package arrayclients
+package powerstore
 
 import (
 	"strings"
 	"testing"
+
+	"github.com/fenced-project/fenced/arrayclients"
 )
 
 // FuzzPowerStoreCandidateNames: never a panic, never a name with a
@@ -14,7 +16,7 @@ func FuzzPowerStoreCandidateNames(f *testing.F) {
 		f.Add("", s)
 	}
 	f.Fuzz(func(t *testing.T, id, override string) {
-		names, err := candidateHostNames(Node{Override: override, CSINodeIDs: map[string]string{DriverPowerStore: id}})
+		names, err := candidateHostNames(arrayclients.Node{Override: override, CSINodeIDs: map[string]string{arrayclients.DriverPowerStore: id}})
 		if err != nil {
 			return
 		}

@@ -1,4 +1,4 @@
-package arrayclients_test
+package powerstore_test
 
 import (
 	"context"
@@ -9,13 +9,15 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fenced-project/fenced/arrayclients"
+	"github.com/fenced-project/fenced/arrayclients/internal/arraytest"
+	"github.com/fenced-project/fenced/arrayclients/powerstore"
 )
 
 // A family without a listing of every node's connection state answers
 // ErrNoSweep without a request: the detector then asks Health per node.
 func TestSweepOfAFamilyWithoutAListing(t *testing.T) {
 	e := newPSEnv(t, psFixture)
-	reg, err := arrayclients.New([]arrayclients.Config{e.cfg}, arrayclients.Options{Registry: prometheus.NewRegistry()})
+	reg, err := arraytest.New(arrayclients.PowerStore, powerstore.NewPowerStore, []arrayclients.Config{e.cfg}, arrayclients.Options{Registry: prometheus.NewRegistry()})
 	require.NoError(t, err)
 	a, ok := reg.Get(e.cfg.Name)
 	require.True(t, ok)

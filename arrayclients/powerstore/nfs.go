@@ -1,4 +1,4 @@
-package arrayclients
+package powerstore
 
 import (
 	"context"
@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"github.com/dell/gopowerstore"
+
+	"github.com/fenced-project/fenced/arrayclients"
 )
 
 // PowerStore NFS volumes. csi-powerstore publishes a file system by adding
@@ -74,9 +76,9 @@ var psIPv4Pattern = regexp.MustCompile(`(?:(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9
 // those in its csi-powerstore node ID (what the driver's publish adds) and
 // its InternalIP/ExternalIP addresses. csi-powerstore only ever exports to
 // IPv4 addresses (it finds them with an IPv4 pattern).
-func psNodeIPs(node Node) []string {
+func psNodeIPs(node arrayclients.Node) []string {
 	var cands []string
-	if id := node.CSINodeIDs[DriverPowerStore]; id != "" {
+	if id := node.CSINodeIDs[arrayclients.DriverPowerStore]; id != "" {
 		cands = append(cands, psIPv4Pattern.FindAllString(id, -1)...)
 	}
 	cands = append(cands, node.Addresses...)
@@ -284,8 +286,8 @@ func (a *PowerStoreAdapter) fsAccess(ctx context.Context, c gopowerstore.Client,
 // only other hosts while Kubernetes says the volume is attached to the
 // node is other-identity; listing nobody (or only others while the attach
 // is pending) is not-mapped.
-func (a *PowerStoreAdapter) planNFSVolume(ctx context.Context, c gopowerstore.Client, id Identity, e *psEntries, v VolumeRef) (VolumeCut, error) {
-	vc := VolumeCut{VolumeRef: v}
+func (a *PowerStoreAdapter) planNFSVolume(ctx context.Context, c gopowerstore.Client, id arrayclients.Identity, e *psEntries, v arrayclients.VolumeRef) (arrayclients.VolumeCut, error) {
+	vc := arrayclients.VolumeCut{VolumeRef: v}
 	cut, gap := a.Cover(id, v)
 	if gap != nil {
 		vc.Gap = gap
@@ -293,8 +295,8 @@ func (a *PowerStoreAdapter) planNFSVolume(ctx context.Context, c gopowerstore.Cl
 	}
 	ips := psKeyIPs(e.NFSIPs)
 	if len(ips) == 0 {
-		vc.Gap = &Gap{Reason: GapIdentityNotFound, Detail: fmt.Sprintf("%s: no IPv4 address of the node is known "+
-			"(none in its %s node ID or its addresses), so its NFS export entries cannot be told", v.Volume, DriverPowerStore)}
+		vc.Gap = &arrayclients.Gap{Reason: arrayclients.GapIdentityNotFound, Detail: fmt.Sprintf("%s: no IPv4 address of the node is known "+
+			"(none in its %s node ID or its addresses), so its NFS export entries cannot be told", v.Volume, arrayclients.DriverPowerStore)}
 		return vc, nil
 	}
 	acc, err := a.fsAccess(ctx, c, v.Object, ips)
@@ -302,7 +304,7 @@ func (a *PowerStoreAdapter) planNFSVolume(ctx context.Context, c gopowerstore.Cl
 		return vc, err
 	}
 	if !acc.found {
-		vc.Gap = &Gap{Reason: GapVolumeNotFound, Detail: fmt.Sprintf("%s: PowerStore array %s has no file system %s",
+		vc.Gap = &arrayclients.Gap{Reason: arrayclients.GapVolumeNotFound, Detail: fmt.Sprintf("%s: PowerStore array %s has no file system %s",
 			v.Volume, a.cfg.Name, v.Object)}
 		return vc, nil
 	}
@@ -314,9 +316,9 @@ func (a *PowerStoreAdapter) planNFSVolume(ctx context.Context, c gopowerstore.Cl
 	switch {
 	case len(acc.hazards) > 0:
 		vc.Holders = nil
-		vc.Gap = &Gap{Reason: GapNotFenceable, Detail: fmt.Sprintf("%s: %s", v.Volume, strings.Join(acc.hazards, "; "))}
-	case ExternalAccessGap(PowerStore, a.cfg.Name, a.cfg.ExternalAccess, v, acc.holders) != nil:
-		vc.Gap = ExternalAccessGap(PowerStore, a.cfg.Name, a.cfg.ExternalAccess, v, acc.holders)
+		vc.Gap = &arrayclients.Gap{Reason: arrayclients.GapNotFenceable, Detail: fmt.Sprintf("%s: %s", v.Volume, strings.Join(acc.hazards, "; "))}
+	case arrayclients.ExternalAccessGap(arrayclients.PowerStore, a.cfg.Name, a.cfg.ExternalAccess, v, acc.holders) != nil:
+		vc.Gap = arrayclients.ExternalAccessGap(arrayclients.PowerStore, a.cfg.Name, a.cfg.ExternalAccess, v, acc.holders)
 	case mine > 0:
 		vc.Cut = cut
 		for _, x := range acc.exports {
@@ -329,9 +331,9 @@ func (a *PowerStoreAdapter) planNFSVolume(ctx context.Context, c gopowerstore.Cl
 		}
 		sort.Slice(e.NFSExports, func(i, j int) bool { return e.NFSExports[i].ID < e.NFSExports[j].ID })
 	case len(acc.holders) > 0 && v.Attached:
-		vc.Gap = OtherIdentityGap(PowerStore, v, "NFS client "+strings.Join(e.NFSIPs, ", "), acc.holders)
+		vc.Gap = arrayclients.OtherIdentityGap(arrayclients.PowerStore, v, "NFS client "+strings.Join(e.NFSIPs, ", "), acc.holders)
 	default:
-		vc.Cut = CutNotMapped
+		vc.Cut = arrayclients.CutNotMapped
 	}
 	return vc, nil
 }
@@ -350,11 +352,11 @@ func (e psEntries) checkNFSEntries() error {
 	ips := psKeyIPs(e.NFSIPs)
 	for _, x := range e.NFSExports {
 		if x.ID == "" {
-			return fmt.Errorf("%w: an NFS export without an id", ErrPlanMismatch)
+			return fmt.Errorf("%w: an NFS export without an id", arrayclients.ErrPlanMismatch)
 		}
 		for _, en := range x.Entries {
 			if kind, _ := classifyNFSEntry(en.Value, ips); kind != psMine || !slices.Contains(psNFSLists, en.List) {
-				return fmt.Errorf("%w: entry %q in %s of NFS export %s is not the node's", ErrPlanMismatch, en.Value, en.List, x.Name)
+				return fmt.Errorf("%w: entry %q in %s of NFS export %s is not the node's", arrayclients.ErrPlanMismatch, en.Value, en.List, x.Name)
 			}
 		}
 	}
@@ -459,10 +461,10 @@ func entryStrings(entries []psNFSEntry) []string {
 
 // nfsCuts are the plan's NFS footprint volumes with a cut; blockCuts the
 // others (psBlockCuts).
-func nfsCuts(p Plan) []VolumeCut {
-	var out []VolumeCut
-	for _, vc := range FootprintCuts(p) {
-		if vc.Protocol == ProtocolNFS {
+func nfsCuts(p arrayclients.Plan) []arrayclients.VolumeCut {
+	var out []arrayclients.VolumeCut
+	for _, vc := range arrayclients.FootprintCuts(p) {
+		if vc.Protocol == arrayclients.ProtocolNFS {
 			out = append(out, vc)
 		}
 	}
@@ -471,10 +473,10 @@ func nfsCuts(p Plan) []VolumeCut {
 
 // psBlockCuts are the plan's block footprint volumes with a cut: those the
 // host path reads back.
-func psBlockCuts(p Plan) []VolumeCut {
-	var out []VolumeCut
-	for _, vc := range FootprintCuts(p) {
-		if vc.Protocol != ProtocolNFS {
+func psBlockCuts(p arrayclients.Plan) []arrayclients.VolumeCut {
+	var out []arrayclients.VolumeCut
+	for _, vc := range arrayclients.FootprintCuts(p) {
+		if vc.Protocol != arrayclients.ProtocolNFS {
 			out = append(out, vc)
 		}
 	}
@@ -482,8 +484,8 @@ func psBlockCuts(p Plan) []VolumeCut {
 }
 
 // nfsCheck is what a read of a footprint file system shows.
-func nfsCheck(vc VolumeCut, acc psFSAccess) VolumeCheck {
-	chk := VolumeCheck{Volume: vc.Volume, Object: vc.Object, Holders: acc.holders, NodeAccess: acc.nodeAccess()}
+func nfsCheck(vc arrayclients.VolumeCut, acc psFSAccess) arrayclients.VolumeCheck {
+	chk := arrayclients.VolumeCheck{Volume: vc.Volume, Object: vc.Object, Holders: acc.holders, NodeAccess: acc.nodeAccess()}
 	if !acc.found {
 		chk.Note = "the file system is no longer on the array"
 	}
@@ -494,7 +496,7 @@ func nfsCheck(vc VolumeCut, acc psFSAccess) VolumeCheck {
 // no export of any of them names one of its IPs in any form or may let it
 // in otherwise. A planned entry still listed is Remaining; one gone is
 // Missing (for Restored).
-func (a *PowerStoreAdapter) verifyNFS(ctx context.Context, c gopowerstore.Client, plan Plan, e psEntries, v *Verification) (bool, error) {
+func (a *PowerStoreAdapter) verifyNFS(ctx context.Context, c gopowerstore.Client, plan arrayclients.Plan, e psEntries, v *arrayclients.Verification) (bool, error) {
 	ips := psKeyIPs(e.NFSIPs)
 	access := false
 	for _, vc := range nfsCuts(plan) {
@@ -523,7 +525,7 @@ func (a *PowerStoreAdapter) verifyNFS(ctx context.Context, c gopowerstore.Client
 // missingNFS lists the plan's entries of a footprint file system's
 // exports that are not listed now (exports gone are not missing: nothing
 // can be given back to them).
-func (a *PowerStoreAdapter) missingNFS(e psEntries, vc VolumeCut, acc psFSAccess, v *Verification) {
+func (a *PowerStoreAdapter) missingNFS(e psEntries, vc arrayclients.VolumeCut, acc psFSAccess, v *arrayclients.Verification) {
 	for _, pe := range e.NFSExports {
 		if pe.FileSystemID != vc.Object {
 			continue
@@ -548,7 +550,7 @@ func (a *PowerStoreAdapter) missingNFS(e psEntries, vc VolumeCut, acc psFSAccess
 // the volume is multi-node); otherwise the node's entries are taken out
 // of the exports, as csi-powerstore's unpublish would, so the volume stays
 // with its new node. One PATCH per export that needs one.
-func (a *PowerStoreAdapter) undoNFS(ctx context.Context, c gopowerstore.Client, plan Plan, e psEntries, scope RestoreScope) error {
+func (a *PowerStoreAdapter) undoNFS(ctx context.Context, c gopowerstore.Client, plan arrayclients.Plan, e psEntries, scope arrayclients.RestoreScope) error {
 	ips := psKeyIPs(e.NFSIPs)
 	for _, vc := range nfsCuts(plan) {
 		acc, err := a.fsAccess(ctx, c, vc.Object, ips)
@@ -558,7 +560,7 @@ func (a *PowerStoreAdapter) undoNFS(ctx context.Context, c gopowerstore.Client, 
 		if !acc.found {
 			continue
 		}
-		keep := KeepOnRestore(vc.VolumeRef, scope, acc.holders)
+		keep := arrayclients.KeepOnRestore(vc.VolumeRef, scope, acc.holders)
 		for _, x := range acc.exports {
 			add, remove := map[string][]string{}, map[string][]string{}
 			if !keep {
@@ -579,13 +581,13 @@ func (a *PowerStoreAdapter) undoNFS(ctx context.Context, c gopowerstore.Client, 
 			if err := a.patchExport(ctx, c, x.ID, add, remove); err != nil {
 				what := "give the node's entries back to"
 				if !keep {
-					what = fmt.Sprintf("take the node's entries out of (%s)", LeftAsItWasNote(vc.VolumeRef, scope, acc.holders))
+					what = fmt.Sprintf("take the node's entries out of (%s)", arrayclients.LeftAsItWasNote(vc.VolumeRef, scope, acc.holders))
 				}
 				return fmt.Errorf("%s NFS export %s (volume %s): %w", what, x.Name, vc.Volume, err)
 			}
 			if !keep {
 				a.logger.Info("took the node out of an NFS export it may not keep", "array", a.cfg.Name, "node", plan.Identity.Node,
-					"volume", vc.Volume, "export", x.Name, "reason", LeftAsItWasNote(vc.VolumeRef, scope, acc.holders))
+					"volume", vc.Volume, "export", x.Name, "reason", arrayclients.LeftAsItWasNote(vc.VolumeRef, scope, acc.holders))
 			}
 		}
 	}
@@ -597,8 +599,8 @@ func (a *PowerStoreAdapter) undoNFS(ctx context.Context, c gopowerstore.Client, 
 // the node may not keep must not let it in (a violation). It reports
 // whether the node has access to some volume and whether a violation was
 // found.
-func (a *PowerStoreAdapter) verifyRestoreNFS(ctx context.Context, c gopowerstore.Client, plan Plan, e psEntries, scope RestoreScope,
-	v *Verification) (access, violation bool, err error) {
+func (a *PowerStoreAdapter) verifyRestoreNFS(ctx context.Context, c gopowerstore.Client, plan arrayclients.Plan, e psEntries, scope arrayclients.RestoreScope,
+	v *arrayclients.Verification) (access, violation bool, err error) {
 	ips := psKeyIPs(e.NFSIPs)
 	for _, vc := range nfsCuts(plan) {
 		acc, err := a.fsAccess(ctx, c, vc.Object, ips)
@@ -609,10 +611,10 @@ func (a *PowerStoreAdapter) verifyRestoreNFS(ctx context.Context, c gopowerstore
 		access = access || chk.NodeAccess
 		switch {
 		case !acc.found:
-		case KeepOnRestore(vc.VolumeRef, scope, acc.holders):
+		case arrayclients.KeepOnRestore(vc.VolumeRef, scope, acc.holders):
 			a.missingNFS(e, vc, acc, v)
 		default:
-			chk.Note = LeftAsItWasNote(vc.VolumeRef, scope, acc.holders)
+			chk.Note = arrayclients.LeftAsItWasNote(vc.VolumeRef, scope, acc.holders)
 			if chk.NodeAccess {
 				violation = true
 				v.Remaining = append(v.Remaining, fmt.Sprintf("footprint volume %s (file system %s) lets NFS client %s in but is %s",

@@ -1,4 +1,4 @@
-package arrayclients
+package powerstore
 
 import (
 	"crypto/rand"

@@ -1,4 +1,4 @@
-package arrayclients
+package powerstore
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/dell/gopowerstore"
+
+	"github.com/fenced-project/fenced/arrayclients"
 )
 
 // PowerStore I/O rule of csi-powerstore: I/O is in progress when one of the
@@ -21,8 +23,8 @@ const (
 // (volume metrics of every volume mapped to the host or its group). When
 // the array cannot be read, both are unknown and the error wraps
 // ErrUnreachable.
-func (a *PowerStoreAdapter) Health(ctx context.Context, id Identity) (Health, error) {
-	hl := Health{Array: a.cfg.Name, Node: id.Node, Connectivity: ConnectivityUnknown, IO: IOUnknown}
+func (a *PowerStoreAdapter) Health(ctx context.Context, id arrayclients.Identity) (arrayclients.Health, error) {
+	hl := arrayclients.Health{Array: a.cfg.Name, Node: id.Node, Connectivity: arrayclients.ConnectivityUnknown, IO: arrayclients.IOUnknown}
 	if err := a.checkIdentity(id); err != nil {
 		hl.Reason = err.Error()
 		return hl, fmt.Errorf("powerstore array %s: health of node %s: %w", a.cfg.Name, id.Node, err)
@@ -40,7 +42,7 @@ func (a *PowerStoreAdapter) Health(ctx context.Context, id Identity) (Health, er
 			return err
 		}
 		if !ok {
-			return fmt.Errorf("%w: host %s no longer exists", ErrNoIdentity, id.ObjectID)
+			return fmt.Errorf("%w: host %s no longer exists", arrayclients.ErrNoIdentity, id.ObjectID)
 		}
 		now := time.Now().UTC()
 		hl.SampledAt = now
@@ -50,16 +52,16 @@ func (a *PowerStoreAdapter) Health(ctx context.Context, id Identity) (Health, er
 		}
 		reason := fmt.Sprintf("%d active sessions on %d initiators", sessions, len(h.Initiators))
 		if sessions > 0 {
-			hl.Connectivity = Connected
+			hl.Connectivity = arrayclients.Connected
 		} else {
-			hl.Connectivity = Disconnected
+			hl.Connectivity = arrayclients.Disconnected
 		}
 		vols, err := a.mappedVolumes(ctx, c, h)
 		if err != nil {
 			return err
 		}
 		if len(vols) == 0 {
-			hl.IO = IOIdle
+			hl.IO = arrayclients.IOIdle
 			hl.Reason = reason + "; no volumes mapped"
 			return nil
 		}
@@ -88,13 +90,13 @@ func (a *PowerStoreAdapter) Health(ctx context.Context, id Identity) (Health, er
 		}
 		switch {
 		case active != "":
-			hl.IO = IOActive
+			hl.IO = arrayclients.IOActive
 			reason += "; I/O on volume " + active
 		case unknown == len(vols):
-			hl.IO = IOUnknown
+			hl.IO = arrayclients.IOUnknown
 			reason += fmt.Sprintf("; no metric samples for %d volumes", len(vols))
 		default:
-			hl.IO = IOIdle
+			hl.IO = arrayclients.IOIdle
 			reason += fmt.Sprintf("; no I/O in the last %d samples of %d volumes", powerStoreIOSamples, len(vols))
 		}
 		hl.Reason = reason
@@ -102,7 +104,7 @@ func (a *PowerStoreAdapter) Health(ctx context.Context, id Identity) (Health, er
 	})
 	if err != nil {
 		err = psClassify(err)
-		hl.Connectivity, hl.IO, hl.Reason = ConnectivityUnknown, IOUnknown, err.Error()
+		hl.Connectivity, hl.IO, hl.Reason = arrayclients.ConnectivityUnknown, arrayclients.IOUnknown, err.Error()
 		return hl, fmt.Errorf("powerstore array %s: health of node %s: %w", a.cfg.Name, id.Node, err)
 	}
 	return hl, nil
@@ -167,8 +169,8 @@ func judgeVolumeSamples(samples []gopowerstore.PerformanceMetricsByVolumeRespons
 
 // Check reads the installed software: reachable, authenticated, and the
 // release as the API version.
-func (a *PowerStoreAdapter) Check(ctx context.Context) CheckResult {
-	res := CheckResult{Array: a.cfg.Name, Family: PowerStore}
+func (a *PowerStoreAdapter) Check(ctx context.Context) arrayclients.CheckResult {
+	res := arrayclients.CheckResult{Array: a.cfg.Name, Family: arrayclients.PowerStore}
 	err := a.with(ctx, func(c gopowerstore.Client) error {
 		rctx, cancel := a.reqCtx(ctx)
 		defer cancel()

@@ -1,4 +1,4 @@
-package arrayclients
+package powerstore
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/dell/gopowerstore"
+
+	"github.com/fenced-project/fenced/arrayclients"
 )
 
 // psEntries is the PowerStore part of a Plan.
@@ -56,29 +58,29 @@ type psHostGroup struct {
 	Name string `json:"name"`
 }
 
-func (a *PowerStoreAdapter) checkIdentity(id Identity) error {
+func (a *PowerStoreAdapter) checkIdentity(id arrayclients.Identity) error {
 	nfsOnly := id.Kind == PowerStoreKindNFSClient && len(psKeyIPs(id.Keys)) > 0
-	if id.Family != PowerStore || id.Array != a.cfg.Name || (id.ObjectID == "") != nfsOnly {
-		return fmt.Errorf("%w: identity of %s array %s (host %q)", ErrPlanMismatch, id.Family, id.Array, id.ObjectID)
+	if id.Family != arrayclients.PowerStore || id.Array != a.cfg.Name || (id.ObjectID == "") != nfsOnly {
+		return fmt.Errorf("%w: identity of %s array %s (host %q)", arrayclients.ErrPlanMismatch, id.Family, id.Array, id.ObjectID)
 	}
 	return nil
 }
 
 // planEntries reads the host and records what a fence of the identity
 // removes from it.
-func (a *PowerStoreAdapter) planEntries(ctx context.Context, c gopowerstore.Client, id Identity) (psEntries, gopowerstore.Host, string, error) {
+func (a *PowerStoreAdapter) planEntries(ctx context.Context, c gopowerstore.Client, id arrayclients.Identity) (psEntries, gopowerstore.Host, string, error) {
 	e := psEntries{Mode: a.mode, HostID: id.ObjectID, HostName: id.ObjectName}
 	h, ok, err := a.getHost(ctx, c, id.ObjectID)
 	if err != nil {
 		return e, h, "", err
 	}
 	if !ok {
-		return e, h, "", fmt.Errorf("%w: host %s no longer exists", ErrNoIdentity, id.ObjectID)
+		return e, h, "", fmt.Errorf("%w: host %s no longer exists", arrayclients.ErrNoIdentity, id.ObjectID)
 	}
 	if h.Name != id.ObjectName {
 		return e, h, "", fmt.Errorf("host %s is now named %q, not %q: resolve the node again", h.ID, h.Name, id.ObjectName)
 	}
-	if a.mode == PowerStoreModeInitiators {
+	if a.mode == arrayclients.PowerStoreModeInitiators {
 		for _, in := range h.Initiators {
 			if in.PortName == "" {
 				return e, h, "", fmt.Errorf("host %s has an initiator without a port name", h.Name)
@@ -118,7 +120,7 @@ func (a *PowerStoreAdapter) planEntries(ctx context.Context, c gopowerstore.Clie
 // Apply removes what the plan lists that is still there: one PATCH for
 // the initiators, or one detach per attached volume and one host-group
 // PATCH. Nothing left to remove means no write.
-func (a *PowerStoreAdapter) Apply(ctx context.Context, plan Plan) error {
+func (a *PowerStoreAdapter) Apply(ctx context.Context, plan arrayclients.Plan) error {
 	fail := func(err error) error {
 		if err == nil {
 			return nil
@@ -143,7 +145,7 @@ func (a *PowerStoreAdapter) Apply(ctx context.Context, plan Plan) error {
 		if !ok {
 			return nil // the host is gone: nothing to remove
 		}
-		if e.Mode == PowerStoreModeInitiators {
+		if e.Mode == arrayclients.PowerStoreModeInitiators {
 			present := map[string]bool{}
 			for _, in := range h.Initiators {
 				present[in.PortName] = true
@@ -211,7 +213,7 @@ func (a *PowerStoreAdapter) Apply(ctx context.Context, plan Plan) error {
 // only in a fence read-back: in a restore they are what is given back
 // (VerifyRestore counts them as the node's access).
 func (a *PowerStoreAdapter) verifyInitiators(ctx context.Context, c gopowerstore.Client, e psEntries, h gopowerstore.Host, exists bool,
-	restore *RestoreScope, v *Verification) error {
+	restore *arrayclients.RestoreScope, v *arrayclients.Verification) error {
 	have := map[string]gopowerstore.InitiatorInstance{}
 	present := map[string]bool{}
 	if exists {
@@ -333,7 +335,7 @@ func (a *PowerStoreAdapter) hostAccess(ctx context.Context, c gopowerstore.Clien
 // the plan an unfence leaves out on purpose (moved, not wanted): they are
 // not missing.
 func (a *PowerStoreAdapter) verifyDetach(ctx context.Context, c gopowerstore.Client, e psEntries, h gopowerstore.Host, exists bool,
-	skip map[string]bool, v *Verification) error {
+	skip map[string]bool, v *arrayclients.Verification) error {
 	if !exists {
 		v.Missing = append(v.Missing, "host "+e.HostName+" no longer exists")
 		return nil
@@ -416,7 +418,7 @@ func psHostBase(name string) string {
 // name has the plan's host's <prefix>-<machine ID> part and it is the
 // host the node's identity, learned from its current CSINode ID, names.
 // Otherwise it says why not.
-func psSameNode(e psEntries, scope RestoreScope, other gopowerstore.Host) (bool, string) {
+func psSameNode(e psEntries, scope arrayclients.RestoreScope, other gopowerstore.Host) (bool, string) {
 	if psHostBase(other.Name) != psHostBase(e.HostName) {
 		return false, fmt.Sprintf("its name does not share %s's node-ID part %s", e.HostName, psHostBase(e.HostName))
 	}
@@ -432,7 +434,7 @@ func psSameNode(e psEntries, scope RestoreScope, other gopowerstore.Host) (bool,
 // initiatorHolders lists every host and returns, by port name, the hosts
 // other than the plan's that have one of the plan's initiators, except
 // those in skip (port names the plan's host has).
-func (a *PowerStoreAdapter) initiatorHolders(ctx context.Context, c gopowerstore.Client, e psEntries, scope RestoreScope,
+func (a *PowerStoreAdapter) initiatorHolders(ctx context.Context, c gopowerstore.Client, e psEntries, scope arrayclients.RestoreScope,
 	skip map[string]bool) (map[string]psHolder, error) {
 	planned := map[string]bool{}
 	for _, in := range e.Initiators {
@@ -470,7 +472,7 @@ func (a *PowerStoreAdapter) initiatorHolders(ctx context.Context, c gopowerstore
 // nothing is to be added to the plan's host. An initiator registered with
 // another node's host is ErrIdentityConflict: fenced never moves
 // initiators between hosts.
-func (a *PowerStoreAdapter) givenBack(ctx context.Context, c gopowerstore.Client, e psEntries, h gopowerstore.Host, scope RestoreScope) (*gopowerstore.Host, error) {
+func (a *PowerStoreAdapter) givenBack(ctx context.Context, c gopowerstore.Client, e psEntries, h gopowerstore.Host, scope arrayclients.RestoreScope) (*gopowerstore.Host, error) {
 	present := map[string]bool{}
 	for _, in := range h.Initiators {
 		present[in.PortName] = true
@@ -494,7 +496,7 @@ func (a *PowerStoreAdapter) givenBack(ctx context.Context, c gopowerstore.Client
 	}
 	if len(conflicts) > 0 {
 		return nil, fmt.Errorf("%w: %s; fenced does not move initiators between hosts: remove them from the other host or "+
-			"unfence the node by hand", ErrIdentityConflict, strings.Join(conflicts, "; "))
+			"unfence the node by hand", arrayclients.ErrIdentityConflict, strings.Join(conflicts, "; "))
 	}
 	return via, nil
 }

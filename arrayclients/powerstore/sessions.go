@@ -1,4 +1,4 @@
-package arrayclients
+package powerstore
 
 import (
 	"context"
@@ -8,9 +8,11 @@ import (
 	"time"
 
 	"github.com/dell/gopowerstore"
+
+	"github.com/fenced-project/fenced/arrayclients"
 )
 
-var _ SessionReporter = (*PowerStoreAdapter)(nil)
+var _ arrayclients.SessionReporter = (*PowerStoreAdapter)(nil)
 
 // Sessions lists the active sessions of the node's initiators on every
 // host (gopowerstore GetHosts: GET host?select=*, each host_initiators[]
@@ -32,9 +34,9 @@ var _ SessionReporter = (*PowerStoreAdapter)(nil)
 // access.
 //
 // An NFS client without a host has no sessions on the array: ErrNoSessions.
-func (a *PowerStoreAdapter) Sessions(ctx context.Context, plan Plan) (SessionReport, error) {
-	fail := func(err error) (SessionReport, error) {
-		return SessionReport{}, fmt.Errorf("powerstore array %s: sessions of node %s (host %s): %w",
+func (a *PowerStoreAdapter) Sessions(ctx context.Context, plan arrayclients.Plan) (arrayclients.SessionReport, error) {
+	fail := func(err error) (arrayclients.SessionReport, error) {
+		return arrayclients.SessionReport{}, fmt.Errorf("powerstore array %s: sessions of node %s (host %s): %w",
 			a.cfg.Name, plan.Identity.Node, plan.Identity.ObjectName, err)
 	}
 	e, err := a.decodePlan(plan)
@@ -42,7 +44,7 @@ func (a *PowerStoreAdapter) Sessions(ctx context.Context, plan Plan) (SessionRep
 		return fail(err)
 	}
 	if e.HostID == "" {
-		return fail(ErrNoSessions)
+		return fail(arrayclients.ErrNoSessions)
 	}
 	ports := map[string]bool{}
 	for _, in := range e.Initiators {
@@ -53,7 +55,7 @@ func (a *PowerStoreAdapter) Sessions(ctx context.Context, plan Plan) (SessionRep
 			ports[k] = true
 		}
 	}
-	rep := SessionReport{AskedAt: time.Now().UTC()}
+	rep := arrayclients.SessionReport{AskedAt: time.Now().UTC()}
 	err = a.with(ctx, func(c gopowerstore.Client) error {
 		rctx, cancel := context.WithTimeout(ctx, 4*a.timeout)
 		defer cancel()
@@ -62,7 +64,7 @@ func (a *PowerStoreAdapter) Sessions(ctx context.Context, plan Plan) (SessionRep
 			return fmt.Errorf("list hosts: %w", err)
 		}
 		for _, h := range hosts {
-			if h.ID == e.HostID && e.Mode == PowerStoreModeDetach {
+			if h.ID == e.HostID && e.Mode == arrayclients.PowerStoreModeDetach {
 				continue
 			}
 			reach := ""
@@ -82,7 +84,7 @@ func (a *PowerStoreAdapter) Sessions(ctx context.Context, plan Plan) (SessionRep
 					}
 				}
 				for _, s := range in.ActiveSessions {
-					rep.Sessions = append(rep.Sessions, Session{
+					rep.Sessions = append(rep.Sessions, arrayclients.Session{
 						Key: fmt.Sprintf("%s>%s@%s/%s", in.PortName, s.PortName, s.ApplianceID, s.NodeID),
 						What: fmt.Sprintf("initiator %s on host %s logged in to %s (appliance %s, node %s)",
 							in.PortName, h.Name, s.PortName, s.ApplianceID, s.NodeID),

@@ -1,4 +1,9 @@
-package arrayclients
+// Package powerstore fences nodes at Dell PowerStore arrays: a fence
+// removes the initiators of the node's host (or, in detach mode, detaches
+// its volumes from the host), and the node's IPs from the host lists of
+// its NFS exports, and gives them back on undo. NewPowerStore is its
+// arrayclients.Constructor.
+package powerstore
 
 import (
 	"context"
@@ -13,6 +18,8 @@ import (
 
 	"github.com/dell/gopowerstore"
 	psapi "github.com/dell/gopowerstore/api"
+
+	"github.com/fenced-project/fenced/arrayclients"
 )
 
 // powerStoreClients is how many gopowerstore clients an adapter keeps. Each
@@ -29,14 +36,14 @@ const powerStorePageSize = 1000
 // host's initiators (default) or by detaching every volume from its host
 // and taking the host out of its host group ("detach" mode).
 type PowerStoreAdapter struct {
-	cfg     Config
+	cfg     arrayclients.Config
 	mode    string
 	timeout time.Duration
 	logger  *slog.Logger
 	pool    chan gopowerstore.Client
 }
 
-var _ Adapter = (*PowerStoreAdapter)(nil)
+var _ arrayclients.Adapter = (*PowerStoreAdapter)(nil)
 
 // NewPowerStore builds a PowerStore adapter. gopowerstore logs in while a
 // client is built (GET login_session, bounded by the request timeout, not
@@ -45,24 +52,24 @@ var _ Adapter = (*PowerStoreAdapter)(nil)
 // report it). Clients are built here, not on first use, because
 // gopowerstore writes a package variable while building one, which would
 // race with requests of clients already in use.
-func NewPowerStore(ctx context.Context, cfg Config, logger *slog.Logger) (Adapter, error) {
+func NewPowerStore(ctx context.Context, cfg arrayclients.Config, logger *slog.Logger) (arrayclients.Adapter, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	mode := cfg.PowerStoreFenceMode
 	if mode == "" {
-		mode = PowerStoreModeInitiators
+		mode = arrayclients.PowerStoreModeInitiators
 	}
-	if mode != PowerStoreModeInitiators && mode != PowerStoreModeDetach {
+	if mode != arrayclients.PowerStoreModeInitiators && mode != arrayclients.PowerStoreModeDetach {
 		return nil, fmt.Errorf("powerstore array %s: powerStoreFenceMode %q: want %q or %q",
-			cfg.Name, cfg.PowerStoreFenceMode, PowerStoreModeInitiators, PowerStoreModeDetach)
+			cfg.Name, cfg.PowerStoreFenceMode, arrayclients.PowerStoreModeInitiators, arrayclients.PowerStoreModeDetach)
 	}
 	if cfg.Endpoint == "" || cfg.Username == "" || cfg.Password == "" {
 		return nil, fmt.Errorf("powerstore array %s: endpoint, username and password are required", cfg.Name)
 	}
 	timeout := cfg.RequestTimeout
 	if timeout <= 0 {
-		timeout = DefaultRequestTimeout
+		timeout = arrayclients.DefaultRequestTimeout
 	}
 	apiURL := strings.TrimSuffix(cfg.Endpoint, "/")
 	if !strings.HasSuffix(apiURL, "/api/rest") {
@@ -83,7 +90,7 @@ func NewPowerStore(ctx context.Context, cfg Config, logger *slog.Logger) (Adapte
 		if err != nil {
 			return nil, fmt.Errorf("powerstore array %s: build client: %w", cfg.Name, err)
 		}
-		c.SetLogger(PowerStoreLogger{l: logger})
+		c.SetLogger(arrayclients.NewPowerStoreLogger(logger))
 		a.pool <- c
 	}
 	return a, nil
@@ -93,7 +100,7 @@ func NewPowerStore(ctx context.Context, cfg Config, logger *slog.Logger) (Adapte
 func (a *PowerStoreAdapter) Name() string { return a.cfg.Name }
 
 // Family is PowerStore.
-func (a *PowerStoreAdapter) Family() Family { return PowerStore }
+func (a *PowerStoreAdapter) Family() arrayclients.Family { return arrayclients.PowerStore }
 
 // with runs f with a client of the pool, one request timeout at most per
 // request f makes (f should pass the context it gets to each call).
@@ -102,7 +109,7 @@ func (a *PowerStoreAdapter) with(ctx context.Context, f func(c gopowerstore.Clie
 	select {
 	case c = <-a.pool:
 	case <-ctx.Done():
-		return fmt.Errorf("%w: waiting for a client: %w", ErrUnreachable, ctx.Err())
+		return fmt.Errorf("%w: waiting for a client: %w", arrayclients.ErrUnreachable, ctx.Err())
 	}
 	defer func() { a.pool <- c }()
 	return f(c)
@@ -140,7 +147,7 @@ func psClassify(err error) error {
 	var ne net.Error
 	if st == 401 || st == 403 || st >= 500 || (st == 0 && (errors.As(err, &ne) ||
 		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled))) {
-		return fmt.Errorf("%w: %w", ErrUnreachable, err)
+		return fmt.Errorf("%w: %w", arrayclients.ErrUnreachable, err)
 	}
 	return err
 }
@@ -148,19 +155,19 @@ func psClassify(err error) error {
 // candidateHostNames are the exact host names csi-powerstore may have
 // given the node: its CSI node ID and, as the CSI controller retries, the
 // same name without the trailing -<ip>. An override replaces both.
-func candidateHostNames(node Node) ([]string, error) {
+func candidateHostNames(node arrayclients.Node) ([]string, error) {
 	if o := strings.TrimSpace(node.Override); o != "" {
 		if strings.ContainsAny(o, ",\t\n") {
 			return nil, fmt.Errorf("override %q: want one PowerStore host name", node.Override)
 		}
 		return []string{o}, nil
 	}
-	id := node.CSINodeIDs[DriverPowerStore]
+	id := node.CSINodeIDs[arrayclients.DriverPowerStore]
 	if id == "" {
 		return nil, nil
 	}
 	if strings.ContainsAny(id, " \t\n,") || len(id) > 128 {
-		return nil, fmt.Errorf("CSI node ID %q of %s is not a PowerStore host name", id, DriverPowerStore)
+		return nil, fmt.Errorf("CSI node ID %q of %s is not a PowerStore host name", id, arrayclients.DriverPowerStore)
 	}
 	names := []string{id}
 	if i := strings.LastIndex(id, "-"); i > 0 && net.ParseIP(id[i+1:]) != nil {
@@ -176,21 +183,21 @@ func candidateHostNames(node Node) ([]string, error) {
 // initiators) but with a csi-powerstore node ID and a known IPv4 address
 // is an NFS client (PowerStoreKindNFSClient, the IPs in Keys), unless an
 // override names a host; otherwise it is ErrNoIdentity.
-func (a *PowerStoreAdapter) Resolve(ctx context.Context, node Node) (Identity, error) {
-	fail := func(err error) (Identity, error) {
-		return Identity{}, fmt.Errorf("powerstore array %s: resolve node %s: %w", a.cfg.Name, node.Name, err)
+func (a *PowerStoreAdapter) Resolve(ctx context.Context, node arrayclients.Node) (arrayclients.Identity, error) {
+	fail := func(err error) (arrayclients.Identity, error) {
+		return arrayclients.Identity{}, fmt.Errorf("powerstore array %s: resolve node %s: %w", a.cfg.Name, node.Name, err)
 	}
 	names, err := candidateHostNames(node)
 	if err != nil {
 		return fail(err)
 	}
 	ips := psNodeIPs(node)
-	nfsClient := func() (Identity, error) {
-		return Identity{Array: a.cfg.Name, Family: PowerStore, Node: node.Name, Kind: PowerStoreKindNFSClient,
+	nfsClient := func() (arrayclients.Identity, error) {
+		return arrayclients.Identity{Array: a.cfg.Name, Family: arrayclients.PowerStore, Node: node.Name, Kind: PowerStoreKindNFSClient,
 			ObjectName: strings.Join(ips, ","), Keys: ips, ResolvedAt: time.Now().UTC()}, nil
 	}
 	if len(names) == 0 {
-		return fail(fmt.Errorf("%w: no %s node ID and no override", ErrNoIdentity, DriverPowerStore))
+		return fail(fmt.Errorf("%w: no %s node ID and no override", arrayclients.ErrNoIdentity, arrayclients.DriverPowerStore))
 	}
 	var found []gopowerstore.Host
 	err = a.with(ctx, func(c gopowerstore.Client) error {
@@ -211,14 +218,14 @@ func (a *PowerStoreAdapter) Resolve(ctx context.Context, node Node) (Identity, e
 		if len(ips) > 0 && strings.TrimSpace(node.Override) == "" {
 			return nfsClient()
 		}
-		return fail(fmt.Errorf("%w: no host named %s", ErrNoIdentity, strings.Join(names, " or ")))
+		return fail(fmt.Errorf("%w: no host named %s", arrayclients.ErrNoIdentity, strings.Join(names, " or ")))
 	case 1:
 	default:
 		var desc []string
 		for _, h := range found {
 			desc = append(desc, fmt.Sprintf("%s (id %s)", h.Name, h.ID))
 		}
-		return fail(fmt.Errorf("%w: hosts %s could each be this node; set an override", ErrAmbiguousIdentity, strings.Join(desc, ", ")))
+		return fail(fmt.Errorf("%w: hosts %s could each be this node; set an override", arrayclients.ErrAmbiguousIdentity, strings.Join(desc, ", ")))
 	}
 	h := found[0]
 	keys := make([]string, 0, len(h.Initiators)+len(ips))
@@ -227,7 +234,7 @@ func (a *PowerStoreAdapter) Resolve(ctx context.Context, node Node) (Identity, e
 	}
 	keys = append(keys, ips...)
 	sort.Strings(keys)
-	return Identity{Array: a.cfg.Name, Family: PowerStore, Node: node.Name, ObjectID: h.ID,
+	return arrayclients.Identity{Array: a.cfg.Name, Family: arrayclients.PowerStore, Node: node.Name, ObjectID: h.ID,
 		ObjectName: h.Name, Keys: keys, ResolvedAt: time.Now().UTC()}, nil
 }
 
@@ -318,16 +325,16 @@ func (a *PowerStoreAdapter) mappings(ctx context.Context, c gopowerstore.Client,
 }
 
 // decodePowerStorePlan checks that a plan is this array's and decodes it.
-func (a *PowerStoreAdapter) decodePlan(plan Plan) (psEntries, error) {
+func (a *PowerStoreAdapter) decodePlan(plan arrayclients.Plan) (psEntries, error) {
 	var e psEntries
-	if plan.Family != PowerStore || plan.Array != a.cfg.Name {
-		return e, fmt.Errorf("%w: plan of %s array %s", ErrPlanMismatch, plan.Family, plan.Array)
+	if plan.Family != arrayclients.PowerStore || plan.Array != a.cfg.Name {
+		return e, fmt.Errorf("%w: plan of %s array %s", arrayclients.ErrPlanMismatch, plan.Family, plan.Array)
 	}
 	if err := json.Unmarshal(plan.Entries, &e); err != nil {
-		return e, fmt.Errorf("%w: %w", ErrPlanMismatch, err)
+		return e, fmt.Errorf("%w: %w", arrayclients.ErrPlanMismatch, err)
 	}
-	if (e.HostID == "" && plan.Identity.Kind != PowerStoreKindNFSClient) || (e.Mode != PowerStoreModeInitiators && e.Mode != PowerStoreModeDetach) {
-		return e, fmt.Errorf("%w: entries lack a host id or a known mode", ErrPlanMismatch)
+	if (e.HostID == "" && plan.Identity.Kind != PowerStoreKindNFSClient) || (e.Mode != arrayclients.PowerStoreModeInitiators && e.Mode != arrayclients.PowerStoreModeDetach) {
+		return e, fmt.Errorf("%w: entries lack a host id or a known mode", arrayclients.ErrPlanMismatch)
 	}
 	return e, e.checkNFSEntries()
 }

@@ -1,4 +1,4 @@
-package arrayclients
+package powerstore
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/dell/gopowerstore"
+
+	"github.com/fenced-project/fenced/arrayclients"
 )
 
 // PowerStore footprint: each footprint volume is read by its UUID (GET
@@ -78,7 +80,7 @@ func (a *PowerStoreAdapter) nodeAccess(e psEntries, h gopowerstore.Host, acc psV
 	if h.ID == "" || (!acc.direct && acc.group == "") {
 		return false
 	}
-	return e.Mode == PowerStoreModeDetach || len(h.Initiators) > 0
+	return e.Mode == arrayclients.PowerStoreModeDetach || len(h.Initiators) > 0
 }
 
 // Plan reads what fencing the identity removes (the host's initiators, or
@@ -90,9 +92,9 @@ func (a *PowerStoreAdapter) nodeAccess(e psEntries, h gopowerstore.Host, acc psV
 // not-mapped while the attach is pending. In detach mode a footprint
 // volume attached to the host is always among the plan's attachments.
 // It never writes.
-func (a *PowerStoreAdapter) Plan(ctx context.Context, id Identity, vols []VolumeRef) (Plan, error) {
-	fail := func(err error) (Plan, error) {
-		return Plan{}, fmt.Errorf("powerstore array %s: plan fence of node %s (host %s): %w", a.cfg.Name, id.Node, id.ObjectName, err)
+func (a *PowerStoreAdapter) Plan(ctx context.Context, id arrayclients.Identity, vols []arrayclients.VolumeRef) (arrayclients.Plan, error) {
+	fail := func(err error) (arrayclients.Plan, error) {
+		return arrayclients.Plan{}, fmt.Errorf("powerstore array %s: plan fence of node %s (host %s): %w", a.cfg.Name, id.Node, id.ObjectName, err)
 	}
 	if err := a.checkIdentity(id); err != nil {
 		return fail(err)
@@ -100,7 +102,7 @@ func (a *PowerStoreAdapter) Plan(ctx context.Context, id Identity, vols []Volume
 	var (
 		e       psEntries
 		summary string
-		cuts    []VolumeCut
+		cuts    []arrayclients.VolumeCut
 	)
 	err := a.with(ctx, func(c gopowerstore.Client) error {
 		var (
@@ -112,10 +114,10 @@ func (a *PowerStoreAdapter) Plan(ctx context.Context, id Identity, vols []Volume
 		} else if e, h, summary, err = a.planEntries(ctx, c, id); err != nil {
 			return err
 		}
-		e.NFSIPs = psNodeIPs(Node{Addresses: id.Keys})
+		e.NFSIPs = psNodeIPs(arrayclients.Node{Addresses: id.Keys})
 		for _, v := range vols {
-			var vc VolumeCut
-			if v.Protocol == ProtocolNFS {
+			var vc arrayclients.VolumeCut
+			if v.Protocol == arrayclients.ProtocolNFS {
 				vc, err = a.planNFSVolume(ctx, c, id, &e, v)
 			} else {
 				vc, err = a.planVolume(ctx, c, id, &e, h, v)
@@ -138,14 +140,14 @@ func (a *PowerStoreAdapter) Plan(ctx context.Context, id Identity, vols []Volume
 		summary += "; " + e.nfsSummary()
 	}
 	if len(cuts) > 0 {
-		summary += "; " + FootprintSummary(cuts)
+		summary += "; " + arrayclients.FootprintSummary(cuts)
 	}
-	return Plan{Array: a.cfg.Name, Family: PowerStore, Identity: id, Entries: raw,
+	return arrayclients.Plan{Array: a.cfg.Name, Family: arrayclients.PowerStore, Identity: id, Entries: raw,
 		Summary: summary, Volumes: cuts, CreatedAt: time.Now().UTC()}, nil
 }
 
-func (a *PowerStoreAdapter) planVolume(ctx context.Context, c gopowerstore.Client, id Identity, e *psEntries, h gopowerstore.Host, v VolumeRef) (VolumeCut, error) {
-	vc := VolumeCut{VolumeRef: v}
+func (a *PowerStoreAdapter) planVolume(ctx context.Context, c gopowerstore.Client, id arrayclients.Identity, e *psEntries, h gopowerstore.Host, v arrayclients.VolumeRef) (arrayclients.VolumeCut, error) {
+	vc := arrayclients.VolumeCut{VolumeRef: v}
 	cut, gap := a.Cover(id, v)
 	if gap != nil {
 		vc.Gap = gap
@@ -156,22 +158,22 @@ func (a *PowerStoreAdapter) planVolume(ctx context.Context, c gopowerstore.Clien
 		return vc, err
 	}
 	if !acc.found {
-		vc.Gap = VolumeNotFoundGap(PowerStore, a.cfg.Name, v)
+		vc.Gap = arrayclients.VolumeNotFoundGap(arrayclients.PowerStore, a.cfg.Name, v)
 		return vc, nil
 	}
 	vc.Holders = acc.holders
 	switch {
 	case acc.direct || acc.group != "":
 		vc.Cut = cut
-		if e.Mode == PowerStoreModeDetach && acc.direct &&
+		if e.Mode == arrayclients.PowerStoreModeDetach && acc.direct &&
 			!slices.ContainsFunc(e.Attachments, func(at psAttachment) bool { return at.VolumeID == v.Object }) {
 			e.Attachments = append(e.Attachments, psAttachment{VolumeID: v.Object, LUN: acc.lun})
 			sort.Slice(e.Attachments, func(i, j int) bool { return e.Attachments[i].VolumeID < e.Attachments[j].VolumeID })
 		}
 	case len(acc.holders) > 0 && v.Attached:
-		vc.Gap = OtherIdentityGap(PowerStore, v, "host "+h.Name, acc.holders)
+		vc.Gap = arrayclients.OtherIdentityGap(arrayclients.PowerStore, v, "host "+h.Name, acc.holders)
 	default:
-		vc.Cut = CutNotMapped
+		vc.Cut = arrayclients.CutNotMapped
 	}
 	return vc, nil
 }
@@ -182,15 +184,15 @@ func (a *PowerStoreAdapter) planVolume(ctx context.Context, c gopowerstore.Clien
 // when the host has no mapping and is in no host group. A footprint
 // volume gives the node access while it is attached to the host (or its
 // group) and, in initiators mode, the host has an initiator.
-func (a *PowerStoreAdapter) Verify(ctx context.Context, plan Plan) (Verification, error) {
-	fail := func(err error) (Verification, error) {
-		return Verification{}, fmt.Errorf("powerstore array %s: verify fence of node %s (host %s): %w", a.cfg.Name, plan.Identity.Node, plan.Identity.ObjectName, err)
+func (a *PowerStoreAdapter) Verify(ctx context.Context, plan arrayclients.Plan) (arrayclients.Verification, error) {
+	fail := func(err error) (arrayclients.Verification, error) {
+		return arrayclients.Verification{}, fmt.Errorf("powerstore array %s: verify fence of node %s (host %s): %w", a.cfg.Name, plan.Identity.Node, plan.Identity.ObjectName, err)
 	}
 	e, err := a.decodePlan(plan)
 	if err != nil {
 		return fail(err)
 	}
-	v := Verification{}
+	v := arrayclients.Verification{}
 	access := false
 	err = a.with(ctx, func(c gopowerstore.Client) error {
 		var err error
@@ -201,7 +203,7 @@ func (a *PowerStoreAdapter) Verify(ctx context.Context, plan Plan) (Verification
 		if err != nil {
 			return err
 		}
-		if e.Mode == PowerStoreModeInitiators {
+		if e.Mode == arrayclients.PowerStoreModeInitiators {
 			err = a.verifyInitiators(ctx, c, e, h, ok, nil, &v)
 		} else {
 			err = a.verifyDetach(ctx, c, e, h, ok, nil, &v)
@@ -217,7 +219,7 @@ func (a *PowerStoreAdapter) Verify(ctx context.Context, plan Plan) (Verification
 			if err != nil {
 				return fmt.Errorf("footprint volume %s: %w", vc.Volume, err)
 			}
-			chk := VolumeCheck{Volume: vc.Volume, Object: vc.Object, Holders: acc.holders, NodeAccess: a.nodeAccess(e, h, acc)}
+			chk := arrayclients.VolumeCheck{Volume: vc.Volume, Object: vc.Object, Holders: acc.holders, NodeAccess: a.nodeAccess(e, h, acc)}
 			if !acc.found {
 				chk.Note = "no longer on the array"
 			}
@@ -259,7 +261,7 @@ func (a *PowerStoreAdapter) Verify(ctx context.Context, plan Plan) (Verification
 //
 // Plans without footprint volumes (ledger v1) undo under rule 3 alone.
 // Repeating Undo writes nothing.
-func (a *PowerStoreAdapter) Undo(ctx context.Context, plan Plan, scope RestoreScope) error {
+func (a *PowerStoreAdapter) Undo(ctx context.Context, plan arrayclients.Plan, scope arrayclients.RestoreScope) error {
 	fail := func(err error) error {
 		if err == nil {
 			return nil
@@ -278,7 +280,7 @@ func (a *PowerStoreAdapter) Undo(ctx context.Context, plan Plan, scope RestoreSc
 		if err != nil {
 			return err
 		}
-		if e.Mode == PowerStoreModeInitiators {
+		if e.Mode == arrayclients.PowerStoreModeInitiators {
 			if !ok {
 				h = gopowerstore.Host{}
 			}
@@ -304,7 +306,7 @@ func (a *PowerStoreAdapter) Undo(ctx context.Context, plan Plan, scope RestoreSc
 		if err != nil {
 			return err
 		}
-		if e.Mode == PowerStoreModeInitiators {
+		if e.Mode == arrayclients.PowerStoreModeInitiators {
 			return a.undoInitiators(ctx, c, e, h)
 		}
 		return a.undoDetach(ctx, c, e, h, skip)
@@ -315,8 +317,8 @@ func (a *PowerStoreAdapter) Undo(ctx context.Context, plan Plan, scope RestoreSc
 // attachment of a detach-mode plan, and returns those an unfence leaves
 // without the node's access. With detach set it detaches each footprint
 // volume the node may not keep that is attached to the host.
-func (a *PowerStoreAdapter) leaveOut(ctx context.Context, c gopowerstore.Client, e psEntries, h gopowerstore.Host, plan Plan,
-	scope RestoreScope, detach bool) (map[string]bool, error) {
+func (a *PowerStoreAdapter) leaveOut(ctx context.Context, c gopowerstore.Client, e psEntries, h gopowerstore.Host, plan arrayclients.Plan,
+	scope arrayclients.RestoreScope, detach bool) (map[string]bool, error) {
 	skip := map[string]bool{}
 	footprint := map[string]bool{}
 	for _, vc := range psBlockCuts(plan) {
@@ -325,7 +327,7 @@ func (a *PowerStoreAdapter) leaveOut(ctx context.Context, c gopowerstore.Client,
 		if err != nil {
 			return nil, fmt.Errorf("footprint volume %s: %w", vc.Volume, err)
 		}
-		if acc.found && KeepOnRestore(vc.VolumeRef, scope, acc.holders) {
+		if acc.found && arrayclients.KeepOnRestore(vc.VolumeRef, scope, acc.holders) {
 			continue
 		}
 		skip[vc.Object] = true
@@ -338,12 +340,12 @@ func (a *PowerStoreAdapter) leaveOut(ctx context.Context, c gopowerstore.Client,
 		cancel()
 		if err != nil && !psNotAttached(err) {
 			return nil, fmt.Errorf("detach footprint volume %s (%s, %s) before giving the host back: %w", vc.Volume, vol,
-				LeftAsItWasNote(vc.VolumeRef, scope, acc.holders), err)
+				arrayclients.LeftAsItWasNote(vc.VolumeRef, scope, acc.holders), err)
 		}
 		a.logger.Info("detached a footprint volume the node may not keep", "array", a.cfg.Name, "node", plan.Identity.Node,
-			"volume", vc.Volume, "object", vol, "reason", LeftAsItWasNote(vc.VolumeRef, scope, acc.holders))
+			"volume", vc.Volume, "object", vol, "reason", arrayclients.LeftAsItWasNote(vc.VolumeRef, scope, acc.holders))
 	}
-	if e.Mode != PowerStoreModeDetach {
+	if e.Mode != arrayclients.PowerStoreModeDetach {
 		return skip, nil
 	}
 	for _, at := range e.Attachments {
@@ -366,15 +368,15 @@ func (a *PowerStoreAdapter) leaveOut(ctx context.Context, c gopowerstore.Client,
 // group and the attachments not left out) and no footprint volume the
 // node may not keep reaches its host. Each footprint volume left as it was
 // has a Note.
-func (a *PowerStoreAdapter) VerifyRestore(ctx context.Context, plan Plan, scope RestoreScope) (Verification, error) {
-	fail := func(err error) (Verification, error) {
-		return Verification{}, fmt.Errorf("powerstore array %s: verify restore of node %s (host %s): %w", a.cfg.Name, plan.Identity.Node, plan.Identity.ObjectName, err)
+func (a *PowerStoreAdapter) VerifyRestore(ctx context.Context, plan arrayclients.Plan, scope arrayclients.RestoreScope) (arrayclients.Verification, error) {
+	fail := func(err error) (arrayclients.Verification, error) {
+		return arrayclients.Verification{}, fmt.Errorf("powerstore array %s: verify restore of node %s (host %s): %w", a.cfg.Name, plan.Identity.Node, plan.Identity.ObjectName, err)
 	}
 	e, err := a.decodePlan(plan)
 	if err != nil {
 		return fail(err)
 	}
-	v := Verification{}
+	v := arrayclients.Verification{}
 	var access, violation bool
 	err = a.with(ctx, func(c gopowerstore.Client) error {
 		var err error
@@ -393,7 +395,7 @@ func (a *PowerStoreAdapter) VerifyRestore(ctx context.Context, plan Plan, scope 
 		if err != nil {
 			return err
 		}
-		if e.Mode == PowerStoreModeInitiators {
+		if e.Mode == arrayclients.PowerStoreModeInitiators {
 			err = a.verifyInitiators(ctx, c, e, h, ok, &scope, &v)
 			access = access || (ok && len(h.Initiators) > 0)
 		} else {
@@ -407,17 +409,17 @@ func (a *PowerStoreAdapter) VerifyRestore(ctx context.Context, plan Plan, scope 
 			if err != nil {
 				return fmt.Errorf("footprint volume %s: %w", vc.Volume, err)
 			}
-			chk := VolumeCheck{Volume: vc.Volume, Object: vc.Object, Holders: acc.holders, NodeAccess: a.nodeAccess(e, host, acc)}
+			chk := arrayclients.VolumeCheck{Volume: vc.Volume, Object: vc.Object, Holders: acc.holders, NodeAccess: a.nodeAccess(e, host, acc)}
 			access = access || chk.NodeAccess
 			switch {
 			case !acc.found:
 				chk.Note = "no longer on the array"
-			case KeepOnRestore(vc.VolumeRef, scope, acc.holders):
+			case arrayclients.KeepOnRestore(vc.VolumeRef, scope, acc.holders):
 				if !acc.direct && acc.group == "" {
 					chk.Note = "not attached to the host: the CSI driver attaches it again when a pod needs it"
 				}
 			default:
-				chk.Note = LeftAsItWasNote(vc.VolumeRef, scope, acc.holders)
+				chk.Note = arrayclients.LeftAsItWasNote(vc.VolumeRef, scope, acc.holders)
 				if chk.NodeAccess {
 					violation = true
 					v.Remaining = append(v.Remaining, fmt.Sprintf("footprint volume %s (%s) reaches host %s but is %s",

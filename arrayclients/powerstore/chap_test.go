@@ -1,4 +1,4 @@
-package arrayclients_test
+package powerstore_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/fenced-project/fenced/arrayclients"
 	"github.com/fenced-project/fenced/arrayclients/internal/arraytest"
+	"github.com/fenced-project/fenced/arrayclients/powerstore"
 	powerstoresim "github.com/fenced-project/fenced/tests/arraysim/powerstore"
 	"github.com/fenced-project/fenced/tests/csidriver"
 )
@@ -105,7 +106,7 @@ func TestChapNodeUnfence(t *testing.T) {
 		require.NoError(t, a.Undo(ctx, plan, arrayclients.RestoreScope{}))
 		h, in = psInitiatorState(t, e, iqn)
 		assert.Equal(t, hostName, h.Name, "the initiator is back on the node's host")
-		assert.Equal(t, arrayclients.PowerStoreChapPlaceholderUser, in.ChapSingleUsername)
+		assert.Equal(t, powerstore.PowerStoreChapPlaceholderUser, in.ChapSingleUsername)
 		for _, secret := range []string{configured, first.Secret, reboot.Secret} {
 			assert.NotEqual(t, powerstoresim.SecretFingerprint(secret), in.ChapSingleSecret, "no secret anyone holds")
 		}

@@ -1,4 +1,4 @@
-package arrayclients_test
+package powerstore_test
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package arrayclients_test
+package powerstore_test
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/fenced-project/fenced/arrayclients"
 	"github.com/fenced-project/fenced/arrayclients/internal/arraytest"
+	"github.com/fenced-project/fenced/arrayclients/powerstore"
 	"github.com/fenced-project/fenced/tests/arraysim/fixture"
 	powerstoresim "github.com/fenced-project/fenced/tests/arraysim/powerstore"
 	"github.com/fenced-project/fenced/tests/arraysim/simcore"
@@ -80,7 +81,7 @@ func (e *psEnv) adapter(t testing.TB, mutate func(*arrayclients.Config)) arraycl
 	if mutate != nil {
 		mutate(&cfg)
 	}
-	a, err := arrayclients.NewPowerStore(context.Background(), cfg, nil)
+	a, err := powerstore.NewPowerStore(context.Background(), cfg, nil)
 	require.NoError(t, err)
 	return a
 }
@@ -261,7 +262,7 @@ func TestPowerStoreIdentity(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "csi-node-1a1b2c3d4e5f60718293a4b5c6d7e8f9", id.ObjectName)
 
-	_, err = arrayclients.NewPowerStore(context.Background(), arrayclients.Config{Name: "x", Endpoint: e.url, Username: "u", Password: "p",
+	_, err = powerstore.NewPowerStore(context.Background(), arrayclients.Config{Name: "x", Endpoint: e.url, Username: "u", Password: "p",
 		PowerStoreFenceMode: "unmap"}, nil)
 	require.ErrorContains(t, err, "powerStoreFenceMode")
 }

@@ -1,4 +1,4 @@
-package arrayclients_test
+package powerstore_test
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/fenced-project/fenced/arrayclients"
 	"github.com/fenced-project/fenced/arrayclients/internal/arraytest"
+	"github.com/fenced-project/fenced/arrayclients/powerstore"
 	powerstoresim "github.com/fenced-project/fenced/tests/arraysim/powerstore"
 	"github.com/fenced-project/fenced/tests/arraysim/simcore"
 	"github.com/fenced-project/fenced/tests/csidriver"
@@ -78,7 +79,7 @@ func TestPowerStoreNFSOnlyNodeFenced(t *testing.T) {
 
 	id, err := a.Resolve(ctx, e.node("worker-5"))
 	require.NoError(t, err, "a node without a host is an NFS client")
-	assert.Equal(t, arrayclients.PowerStoreKindNFSClient, id.Kind)
+	assert.Equal(t, powerstore.PowerStoreKindNFSClient, id.Kind)
 	assert.Empty(t, id.ObjectID)
 	assert.Equal(t, []string{"127.0.10.5"}, id.Keys)
 	_, err = a.Resolve(ctx, arrayclients.Node{Name: "worker-5", Addresses: []string{"127.0.10.5"}, Override: "no-such-host"})

@@ -1,4 +1,4 @@
-package arrayclients_test
+package powerstore_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/fenced-project/fenced/arrayclients"
 	"github.com/fenced-project/fenced/arrayclients/internal/arraytest"
+	"github.com/fenced-project/fenced/arrayclients/powerstore"
 	"github.com/fenced-project/fenced/tests/arraysim/simcore"
 )
 
@@ -119,7 +120,7 @@ func TestPowerStoreSessions(t *testing.T) {
 		a := e.adapter(t, nil)
 		plan := arrayclients.Plan{Array: "pstore-1", Family: arrayclients.PowerStore, Entries: []byte(`{"mode":"initiators","nfsIPs":["127.0.10.9"]}`),
 			Identity: arrayclients.Identity{Array: "pstore-1", Family: arrayclients.PowerStore, Node: "worker-9",
-				Kind: arrayclients.PowerStoreKindNFSClient, Keys: []string{"127.0.10.9"}}}
+				Kind: powerstore.PowerStoreKindNFSClient, Keys: []string{"127.0.10.9"}}}
 		_, err := arraytest.Sessions(t, a, plan)
 		require.ErrorIs(t, err, arrayclients.ErrNoSessions)
 	})
