@@ -1,12 +1,14 @@
-package arrayclients
+package powerflex
 
 import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/fenced-project/fenced/arrayclients"
 )
 
-var _ SessionReporter = (*PowerFlexAdapter)(nil)
+var _ arrayclients.SessionReporter = (*PowerFlexAdapter)(nil)
 
 // Sessions reads the SDC's I/O statistics (goscaleio Sdc.GetStatistics:
 // GET /api/instances/Sdc::<id>/relationships/Statistics). Its
@@ -21,16 +23,16 @@ var _ SessionReporter = (*PowerFlexAdapter)(nil)
 // the SDC's link to the MDM, which a fence leaves alone (there is no
 // per-SDC block call), so it is not reported as a session. An NFS client
 // and an NVMe/TCP host have no statistics in goscaleio: ErrNoSessions.
-func (a *PowerFlexAdapter) Sessions(ctx context.Context, p Plan) (SessionReport, error) {
+func (a *PowerFlexAdapter) Sessions(ctx context.Context, p arrayclients.Plan) (arrayclients.SessionReport, error) {
 	e, err := a.entries(p)
 	if err != nil {
-		return SessionReport{}, err
+		return arrayclients.SessionReport{}, err
 	}
 	if e.SdcID == "" || e.isNVMe() {
-		return SessionReport{}, fmt.Errorf("powerflex array %s: node %s (%s): %w", a.cfg.Name, p.Identity.Node,
-			p.Identity.Kind, ErrNoSessions)
+		return arrayclients.SessionReport{}, fmt.Errorf("powerflex array %s: node %s (%s): %w", a.cfg.Name, p.Identity.Node,
+			p.Identity.Kind, arrayclients.ErrNoSessions)
 	}
-	rep := SessionReport{AskedAt: time.Now().UTC()}
+	rep := arrayclients.SessionReport{AskedAt: time.Now().UTC()}
 	err = a.pool.with(ctx, func(k powerFlexCall) error {
 		sdc, err := k.sdcByID(e.SdcID)
 		if powerFlexIs(err, pflexMsgNoSdc) {
@@ -47,7 +49,7 @@ func (a *PowerFlexAdapter) Sessions(ctx context.Context, p Plan) (SessionReport,
 		}
 		r, w, t := stats.UserDataReadBwc, stats.UserDataWriteBwc, stats.UserDataTrimBwc
 		secs := max(r.NumSeconds, w.NumSeconds, t.NumSeconds)
-		rep.IO = &IOWindow{
+		rep.IO = &arrayclients.IOWindow{
 			Ops:    int64(r.NumOccured) + int64(w.NumOccured) + int64(t.NumOccured),
 			Window: time.Duration(secs) * time.Second,
 			What: fmt.Sprintf("SDC %s statistics: %d reads, %d writes, %d trims in the last %ds (%d volumes mapped)",
@@ -56,7 +58,7 @@ func (a *PowerFlexAdapter) Sessions(ctx context.Context, p Plan) (SessionReport,
 		return nil
 	})
 	if err != nil {
-		return SessionReport{}, fmt.Errorf("powerflex array %s: sessions of node %s: %w", a.cfg.Name, p.Identity.Node, err)
+		return arrayclients.SessionReport{}, fmt.Errorf("powerflex array %s: sessions of node %s: %w", a.cfg.Name, p.Identity.Node, err)
 	}
 	return rep, nil
 }

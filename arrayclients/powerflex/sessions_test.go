@@ -1,4 +1,4 @@
-package arrayclients_test
+package powerflex_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/fenced-project/fenced/arrayclients"
 	"github.com/fenced-project/fenced/arrayclients/internal/arraytest"
+	"github.com/fenced-project/fenced/arrayclients/powerflex"
 	"github.com/fenced-project/fenced/tests/arraysim/simcore"
 )
 
@@ -66,7 +67,7 @@ func TestPowerFlexSessions(t *testing.T) {
 func TestPowerFlexNFSClientHasNoSessions(t *testing.T) {
 	e := startPowerFlex(t, pflexFixture, arrayclients.Options{}, 2*time.Second)
 	plan := arrayclients.Plan{Array: "pflex-1", Family: arrayclients.PowerFlex, Entries: []byte(`{}`),
-		Identity: arrayclients.Identity{Array: "pflex-1", Family: arrayclients.PowerFlex, Node: "worker-9", Kind: arrayclients.PowerFlexKindNFSClient}}
+		Identity: arrayclients.Identity{Array: "pflex-1", Family: arrayclients.PowerFlex, Node: "worker-9", Kind: powerflex.PowerFlexKindNFSClient}}
 	_, err := arraytest.Sessions(t, e.adapter, plan)
 	require.ErrorIs(t, err, arrayclients.ErrNoSessions)
 }

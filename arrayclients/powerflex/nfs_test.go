@@ -1,4 +1,4 @@
-package arrayclients_test
+package powerflex_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/fenced-project/fenced/arrayclients"
 	"github.com/fenced-project/fenced/arrayclients/internal/arraytest"
+	"github.com/fenced-project/fenced/arrayclients/powerflex"
 	"github.com/fenced-project/fenced/tests/csidriver"
 )
 
@@ -91,7 +92,7 @@ func TestPowerFlexNFSOnlyNodeFenced(t *testing.T) {
 
 	id, err := e.adapter.Resolve(ctx, pflexNFSW3)
 	require.NoError(t, err)
-	assert.Equal(t, arrayclients.PowerFlexKindNFSClient, id.Kind, "no SDC has the node's UID as GUID")
+	assert.Equal(t, powerflex.PowerFlexKindNFSClient, id.Kind, "no SDC has the node's UID as GUID")
 	assert.Empty(t, id.ObjectID)
 	assert.Equal(t, []string{"127.0.10.3"}, id.Keys)
 	h, err := e.adapter.Health(ctx, id)
@@ -137,18 +138,18 @@ func TestPowerFlexNFSOnlyNodeFenced(t *testing.T) {
 
 	// The plan records exactly which entries name the node: list and
 	// string as the array showed them.
-	var entries arrayclients.PowerFlexEntries
+	var entries powerflex.PowerFlexEntries
 	require.NoError(t, json.Unmarshal(plan.Entries, &entries))
 	assert.Empty(t, entries.SdcID)
 	require.Len(t, entries.NFSExports, 3)
-	byFS := map[string]arrayclients.PowerFlexNFSExport{}
+	byFS := map[string]powerflex.PowerFlexNFSExport{}
 	for _, x := range entries.NFSExports {
 		byFS[x.FileSystemID] = x
 	}
-	assert.Equal(t, []arrayclients.PowerFlexNFSHost{{List: "read_write_root_hosts", Value: "127.0.10.3/255.255.255.255"}}, byFS[fsA].Entries)
-	assert.Equal(t, []arrayclients.PowerFlexNFSHost{{List: "read_only_root_hosts", Value: "127.0.10.3"}}, byFS[fsB].Entries)
+	assert.Equal(t, []powerflex.PowerFlexNFSHost{{List: "read_write_root_hosts", Value: "127.0.10.3/255.255.255.255"}}, byFS[fsA].Entries)
+	assert.Equal(t, []powerflex.PowerFlexNFSHost{{List: "read_only_root_hosts", Value: "127.0.10.3"}}, byFS[fsB].Entries)
 	assert.Equal(t, []string{"127.0.10.2/255.255.255.255"}, byFS[fsB].Others)
-	assert.Equal(t, []arrayclients.PowerFlexNFSHost{{List: "read_write_hosts", Value: "127.0.10.3/32"}}, byFS[fsC].Entries)
+	assert.Equal(t, []powerflex.PowerFlexNFSHost{{List: "read_write_hosts", Value: "127.0.10.3/32"}}, byFS[fsC].Entries)
 
 	v, err := e.adapter.Verify(ctx, plan)
 	require.NoError(t, err)

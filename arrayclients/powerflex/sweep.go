@@ -1,4 +1,4 @@
-package arrayclients
+package powerflex
 
 import (
 	"context"
@@ -7,9 +7,11 @@ import (
 
 	"github.com/dell/goscaleio"
 	siotypes "github.com/dell/goscaleio/types/v1"
+
+	"github.com/fenced-project/fenced/arrayclients"
 )
 
-var _ Sweeper = (*PowerFlexAdapter)(nil)
+var _ arrayclients.Sweeper = (*PowerFlexAdapter)(nil)
 
 // Sweep lists the system's SDCs in one request (goscaleio System.GetSdc:
 // GET /api/instances/System::<id>/relationships/Sdc, each SDC with its
@@ -20,19 +22,19 @@ var _ Sweeper = (*PowerFlexAdapter)(nil)
 // stays unknown; the listing is not failed for it); a connected SDC's I/O
 // stays unknown (not read). NFS
 // clients and NVMe hosts get what Health gives them, without a request.
-func (a *PowerFlexAdapter) Sweep(ctx context.Context, ids []Identity, withIO bool) ([]Health, error) {
-	out := make([]Health, len(ids))
+func (a *PowerFlexAdapter) Sweep(ctx context.Context, ids []arrayclients.Identity, withIO bool) ([]arrayclients.Health, error) {
+	out := make([]arrayclients.Health, len(ids))
 	var sdcAt []int
 	for i, id := range ids {
-		out[i] = Health{Array: a.cfg.Name, Node: id.Node, Connectivity: ConnectivityUnknown, IO: IOUnknown}
+		out[i] = arrayclients.Health{Array: a.cfg.Name, Node: id.Node, Connectivity: arrayclients.ConnectivityUnknown, IO: arrayclients.IOUnknown}
 		switch {
-		case id.Array != a.cfg.Name || id.Family != PowerFlex:
-			out[i].Reason = fmt.Sprintf("%v: identity %s/%s/%s", ErrPlanMismatch, id.Family, id.Array, id.ObjectID)
+		case id.Array != a.cfg.Name || id.Family != arrayclients.PowerFlex:
+			out[i].Reason = fmt.Sprintf("%v: identity %s/%s/%s", arrayclients.ErrPlanMismatch, id.Family, id.Array, id.ObjectID)
 		case id.Kind == PowerFlexKindNFSClient || id.Kind == PowerFlexKindNVMeHost:
 			h, _ := a.Health(ctx, id) // answers without a request
 			out[i] = h
 		case id.ObjectID == "":
-			out[i].Reason = fmt.Sprintf("%v: identity %s/%s without an SDC ID", ErrPlanMismatch, id.Family, id.Array)
+			out[i].Reason = fmt.Sprintf("%v: identity %s/%s without an SDC ID", arrayclients.ErrPlanMismatch, id.Family, id.Array)
 		default:
 			sdcAt = append(sdcAt, i)
 		}
@@ -66,12 +68,12 @@ func (a *PowerFlexAdapter) Sweep(ctx context.Context, ids []Identity, withIO boo
 			state := sdc.MdmConnectionState
 			switch state {
 			case "Connected":
-				h.Connectivity = Connected
+				h.Connectivity = arrayclients.Connected
 			case "Disconnected":
-				h.Connectivity = Disconnected
+				h.Connectivity = arrayclients.Disconnected
 			}
 			h.Reason = fmt.Sprintf("mdmConnectionState %q (system SDC list)", state)
-			if !withIO || h.Connectivity != Disconnected {
+			if !withIO || h.Connectivity != arrayclients.Disconnected {
 				continue
 			}
 			if ctx.Err() != nil {

@@ -1,4 +1,4 @@
-package arrayclients
+package powerflex
 
 import (
 	"context"
@@ -11,6 +11,8 @@ import (
 	"time"
 
 	siotypes "github.com/dell/goscaleio/types/v1"
+
+	"github.com/fenced-project/fenced/arrayclients"
 )
 
 // PowerFlex footprint: each footprint volume is read by its ID (GET
@@ -93,12 +95,12 @@ func (a *PowerFlexAdapter) volumeAccesses(k powerFlexCall, vols []string, sdcID 
 // and not-mapped while the attach is pending. An NFS footprint volume's
 // export is read for the node's host entries (planNFSVolume). An identity
 // of kind PowerFlexKindNFSClient has no SDC to read. It never writes.
-func (a *PowerFlexAdapter) Plan(ctx context.Context, id Identity, vols []VolumeRef) (Plan, error) {
+func (a *PowerFlexAdapter) Plan(ctx context.Context, id arrayclients.Identity, vols []arrayclients.VolumeRef) (arrayclients.Plan, error) {
 	nfsOnly := id.Kind == PowerFlexKindNFSClient
-	if id.Array != a.cfg.Name || id.Family != PowerFlex || (id.ObjectID == "") != nfsOnly {
-		return Plan{}, fmt.Errorf("%w: identity %s/%s/%s", ErrPlanMismatch, id.Family, id.Array, id.ObjectID)
+	if id.Array != a.cfg.Name || id.Family != arrayclients.PowerFlex || (id.ObjectID == "") != nfsOnly {
+		return arrayclients.Plan{}, fmt.Errorf("%w: identity %s/%s/%s", arrayclients.ErrPlanMismatch, id.Family, id.Array, id.ObjectID)
 	}
-	var p Plan
+	var p arrayclients.Plan
 	err := a.pool.with(ctx, func(k powerFlexCall) error {
 		var e PowerFlexEntries
 		var err error
@@ -117,21 +119,21 @@ func (a *PowerFlexAdapter) Plan(ctx context.Context, id Identity, vols []VolumeR
 		}
 		var block []string
 		for _, v := range vols {
-			if _, gap := a.Cover(id, v); gap == nil && v.Protocol != ProtocolNFS {
+			if _, gap := a.Cover(id, v); gap == nil && v.Protocol != arrayclients.ProtocolNFS {
 				block = append(block, v.Object)
 			}
 		}
 		read := a.volumeAccesses(k, block, id.ObjectID)
-		var cuts []VolumeCut
+		var cuts []arrayclients.VolumeCut
 		for _, v := range vols {
-			vc := VolumeCut{VolumeRef: v}
+			vc := arrayclients.VolumeCut{VolumeRef: v}
 			cut, gap := a.Cover(id, v)
 			if gap != nil {
 				vc.Gap = gap
 				cuts = append(cuts, vc)
 				continue
 			}
-			if v.Protocol == ProtocolNFS {
+			if v.Protocol == arrayclients.ProtocolNFS {
 				vc, px, err := a.planNFSVolume(file, id, v)
 				if err != nil {
 					return err
@@ -149,7 +151,7 @@ func (a *PowerFlexAdapter) Plan(ctx context.Context, id Identity, vols []VolumeR
 			vc.Holders = acc.holders
 			switch {
 			case !acc.found:
-				vc.Gap = VolumeNotFoundGap(PowerFlex, a.cfg.Name, v)
+				vc.Gap = arrayclients.VolumeNotFoundGap(arrayclients.PowerFlex, a.cfg.Name, v)
 			case acc.mapping != nil:
 				vc.Cut = cut
 				if !slices.ContainsFunc(e.Mappings, func(m PowerFlexMapping) bool { return m.VolumeID == v.Object }) {
@@ -159,9 +161,9 @@ func (a *PowerFlexAdapter) Plan(ctx context.Context, id Identity, vols []VolumeR
 					slices.SortFunc(e.Mappings, func(x, y PowerFlexMapping) int { return strings.Compare(x.VolumeID, y.VolumeID) })
 				}
 			case len(acc.holders) > 0 && v.Attached:
-				vc.Gap = OtherIdentityGap(PowerFlex, v, pflexIdentityLabel(id), acc.holders)
+				vc.Gap = arrayclients.OtherIdentityGap(arrayclients.PowerFlex, v, pflexIdentityLabel(id), acc.holders)
 			default:
-				vc.Cut = CutNotMapped
+				vc.Cut = arrayclients.CutNotMapped
 			}
 			cuts = append(cuts, vc)
 		}
@@ -169,7 +171,7 @@ func (a *PowerFlexAdapter) Plan(ctx context.Context, id Identity, vols []VolumeR
 		if err != nil {
 			return fmt.Errorf("encode plan: %w", err)
 		}
-		p = Plan{Array: a.cfg.Name, Family: PowerFlex, Identity: id, Entries: raw, Volumes: cuts, CreatedAt: time.Now().UTC()}
+		p = arrayclients.Plan{Array: a.cfg.Name, Family: arrayclients.PowerFlex, Identity: id, Entries: raw, Volumes: cuts, CreatedAt: time.Now().UTC()}
 		var parts []string
 		if !nfsOnly {
 			parts = append(parts, fmt.Sprintf("unmap %d volume(s) from %s", len(e.Mappings), pflexIdentityLabel(id)))
@@ -180,7 +182,7 @@ func (a *PowerFlexAdapter) Plan(ctx context.Context, id Identity, vols []VolumeR
 		}
 		p.Summary = strings.Join(parts, "; ")
 		if len(cuts) > 0 {
-			p.Summary += "; " + FootprintSummary(cuts)
+			p.Summary += "; " + arrayclients.FootprintSummary(cuts)
 		}
 		return nil
 	})
@@ -191,15 +193,15 @@ func (a *PowerFlexAdapter) Plan(ctx context.Context, id Identity, vols []VolumeR
 // plan: Fenced when the SDC has no mapping left and no footprint volume is
 // mapped to it; Restored when every planned mapping is present with its
 // access mode and limits.
-func (a *PowerFlexAdapter) Verify(ctx context.Context, p Plan) (Verification, error) {
+func (a *PowerFlexAdapter) Verify(ctx context.Context, p arrayclients.Plan) (arrayclients.Verification, error) {
 	e, err := a.entries(p)
 	if err != nil {
-		return Verification{}, err
+		return arrayclients.Verification{}, err
 	}
-	var v Verification
+	var v arrayclients.Verification
 	err = a.pool.with(ctx, func(k powerFlexCall) error {
 		if e.SdcID == "" {
-			v = Verification{Fenced: true, Restored: true, CheckedAt: time.Now().UTC()}
+			v = arrayclients.Verification{Fenced: true, Restored: true, CheckedAt: time.Now().UTC()}
 			return a.verifyNFS(k, p, e, &v)
 		}
 		cur, found, err := a.hostMappings(k, e)
@@ -221,7 +223,7 @@ func (a *PowerFlexAdapter) Verify(ctx context.Context, p Plan) (Verification, er
 			if err != nil {
 				return fmt.Errorf("read footprint volume %s (%s): %w", vc.Volume, vc.Object, err)
 			}
-			chk := VolumeCheck{Volume: vc.Volume, Object: vc.Object, Holders: acc.holders, NodeAccess: acc.mapping != nil}
+			chk := arrayclients.VolumeCheck{Volume: vc.Volume, Object: vc.Object, Holders: acc.holders, NodeAccess: acc.mapping != nil}
 			if !acc.found {
 				chk.Note = "no longer on the array"
 			}
@@ -258,8 +260,8 @@ type pflexRestore struct {
 // counts). Multiple mappings are allowed only for a multi-node footprint
 // volume, or for another mapping that was shared when the plan was read;
 // never to give back a single-node volume.
-func (a *PowerFlexAdapter) reconcile(k powerFlexCall, p Plan, e PowerFlexEntries, scope RestoreScope) ([]pflexRestore, error) {
-	footprint := map[string]VolumeCut{}
+func (a *PowerFlexAdapter) reconcile(k powerFlexCall, p arrayclients.Plan, e PowerFlexEntries, scope arrayclients.RestoreScope) ([]pflexRestore, error) {
+	footprint := map[string]arrayclients.VolumeCut{}
 	for _, vc := range pflexBlockCuts(p) {
 		footprint[vc.Object] = vc
 	}
@@ -275,10 +277,10 @@ func (a *PowerFlexAdapter) reconcile(k powerFlexCall, p Plan, e PowerFlexEntries
 		case !acc.found:
 			r.why = "no longer on the array"
 		case isFootprint:
-			if KeepOnRestore(vc.VolumeRef, scope, acc.holders) {
-				r.give, r.allowMultiple = true, vc.MultiNode || BrokenRegrant()
+			if arrayclients.KeepOnRestore(vc.VolumeRef, scope, acc.holders) {
+				r.give, r.allowMultiple = true, vc.MultiNode || arrayclients.BrokenRegrant()
 			} else {
-				r.why = LeftAsItWasNote(vc.VolumeRef, scope, acc.holders)
+				r.why = arrayclients.LeftAsItWasNote(vc.VolumeRef, scope, acc.holders)
 				r.take = acc.mapping != nil
 			}
 		default:
@@ -306,9 +308,9 @@ func (a *PowerFlexAdapter) reconcile(k powerFlexCall, p Plan, e PowerFlexEntries
 		if err != nil {
 			return nil, fmt.Errorf("read footprint volume %s (%s): %w", vc.Volume, vc.Object, err)
 		}
-		if acc.mapping != nil && !KeepOnRestore(vc.VolumeRef, scope, acc.holders) {
+		if acc.mapping != nil && !arrayclients.KeepOnRestore(vc.VolumeRef, scope, acc.holders) {
 			out = append(out, pflexRestore{m: PowerFlexMapping{VolumeID: vc.Object, VolumeName: vc.Name},
-				take: true, why: LeftAsItWasNote(vc.VolumeRef, scope, acc.holders)})
+				take: true, why: arrayclients.LeftAsItWasNote(vc.VolumeRef, scope, acc.holders)})
 		}
 	}
 	return out, nil
@@ -319,7 +321,7 @@ func (a *PowerFlexAdapter) reconcile(k powerFlexCall, p Plan, e PowerFlexEntries
 // allows, and unmaps footprint volumes the node may not keep that were
 // mapped to its SDC again. Mappings present with the right mode and
 // limits are left alone, so a repeat writes nothing.
-func (a *PowerFlexAdapter) Undo(ctx context.Context, p Plan, scope RestoreScope) error {
+func (a *PowerFlexAdapter) Undo(ctx context.Context, p arrayclients.Plan, scope arrayclients.RestoreScope) error {
 	e, err := a.entries(p)
 	if err != nil {
 		return err
@@ -337,7 +339,7 @@ func (a *PowerFlexAdapter) Undo(ctx context.Context, p Plan, scope RestoreScope)
 		}
 		if !found {
 			return fmt.Errorf("%w: %s no longer exists; cannot map %d volume(s) back",
-				ErrNoIdentity, e.hostLabel(), len(e.Mappings))
+				arrayclients.ErrNoIdentity, e.hostLabel(), len(e.Mappings))
 		}
 		plan, err := a.reconcile(k, p, e, scope)
 		if err != nil {
@@ -391,15 +393,15 @@ func (a *PowerFlexAdapter) Undo(ctx context.Context, p Plan, scope RestoreScope)
 // VerifyRestore reads the SDC and each planned and footprint volume back:
 // Restored when every mapping Undo gives back is present with its mode and
 // limits and no footprint volume the node may not keep is mapped to it.
-func (a *PowerFlexAdapter) VerifyRestore(ctx context.Context, p Plan, scope RestoreScope) (Verification, error) {
+func (a *PowerFlexAdapter) VerifyRestore(ctx context.Context, p arrayclients.Plan, scope arrayclients.RestoreScope) (arrayclients.Verification, error) {
 	e, err := a.entries(p)
 	if err != nil {
-		return Verification{}, err
+		return arrayclients.Verification{}, err
 	}
-	var v Verification
+	var v arrayclients.Verification
 	err = a.pool.with(ctx, func(k powerFlexCall) error {
 		if e.SdcID == "" {
-			v = Verification{Fenced: true, Restored: true, CheckedAt: time.Now().UTC()}
+			v = arrayclients.Verification{Fenced: true, Restored: true, CheckedAt: time.Now().UTC()}
 			return a.verifyRestoreNFS(k, p, e, scope, &v)
 		}
 		cur, found, err := a.hostMappings(k, e)
@@ -429,16 +431,16 @@ func (a *PowerFlexAdapter) VerifyRestore(ctx context.Context, p Plan, scope Rest
 			if err != nil {
 				return fmt.Errorf("read footprint volume %s (%s): %w", vc.Volume, vc.Object, err)
 			}
-			chk := VolumeCheck{Volume: vc.Volume, Object: vc.Object, Holders: acc.holders, NodeAccess: acc.mapping != nil}
+			chk := arrayclients.VolumeCheck{Volume: vc.Volume, Object: vc.Object, Holders: acc.holders, NodeAccess: acc.mapping != nil}
 			switch {
 			case !acc.found:
 				chk.Note = "no longer on the array"
-			case KeepOnRestore(vc.VolumeRef, scope, acc.holders):
+			case arrayclients.KeepOnRestore(vc.VolumeRef, scope, acc.holders):
 				if !chk.NodeAccess && !slices.ContainsFunc(given, func(m PowerFlexMapping) bool { return m.VolumeID == vc.Object }) {
 					chk.Note = "not mapped when fenced: the CSI driver maps it when a pod needs it"
 				}
 			default:
-				chk.Note = LeftAsItWasNote(vc.VolumeRef, scope, acc.holders)
+				chk.Note = arrayclients.LeftAsItWasNote(vc.VolumeRef, scope, acc.holders)
 				if chk.NodeAccess {
 					violation = true
 					v.Remaining = append(v.Remaining, fmt.Sprintf("footprint volume %s (%s) is mapped to %s but is %s",

@@ -1,4 +1,4 @@
-package arrayclients
+package powerflex
 
 import (
 	"context"
@@ -6,6 +6,8 @@ import (
 	"time"
 
 	siotypes "github.com/dell/goscaleio/types/v1"
+
+	"github.com/fenced-project/fenced/arrayclients"
 )
 
 // Health reports, for an NVMe host, unknown connectivity and I/O (see the
@@ -13,14 +15,14 @@ import (
 // and whether its statistics window shows reads or writes (csi-powerflex's
 // signals). When the array cannot be read, both are unknown with the
 // reason and the error wraps ErrUnreachable.
-func (a *PowerFlexAdapter) Health(ctx context.Context, id Identity) (Health, error) {
-	h := Health{Array: a.cfg.Name, Node: id.Node, Connectivity: ConnectivityUnknown, IO: IOUnknown}
-	if id.Array == a.cfg.Name && id.Family == PowerFlex && id.Kind == PowerFlexKindNFSClient {
+func (a *PowerFlexAdapter) Health(ctx context.Context, id arrayclients.Identity) (arrayclients.Health, error) {
+	h := arrayclients.Health{Array: a.cfg.Name, Node: id.Node, Connectivity: arrayclients.ConnectivityUnknown, IO: arrayclients.IOUnknown}
+	if id.Array == a.cfg.Name && id.Family == arrayclients.PowerFlex && id.Kind == PowerFlexKindNFSClient {
 		h.Reason = "the node has no SDC: PowerFlex shows no connection or I/O of an NFS client"
 		h.SampledAt = time.Now().UTC()
 		return h, nil
 	}
-	if id.Array == a.cfg.Name && id.Family == PowerFlex && id.Kind == PowerFlexKindNVMeHost {
+	if id.Array == a.cfg.Name && id.Family == arrayclients.PowerFlex && id.Kind == PowerFlexKindNVMeHost {
 		// goscaleio's NVMe host has no mdmConnectionState and no
 		// statistics; its NVMe controllers (Host::<id>/relationships/
 		// NvmeController) are not read yet.
@@ -28,15 +30,15 @@ func (a *PowerFlexAdapter) Health(ctx context.Context, id Identity) (Health, err
 		h.SampledAt = time.Now().UTC()
 		return h, nil
 	}
-	if id.Array != a.cfg.Name || id.Family != PowerFlex || id.ObjectID == "" {
-		err := fmt.Errorf("%w: identity %s/%s/%s", ErrPlanMismatch, id.Family, id.Array, id.ObjectID)
+	if id.Array != a.cfg.Name || id.Family != arrayclients.PowerFlex || id.ObjectID == "" {
+		err := fmt.Errorf("%w: identity %s/%s/%s", arrayclients.ErrPlanMismatch, id.Family, id.Array, id.ObjectID)
 		h.Reason = err.Error()
 		return h, err
 	}
 	err := a.pool.with(ctx, func(k powerFlexCall) error {
 		sdc, err := k.sdcByID(id.ObjectID)
 		if powerFlexIs(err, pflexMsgNoSdc) {
-			return fmt.Errorf("%w: SDC %s no longer exists", ErrNoIdentity, id.ObjectID)
+			return fmt.Errorf("%w: SDC %s no longer exists", arrayclients.ErrNoIdentity, id.ObjectID)
 		}
 		if err != nil {
 			return fmt.Errorf("read SDC %s: %w", id.ObjectID, err)
@@ -45,9 +47,9 @@ func (a *PowerFlexAdapter) Health(ctx context.Context, id Identity) (Health, err
 		state := sdc.Sdc.MdmConnectionState
 		switch state {
 		case "Connected":
-			h.Connectivity = Connected
+			h.Connectivity = arrayclients.Connected
 		case "Disconnected":
-			h.Connectivity = Disconnected
+			h.Connectivity = arrayclients.Disconnected
 		}
 		stats, err := k.sdcStatistics(sdc)
 		if err != nil {
@@ -58,7 +60,7 @@ func (a *PowerFlexAdapter) Health(ctx context.Context, id Identity) (Health, err
 		return nil
 	})
 	if err != nil {
-		h.Connectivity, h.IO, h.Reason = ConnectivityUnknown, IOUnknown, err.Error()
+		h.Connectivity, h.IO, h.Reason = arrayclients.ConnectivityUnknown, arrayclients.IOUnknown, err.Error()
 		return h, err
 	}
 	return h, nil
@@ -66,19 +68,19 @@ func (a *PowerFlexAdapter) Health(ctx context.Context, id Identity) (Health, err
 
 // powerFlexIO judges an SDC's statistics window as csi-powerflex does: I/O
 // when it counts reads or writes.
-func powerFlexIO(stats *siotypes.SdcStatistics, state string) (IOState, string) {
+func powerFlexIO(stats *siotypes.SdcStatistics, state string) (arrayclients.IOState, string) {
 	ops := stats.UserDataReadBwc.NumOccured + stats.UserDataWriteBwc.NumOccured
-	io := IOIdle
+	io := arrayclients.IOIdle
 	if ops > 0 {
-		io = IOActive
+		io = arrayclients.IOActive
 	}
 	return io, fmt.Sprintf("mdmConnectionState %q; %d read+write I/Os in the last %ds",
 		state, ops, max(stats.UserDataReadBwc.NumSeconds, stats.UserDataWriteBwc.NumSeconds))
 }
 
 // Check logs in (if needed), reads the systems and finds the configured one.
-func (a *PowerFlexAdapter) Check(ctx context.Context) CheckResult {
-	r := CheckResult{Array: a.cfg.Name, Family: PowerFlex}
+func (a *PowerFlexAdapter) Check(ctx context.Context) arrayclients.CheckResult {
+	r := arrayclients.CheckResult{Array: a.cfg.Name, Family: arrayclients.PowerFlex}
 	err := a.pool.with(ctx, func(k powerFlexCall) error {
 		all, err := k.systems()
 		if err != nil {

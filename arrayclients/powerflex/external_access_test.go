@@ -1,4 +1,4 @@
-package arrayclients_test
+package powerflex_test
 
 import (
 	"context"
@@ -10,8 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fenced-project/fenced/arrayclients"
-	"github.com/fenced-project/fenced/arrayclients/all"
 	"github.com/fenced-project/fenced/arrayclients/internal/arraytest"
+	"github.com/fenced-project/fenced/arrayclients/powerflex"
 )
 
 // TestPowerFlexNFSExternalAccessGap: the same on PowerFlex (csi-vxflexos
@@ -21,7 +21,7 @@ func TestPowerFlexNFSExternalAccessGap(t *testing.T) {
 	e := startPowerFlex(t, pflexNFSFixture, arrayclients.Options{}, 5*time.Second)
 	cfg := e.cfg
 	cfg.ExternalAccess = []string{"127.0.10.2"}
-	reg, err := all.New([]arrayclients.Config{cfg}, arrayclients.Options{Registry: prometheus.NewRegistry()})
+	reg, err := arraytest.New(arrayclients.PowerFlex, powerflex.NewPowerFlex, []arrayclients.Config{cfg}, arrayclients.Options{Registry: prometheus.NewRegistry()})
 	require.NoError(t, err)
 	a, ok := reg.Get(cfg.Name)
 	require.True(t, ok)

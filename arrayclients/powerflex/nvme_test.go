@@ -1,4 +1,4 @@
-package arrayclients_test
+package powerflex_test
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 
 	"github.com/fenced-project/fenced/arrayclients"
 	"github.com/fenced-project/fenced/arrayclients/internal/arraytest"
+	"github.com/fenced-project/fenced/arrayclients/powerflex"
 	"github.com/fenced-project/fenced/tests/csidriver"
 )
 
@@ -80,7 +81,7 @@ func TestPowerFlexNVMeResolve(t *testing.T) {
 	e := startPowerFlex(t, pflexNVMeFixture, arrayclients.Options{}, 5*time.Second)
 	id, err := e.adapter.Resolve(ctx, pflexNVMeNode("worker-2", "127.0.10.2", pflexNVMe2))
 	require.NoError(t, err)
-	assert.Equal(t, arrayclients.PowerFlexKindNVMeHost, id.Kind)
+	assert.Equal(t, powerflex.PowerFlexKindNVMeHost, id.Kind)
 	assert.Equal(t, pflexHostOf(t, e, pflexNVMe2), id.ObjectID)
 	assert.Equal(t, pflexNVMe2, id.ObjectName)
 	assert.Equal(t, []string{"127.0.10.2"}, id.Keys)
@@ -89,14 +90,14 @@ func TestPowerFlexNVMeResolve(t *testing.T) {
 	// known by its IPs (as an NFS-only node is).
 	id2, err := e.adapter.Resolve(ctx, pflexNVMeNode("worker-2", "127.0.10.2", pflexNVMe2[:30]))
 	require.NoError(t, err)
-	assert.Equal(t, arrayclients.PowerFlexKindNFSClient, id2.Kind)
+	assert.Equal(t, powerflex.PowerFlexKindNFSClient, id2.Kind)
 	_, err = e.adapter.Resolve(ctx, pflexNVMeNode("worker-2", "", strings.ToUpper(pflexNVMe2)))
 	require.ErrorIs(t, err, arrayclients.ErrNoIdentity, "names are compared exactly")
 
 	// An override may name the NVMe host too.
 	id3, err := e.adapter.Resolve(ctx, arrayclients.Node{Cluster: "c1", Name: "worker-2", Override: pflexNVMe2})
 	require.NoError(t, err)
-	assert.Equal(t, arrayclients.PowerFlexKindNVMeHost, id3.Kind)
+	assert.Equal(t, powerflex.PowerFlexKindNVMeHost, id3.Kind)
 	assert.Equal(t, id.ObjectID, id3.ObjectID)
 
 	h, err := e.adapter.Health(ctx, id)
@@ -145,16 +146,16 @@ func TestPowerFlexNVMeFenceAndUnfence(t *testing.T) {
 	assert.Contains(t, gap.Detail, "nvme-host "+pflexNVMe3+" ("+w3+")")
 
 	// What Undo needs is in the plan, before any write.
-	var entries arrayclients.PowerFlexEntries
+	var entries powerflex.PowerFlexEntries
 	require.NoError(t, json.Unmarshal(plan.Entries, &entries))
 	assert.Equal(t, w2, entries.SdcID)
 	assert.Equal(t, "NVMeHost", entries.HostType)
-	byVol := map[string]arrayclients.PowerFlexMapping{}
+	byVol := map[string]powerflex.PowerFlexMapping{}
 	for _, m := range entries.Mappings {
 		byVol[m.VolumeID] = m
 	}
 	assert.Len(t, byVol, 4, "every volume the NVMe host has, footprint or not")
-	assert.Equal(t, arrayclients.PowerFlexMapping{VolumeID: kept, VolumeName: "nvme-kept", AccessMode: "ReadOnly",
+	assert.Equal(t, powerflex.PowerFlexMapping{VolumeID: kept, VolumeName: "nvme-kept", AccessMode: "ReadOnly",
 		LimitIops: 500, LimitBwInMbps: 10}, byVol[kept])
 	assert.Contains(t, byVol, extra)
 

@@ -1,4 +1,4 @@
-package arrayclients_test
+package powerflex_test
 
 import (
 	"context"
@@ -16,8 +16,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fenced-project/fenced/arrayclients"
-	"github.com/fenced-project/fenced/arrayclients/all"
 	"github.com/fenced-project/fenced/arrayclients/internal/arraytest"
+	"github.com/fenced-project/fenced/arrayclients/powerflex"
 	"github.com/fenced-project/fenced/tests/arraysim/fixture"
 	powerflexsim "github.com/fenced-project/fenced/tests/arraysim/powerflex"
 	"github.com/fenced-project/fenced/tests/arraysim/simcore"
@@ -78,7 +78,7 @@ func startPowerFlex(t testing.TB, doc string, opts arrayclients.Options, timeout
 	if opts.Registry == nil {
 		opts.Registry = prometheus.NewRegistry()
 	}
-	reg, err := all.New([]arrayclients.Config{cfg}, opts)
+	reg, err := arraytest.New(arrayclients.PowerFlex, powerflex.NewPowerFlex, []arrayclients.Config{cfg}, opts)
 	require.NoError(t, err)
 	a, ok := reg.Get("pflex-1")
 	require.True(t, ok)
@@ -143,15 +143,15 @@ func TestPowerFlexFenceVerifyUndo(t *testing.T) {
 
 	plan, err := e.adapter.Plan(ctx, id, nil)
 	require.NoError(t, err)
-	var entries arrayclients.PowerFlexEntries
+	var entries powerflex.PowerFlexEntries
 	require.NoError(t, json.Unmarshal(plan.Entries, &entries))
 	require.Len(t, entries.Mappings, 4)
-	modes := map[string]arrayclients.PowerFlexMapping{}
+	modes := map[string]powerflex.PowerFlexMapping{}
 	for _, m := range entries.Mappings {
 		modes[m.VolumeName] = m
 	}
 	assert.Equal(t, "ReadOnly", modes["shared-vol"].AccessMode)
-	assert.Equal(t, arrayclients.PowerFlexMapping{
+	assert.Equal(t, powerflex.PowerFlexMapping{
 		VolumeID: modes["worker-1-vol-0"].VolumeID, VolumeName: "worker-1-vol-0", AccessMode: "ReadWrite",
 		LimitIops: 500, LimitBwInMbps: 10,
 	}, modes["worker-1-vol-0"])
@@ -217,7 +217,7 @@ func TestPowerFlexApplyInterruptedThenRetried(t *testing.T) {
 	require.NoError(t, err)
 	plan, err := e.adapter.Plan(ctx, id, nil)
 	require.NoError(t, err)
-	var entries arrayclients.PowerFlexEntries
+	var entries powerflex.PowerFlexEntries
 	require.NoError(t, json.Unmarshal(plan.Entries, &entries))
 
 	// The connection is reset when one volume (the plan's third) is
@@ -356,7 +356,7 @@ func TestPowerFlexBadCredentials(t *testing.T) {
 	var logs strings.Builder
 	cfg := e.cfg
 	cfg.Password = "wrong-pw-xyz"
-	reg, err := all.New([]arrayclients.Config{cfg}, arrayclients.Options{
+	reg, err := arraytest.New(arrayclients.PowerFlex, powerflex.NewPowerFlex, []arrayclients.Config{cfg}, arrayclients.Options{
 		Logger: arraytest.SlogTo(&logs), Registry: prometheus.NewRegistry(),
 	})
 	require.NoError(t, err)
@@ -524,7 +524,7 @@ func TestPowerFlexCheckAggregation(t *testing.T) {
 	down := e.cfg
 	down.Name = "pflex-down"
 	down.Endpoint = "http://127.0.0.1:1"
-	reg, err := all.New([]arrayclients.Config{e.cfg, down}, arrayclients.Options{Registry: prometheus.NewRegistry()})
+	reg, err := arraytest.New(arrayclients.PowerFlex, powerflex.NewPowerFlex, []arrayclients.Config{e.cfg, down}, arrayclients.Options{Registry: prometheus.NewRegistry()})
 	require.NoError(t, err)
 	results := reg.Check(ctx)
 	require.Len(t, results, 2)
@@ -549,7 +549,7 @@ func TestPowerFlexHTTPWithInsecure(t *testing.T) {
 	require.NoError(t, err)
 	defer func() { assert.NoError(t, l.Close()) }()
 	user, pass := sim.Credentials()
-	reg, err := all.New([]arrayclients.Config{{
+	reg, err := arraytest.New(arrayclients.PowerFlex, powerflex.NewPowerFlex, []arrayclients.Config{{
 		Name: "p", Family: arrayclients.PowerFlex, Endpoint: l.URL, Username: user, Password: pass, Insecure: true,
 	}}, arrayclients.Options{})
 	require.NoError(t, err)

@@ -1,4 +1,8 @@
-package arrayclients
+// Package powerflex fences nodes at Dell PowerFlex (VxFlex OS) systems: a
+// fence unmaps the node's volumes from its SDC (or NVMe host), and removes
+// the node's IPs from the exports of its NFS file systems, and gives them
+// back on undo. NewPowerFlex is its arrayclients.Constructor.
+package powerflex
 
 import (
 	"context"
@@ -13,6 +17,8 @@ import (
 	"time"
 
 	siotypes "github.com/dell/goscaleio/types/v1"
+
+	"github.com/fenced-project/fenced/arrayclients"
 )
 
 // PowerFlexAdapter fences a node by unmapping every volume from its SDC and
@@ -20,7 +26,7 @@ import (
 // The SDC is the node's identity: csi-vxflexos reports the SDC GUID as the
 // node's CSI node ID.
 type PowerFlexAdapter struct {
-	cfg    Config
+	cfg    arrayclients.Config
 	logger *slog.Logger
 	pool   *powerFlexPool
 
@@ -28,7 +34,7 @@ type PowerFlexAdapter struct {
 	system *siotypes.System
 }
 
-var _ Adapter = (*PowerFlexAdapter)(nil)
+var _ arrayclients.Adapter = (*PowerFlexAdapter)(nil)
 
 // PowerFlexEntries is Plan.Entries for PowerFlex: the SDC (or NVMe host)
 // and every volume mapping a fence removes.
@@ -82,11 +88,11 @@ func (m PowerFlexMapping) String() string {
 // NewPowerFlex builds a PowerFlex adapter over goscaleio. It does no I/O:
 // the first call logs in (and learns the API version), later calls reuse
 // the session and log in again when the gateway answers 401.
-func NewPowerFlex(_ context.Context, cfg Config, logger *slog.Logger) (Adapter, error) {
+func NewPowerFlex(_ context.Context, cfg arrayclients.Config, logger *slog.Logger) (arrayclients.Adapter, error) {
 	return newPowerFlex(cfg, logger)
 }
 
-func newPowerFlex(cfg Config, logger *slog.Logger) (*PowerFlexAdapter, error) {
+func newPowerFlex(cfg arrayclients.Config, logger *slog.Logger) (*PowerFlexAdapter, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
@@ -97,7 +103,7 @@ func newPowerFlex(cfg Config, logger *slog.Logger) (*PowerFlexAdapter, error) {
 		return nil, fmt.Errorf("powerflex array %s: username and password: required", cfg.Name)
 	}
 	if cfg.RequestTimeout <= 0 {
-		cfg.RequestTimeout = DefaultRequestTimeout
+		cfg.RequestTimeout = arrayclients.DefaultRequestTimeout
 	}
 	return &PowerFlexAdapter{cfg: cfg, logger: logger, pool: newPowerFlexPool(cfg)}, nil
 }
@@ -106,7 +112,7 @@ func newPowerFlex(cfg Config, logger *slog.Logger) (*PowerFlexAdapter, error) {
 func (a *PowerFlexAdapter) Name() string { return a.cfg.Name }
 
 // Family is PowerFlex.
-func (a *PowerFlexAdapter) Family() Family { return PowerFlex }
+func (a *PowerFlexAdapter) Family() arrayclients.Family { return arrayclients.PowerFlex }
 
 // findSystem returns the configured system (read once, then cached).
 func (a *PowerFlexAdapter) findSystem(k powerFlexCall) (*siotypes.System, error) {
@@ -167,15 +173,15 @@ func (a *PowerFlexAdapter) selectSystem(all []*siotypes.System) (*siotypes.Syste
 // that names neither is a node without one (csi-vxflexos reports the
 // Node UID then): its identity, of kind PowerFlexKindNFSClient, is its
 // addresses.
-func (a *PowerFlexAdapter) Resolve(ctx context.Context, node Node) (Identity, error) {
+func (a *PowerFlexAdapter) Resolve(ctx context.Context, node arrayclients.Node) (arrayclients.Identity, error) {
 	key, byOverride := node.Override, node.Override != ""
 	if !byOverride {
-		key = node.CSINodeIDs[DriverPowerFlex]
+		key = node.CSINodeIDs[arrayclients.DriverPowerFlex]
 	}
 	if key == "" {
-		return Identity{}, fmt.Errorf("%w: node has no %s node ID and no override", ErrNoIdentity, DriverPowerFlex)
+		return arrayclients.Identity{}, fmt.Errorf("%w: node has no %s node ID and no override", arrayclients.ErrNoIdentity, arrayclients.DriverPowerFlex)
 	}
-	var id Identity
+	var id arrayclients.Identity
 	err := a.pool.with(ctx, func(k powerFlexCall) error {
 		sys, err := a.findSystem(k)
 		if err != nil {
@@ -199,18 +205,18 @@ func (a *PowerFlexAdapter) Resolve(ctx context.Context, node Node) (Identity, er
 		switch len(match) {
 		case 0:
 			if ips := nodeIPs(node); !byOverride && len(ips) > 0 {
-				id = Identity{Array: a.cfg.Name, Family: PowerFlex, Node: node.Name, Kind: PowerFlexKindNFSClient,
+				id = arrayclients.Identity{Array: a.cfg.Name, Family: arrayclients.PowerFlex, Node: node.Name, Kind: PowerFlexKindNFSClient,
 					ObjectName: node.Name, Keys: ips, ResolvedAt: time.Now().UTC()}
 				return nil
 			}
-			return fmt.Errorf("%w: no SDC with %s in system %s", ErrNoIdentity, what, sys.ID)
+			return fmt.Errorf("%w: no SDC with %s in system %s", arrayclients.ErrNoIdentity, what, sys.ID)
 		case 1:
 		default:
 			ids := make([]string, len(match))
 			for i, s := range match {
 				ids[i] = fmt.Sprintf("%s (%s, GUID %s)", s.ID, s.Name, s.SdcGUID)
 			}
-			return fmt.Errorf("%w: %d SDCs match %s: %s", ErrAmbiguousIdentity, len(match), what, strings.Join(ids, "; "))
+			return fmt.Errorf("%w: %d SDCs match %s: %s", arrayclients.ErrAmbiguousIdentity, len(match), what, strings.Join(ids, "; "))
 		}
 		s := match[0]
 		if s.HostType == pflexHostTypeNVMe {
@@ -218,8 +224,8 @@ func (a *PowerFlexAdapter) Resolve(ctx context.Context, node Node) (Identity, er
 			id.ResolvedAt = time.Now().UTC()
 			return nil
 		}
-		id = Identity{
-			Array: a.cfg.Name, Family: PowerFlex, Node: node.Name, ObjectID: s.ID, ObjectName: s.Name,
+		id = arrayclients.Identity{
+			Array: a.cfg.Name, Family: arrayclients.PowerFlex, Node: node.Name, ObjectID: s.ID, ObjectName: s.Name,
 			Keys: append([]string{s.SdcGUID}, addIPs(sdcIPs(s), nodeIPs(node))...), ResolvedAt: time.Now().UTC(),
 		}
 		return nil
@@ -228,7 +234,7 @@ func (a *PowerFlexAdapter) Resolve(ctx context.Context, node Node) (Identity, er
 }
 
 // nodeIPs returns the node's addresses that are IPs.
-func nodeIPs(n Node) []string {
+func nodeIPs(n arrayclients.Node) []string {
 	return addIPs(nil, n.Addresses)
 }
 
@@ -294,7 +300,7 @@ func (a *PowerFlexAdapter) current(k powerFlexCall, sdcID, guid string) (maps []
 		return nil, false, fmt.Errorf("read SDC %s: %w", sdcID, err)
 	}
 	if guid != "" && !strings.EqualFold(sdc.Sdc.SdcGUID, guid) {
-		return nil, false, fmt.Errorf("%w: SDC %s now has GUID %s, not %s", ErrNoIdentity, sdcID, sdc.Sdc.SdcGUID, guid)
+		return nil, false, fmt.Errorf("%w: SDC %s now has GUID %s, not %s", arrayclients.ErrNoIdentity, sdcID, sdc.Sdc.SdcGUID, guid)
 	}
 	vols, err := k.sdcVolumes(sdc)
 	if err != nil {
@@ -305,7 +311,7 @@ func (a *PowerFlexAdapter) current(k powerFlexCall, sdcID, guid string) (maps []
 
 // planEntries records every volume mapped to the identity's SDC with its
 // access mode, limits and other holders.
-func (a *PowerFlexAdapter) planEntries(k powerFlexCall, id Identity) (PowerFlexEntries, error) {
+func (a *PowerFlexAdapter) planEntries(k powerFlexCall, id arrayclients.Identity) (PowerFlexEntries, error) {
 	if id.Kind == PowerFlexKindNVMeHost {
 		return a.planEntriesNVMe(k, id)
 	}
@@ -322,7 +328,7 @@ func (a *PowerFlexAdapter) planEntries(k powerFlexCall, id Identity) (PowerFlexE
 		return PowerFlexEntries{}, err
 	}
 	if !found {
-		return PowerFlexEntries{}, fmt.Errorf("%w: SDC %s no longer exists", ErrNoIdentity, id.ObjectID)
+		return PowerFlexEntries{}, fmt.Errorf("%w: SDC %s no longer exists", arrayclients.ErrNoIdentity, id.ObjectID)
 	}
 	e := PowerFlexEntries{SystemID: sys.ID, SdcID: id.ObjectID, SdcGUID: guid, Mappings: maps, HoldersRecorded: true}
 	if e.Mappings == nil {
@@ -332,20 +338,20 @@ func (a *PowerFlexAdapter) planEntries(k powerFlexCall, id Identity) (PowerFlexE
 }
 
 // entries decodes a plan of this array.
-func (a *PowerFlexAdapter) entries(p Plan) (PowerFlexEntries, error) {
+func (a *PowerFlexAdapter) entries(p arrayclients.Plan) (PowerFlexEntries, error) {
 	var e PowerFlexEntries
-	if p.Array != a.cfg.Name || p.Family != PowerFlex {
-		return e, fmt.Errorf("%w: plan is for %s array %q", ErrPlanMismatch, p.Family, p.Array)
+	if p.Array != a.cfg.Name || p.Family != arrayclients.PowerFlex {
+		return e, fmt.Errorf("%w: plan is for %s array %q", arrayclients.ErrPlanMismatch, p.Family, p.Array)
 	}
 	if err := json.Unmarshal(p.Entries, &e); err != nil {
-		return e, fmt.Errorf("%w: entries: %w", ErrPlanMismatch, err)
+		return e, fmt.Errorf("%w: entries: %w", arrayclients.ErrPlanMismatch, err)
 	}
 	nfsOnly := p.Identity.Kind == PowerFlexKindNFSClient
 	if (e.SdcID == "" && !nfsOnly) || e.SdcID != p.Identity.ObjectID {
-		return e, fmt.Errorf("%w: entries name SDC %q, identity %q", ErrPlanMismatch, e.SdcID, p.Identity.ObjectID)
+		return e, fmt.Errorf("%w: entries name SDC %q, identity %q", arrayclients.ErrPlanMismatch, e.SdcID, p.Identity.ObjectID)
 	}
 	if e.isNVMe() != (p.Identity.Kind == PowerFlexKindNVMeHost) {
-		return e, fmt.Errorf("%w: entries name host type %q, identity kind %q", ErrPlanMismatch, e.HostType, p.Identity.Kind)
+		return e, fmt.Errorf("%w: entries name host type %q, identity kind %q", arrayclients.ErrPlanMismatch, e.HostType, p.Identity.Kind)
 	}
 	return e, nil
 }
@@ -354,7 +360,7 @@ func (a *PowerFlexAdapter) entries(p Plan) (PowerFlexEntries, error) {
 // host), and removes
 // the node's entries from the NFS footprint volumes' exports (applyNFS).
 // A mapping that is already gone (or whose volume is gone) counts as done.
-func (a *PowerFlexAdapter) Apply(ctx context.Context, p Plan) error {
+func (a *PowerFlexAdapter) Apply(ctx context.Context, p arrayclients.Plan) error {
 	e, err := a.entries(p)
 	if err != nil {
 		return err
@@ -370,7 +376,7 @@ func (a *PowerFlexAdapter) Apply(ctx context.Context, p Plan) error {
 }
 
 // applySDC unmaps the plan's volumes from the SDC (or NVMe host).
-func (a *PowerFlexAdapter) applySDC(k powerFlexCall, p Plan, e PowerFlexEntries) error {
+func (a *PowerFlexAdapter) applySDC(k powerFlexCall, p arrayclients.Plan, e PowerFlexEntries) error {
 	cur, found, err := a.hostMappings(k, e)
 	if err != nil {
 		return err
@@ -414,8 +420,8 @@ func (a *PowerFlexAdapter) applySDC(k powerFlexCall, p Plan, e PowerFlexEntries)
 }
 
 // powerFlexVerify compares the planned mappings with the current ones.
-func powerFlexVerify(planned, cur []PowerFlexMapping, found bool) Verification {
-	v := Verification{CheckedAt: time.Now().UTC(), Fenced: len(cur) == 0, Restored: found}
+func powerFlexVerify(planned, cur []PowerFlexMapping, found bool) arrayclients.Verification {
+	v := arrayclients.Verification{CheckedAt: time.Now().UTC(), Fenced: len(cur) == 0, Restored: found}
 	for _, c := range cur {
 		v.Remaining = append(v.Remaining, c.String())
 	}

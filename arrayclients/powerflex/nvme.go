@@ -1,4 +1,4 @@
-package arrayclients
+package powerflex
 
 import (
 	"errors"
@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	siotypes "github.com/dell/goscaleio/types/v1"
+
+	"github.com/fenced-project/fenced/arrayclients"
 )
 
 // PowerFlex NVMe/TCP (PowerFlex >= 4.0). csi-vxflexos then reports as the
@@ -58,7 +60,7 @@ func (e PowerFlexEntries) hostLabel() string {
 }
 
 // pflexIdentityLabel names an identity's host in messages.
-func pflexIdentityLabel(id Identity) string {
+func pflexIdentityLabel(id arrayclients.Identity) string {
 	if id.Kind == PowerFlexKindNVMeHost {
 		return "NVMe host " + id.ObjectName + " (" + id.ObjectID + ")"
 	}
@@ -71,15 +73,15 @@ func nvmeHostMatches(s siotypes.Sdc, key string) bool {
 }
 
 // nvmeIdentity is the identity of a node whose node ID names an NVMe host.
-func (a *PowerFlexAdapter) nvmeIdentity(node Node, s siotypes.Sdc) Identity {
-	id := Identity{Array: a.cfg.Name, Family: PowerFlex, Node: node.Name, Kind: PowerFlexKindNVMeHost,
+func (a *PowerFlexAdapter) nvmeIdentity(node arrayclients.Node, s siotypes.Sdc) arrayclients.Identity {
+	id := arrayclients.Identity{Array: a.cfg.Name, Family: arrayclients.PowerFlex, Node: node.Name, Kind: PowerFlexKindNVMeHost,
 		ObjectID: s.ID, ObjectName: s.Name, Keys: nodeIPs(node)}
 	return id
 }
 
 // planEntriesNVMe records every volume mapped to the identity's NVMe host
 // with its access mode, limits and other holders.
-func (a *PowerFlexAdapter) planEntriesNVMe(k powerFlexCall, id Identity) (PowerFlexEntries, error) {
+func (a *PowerFlexAdapter) planEntriesNVMe(k powerFlexCall, id arrayclients.Identity) (PowerFlexEntries, error) {
 	sys, err := a.findSystem(k)
 	if err != nil {
 		return PowerFlexEntries{}, err
@@ -91,7 +93,7 @@ func (a *PowerFlexAdapter) planEntriesNVMe(k powerFlexCall, id Identity) (PowerF
 		return PowerFlexEntries{}, err
 	}
 	if !found {
-		return PowerFlexEntries{}, fmt.Errorf("%w: %s no longer exists", ErrNoIdentity, e.hostLabel())
+		return PowerFlexEntries{}, fmt.Errorf("%w: %s no longer exists", arrayclients.ErrNoIdentity, e.hostLabel())
 	}
 	e.Mappings = maps
 	if e.Mappings == nil {
@@ -112,7 +114,7 @@ func (a *PowerFlexAdapter) currentNVMe(k powerFlexCall, e PowerFlexEntries) (map
 		return nil, false, fmt.Errorf("read %s: %w", e.hostLabel(), err)
 	}
 	if host.Sdc.HostType != pflexHostTypeNVMe || host.Sdc.Name != e.HostName {
-		return nil, false, fmt.Errorf("%w: host %s is now %s %q, not NVMe host %q", ErrNoIdentity, e.SdcID,
+		return nil, false, fmt.Errorf("%w: host %s is now %s %q, not NVMe host %q", arrayclients.ErrNoIdentity, e.SdcID,
 			host.Sdc.HostType, host.Sdc.Name, e.HostName)
 	}
 	vols, err := k.allVolumes()

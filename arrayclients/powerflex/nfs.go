@@ -1,4 +1,4 @@
-package arrayclients
+package powerflex
 
 import (
 	"fmt"
@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	siotypes "github.com/dell/goscaleio/types/v1"
+
+	"github.com/fenced-project/fenced/arrayclients"
 )
 
 // PowerFlex NFS (PowerFlex file, PowerFlex >= 4.0). csi-vxflexos publishes
@@ -82,7 +84,7 @@ func (x PowerFlexNFSExport) label() string {
 // pflexNodeIPs returns the IPs an identity names the node by on NFS
 // exports: every key that is an IP (an SDC identity's first key is its
 // GUID, which is none).
-func pflexNodeIPs(id Identity) []net.IP {
+func pflexNodeIPs(id arrayclients.Identity) []net.IP {
 	var out []net.IP
 	for _, k := range id.Keys {
 		ip := net.ParseIP(strings.TrimSpace(k))
@@ -95,12 +97,12 @@ func pflexNodeIPs(id Identity) []net.IP {
 
 // coverNFS: an NFS volume's export loses the node's IPs; an identity with
 // no IP cannot be found on an export.
-func (a *PowerFlexAdapter) coverNFS(id Identity, v VolumeRef) (Cut, *Gap) {
+func (a *PowerFlexAdapter) coverNFS(id arrayclients.Identity, v arrayclients.VolumeRef) (arrayclients.Cut, *arrayclients.Gap) {
 	if len(pflexNodeIPs(id)) == 0 {
-		return "", &Gap{Reason: GapIdentityNotFound, Detail: fmt.Sprintf("%s: csi-vxflexos lists a node on a PowerFlex NFS "+
+		return "", &arrayclients.Gap{Reason: arrayclients.GapIdentityNotFound, Detail: fmt.Sprintf("%s: csi-vxflexos lists a node on a PowerFlex NFS "+
 			"export by its IPs, and no IP of the node is known", v.Volume)}
 	}
-	return CutNFSExportHosts, nil
+	return arrayclients.CutNFSExportHosts, nil
 }
 
 // pflexHostMatch tells what one host entry is to the node: exactly one of
@@ -281,18 +283,18 @@ func (a *PowerFlexAdapter) file(k powerFlexCall) (*pflexFile, error) {
 // planNFSVolume reads one NFS footprint volume's export and decides its
 // cut: the node's entries (returned, to be removed), nothing to remove,
 // or a gap.
-func (a *PowerFlexAdapter) planNFSVolume(f *pflexFile, id Identity, v VolumeRef) (VolumeCut, *PowerFlexNFSExport, error) {
-	vc := VolumeCut{VolumeRef: v}
+func (a *PowerFlexAdapter) planNFSVolume(f *pflexFile, id arrayclients.Identity, v arrayclients.VolumeRef) (arrayclients.VolumeCut, *PowerFlexNFSExport, error) {
+	vc := arrayclients.VolumeCut{VolumeRef: v}
 	xs, fsFound, err := f.exportsOf(v.Object)
 	if err != nil {
 		return vc, nil, fmt.Errorf("read footprint volume %s (file system %s): %w", v.Volume, v.Object, err)
 	}
 	if !fsFound {
-		vc.Gap = &Gap{Reason: GapVolumeNotFound, Detail: fmt.Sprintf("%s: PowerFlex array %s has no file system %s", v.Volume, a.cfg.Name, v.Object)}
+		vc.Gap = &arrayclients.Gap{Reason: arrayclients.GapVolumeNotFound, Detail: fmt.Sprintf("%s: PowerFlex array %s has no file system %s", v.Volume, a.cfg.Name, v.Object)}
 		return vc, nil, nil
 	}
 	if len(xs) == 0 {
-		vc.Cut = CutNotMapped // never published: the driver creates the export on first publish
+		vc.Cut = arrayclients.CutNotMapped // never published: the driver creates the export on first publish
 		return vc, nil, nil
 	}
 	// Every export of the file system is read: the node may mount it
@@ -323,13 +325,13 @@ func (a *PowerFlexAdapter) planNFSVolume(f *pflexFile, id Identity, v VolumeRef)
 	vc.Holders = view.others
 	switch {
 	case len(view.hazards) > 0:
-		vc.Gap = &Gap{Reason: GapNotFenceable, Detail: fmt.Sprintf("%s: %s", v.Volume, strings.Join(view.hazards, "; "))}
-	case ExternalAccessGap(PowerFlex, a.cfg.Name, a.cfg.ExternalAccess, v, view.others) != nil:
-		vc.Gap = ExternalAccessGap(PowerFlex, a.cfg.Name, a.cfg.ExternalAccess, v, view.others)
+		vc.Gap = &arrayclients.Gap{Reason: arrayclients.GapNotFenceable, Detail: fmt.Sprintf("%s: %s", v.Volume, strings.Join(view.hazards, "; "))}
+	case arrayclients.ExternalAccessGap(arrayclients.PowerFlex, a.cfg.Name, a.cfg.ExternalAccess, v, view.others) != nil:
+		vc.Gap = arrayclients.ExternalAccessGap(arrayclients.PowerFlex, a.cfg.Name, a.cfg.ExternalAccess, v, view.others)
 	case pflexRegrantGap(a.cfg.Name, v, view.others) != nil:
 		vc.Gap = pflexRegrantGap(a.cfg.Name, v, view.others)
 	case len(view.mine) > 0:
-		vc.Cut = CutNFSExportHosts
+		vc.Cut = arrayclients.CutNFSExportHosts
 		others := view.others
 		if others == nil {
 			others = []string{}
@@ -337,9 +339,9 @@ func (a *PowerFlexAdapter) planNFSVolume(f *pflexFile, id Identity, v VolumeRef)
 		return vc, &PowerFlexNFSExport{Volume: v.Volume, FileSystemID: v.Object, ExportID: recorded.ID, ExportName: recorded.Name,
 			Entries: mine, Others: others}, nil
 	case len(view.others) > 0 && v.Attached:
-		vc.Gap = OtherIdentityGap(PowerFlex, v, "IPs "+pflexIPList(ips), view.others)
+		vc.Gap = arrayclients.OtherIdentityGap(arrayclients.PowerFlex, v, "IPs "+pflexIPList(ips), view.others)
 	default:
-		vc.Cut = CutNotMapped
+		vc.Cut = arrayclients.CutNotMapped
 	}
 	return vc, nil, nil
 }
@@ -352,7 +354,7 @@ func (a *PowerFlexAdapter) planNFSVolume(f *pflexFile, id Identity, v VolumeRef)
 // publish (service/controller.go findNetworkInterfaceIPs,
 // service/service.go exportFilesystem): a fence that removes the node's
 // IPs is undone by the next publish of the volume to any node.
-func pflexRegrantGap(array string, v VolumeRef, entries []string) *Gap {
+func pflexRegrantGap(array string, v arrayclients.VolumeRef, entries []string) *arrayclients.Gap {
 	if len(v.Unattached) == 0 {
 		return nil
 	}
@@ -373,7 +375,7 @@ func pflexRegrantGap(array string, v VolumeRef, entries []string) *Gap {
 		return nil
 	}
 	slices.Sort(found)
-	return &Gap{Reason: GapDriverRegrant, Detail: fmt.Sprintf("%s: the NFS export on PowerFlex array %s lists %s, of nodes with no "+
+	return &arrayclients.Gap{Reason: arrayclients.GapDriverRegrant, Detail: fmt.Sprintf("%s: the NFS export on PowerFlex array %s lists %s, of nodes with no "+
 		"VolumeAttachment to the volume: csi-vxflexos with interfaceNames adds every node's IPs on each publish, so the next "+
 		"publish of the volume to any node would give a fenced node its access back", v.Volume, array, strings.Join(found, ", "))}
 }
@@ -387,13 +389,13 @@ func pflexIPList(ips []net.IP) string {
 }
 
 // pflexNFSCuts are the plan's NFS footprint volumes that have a cut.
-func pflexNFSCuts(p Plan) []VolumeCut {
-	return slices.DeleteFunc(FootprintCuts(p), func(vc VolumeCut) bool { return vc.Protocol != ProtocolNFS })
+func pflexNFSCuts(p arrayclients.Plan) []arrayclients.VolumeCut {
+	return slices.DeleteFunc(arrayclients.FootprintCuts(p), func(vc arrayclients.VolumeCut) bool { return vc.Protocol != arrayclients.ProtocolNFS })
 }
 
 // pflexBlockCuts are the plan's block footprint volumes that have a cut.
-func pflexBlockCuts(p Plan) []VolumeCut {
-	return slices.DeleteFunc(FootprintCuts(p), func(vc VolumeCut) bool { return vc.Protocol == ProtocolNFS })
+func pflexBlockCuts(p arrayclients.Plan) []arrayclients.VolumeCut {
+	return slices.DeleteFunc(arrayclients.FootprintCuts(p), func(vc arrayclients.VolumeCut) bool { return vc.Protocol == arrayclients.ProtocolNFS })
 }
 
 // modifyHosts removes or adds host entries of one export in one call.
@@ -423,7 +425,7 @@ func (k powerFlexCall) modifyHosts(exportID string, hosts []PowerFlexNFSHost, ad
 				l = &m.AddReadWriteRootHosts
 			}
 		default:
-			return fmt.Errorf("%w: host list %q", ErrPlanMismatch, h.List)
+			return fmt.Errorf("%w: host list %q", arrayclients.ErrPlanMismatch, h.List)
 		}
 		*l = append(*l, h.Value)
 	}
@@ -469,7 +471,7 @@ func pflexPresent(x siotypes.NFSExport, hosts []PowerFlexNFSHost) []PowerFlexNFS
 // node that the driver added after the plan was read (as the block cut
 // unmaps a footprint volume mapped since). An export with nothing to
 // remove gets no write; one that is gone counts as done.
-func (a *PowerFlexAdapter) applyNFS(k powerFlexCall, p Plan, e PowerFlexEntries) error {
+func (a *PowerFlexAdapter) applyNFS(k powerFlexCall, p arrayclients.Plan, e PowerFlexEntries) error {
 	cuts := pflexNFSCuts(p)
 	if len(cuts) == 0 && len(e.NFSExports) == 0 {
 		return nil
@@ -518,7 +520,7 @@ func pflexHostsString(hs []PowerFlexNFSHost) string {
 // node is fenced only when no list of any of them names one of its IPs
 // and nothing else (default access, a subnet) lets it mount one; Restored
 // needs every planned entry listed again.
-func (a *PowerFlexAdapter) verifyNFS(k powerFlexCall, p Plan, e PowerFlexEntries, v *Verification) error {
+func (a *PowerFlexAdapter) verifyNFS(k powerFlexCall, p arrayclients.Plan, e PowerFlexEntries, v *arrayclients.Verification) error {
 	cuts := pflexNFSCuts(p)
 	if len(cuts) == 0 {
 		return nil
@@ -533,7 +535,7 @@ func (a *PowerFlexAdapter) verifyNFS(k powerFlexCall, p Plan, e PowerFlexEntries
 		if err != nil {
 			return fmt.Errorf("read footprint volume %s (file system %s): %w", vc.Volume, vc.Object, err)
 		}
-		chk := VolumeCheck{Volume: vc.Volume, Object: vc.Object}
+		chk := arrayclients.VolumeCheck{Volume: vc.Volume, Object: vc.Object}
 		for _, x := range xs {
 			view := pflexViewOf(x, ips)
 			for _, h := range view.others {
@@ -574,7 +576,7 @@ func (a *PowerFlexAdapter) verifyNFS(k powerFlexCall, p Plan, e PowerFlexEntries
 
 // pflexNFSRestore is what an unfence does with one NFS footprint volume.
 type pflexNFSRestore struct {
-	vc VolumeCut
+	vc arrayclients.VolumeCut
 	// x is the export as read now (found: it exists); px the plan's
 	// record of it (nil when the fence removed nothing).
 	x     siotypes.NFSExport
@@ -592,7 +594,7 @@ type pflexNFSRestore struct {
 // when Kubernetes still wants the volume on the node and no host listed
 // now was absent when the plan was read (it moved), unless the volume is
 // multi-node.
-func (a *PowerFlexAdapter) reconcileNFS(k powerFlexCall, p Plan, e PowerFlexEntries, scope RestoreScope) ([]pflexNFSRestore, error) {
+func (a *PowerFlexAdapter) reconcileNFS(k powerFlexCall, p arrayclients.Plan, e PowerFlexEntries, scope arrayclients.RestoreScope) ([]pflexNFSRestore, error) {
 	cuts := pflexNFSCuts(p)
 	if len(cuts) == 0 {
 		return nil, nil
@@ -635,8 +637,8 @@ func (a *PowerFlexAdapter) reconcileNFS(k powerFlexCall, p Plan, e PowerFlexEntr
 			}
 		}
 		switch {
-		case !KeepOnRestore(vc.VolumeRef, scope, r.holders):
-			r.forbidden, r.note = true, LeftAsItWasNote(vc.VolumeRef, scope, r.holders)
+		case !arrayclients.KeepOnRestore(vc.VolumeRef, scope, r.holders):
+			r.forbidden, r.note = true, arrayclients.LeftAsItWasNote(vc.VolumeRef, scope, r.holders)
 		case r.px == nil:
 			r.note = "not exported to the node when fenced: the CSI driver exports it when a pod needs it"
 		default:
@@ -651,7 +653,7 @@ func (a *PowerFlexAdapter) reconcileNFS(k powerFlexCall, p Plan, e PowerFlexEntr
 // their lists and form, and removes the node's entries from footprint
 // exports it may not keep. Entries present are left alone, so a repeat
 // writes nothing.
-func (a *PowerFlexAdapter) undoNFS(k powerFlexCall, p Plan, e PowerFlexEntries, scope RestoreScope) error {
+func (a *PowerFlexAdapter) undoNFS(k powerFlexCall, p arrayclients.Plan, e PowerFlexEntries, scope arrayclients.RestoreScope) error {
 	plan, err := a.reconcileNFS(k, p, e, scope)
 	if err != nil {
 		return err
@@ -693,14 +695,14 @@ func (a *PowerFlexAdapter) undoNFS(k powerFlexCall, p Plan, e PowerFlexEntries, 
 // verifyRestoreNFS reads the NFS footprint exports back into v: Restored
 // only when every entry Undo gives back is listed and no export the node
 // may not keep names it (or lets it mount otherwise).
-func (a *PowerFlexAdapter) verifyRestoreNFS(k powerFlexCall, p Plan, e PowerFlexEntries, scope RestoreScope, v *Verification) error {
+func (a *PowerFlexAdapter) verifyRestoreNFS(k powerFlexCall, p arrayclients.Plan, e PowerFlexEntries, scope arrayclients.RestoreScope, v *arrayclients.Verification) error {
 	plan, err := a.reconcileNFS(k, p, e, scope)
 	if err != nil {
 		return err
 	}
 	ips := pflexNodeIPs(p.Identity)
 	for _, r := range plan {
-		chk := VolumeCheck{Volume: r.vc.Volume, Object: r.vc.Object, Note: r.note}
+		chk := arrayclients.VolumeCheck{Volume: r.vc.Volume, Object: r.vc.Object, Note: r.note}
 		if r.found {
 			view := pflexViewOf(r.x, ips)
 			chk.Holders = view.others

@@ -1,4 +1,4 @@
-package arrayclients
+package powerflex
 
 import (
 	"context"
@@ -12,6 +12,8 @@ import (
 
 	"github.com/dell/goscaleio"
 	siotypes "github.com/dell/goscaleio/types/v1"
+
+	"github.com/fenced-project/fenced/arrayclients"
 )
 
 // goscaleio v1.23.0 has two kinds of shared state a concurrent caller must
@@ -48,7 +50,7 @@ type powerFlexConn struct {
 
 // powerFlexPool is an adapter's clients.
 type powerFlexPool struct {
-	cfg     Config
+	cfg     arrayclients.Config
 	seconds int64
 
 	mu       sync.Mutex // guards version, lastFail, lastErr and filling idle
@@ -58,7 +60,7 @@ type powerFlexPool struct {
 	idle     chan *powerFlexConn
 }
 
-func newPowerFlexPool(cfg Config) *powerFlexPool {
+func newPowerFlexPool(cfg arrayclients.Config) *powerFlexPool {
 	return &powerFlexPool{
 		cfg:     cfg,
 		seconds: int64(math.Ceil(cfg.RequestTimeout.Seconds())),
@@ -69,7 +71,7 @@ func newPowerFlexPool(cfg Config) *powerFlexPool {
 func (p *powerFlexPool) newClient(version string) (*goscaleio.Client, error) {
 	c, err := goscaleio.NewClientWithArgs(p.cfg.Endpoint, version, p.seconds, p.cfg.Insecure, false, p.cfg.CAFile)
 	if err != nil {
-		return nil, fmt.Errorf("%w: build PowerFlex client for %s: %w", ErrUnreachable, p.cfg.Endpoint, err)
+		return nil, fmt.Errorf("%w: build PowerFlex client for %s: %w", arrayclients.ErrUnreachable, p.cfg.Endpoint, err)
 	}
 	return c, nil
 }
@@ -130,7 +132,7 @@ func (p *powerFlexPool) with(ctx context.Context, fn func(k powerFlexCall) error
 	select {
 	case conn = <-p.idle:
 	case <-ctx.Done():
-		return fmt.Errorf("%w: waiting for a PowerFlex client: %w", ErrUnreachable, ctx.Err())
+		return fmt.Errorf("%w: waiting for a PowerFlex client: %w", arrayclients.ErrUnreachable, ctx.Err())
 	}
 	defer func() { p.idle <- conn }()
 	powerFlexGate.RLock()
@@ -165,7 +167,7 @@ func (p *powerFlexPool) each(k powerFlexCall, items []string, fn func(k powerFle
 		}
 	}()
 	for len(calls) < len(items) {
-		release, ok := SpareCall(k.ctx)
+		release, ok := arrayclients.SpareCall(k.ctx)
 		if !ok {
 			break
 		}
@@ -326,23 +328,23 @@ func powerFlexIs(err error, msg string) bool {
 // The gateway reports MDM command failures (not found, not mapped) as 500:
 // those stay as they are.
 func powerFlexClassify(err error) error {
-	if err == nil || errors.Is(err, ErrUnreachable) {
+	if err == nil || errors.Is(err, arrayclients.ErrUnreachable) {
 		return err
 	}
 	if e, ok := powerFlexAPIError(err); ok {
 		switch e.HTTPStatusCode {
 		case http.StatusUnauthorized, http.StatusForbidden, http.StatusTooManyRequests,
 			http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
-			return fmt.Errorf("%w: HTTP %d: %w", ErrUnreachable, e.HTTPStatusCode, err)
+			return fmt.Errorf("%w: HTTP %d: %w", arrayclients.ErrUnreachable, e.HTTPStatusCode, err)
 		}
 		return err
 	}
 	// goscaleio formats a failed re-login with %s, losing the chain.
 	if strings.HasPrefix(err.Error(), "Error Authenticating") || strings.Contains(err.Error(), "error getting version") {
-		return fmt.Errorf("%w: %w", ErrUnreachable, err)
+		return fmt.Errorf("%w: %w", arrayclients.ErrUnreachable, err)
 	}
-	if IsTransient(err) {
-		return fmt.Errorf("%w: %w", ErrUnreachable, err)
+	if arrayclients.IsTransient(err) {
+		return fmt.Errorf("%w: %w", arrayclients.ErrUnreachable, err)
 	}
 	return err
 }
