@@ -71,7 +71,7 @@ type Config struct {
 	// ChapSecrets maps a PowerStore initiator port name to a CHAP secret
 	// from the deprecated chapSecretsFile. The adapter never uses them
 	// (csi-powerstore's node plugin sets its own at every start:
-	// powerstore_chap.go); they are kept only to be redacted from logs.
+	// powerstore/chap.go); they are kept only to be redacted from logs.
 	ChapSecrets map[string]string `json:"-"`
 }
 

@@ -383,8 +383,8 @@ func (c *checker) familyOptions(base string, a Array, root *yaml.Node) {
 	switch a.Family {
 	case arrayclients.PowerScale, arrayclients.Unity:
 		// The adapters refuse a custom CA: goisilon and gounity trust only
-		// the system certificate pool (arrayclients/powerscale.go,
-		// arrayclients/unity_client.go).
+		// the system certificate pool (arrayclients/powerscale/powerscale.go,
+		// arrayclients/unity/client.go).
 		if a.CAFile != "" {
 			c.add(base+".caFile", "not supported for %s arrays: the Dell client library trusts only the system certificate pool; add the CA there (update-ca-certificates) and remove caFile", a.Family)
 		}

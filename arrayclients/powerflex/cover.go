@@ -7,8 +7,8 @@ import (
 )
 
 // Cover: PowerFlex block volumes are unmapped from the node's SDC (or
-// NVMe host, powerflex_nvme.go); NFS
-// volumes' exports lose the node's IPs (powerflex_nfs.go).
+// NVMe host, nvme.go); NFS
+// volumes' exports lose the node's IPs (nfs.go).
 func (a *PowerFlexAdapter) Cover(id arrayclients.Identity, v arrayclients.VolumeRef) (arrayclients.Cut, *arrayclients.Gap) {
 	if v.Protocol == arrayclients.ProtocolNFS {
 		return a.coverNFS(id, v)

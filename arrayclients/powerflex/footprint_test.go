@@ -120,7 +120,7 @@ func TestPowerFlexFootprintPlanAndVerify(t *testing.T) {
 		{"pv-other", "", arrayclients.GapOtherIdentity, []string{worker2}},
 		{"pv-pending", arrayclients.CutNotMapped, "", []string{worker2}},
 		{"pv-free", arrayclients.CutNotMapped, "", nil},
-		// NFS volumes are cut on their export (powerflex_nfs_test.go);
+		// NFS volumes are cut on their export (nfs_test.go);
 		// this file system is not on the array.
 		{"pv-nfs", "", arrayclients.GapVolumeNotFound, nil},
 	}

@@ -44,7 +44,7 @@ type PowerFlexEntries struct {
 	// among the SDCs).
 	SdcID   string `json:"sdcID"`
 	SdcGUID string `json:"sdcGUID"`
-	// HostType is NVMeHost for an NVMe/TCP host (powerflex_nvme.go), empty
+	// HostType is NVMeHost for an NVMe/TCP host (nvme.go), empty
 	// for an SDC; HostName is the NVMe host's name, read back to make sure
 	// the ID still names the node's host.
 	HostType string             `json:"hostType,omitempty"`
@@ -55,7 +55,7 @@ type PowerFlexEntries struct {
 	// (ledger v1) did not record them.
 	HoldersRecorded bool `json:"holdersRecorded,omitempty"`
 	// NFSExports are the host entries naming the node in the NFS exports
-	// of the footprint volumes (powerflex_nfs.go). SdcID is empty for an
+	// of the footprint volumes (nfs.go). SdcID is empty for an
 	// identity of kind PowerFlexKindNFSClient.
 	NFSExports []PowerFlexNFSExport `json:"nfsExports,omitempty"`
 }
@@ -165,7 +165,7 @@ func (a *PowerFlexAdapter) selectSystem(all []*siotypes.System) (*siotypes.Syste
 
 // Resolve finds the SDC whose GUID is the node's csi-vxflexos node ID, or
 // the NVMe host whose name is exactly the node ID (an NVMe/TCP node,
-// powerflex_nvme.go), or, with an override, the SDC or NVMe host whose ID,
+// nvme.go), or, with an override, the SDC or NVMe host whose ID,
 // name, GUID or one of whose IPs is exactly the override. Exactly one must
 // match. The identity's Keys are the GUID, the SDC's IPs and the node's
 // addresses (what NFS exports name it by); an NVMe host's identity, of

@@ -9,7 +9,7 @@ import (
 
 // Cover: PowerStore block volumes lose the host's initiators (or are
 // detached from the host in detach mode); NFS volumes lose the node's IPs
-// from their export's host lists (powerstore_nfs.go). A node known only as
+// from their export's host lists (nfs.go). A node known only as
 // an NFS client (no host) cannot lose a block volume.
 func (a *PowerStoreAdapter) Cover(id arrayclients.Identity, v arrayclients.VolumeRef) (arrayclients.Cut, *arrayclients.Gap) {
 	if v.Protocol == arrayclients.ProtocolNFS {

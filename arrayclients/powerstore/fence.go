@@ -27,7 +27,7 @@ type psEntries struct {
 	HostGroup *psHostGroup `json:"hostGroup,omitempty"`
 	// NFSIPs are the node's IPv4 addresses NFS export entries name it by;
 	// NFSExports what a fence removes from the NFS exports of the
-	// footprint's file systems (powerstore_nfs.go). HostID is empty for a
+	// footprint's file systems (nfs.go). HostID is empty for a
 	// node known only as an NFS client.
 	NFSIPs     []string      `json:"nfsIPs,omitempty"`
 	NFSExports []psNFSExport `json:"nfsExports,omitempty"`
@@ -36,7 +36,7 @@ type psEntries struct {
 // psInitiator is one initiator as the plan records it. CHAP secrets cannot
 // be read back, and the node plugin changes them at every start: Undo
 // gives a CHAP initiator back as a placeholder the node plugin sets its
-// own credentials on (powerstore_chap.go).
+// own credentials on (chap.go).
 type psInitiator struct {
 	PortName           string `json:"portName"`
 	PortType           string `json:"portType"`

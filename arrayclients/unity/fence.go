@@ -118,7 +118,7 @@ func unityFootprint(p arrayclients.Plan) map[string]arrayclients.VolumeCut {
 // Plan lists what fencing the host removes: every LUN its hostLUN objects
 // name, each read by ID for its HLU and other hosts, plus, for each
 // footprint volume, the cut or the gap found by reading that LUN (or, for
-// NFS, that file system and its shares: unity_nfs.go).
+// NFS, that file system and its shares: nfs.go).
 func (a *UnityAdapter) Plan(ctx context.Context, id arrayclients.Identity, vols []arrayclients.VolumeRef) (arrayclients.Plan, error) {
 	if err := a.checkIdentity(id); err != nil {
 		return arrayclients.Plan{}, a.errf("plan", id.Node, err)

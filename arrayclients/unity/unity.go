@@ -61,7 +61,7 @@ type UnityEntries struct {
 	// LUNs are the host-access entries the fence removes, in HLU order.
 	LUNs []UnityLUNAccess `json:"luns"`
 	// Shares are the NFS shares of footprint file systems whose host
-	// lists named the host (unity_nfs.go).
+	// lists named the host (nfs.go).
 	Shares []UnityShareAccess `json:"shares,omitempty"`
 }
 
@@ -299,7 +299,7 @@ func (a *UnityAdapter) writeAccess(ctx context.Context, lun string, hosts []stri
 }
 
 // Apply removes the host from each planned LUN, one LUN at a time, then
-// from the planned NFS shares' lists (unity_nfs.go applyNFS). A LUN that
+// from the planned NFS shares' lists (nfs.go applyNFS). A LUN that
 // no longer lists the host (or no longer exists) is skipped.
 func (a *UnityAdapter) Apply(ctx context.Context, p arrayclients.Plan) error {
 	e, err := a.entries(p)
