@@ -20,11 +20,19 @@
 // must cut: every volume Kubernetes attached to the node, placed on an
 // array by its volume handle, plus whatever the array maps to the node.
 //
-// A family lives in its own package under arrayclients
-// (arrayclients/powerscale) that imports this one and no other family, and
-// exports its Constructor; arrayclients/all hands every family to New
-// (Options.Families). PowerFlex, PowerStore, PowerMax and Unity are still
-// in this package and are built here when Options.Families has none for them.
+// This package holds what every family shares: the Adapter interface and
+// its types, the registry and its decorator, volume handle parsing, the
+// restore scope rules, retries, metrics and the library log bridges. Each
+// family lives in its own package, which imports this one and no other
+// family, and exports its Constructor:
+//
+//	arrayclients/powerflex   PowerFlex: SDC (or NVMe host) unmaps, NFS export IPs
+//	arrayclients/powerstore  PowerStore: host initiators (or detach), NFS export hosts
+//	arrayclients/powerscale  PowerScale: NFS export client lists
+//	arrayclients/powermax    PowerMax: host initiators
+//	arrayclients/unity       Unity: LUN host access, NFS share hosts
+//
+// arrayclients/all hands every family to New (Options.Families).
 package arrayclients
 
 import (

@@ -1,6 +1,9 @@
 package arrayclients
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // Config is what an adapter needs to talk to one array. The daemon fills it
 // from the validated configuration file; secrets arrive already read from
@@ -68,9 +71,24 @@ type Config struct {
 	// ChapSecrets maps a PowerStore initiator port name to a CHAP secret
 	// from the deprecated chapSecretsFile. The adapter never uses them
 	// (csi-powerstore's node plugin sets its own at every start:
-	// powerstore_chap.go); they are kept only to be redacted from logs.
+	// powerstore/chap.go); they are kept only to be redacted from logs.
 	ChapSecrets map[string]string `json:"-"`
 }
 
 // DefaultRequestTimeout bounds array requests when the configuration does not.
 const DefaultRequestTimeout = 10 * time.Second
+
+// WithRequestTimeout bounds one array request by the configured request
+// timeout d (DefaultRequestTimeout when d is not positive).
+func WithRequestTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	if d <= 0 {
+		d = DefaultRequestTimeout
+	}
+	return context.WithTimeout(ctx, d)
+}
+
+// PowerStore fence modes (Config.PowerStoreFenceMode).
+const (
+	PowerStoreModeInitiators = "initiators"
+	PowerStoreModeDetach     = "detach"
+)

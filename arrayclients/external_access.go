@@ -93,9 +93,9 @@ func externalAccessEntries(configured []string, entries []string) []string {
 	return out
 }
 
-// externalAccessGap is the gap of an NFS footprint volume whose export
+// ExternalAccessGap is the gap of an NFS footprint volume whose export
 // lists a configured external-access entry, or nil.
-func externalAccessGap(f Family, array string, configured []string, v VolumeRef, entries []string) *Gap {
+func ExternalAccessGap(f Family, array string, configured []string, v VolumeRef, entries []string) *Gap {
 	found := externalAccessEntries(configured, entries)
 	if len(found) == 0 {
 		return nil

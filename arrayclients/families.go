@@ -16,9 +16,10 @@ import (
 //
 // Each family package (arrayclients/powerflex, arrayclients/powerstore,
 // arrayclients/powerscale, arrayclients/powermax, arrayclients/unity)
-// exports its Constructor (powerscale.NewPowerScale, ...). Whoever builds a Registry hands the
-// families of its build to it in Options.Families; arrayclients/all does
-// that for every family. There is no package-level table: a build, or a
+// exports its Constructor (powerflex.NewPowerFlex, powerstore.NewPowerStore,
+// powerscale.NewPowerScale, powermax.New, unity.New). Whoever builds a
+// Registry hands the families of its build to it in Options.Families;
+// arrayclients/all does that for every family. There is no package-level table: a build, or a
 // test, holds exactly the families it was given.
 type Constructor func(ctx context.Context, cfg Config, logger *slog.Logger) (Adapter, error)
 
@@ -28,18 +29,7 @@ func newAdapter(ctx context.Context, families map[Family]Constructor, cfg Config
 	if c, ok := families[cfg.Family]; ok && c != nil {
 		return c(ctx, cfg, logger)
 	}
-	switch cfg.Family {
-	case PowerFlex:
-		return NewPowerFlex(ctx, cfg, logger)
-	case PowerMax:
-		return Adapt(NewPowerMax(ctx, cfg, logger))
-	case Unity:
-		return Adapt(NewUnity(ctx, cfg, logger))
-	case PowerStore:
-		return NewPowerStore(ctx, cfg, logger)
-	default:
-		return nil, fmt.Errorf("array %s: family %q: no adapter in this build", cfg.Name, cfg.Family)
-	}
+	return nil, fmt.Errorf("array %s: family %q: no adapter in this build", cfg.Name, cfg.Family)
 }
 
 // Adapt turns a constructor's result of a concrete adapter type into

@@ -238,6 +238,9 @@ func WithIsilonLogger(ctx context.Context, l *slog.Logger) context.Context {
 // Debug and Error methods write to the array's slog logger).
 type PowerStoreLogger struct{ l *slog.Logger }
 
+// NewPowerStoreLogger returns gopowerstore's logger writing to l.
+func NewPowerStoreLogger(l *slog.Logger) PowerStoreLogger { return PowerStoreLogger{l: l} }
+
 var _ gopowerstore.Logger = PowerStoreLogger{}
 
 func (p PowerStoreLogger) log(ctx context.Context, level slog.Level, format string, args ...any) {

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"strings"
 	"syscall"
@@ -19,35 +18,9 @@ import (
 
 	"github.com/fenced-project/fenced/arrayclients"
 	"github.com/fenced-project/fenced/arrayclients/all"
+	"github.com/fenced-project/fenced/arrayclients/internal/arraytest"
 	"github.com/fenced-project/fenced/redact"
 )
-
-// slogTo logs everything (debug and up) as text into w.
-func slogTo(w io.Writer) *slog.Logger {
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
-}
-
-// counterValue reads fenced_array_requests_total{array,op,result}.
-func counterValue(t testing.TB, reg *prometheus.Registry, array, op, result string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	require.NoError(t, err)
-	for _, mf := range mfs {
-		if mf.GetName() != "fenced_array_requests_total" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			labels := map[string]string{}
-			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
-			}
-			if labels["array"] == array && labels["op"] == op && labels["result"] == result {
-				return m.GetCounter().GetValue()
-			}
-		}
-	}
-	return 0
-}
 
 // stubAdapter is a fault-injecting fake for the decorator's unit tests; the
 // real adapters are tested against the simulators.
@@ -112,7 +85,7 @@ func TestDecoratorDeadlineAndErrors(t *testing.T) {
 	var logs strings.Builder
 	reg := prometheus.NewRegistry()
 	stub := &stubAdapter{block: true}
-	a, err := arrayclients.Decorate(stub, stubConfig(), arrayclients.Options{Logger: slogTo(&logs), Registry: reg})
+	a, err := arrayclients.Decorate(stub, stubConfig(), arrayclients.Options{Logger: arraytest.SlogTo(&logs), Registry: reg})
 	require.NoError(t, err)
 	start := time.Now()
 	_, err = a.Resolve(context.Background(), arrayclients.Node{Name: "worker-1"})
@@ -123,7 +96,7 @@ func TestDecoratorDeadlineAndErrors(t *testing.T) {
 	var op *arrayclients.OpError
 	require.ErrorAs(t, err, &op)
 	assert.Equal(t, arrayclients.OpError{Array: "stub-1", Family: arrayclients.Unity, Op: "resolve", Node: "worker-1", Err: op.Err}, *op)
-	assert.InDelta(t, 1.0, counterValue(t, reg, "stub-1", "resolve", "timeout"), 0)
+	assert.InDelta(t, 1.0, arraytest.CounterValue(t, reg, "stub-1", "resolve", "timeout"), 0)
 	assert.Contains(t, logs.String(), "node=worker-1")
 	assert.Contains(t, logs.String(), "op=resolve")
 	assert.Contains(t, logs.String(), "array=stub-1")
@@ -132,7 +105,7 @@ func TestDecoratorDeadlineAndErrors(t *testing.T) {
 func TestDecoratorMasksSecrets(t *testing.T) {
 	var logs strings.Builder
 	stub := &stubAdapter{err: errors.New("login as admin:hunter2-secret failed; chap chap-secret-9")}
-	a, err := arrayclients.Decorate(stub, stubConfig(), arrayclients.Options{Logger: slogTo(&logs)})
+	a, err := arrayclients.Decorate(stub, stubConfig(), arrayclients.Options{Logger: arraytest.SlogTo(&logs)})
 	require.NoError(t, err)
 	_, err = a.Plan(context.Background(), arrayclients.Identity{Array: "stub-1", Family: arrayclients.Unity, Node: "n"}, nil)
 	require.Error(t, err)
@@ -153,7 +126,7 @@ func TestDecoratorDryRunAndPlanOwnership(t *testing.T) {
 	require.NoError(t, a.Apply(context.Background(), plan))
 	require.NoError(t, a.Undo(context.Background(), plan, arrayclients.RestoreScope{}))
 	assert.Zero(t, stub.applied, "dry run never calls the adapter's Apply or Undo")
-	assert.InDelta(t, 1.0, counterValue(t, reg, "stub-1", "apply", "dry_run"), 0)
+	assert.InDelta(t, 1.0, arraytest.CounterValue(t, reg, "stub-1", "apply", "dry_run"), 0)
 
 	foreign := arrayclients.Plan{Array: "other", Family: arrayclients.Unity}
 	require.ErrorIs(t, a.Apply(context.Background(), foreign), arrayclients.ErrPlanMismatch)
@@ -254,7 +227,7 @@ func TestNewValidatesConfig(t *testing.T) {
 func TestDecoratorLogsEachFailureOnce(t *testing.T) {
 	var logs strings.Builder
 	stub := &stubAdapter{err: errors.New("connection refused")}
-	a, err := arrayclients.Decorate(stub, stubConfig(), arrayclients.Options{Logger: slogTo(&logs)})
+	a, err := arrayclients.Decorate(stub, stubConfig(), arrayclients.Options{Logger: arraytest.SlogTo(&logs)})
 	require.NoError(t, err)
 	_, err = a.Resolve(context.Background(), arrayclients.Node{Name: "worker-1"})
 	require.Error(t, err)

@@ -1,3 +1,1 @@
 package arrayclients_test
-
-import ()

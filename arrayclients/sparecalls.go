@@ -19,9 +19,9 @@ func WithSpareCalls(ctx context.Context, spare SpareCalls) context.Context {
 	return context.WithValue(ctx, spareCallsKey{}, spare)
 }
 
-// spareCall takes one spare call from ctx: always granted (with a no-op
+// SpareCall takes one spare call from ctx: always granted (with a no-op
 // release) when ctx carries none.
-func spareCall(ctx context.Context) (release func(), ok bool) {
+func SpareCall(ctx context.Context) (release func(), ok bool) {
 	if s, has := ctx.Value(spareCallsKey{}).(SpareCalls); has && s != nil {
 		return s()
 	}

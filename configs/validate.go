@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/fenced-project/fenced/arrayclients"
+	"github.com/fenced-project/fenced/arrayclients/powermax"
 )
 
 // checker collects problems.
@@ -382,8 +383,8 @@ func (c *checker) familyOptions(base string, a Array, root *yaml.Node) {
 	switch a.Family {
 	case arrayclients.PowerScale, arrayclients.Unity:
 		// The adapters refuse a custom CA: goisilon and gounity trust only
-		// the system certificate pool (arrayclients/powerscale.go,
-		// arrayclients/unity_client.go).
+		// the system certificate pool (arrayclients/powerscale/powerscale.go,
+		// arrayclients/unity/client.go).
 		if a.CAFile != "" {
 			c.add(base+".caFile", "not supported for %s arrays: the Dell client library trusts only the system certificate pool; add the CA there (update-ca-certificates) and remove caFile", a.Family)
 		}
@@ -391,8 +392,8 @@ func (c *checker) familyOptions(base string, a Array, root *yaml.Node) {
 	switch a.Family {
 	case arrayclients.PowerMax, arrayclients.Unity:
 		// gopowermax and gounity strip the first "/api" from the URL and
-		// append their own paths (arrayclients/powermax_client.go,
-		// arrayclients/unity_client.go).
+		// append their own paths (arrayclients/powermax/client.go,
+		// arrayclients/unity/client.go).
 		if u, err := url.Parse(a.Endpoint); err == nil && u.Host != "" {
 			switch {
 			case strings.HasPrefix(u.Host, "api"):
@@ -419,7 +420,7 @@ func (c *checker) familyOptions(base string, a Array, root *yaml.Node) {
 			c.add(base+".powermax.clusterPrefix", "invalid prefix %q: want 1 to 3 letters or digits", p)
 		}
 		if t := a.PowerMax.NodeNameTemplate; t != "" {
-			if _, _, err := arrayclients.ParsePowerMaxNodeNameTemplate(t); err != nil {
+			if _, _, err := powermax.ParsePowerMaxNodeNameTemplate(t); err != nil {
 				c.add(base+".powermax.nodeNameTemplate", "%v", err)
 			}
 		}

@@ -9,14 +9,22 @@ package all
 
 import (
 	"github.com/fenced-project/fenced/arrayclients"
+	"github.com/fenced-project/fenced/arrayclients/powerflex"
+	"github.com/fenced-project/fenced/arrayclients/powermax"
 	"github.com/fenced-project/fenced/arrayclients/powerscale"
+	"github.com/fenced-project/fenced/arrayclients/powerstore"
+	"github.com/fenced-project/fenced/arrayclients/unity"
 )
 
 // Families returns the constructor of every family in this build, keyed by
 // family. Each call returns a new map.
 func Families() map[arrayclients.Family]arrayclients.Constructor {
 	return map[arrayclients.Family]arrayclients.Constructor{
+		arrayclients.PowerFlex:  powerflex.NewPowerFlex,
+		arrayclients.PowerMax:   powermax.New,
 		arrayclients.PowerScale: powerscale.NewPowerScale,
+		arrayclients.PowerStore: powerstore.NewPowerStore,
+		arrayclients.Unity:      unity.New,
 	}
 }
 

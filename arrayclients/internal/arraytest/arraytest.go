@@ -7,16 +7,20 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"log/slog"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/fenced-project/fenced/arrayclients"
+	"github.com/fenced-project/fenced/tests/arraysim/fixture"
 	"github.com/fenced-project/fenced/tests/arraysim/simcore"
 )
 
@@ -210,4 +214,118 @@ func ReportFences(b *testing.B, round func() time.Duration, nodes int) {
 	}
 	b.ReportMetric(float64(sum.Milliseconds())/float64(rounds*nodes), "ms/fence")
 	b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(rounds), "ms/round")
+}
+
+// SlogTo logs everything (debug and up) as text into w.
+func SlogTo(w io.Writer) *slog.Logger {
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+// CounterValue reads fenced_array_requests_total{array,op,result}.
+func CounterValue(t testing.TB, reg *prometheus.Registry, array, op, result string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	for _, mf := range mfs {
+		if mf.GetName() != "fenced_array_requests_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["array"] == array && labels["op"] == op && labels["result"] == result {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
+}
+
+// BlockRef is a block footprint volume of a plan: PV pv, array object
+// object, attached or not.
+func BlockRef(pv, object string, attached bool) arrayclients.VolumeRef {
+	return arrayclients.VolumeRef{Volume: pv, Object: object, Protocol: arrayclients.ProtocolBlock, Attached: attached}
+}
+
+// CutOf returns the cut of PV pv in plan p, failing the test if it has
+// none.
+func CutOf(t testing.TB, p arrayclients.Plan, pv string) arrayclients.VolumeCut {
+	t.Helper()
+	for _, vc := range p.Volumes {
+		if vc.Volume == pv {
+			return vc
+		}
+	}
+	t.Fatalf("plan has no volume %s", pv)
+	return arrayclients.VolumeCut{}
+}
+
+// ForEachBounded runs f(0..n-1) with at most limit at once.
+func ForEachBounded(n, limit int, f func(i int)) {
+	sem := make(chan struct{}, limit)
+	done := make(chan struct{}, n)
+	for i := range n {
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; done <- struct{}{} }()
+			f(i)
+		}()
+	}
+	for range n {
+		<-done
+	}
+}
+
+// Sessions asks an adapter for a plan's sessions through the optional
+// interface.
+func Sessions(t *testing.T, a arrayclients.Adapter, p arrayclients.Plan) (arrayclients.SessionReport, error) {
+	t.Helper()
+	sr, ok := a.(arrayclients.SessionReporter)
+	require.True(t, ok, "%T reports sessions", a)
+	return sr.Sessions(context.Background(), p)
+}
+
+// DottedNodes are nodes named by their FQDN, as a kubelet on a host whose
+// hostname is its FQDN names them.
+const DottedNodes = `
+nodes:
+  - {name: worker-1.dc1.example.com, ip: 127.0.10.1, fqdn: worker-1.dc1.example.com, iqn: "iqn.1994-05.com.redhat:w1", wwpns: ["10000000c9a0d001", "10000000c9a0d101"]}
+  - {name: worker-10.dc1.example.com, ip: 127.0.10.10, fqdn: worker-10.dc1.example.com, iqn: "iqn.1994-05.com.redhat:w10", wwpns: ["10000000c9a0d010", "10000000c9a0d110"]}
+`
+
+// DottedNode is the node as fenced sees it: its name and the node IDs the
+// drivers wrote into its CSINode (the fixture builds them by the drivers'
+// rules: csi-powermax and csi-unity cut the name at its first dot).
+func DottedNode(t *testing.T, doc, name string) arrayclients.Node {
+	t.Helper()
+	f, err := fixture.Parse([]byte(doc))
+	require.NoError(t, err)
+	n, ok := f.Node(name)
+	require.True(t, ok, "node %s", name)
+	return arrayclients.Node{Cluster: "c1", Name: n.Name, Addresses: []string{n.IP}, FQDN: n.FQDN, CSINodeIDs: n.CSINodeIDs("")}
+}
+
+// ResolveAndFence resolves node on a, plans its fence (no footprint),
+// applies it and returns the identity and the read-back.
+func ResolveAndFence(t *testing.T, a arrayclients.Adapter, node arrayclients.Node) (arrayclients.Identity, arrayclients.Verification) {
+	t.Helper()
+	ctx := context.Background()
+	id, err := a.Resolve(ctx, node)
+	require.NoError(t, err)
+	plan, err := a.Plan(ctx, id, nil)
+	require.NoError(t, err)
+	require.NoError(t, a.Apply(ctx, plan))
+	v, err := a.Verify(ctx, plan)
+	require.NoError(t, err)
+	return id, v
+}
+
+// New is arrayclients.New with only family f's constructor c: a family's
+// tests build a registry of that family alone, with no other family
+// package linked in.
+func New(f arrayclients.Family, c arrayclients.Constructor, cfgs []arrayclients.Config, opts arrayclients.Options) (*arrayclients.Registry, error) {
+	opts.Families = map[arrayclients.Family]arrayclients.Constructor{f: c}
+	return arrayclients.New(cfgs, opts)
 }
