@@ -137,7 +137,7 @@ func main() {
 	flag.Var(&p.SteadySizes, "steady-nodes", "nodes of the steady-state measurements, comma-separated, one run each, "+
 		"fitted into a growth curve when two or more complete (empty or 0: skip; the issue asks for 250,500,1000,2000)")
 	flag.DurationVar(&p.SteadyWindow, "steady-window", time.Minute, "how long CPU is sampled in steady state (also in the multi-cluster run)")
-	flag.StringVar(&p.SteadyWriter, "steady-writer", writerKwok, "who writes the steady runs' nodes: kwok (kwok nodes) or light (the test bed's light writer: Nodes, conditions and Lease renewals every 10 s from a few workers, no kwok node; for 2,000 nodes and more on a small machine)")
+	flag.StringVar(&p.SteadyWriter, "steady-writer", writerKwok, "who writes the steady runs' nodes: kwok (kwok nodes) or light (the test bed's light writer: Nodes, conditions and Lease renewals every 10 s, each started at its due time, no kwok node; for 2,000 nodes and more on a small machine)")
 	flag.BoolVar(&p.SteadyProfile, "steady-profile", false, "take CPU profiles of the leader and a follower over each steady window and their heap after it, into <out>/profiles (the CPU figures then include the profiler's cost)")
 	flag.IntVar(&p.Clusters, "clusters", 0, "clusters of the multi-cluster run, one fenced group protecting them all (0: skip; the issue asks for 5)")
 	flag.IntVar(&p.ClusterNodes, "cluster-nodes", 0, "nodes of each cluster of the multi-cluster run (the issue asks for 200)")
