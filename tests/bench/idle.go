@@ -51,6 +51,18 @@ type LightRenewals struct {
 	// a renewal was answered by the API server (p99 and the latest).
 	LateP99Seconds float64 `json:"lateP99Seconds"`
 	LateMaxSeconds float64 `json:"lateMaxSeconds"`
+	// WholeRun: the figures cover the run from the replicas' start, not
+	// the window (a run that never reached its window).
+	WholeRun bool `json:"wholeRun,omitempty"`
+}
+
+// lightRenewals gives the light writer's work d over elapsed.
+func lightRenewals(d testbed.LightStats, elapsed time.Duration) *LightRenewals {
+	return &LightRenewals{
+		PerSecond: float64(d.Renewals) / elapsed.Seconds(), Failed: d.Failures,
+		Renewals: d.Renewals, Skipped: d.Skipped,
+		LateP99Seconds: d.Lateness(0.99).Seconds(), LateMaxSeconds: d.MaxLateness().Seconds(),
+	}
 }
 
 // idleExtras samples, over the same window as measureIdle, what else the
@@ -111,12 +123,7 @@ func idleExtras(ctx context.Context, h *e2e.Harness, p params, res *SteadyResult
 			res.ArrayRequests = idleRequests(requestsDelta(before, after), h, elapsed)
 		}
 		if res.Writer == writerLight {
-			d := h.CP.LightStats().Since(light)
-			res.LightRenewals = &LightRenewals{
-				PerSecond: float64(d.Renewals) / elapsed.Seconds(), Failed: d.Failures,
-				Renewals: d.Renewals, Skipped: d.Skipped,
-				LateP99Seconds: d.Lateness(0.99).Seconds(), LateMaxSeconds: d.MaxLateness().Seconds(),
-			}
+			res.LightRenewals = lightRenewals(h.CP.LightStats().Since(light), elapsed)
 		}
 		wg.Wait()
 		slices.Sort(profiled)
@@ -200,7 +207,11 @@ func idleNotes(growth []SteadyResult) string {
 				"each Node's conditions every 5 min (the kubelet's status report); each node's kubelet port is the test bed's TLS "+
 				"listener, as for a kwok node. No kwok node (kwok runs with none to manage), no pod", g.Nodes)
 			if r := g.LightRenewals; r != nil {
-				fmt.Fprintf(&b, ". Over the window: %.0f renewals/s", r.PerSecond)
+				over := "the window"
+				if r.WholeRun {
+					over = "the run (from the replicas' start; it never reached its window)"
+				}
+				fmt.Fprintf(&b, ". Over %s: %.0f renewals/s", over, r.PerSecond)
 				if r.Renewals > 0 || r.Skipped > 0 {
 					fmt.Fprintf(&b, " (%d renewals), %d failed, %d skipped (the last one still in flight); answered after their due time "+
 						"p99 %.3f s, at most %.3f s", r.Renewals, r.Failed, r.Skipped, r.LateP99Seconds, r.LateMaxSeconds)

@@ -60,6 +60,17 @@ func runSteady(t *e2e.Standalone, p params, res *SteadyResult) error {
 	h := e2e.Start(t, e2e.Options{Nodes: n, ControlPlaneNice: p.ControlPlaneNice, NoArrayAuditFiles: true,
 		LightNodes: res.Writer == writerLight, Pprof: p.SteadyProfile})
 	started := time.Now()
+	if res.Writer == writerLight {
+		// A run that fails before its window still says whether every
+		// node was renewed on time.
+		light := h.CP.LightStats()
+		defer func() {
+			if res.LightRenewals == nil {
+				res.LightRenewals = lightRenewals(h.CP.LightStats().Since(light), time.Since(started))
+				res.LightRenewals.WholeRun = true
+			}
+		}()
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), p.SteadyDeadline)
 	defer cancel()
 	h.WaitLeader(min(5*time.Minute, p.SteadyDeadline))
