@@ -48,6 +48,15 @@ type IdentitySource interface {
 	NodeIdentities(cluster, node string) (ids []arrayclients.Identity, ambiguous []string)
 }
 
+// VersionedIdentities is an IdentitySource that tells when its identities
+// may have changed: IdentitiesVersion returns a value that changes
+// whenever any node's identities do (it may change more often). A reader
+// that keeps identities it read reads them again only when it changed.
+type VersionedIdentities interface {
+	IdentitySource
+	IdentitiesVersion() uint64
+}
+
 // FootprintSource names the arrays that hold part of a node's storage
 // footprint as Kubernetes shows it now, the early verdict's array
 // witnesses. complete is false when some footprint volume cannot be placed

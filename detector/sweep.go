@@ -23,6 +23,22 @@ type sweeper struct {
 	// none names the arrays that answered ErrNoSweep: they are not asked
 	// again. Sweep goroutine only.
 	none map[string]bool
+	// list is the identities asked for, by array, kept from poll to poll
+	// (see identityList). Sweep goroutine only.
+	list sweepList
+}
+
+// sweepList is the per-array identity list of one set of nodes, and what
+// it was built from: rebuilt only when the node set, the identities'
+// version (VersionedIdentities) or the arrays left out change. Without a
+// version, it is rebuilt every poll.
+type sweepList struct {
+	built   bool
+	nodes   map[string]bool
+	version uint64
+	none    int
+	arrays  []string
+	byArray map[string][]arrayclients.Identity
 }
 
 // run sweeps every poll interval until ctx ends.
@@ -46,28 +62,8 @@ func (s *sweeper) run(ctx context.Context) {
 // to start probing a node's kubelet.
 func (s *sweeper) once(ctx context.Context) {
 	r := s.r
-	r.mu.Lock()
-	nodes := make([]string, 0, len(r.verdicts))
-	for name := range r.verdicts {
-		nodes = append(nodes, name)
-	}
-	r.mu.Unlock()
-	sort.Strings(nodes)
-	byArray := map[string][]arrayclients.Identity{}
-	for _, node := range nodes {
-		ids, _ := r.cfg.Identities.NodeIdentities(r.cfg.Cluster, node)
-		for _, id := range ids {
-			if _, ok := r.cfg.Arrays[id.Array]; ok && !s.none[id.Array] {
-				byArray[id.Array] = append(byArray[id.Array], id)
-			}
-		}
-	}
+	arrays, byArray := s.identityList()
 	withIO := r.cfg.Lead == nil || r.cfg.Lead.Leading()
-	arrays := make([]string, 0, len(byArray))
-	for a := range byArray {
-		arrays = append(arrays, a)
-	}
-	slices.Sort(arrays)
 	for _, array := range arrays {
 		sw, ok := r.cfg.Arrays[array].(arrayclients.Sweeper)
 		if !ok {
@@ -129,4 +125,62 @@ func (s *sweeper) once(ctx context.Context) {
 			}
 		}, len(gone) > 0)
 	}
+}
+
+// identityList returns the arrays to sweep, sorted, and each one's
+// identities of the nodes of the last evaluation, sorted by node: the
+// kept list when nothing it was built from changed, at rest every poll.
+// The node set is compared with the kept one without sorting or copying;
+// the identities are read again (NodeIdentities for every node) only when
+// the set, their version or the arrays left out changed.
+func (s *sweeper) identityList() ([]string, map[string][]arrayclients.Identity) {
+	r := s.r
+	versioned, ok := r.cfg.Identities.(VersionedIdentities)
+	var version uint64
+	if ok {
+		version = versioned.IdentitiesVersion()
+	}
+	l := &s.list
+	r.mu.Lock()
+	same := ok && l.built && l.version == version && l.none == len(s.none) && len(l.nodes) == len(r.verdicts)
+	if same {
+		for name := range r.verdicts {
+			if !l.nodes[name] {
+				same = false
+				break
+			}
+		}
+	}
+	var nodes []string
+	if !same {
+		nodes = make([]string, 0, len(r.verdicts))
+		for name := range r.verdicts {
+			nodes = append(nodes, name)
+		}
+	}
+	r.mu.Unlock()
+	if same {
+		return l.arrays, l.byArray
+	}
+	sort.Strings(nodes)
+	byArray := map[string][]arrayclients.Identity{}
+	for _, node := range nodes {
+		ids, _ := r.cfg.Identities.NodeIdentities(r.cfg.Cluster, node)
+		for _, id := range ids {
+			if _, ok := r.cfg.Arrays[id.Array]; ok && !s.none[id.Array] {
+				byArray[id.Array] = append(byArray[id.Array], id)
+			}
+		}
+	}
+	arrays := make([]string, 0, len(byArray))
+	for a := range byArray {
+		arrays = append(arrays, a)
+	}
+	slices.Sort(arrays)
+	set := make(map[string]bool, len(nodes))
+	for _, n := range nodes {
+		set[n] = true
+	}
+	*l = sweepList{built: true, nodes: set, version: version, none: len(s.none), arrays: arrays, byArray: byArray}
+	return arrays, byArray
 }

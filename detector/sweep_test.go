@@ -204,3 +204,99 @@ func TestSweepWithoutIOKeepsTheQuietRun(t *testing.T) {
 	assert.Equal(t, since, st.quietSince, "the run goes on with the next sample with I/O")
 	assert.True(t, st.last.ObservedAt.After(last))
 }
+
+// versionedIDs is a VersionedIdentities: pflex identities for the nodes
+// it lists, and a version the test moves; it counts its lookups.
+type versionedIDs struct {
+	mu      sync.Mutex
+	on      map[string]bool
+	version uint64
+	lookups int
+}
+
+func (v *versionedIDs) NodeIdentities(_, node string) ([]arrayclients.Identity, []string) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.lookups++
+	if !v.on[node] {
+		return nil, nil
+	}
+	return []arrayclients.Identity{{Array: "pflex", Node: node, ObjectID: "sdc-" + node}}, nil
+}
+
+func (v *versionedIDs) IdentitiesVersion() uint64 {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.version
+}
+
+// learn gives node an identity and moves the version.
+func (v *versionedIDs) learn(node string) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.on[node] = true
+	v.version++
+}
+
+func (v *versionedIDs) count() int {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.lookups
+}
+
+// At rest the sweep keeps its identity list: no identity lookup per node
+// and poll. It reads the identities again when their version moves (a
+// node learned), when the node set changes (a node added or removed, even
+// at the same count), and always for a source without a version. (The
+// nodes are all connected: one shown gone has its witnesses read.)
+func TestSweepKeepsItsIdentityList(t *testing.T) {
+	pflex := &sweepingArray{countingArray: countingArray{calls: map[string]int{}}}
+	ids := &versionedIDs{on: map[string]bool{"n0": true, "n1": true}}
+	r, err := NewRunner(RunnerConfig{
+		Cluster: "c1", Replica: "r1", Policy: earlyFastPolicy(), API: newFakeAPI(3),
+		Arrays: map[string]HealthSource{"pflex": pflex}, Identities: ids, Logger: slog.New(slog.DiscardHandler),
+	})
+	require.NoError(t, err)
+	ctx := context.Background()
+	r.verdicts = map[string]State{"n0": Healthy, "n1": Healthy, "n2": Healthy}
+	s := &sweeper{r: r, none: map[string]bool{}}
+
+	s.once(ctx)
+	require.Equal(t, 3, ids.count(), "the first sweep reads every node's identities")
+	s.once(ctx)
+	s.once(ctx)
+	assert.Equal(t, 3, ids.count(), "at rest: no lookup")
+	assert.Equal(t, [][]string{{"n0", "n1"}, {"n0", "n1"}, {"n0", "n1"}}, pflex.asked)
+
+	ids.learn("n2")
+	s.once(ctx)
+	assert.Equal(t, 6, ids.count(), "a new version: read again")
+	assert.Equal(t, []string{"n0", "n1", "n2"}, pflex.asked[3], "n2's identity learned")
+	s.once(ctx)
+	assert.Equal(t, 6, ids.count())
+
+	r.mu.Lock()
+	r.verdicts = map[string]State{"n0": Healthy, "n1": Healthy, "n3": Healthy}
+	r.mu.Unlock()
+	ids.learn("n3")
+	ids.mu.Lock()
+	ids.version-- // the same version: only the node set changed
+	ids.mu.Unlock()
+	s.once(ctx)
+	assert.Equal(t, 9, ids.count(), "another node set of the same size: read again")
+	assert.Equal(t, []string{"n0", "n1", "n3"}, pflex.asked[5], "n2 gone, n3 added")
+
+	r.mu.Lock()
+	r.verdicts = map[string]State{"n0": Healthy}
+	r.mu.Unlock()
+	s.once(ctx)
+	assert.Equal(t, []string{"n0"}, pflex.asked[6], "nodes removed")
+	s.once(ctx)
+	assert.Equal(t, 10, ids.count(), "one lookup, then none")
+
+	plain := &sweeper{r: r, none: map[string]bool{}}
+	r.cfg.Identities = twoArrays{}
+	plain.once(ctx)
+	plain.once(ctx)
+	assert.Equal(t, []string{"n0"}, pflex.asked[len(pflex.asked)-1], "without a version the list is built every poll, as before")
+}

@@ -74,10 +74,11 @@ type View struct {
 }
 
 var (
-	_ detector.IdentitySource  = (*View)(nil)
-	_ detector.VantageSource   = (*View)(nil)
-	_ detector.ObservationSink = (*View)(nil)
-	_ detector.Guard           = (*View)(nil)
+	_ detector.IdentitySource      = (*View)(nil)
+	_ detector.VersionedIdentities = (*View)(nil)
+	_ detector.VantageSource       = (*View)(nil)
+	_ detector.ObservationSink     = (*View)(nil)
+	_ detector.Guard               = (*View)(nil)
 )
 
 // NewView returns the view of cluster c's detector. bootID returns a
@@ -123,6 +124,12 @@ func (v *View) NodeIdentities(cluster, node string) ([]arrayclients.Identity, []
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	return ids, slices.Clone(v.ambiguous[node])
+}
+
+// IdentitiesVersion is the ledger's applied index: identities change only
+// by a committed entry (or a snapshot restored), which moves it.
+func (v *View) IdentitiesVersion() uint64 {
+	return v.node.Ledger().AppliedIndex()
 }
 
 // Probes returns the other replicas' fresh kubelet probes of the node:

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/fenced-project/fenced/tests/e2e"
+	"github.com/fenced-project/fenced/tests/testbed"
 )
 
 // Writers of the steady-state runs' nodes (-steady-writer).
@@ -42,6 +43,26 @@ type LightRenewals struct {
 	// failed over the window.
 	PerSecond float64 `json:"perSecond"`
 	Failed    int64   `json:"failed"`
+	// Renewals is the renewals made over the window; Skipped those not
+	// made because the node's last renewal was still in flight.
+	Renewals int64 `json:"renewals,omitempty"`
+	Skipped  int64 `json:"skipped"`
+	// LateP99Seconds and LateMaxSeconds are how late after its due time
+	// a renewal was answered by the API server (p99 and the latest).
+	LateP99Seconds float64 `json:"lateP99Seconds"`
+	LateMaxSeconds float64 `json:"lateMaxSeconds"`
+	// WholeRun: the figures cover the run from the replicas' start, not
+	// the window (a run that never reached its window).
+	WholeRun bool `json:"wholeRun,omitempty"`
+}
+
+// lightRenewals gives the light writer's work d over elapsed.
+func lightRenewals(d testbed.LightStats, elapsed time.Duration) *LightRenewals {
+	return &LightRenewals{
+		PerSecond: float64(d.Renewals) / elapsed.Seconds(), Failed: d.Failures,
+		Renewals: d.Renewals, Skipped: d.Skipped,
+		LateP99Seconds: d.Lateness(0.99).Seconds(), LateMaxSeconds: d.MaxLateness().Seconds(),
+	}
 }
 
 // idleExtras samples, over the same window as measureIdle, what else the
@@ -51,7 +72,7 @@ type LightRenewals struct {
 // called at the window's beginning, and the returned function at its end.
 func idleExtras(ctx context.Context, h *e2e.Harness, p params, res *SteadyResult) (start func(window time.Duration), end func()) {
 	var before []map[arrayOp]OpTime
-	var renewals, failures int64
+	var light testbed.LightStats
 	var began time.Time
 	var wg sync.WaitGroup
 	var profiled []string
@@ -59,7 +80,7 @@ func idleExtras(ctx context.Context, h *e2e.Harness, p params, res *SteadyResult
 	start = func(window time.Duration) {
 		began = time.Now()
 		before = scrapeRequests(ctx, h)
-		renewals, failures = h.CP.LightRenewals()
+		light = h.CP.LightStats()
 		if !p.SteadyProfile {
 			return
 		}
@@ -102,8 +123,7 @@ func idleExtras(ctx context.Context, h *e2e.Harness, p params, res *SteadyResult
 			res.ArrayRequests = idleRequests(requestsDelta(before, after), h, elapsed)
 		}
 		if res.Writer == writerLight {
-			r, f := h.CP.LightRenewals()
-			res.LightRenewals = &LightRenewals{PerSecond: float64(r-renewals) / elapsed.Seconds(), Failed: f - failures}
+			res.LightRenewals = lightRenewals(h.CP.LightStats().Since(light), elapsed)
 		}
 		wg.Wait()
 		slices.Sort(profiled)
@@ -179,12 +199,25 @@ func idleNotes(growth []SteadyResult) string {
 	var b strings.Builder
 	for _, g := range growth {
 		if g.Writer == writerLight {
-			fmt.Fprintf(&b, "%d nodes: written by the light writer, not kwok: the Nodes, their status and conditions, CSINodes and "+
-				"Leases are real API objects, the control plane, the three replicas and the array simulators are the real ones; "+
-				"each node's kubelet port is the test bed's TLS listener, as for a kwok node; no kwok node, no pod; and the Leases are renewed every 10 s (a quarter of the 40 s Lease, as "+
-				"the kubelet does) by 8 shared workers, spread evenly over the interval", g.Nodes)
+			fmt.Fprintf(&b, "%d nodes: written by the light writer, not kwok. Real: kube-apiserver with etcd, "+
+				"kube-controller-manager and kube-scheduler, the three fenced replicas and the array simulators; the Nodes, their status "+
+				"and conditions, CSINodes and Leases are real API objects. The light writer (one client in the bench process) creates "+
+				"each Node, its CSINode and Lease, renews every Lease every 10 s (a quarter of the 40 s Lease, as the kubelet does; "+
+				"each renewal one Lease update, started at its due time, the renewals spread evenly over the interval) and patches "+
+				"each Node's conditions every 5 min (the kubelet's status report); each node's kubelet port is the test bed's TLS "+
+				"listener, as for a kwok node. No kwok node (kwok runs with none to manage), no pod", g.Nodes)
 			if r := g.LightRenewals; r != nil {
-				fmt.Fprintf(&b, " (%.0f renewals/s over the window, %d failed)", r.PerSecond, r.Failed)
+				over := "the window"
+				if r.WholeRun {
+					over = "the run (from the replicas' start; it never reached its window)"
+				}
+				fmt.Fprintf(&b, ". Over %s: %.0f renewals/s", over, r.PerSecond)
+				if r.Renewals > 0 || r.Skipped > 0 {
+					fmt.Fprintf(&b, " (%d renewals), %d failed, %d skipped (the last one still in flight); answered after their due time "+
+						"p99 %.3f s, at most %.3f s", r.Renewals, r.Failed, r.Skipped, r.LateP99Seconds, r.LateMaxSeconds)
+				} else {
+					fmt.Fprintf(&b, ", %d failed", r.Failed)
+				}
 			}
 			b.WriteString(".\n\n")
 		}

@@ -98,6 +98,9 @@ type params struct {
 	// SteadySizes are the node counts of the steady-state runs.
 	SteadySizes  sizes         `json:"steadySizes,omitempty"`
 	SteadyWindow time.Duration `json:"steadyWindow"`
+	// SteadyDeadline bounds each steady run from the replicas' start to
+	// the window's end.
+	SteadyDeadline time.Duration `json:"steadyDeadline,omitempty"`
 	// Clusters and ClusterNodes are the multi-cluster run's clusters and
 	// nodes in each.
 	Clusters     int `json:"clusters,omitempty"`
@@ -137,7 +140,8 @@ func main() {
 	flag.Var(&p.SteadySizes, "steady-nodes", "nodes of the steady-state measurements, comma-separated, one run each, "+
 		"fitted into a growth curve when two or more complete (empty or 0: skip; the issue asks for 250,500,1000,2000)")
 	flag.DurationVar(&p.SteadyWindow, "steady-window", time.Minute, "how long CPU is sampled in steady state (also in the multi-cluster run)")
-	flag.StringVar(&p.SteadyWriter, "steady-writer", writerKwok, "who writes the steady runs' nodes: kwok (kwok nodes) or light (the test bed's light writer: Nodes, conditions and Lease renewals every 10 s from a few workers, no kwok node; for 2,000 nodes and more on a small machine)")
+	flag.DurationVar(&p.SteadyDeadline, "steady-deadline", 30*time.Minute, "how long each steady run may take from the replicas' start (leader, every node healthy, every identity learned, the window); a run past it fails with the node counts it reached")
+	flag.StringVar(&p.SteadyWriter, "steady-writer", writerKwok, "who writes the steady runs' nodes: kwok (kwok nodes) or light (the test bed's light writer: Nodes, conditions and Lease renewals every 10 s, each started at its due time, no kwok node; for 2,000 nodes and more on a small machine)")
 	flag.BoolVar(&p.SteadyProfile, "steady-profile", false, "take CPU profiles of the leader and a follower over each steady window and their heap after it, into <out>/profiles (the CPU figures then include the profiler's cost)")
 	flag.IntVar(&p.Clusters, "clusters", 0, "clusters of the multi-cluster run, one fenced group protecting them all (0: skip; the issue asks for 5)")
 	flag.IntVar(&p.ClusterNodes, "cluster-nodes", 0, "nodes of each cluster of the multi-cluster run (the issue asks for 200)")

@@ -60,12 +60,26 @@ func runSteady(t *e2e.Standalone, p params, res *SteadyResult) error {
 	h := e2e.Start(t, e2e.Options{Nodes: n, ControlPlaneNice: p.ControlPlaneNice, NoArrayAuditFiles: true,
 		LightNodes: res.Writer == writerLight, Pprof: p.SteadyProfile})
 	started := time.Now()
-	h.WaitLeader(5 * time.Minute)
+	if res.Writer == writerLight {
+		// A run that fails before its window still says whether every
+		// node was renewed on time.
+		light := h.CP.LightStats()
+		defer func() {
+			if res.LightRenewals == nil {
+				res.LightRenewals = lightRenewals(h.CP.LightStats().Since(light), time.Since(started))
+				res.LightRenewals.WholeRun = true
+			}
+		}()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), p.SteadyDeadline)
+	defer cancel()
+	h.WaitLeader(min(5*time.Minute, p.SteadyDeadline))
 	// Steady means after the cold start: every node healthy and its
 	// identities learned on every array.
-	h.WaitHealthy(n, 10*time.Minute)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
-	defer cancel()
+	if err := waitHealthy(ctx, h, map[string]int{e2e.ClusterName: n}); err != nil {
+		return fmt.Errorf("steady, %d nodes: %w", n, err)
+	}
+	fmt.Fprintf(os.Stderr, "steady: %d nodes healthy after %.0f s\n", n, time.Since(started).Seconds())
 	if err := waitLearned(ctx, h, map[string]int{e2e.ClusterName: n}); err != nil {
 		return fmt.Errorf("steady, %d nodes: %w", n, err)
 	}
@@ -175,19 +189,38 @@ func waitHealthy(ctx context.Context, h *e2e.Harness, want map[string]int) error
 // waitCounts polls the leader's status every second until ok holds for the
 // node counts of every cluster in want; failed says what never happened.
 func waitCounts(ctx context.Context, h *e2e.Harness, want map[string]int, failed string, ok func(*status.NodeCounts, int) bool) error {
+	var last string // the last counts read, for the error
 	for {
 		st, err := leaderStatus(ctx, h)
 		if err == nil && countsHold(st, want, ok) {
 			return nil
 		}
+		if err == nil {
+			last = countsOf(st, want)
+		}
 		if ctx.Err() != nil {
 			if err != nil {
-				return fmt.Errorf("%s: last status read: %w", failed, err)
+				return fmt.Errorf("%s (last counts: %s): last status read: %w", failed, last, err)
 			}
-			return fmt.Errorf("%s: %w", failed, ctx.Err())
+			return fmt.Errorf("%s (last counts: %s): %w", failed, last, ctx.Err())
 		}
 		time.Sleep(time.Second)
 	}
+}
+
+// countsOf gives the node counts of the clusters of want in st, for an
+// error: total, healthy, suspect, failed and unprotected of each.
+func countsOf(st *status.Status, want map[string]int) string {
+	var parts []string
+	for _, c := range st.Clusters {
+		if _, ok := want[c.Name]; !ok || c.Nodes == nil {
+			continue
+		}
+		n := c.Nodes
+		parts = append(parts, fmt.Sprintf("%s: %d nodes, %d healthy, %d suspect, %d failed, %d unprotected",
+			c.Name, n.Total, n.Healthy, n.Suspect, n.Failed, n.Unprotected))
+	}
+	return strings.Join(parts, "; ")
 }
 
 // countsHold reports whether ok holds for every cluster of want in st.

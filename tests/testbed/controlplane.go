@@ -283,7 +283,9 @@ func (cp *ControlPlane) writeKubeconfigs() error {
 		return err
 	}
 	cp.leases = leases
-	cp.light = newLightWriter(leases)
+	if cp.light, err = newLightWriter(cp.RESTConfigFor(cp.componentKubeconfigs[BinKwok]), leases); err != nil {
+		return err
+	}
 	for _, name := range []string{BinControllerManager, BinScheduler, BinKwok} {
 		path := filepath.Join(cp.Dir, name+".kubeconfig")
 		if err := cp.WriteKubeconfig(path, cp.componentKubeconfigs[name]); err != nil {

@@ -4,8 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 )
 
 // Light nodes stand in for kwok where only nodes at rest are needed, in
@@ -27,17 +28,22 @@ import (
 // (Ready True, the pressure conditions False) and creates its Lease in
 // kube-node-lease. Every Lease is renewed every renewal interval (a quarter
 // of the lease duration, the kubelet's 10 s by default), the renewals
-// spread evenly over the interval, by lightWorkers workers over one
-// client, each renewal one update of the Lease as the kubelet's lease
-// controller makes it. Like the kubelet (nodeStatusReportFrequency, 5 min)
+// spread evenly over the interval, each renewal one update of the Lease as
+// the kubelet's lease controller makes it. Each renewal runs in its own
+// goroutine from its due time, over one client without a rate limit, so
+// the number of renewals in flight follows the node count and the API
+// server's pace, never a fixed pool: a renewal is late only by the time
+// the API server takes. The writer records each renewal's lateness (from
+// its due time to the API server's answer) and every renewal skipped
+// because the node's last one was still in flight (LightStats). Like the kubelet (nodeStatusReportFrequency, 5 min)
 // the writer refreshes each node's condition heartbeats every
 // lightStatusRounds intervals, spread the same way. No pods run on a light
 // node, and the node fault methods (Kill, Hang, Return, ...) do not apply:
 // a light node that is not up is skipped, nothing else.
 
-// lightWorkers is how many renewals of light nodes' Leases are in flight
-// at most.
-const lightWorkers = 8
+// lightLateBuckets is how many 1 ms buckets the lateness histogram has;
+// a later renewal counts in the last one.
+const lightLateBuckets = 10_000
 
 // lightStatusRounds is every how many renewal intervals a light node's
 // conditions are written again (30 × 10 s: the kubelet's 5 min).
@@ -54,7 +60,86 @@ type lightWriter struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 
-	renewals, failures atomic.Int64
+	statsMu sync.Mutex
+	stats   LightStats
+}
+
+// LightStats is the light writer's work since it started: renewals made,
+// failed and skipped, and how late they were.
+type LightStats struct {
+	// Renewals is the Lease updates made; Failures those that failed.
+	Renewals, Failures int64
+	// Skipped is the renewals not made because the node's last renewal
+	// was still in flight when the next one was due.
+	Skipped int64
+	// late[i] counts the renewals answered i ms after their due time (the
+	// last bucket: that late or later).
+	late []int64
+	// max is the latest renewal's lateness.
+	max time.Duration
+}
+
+// Since returns the work done between before and s (a later reading).
+// Its MaxLateness is to the millisecond, from the histogram.
+func (s LightStats) Since(before LightStats) LightStats {
+	d := LightStats{Renewals: s.Renewals - before.Renewals, Failures: s.Failures - before.Failures, Skipped: s.Skipped - before.Skipped}
+	d.late = make([]int64, len(s.late))
+	for i := range s.late {
+		d.late[i] = s.late[i]
+		if i < len(before.late) {
+			d.late[i] -= before.late[i]
+		}
+		if d.late[i] > 0 {
+			d.max = time.Duration(i) * time.Millisecond
+		}
+	}
+	if n := len(d.late); n > 0 && d.late[n-1] > 0 {
+		d.max = s.max // beyond the histogram: the latest ever
+	}
+	return d
+}
+
+// Lateness returns the q quantile (0 < q ≤ 1) of the renewals' lateness,
+// to the millisecond; 0 without renewals.
+func (s LightStats) Lateness(q float64) time.Duration {
+	var total int64
+	for _, c := range s.late {
+		total += c
+	}
+	if total == 0 {
+		return 0
+	}
+	rank := int64(q*float64(total) + 0.999999)
+	var seen int64
+	for i, c := range s.late {
+		seen += c
+		if seen >= rank {
+			if i == len(s.late)-1 {
+				return s.max
+			}
+			return time.Duration(i) * time.Millisecond
+		}
+	}
+	return s.max
+}
+
+// MaxLateness returns the latest renewal's lateness.
+func (s LightStats) MaxLateness() time.Duration { return s.max }
+
+// record counts one renewal answered late after its due time.
+func (w *lightWriter) record(late time.Duration, failed bool) {
+	w.statsMu.Lock()
+	defer w.statsMu.Unlock()
+	if w.stats.late == nil {
+		w.stats.late = make([]int64, lightLateBuckets)
+	}
+	w.stats.Renewals++
+	if failed {
+		w.stats.Failures++
+	}
+	late = max(late, 0)
+	w.stats.late[min(int(late/time.Millisecond), lightLateBuckets-1)]++
+	w.stats.max = max(w.stats.max, late)
 }
 
 // lightNode is one light node and the last Lease the API server returned
@@ -67,9 +152,17 @@ type lightNode struct {
 	lease *coordinationv1.Lease
 }
 
-// newLightWriter returns a stopped writer renewing through r's client.
-func newLightWriter(r *leaseRenewer) *lightWriter {
-	return &lightWriter{client: r.client, duration: r.duration, interval: r.renewInterval()}
+// newLightWriter returns a stopped writer renewing as r's lease
+// controllers do (the same user and lease duration) through its own client
+// from cfg, without a rate limit: the writer paces itself.
+func newLightWriter(cfg *rest.Config, r *leaseRenewer) (*lightWriter, error) {
+	cfg = rest.CopyConfig(cfg)
+	cfg.QPS = -1
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("create the light writer's client: %w", err)
+	}
+	return &lightWriter{client: client, duration: r.duration, interval: r.renewInterval()}, nil
 }
 
 // AddLightNodes adds nodes like AddNodes, but written by the light writer
@@ -83,7 +176,19 @@ func (cp *ControlPlane) AddLightNodes(ctx context.Context, specs ...NodeSpec) ([
 // LightRenewals returns how many renewals of light nodes' Leases the
 // writer made and how many of them failed.
 func (cp *ControlPlane) LightRenewals() (renewals, failures int64) {
-	return cp.light.renewals.Load(), cp.light.failures.Load()
+	s := cp.LightStats()
+	return s.Renewals, s.Failures
+}
+
+// LightStats returns the light writer's work so far; Since gives a
+// window's.
+func (cp *ControlPlane) LightStats() LightStats {
+	w := cp.light
+	w.statsMu.Lock()
+	defer w.statsMu.Unlock()
+	s := w.stats
+	s.late = slices.Clone(w.stats.late)
+	return s
 }
 
 // add writes n's conditions, creates its Lease and schedules its renewals.
@@ -150,25 +255,16 @@ func (w *lightWriter) writeConditions(ctx context.Context, n *Node, first bool) 
 }
 
 // run renews every light node's Lease once per interval until ctx ends:
-// in each round, node i of n is due at i/n of the interval, and handed to
-// the first free worker.
+// in each round, node i of n is due at i/n of the interval from the
+// round's start, and its renewal starts then in a goroutine of its own.
 func (w *lightWriter) run(ctx context.Context) {
 	defer close(w.done)
-	work := make(chan func(), lightWorkers)
 	var wg sync.WaitGroup
-	for range lightWorkers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for f := range work {
-				f()
-			}
-		}()
-	}
 	defer wg.Wait()
-	defer close(work)
+	// The rounds keep to a fixed schedule: a round that falls behind
+	// shows as lateness, not as a later start of the next one.
+	start := time.Now()
 	for round := 0; ; round++ {
-		start := time.Now()
 		w.mu.Lock()
 		nodes := append([]*lightNode(nil), w.nodes...)
 		w.mu.Unlock()
@@ -178,13 +274,14 @@ func (w *lightWriter) run(ctx context.Context) {
 				return
 			}
 			status := (round+i)%lightStatusRounds == 0
-			select {
-			case work <- func() { w.renew(ctx, ln, status) }:
-			case <-ctx.Done():
-				return
-			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				w.renew(ctx, ln, due, status)
+			}()
 		}
-		if !sleepUntil(ctx, start.Add(w.interval)) {
+		start = start.Add(w.interval)
+		if !sleepUntil(ctx, start) {
 			return
 		}
 	}
@@ -207,10 +304,18 @@ func sleepUntil(ctx context.Context, t time.Time) bool {
 }
 
 // renew updates ln's Lease with the time now (and, with status, its node's
-// condition heartbeats), as the kubelet does; after a failure the Lease is
-// read again for the next renewal. A node that is not up is left alone.
-func (w *lightWriter) renew(ctx context.Context, ln *lightNode, status bool) {
-	if ln.node.State() != NodeUp || !ln.mu.TryLock() {
+// condition heartbeats), as the kubelet does, and records how late after
+// due the API server answered; after a failure the Lease is read again for
+// the next renewal. A node that is not up is left alone; one whose last
+// renewal is still in flight is counted skipped.
+func (w *lightWriter) renew(ctx context.Context, ln *lightNode, due time.Time, status bool) {
+	if ln.node.State() != NodeUp {
+		return
+	}
+	if !ln.mu.TryLock() {
+		w.statsMu.Lock()
+		w.stats.Skipped++
+		w.statsMu.Unlock()
 		return
 	}
 	defer ln.mu.Unlock()
@@ -218,10 +323,12 @@ func (w *lightWriter) renew(ctx context.Context, ln *lightNode, status bool) {
 	l := ln.lease.DeepCopy()
 	now := metav1.NewMicroTime(time.Now())
 	l.Spec.RenewTime = &now
-	w.renewals.Add(1)
 	updated, err := leases.Update(ctx, l, metav1.UpdateOptions{})
+	if ctx.Err() != nil {
+		return // stopped: neither a renewal nor a failure
+	}
+	w.record(time.Since(due), err != nil)
 	if err != nil {
-		w.failures.Add(1)
 		if fresh, gerr := leases.Get(ctx, l.Name, metav1.GetOptions{}); gerr == nil {
 			ln.lease = fresh
 		}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -258,4 +259,37 @@ func TestNodeSpecNVMeTCP(t *testing.T) {
 	assert.Equal(t, s.NVMeHost, s.CSINodeIDs()[DriverPowerFlex])
 	_, err = NodeSpec{Name: "n2", NVMeTCP: true, SDCGUID: "6B1E5A2C-0D4F-4E1A-9C3B-2A1D0E9F8C7B"}.Complete()
 	require.Error(t, err)
+}
+
+// TestLightStatsWindow checks the light writer's figures over a window:
+// counts are the difference of two readings, and the quantiles and the
+// maximum come from the renewals in the window only.
+func TestLightStatsWindow(t *testing.T) {
+	w := &lightWriter{}
+	w.record(5*time.Millisecond, false)
+	w.record(3*time.Second, true) // before the window
+	before := w.stats
+	before.late = slices.Clone(w.stats.late)
+	for i := range 99 {
+		w.record(time.Duration(i%10)*time.Millisecond, false)
+	}
+	w.record(250*time.Millisecond, true)
+	w.statsMu.Lock()
+	w.stats.Skipped += 2
+	w.statsMu.Unlock()
+
+	d := w.stats.Since(before)
+	assert.Equal(t, int64(100), d.Renewals)
+	assert.Equal(t, int64(1), d.Failures)
+	assert.Equal(t, int64(2), d.Skipped)
+	assert.Equal(t, 250*time.Millisecond, d.MaxLateness(), "the 3 s renewal was before the window")
+	assert.Equal(t, 9*time.Millisecond, d.Lateness(0.99))
+	assert.Equal(t, 250*time.Millisecond, d.Lateness(1))
+	assert.Equal(t, 4*time.Millisecond, d.Lateness(0.5))
+	assert.Zero(t, LightStats{}.Since(LightStats{}).Lateness(0.99), "no renewals")
+
+	w.record(time.Minute, false) // beyond the histogram
+	after := w.stats.Since(before)
+	assert.Equal(t, time.Minute, after.MaxLateness())
+	assert.Equal(t, time.Minute, after.Lateness(1))
 }
