@@ -72,7 +72,7 @@ func TestFailoverDuringHandshakeFlood(t *testing.T) {
 	}
 	g := newGroup(t, 3)
 	g.startAll()
-	leader, lead := waitLeader(t, g.running(), 15*time.Second)
+	leader, _ := waitLeader(t, g.running(), 15*time.Second)
 	// Restart the followers, so that they hold no connection to each other
 	// from the first election: the failover needs new handshakes.
 	for _, id := range g.ids() {
@@ -81,7 +81,7 @@ func TestFailoverDuringHandshakeFlood(t *testing.T) {
 			g.start(id)
 		}
 	}
-	leader, lead = waitLeader(t, g.running(), 15*time.Second)
+	leader, lead := waitLeader(t, g.running(), 15*time.Second)
 	waitSameLedger(t, g.running(), applyNotes(t, leader, lead, "before", 5))
 
 	var addrs []string

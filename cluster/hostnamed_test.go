@@ -212,8 +212,8 @@ func TestDialedHostNamedCertificateIsNoReplica(t *testing.T) {
 
 	_, err = r1.Dial(raft.ServerAddress(impostor.Addr().String()), 2*time.Second)
 	require.ErrorIs(t, err, transport.ErrNotAPeer)
-	assert.ErrorContains(t, err, "does not name replica r2")
-	assert.ErrorContains(t, err, "fenced pki replica --from-cert")
+	require.ErrorContains(t, err, "does not name replica r2")
+	require.ErrorContains(t, err, "fenced pki replica --from-cert")
 }
 
 // TestReplicaWithoutURICertificateDoesNotStart: a replica whose own
@@ -236,9 +236,9 @@ func TestReplicaWithoutURICertificateDoesNotStart(t *testing.T) {
 	old.TLS = TLSConfig{CertFile: files.CertFile, KeyFile: files.KeyFile, CAFile: files.CAFile}
 	_, err = Open(old, g.log, nil)
 	require.ErrorIs(t, err, transport.ErrNotAPeer)
-	assert.ErrorContains(t, err, files.CertFile, "the error names the file")
-	assert.ErrorContains(t, err, "fenced://replica/r1")
-	assert.ErrorContains(t, err, "fenced pki replica --from-cert")
+	require.ErrorContains(t, err, files.CertFile, "the error names the file")
+	require.ErrorContains(t, err, "fenced://replica/r1")
+	require.ErrorContains(t, err, "fenced pki replica --from-cert")
 
 	// With its certificate reissued (the same names and the URI), r1 joins.
 	g.start("r1")

@@ -304,15 +304,6 @@ func carried(ctx context.Context, reason string) string {
 	return reason
 }
 
-// carrierAttr is the log attribute naming the replica that carried the
-// operator's call of ctx ("carriedBy"), empty when none did.
-func carrierAttr(ctx context.Context) slog.Attr {
-	if via := carrierOf(ctx); via != "" {
-		return slog.String("carriedBy", "replica "+via)
-	}
-	return slog.Attr{}
-}
-
 func truncateName(s string) string {
 	if len(s) > 32 {
 		return s[:32] + "…"
@@ -381,4 +372,13 @@ func loopback(remote string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// carriedArgs is the log arguments args with, last, the replica that
+// carried the request ("carriedBy"), when one did.
+func carriedArgs(ctx context.Context, args ...any) []any {
+	if via := carrierOf(ctx); via != "" {
+		return append(args, "carriedBy", "replica "+via)
+	}
+	return args
 }

@@ -79,9 +79,8 @@ func (c *Controller) Confirm(ctx context.Context, operator string, req ConfirmRe
 	}
 	msg := fmt.Sprintf("fence %s of node %s: %s; fenced counts %s as cut for this fence only, without a read-back",
 		f.ID, req.Node, cf.Text(), arrays)
-	c.log.Warn("operator confirmed a fenced node cannot write to an array", "cluster", cl.Name, "node", req.Node,
-		"fenceID", f.ID, "array", req.Array, "poweredOff", req.PoweredOff, "operator", operator, "reason", req.Reason,
-		carrierAttr(ctx))
+	c.log.Warn("operator confirmed a fenced node cannot write to an array", carriedArgs(ctx, "cluster", cl.Name, "node", req.Node,
+		"fenceID", f.ID, "array", req.Array, "poweredOff", req.PoweredOff, "operator", operator, "reason", req.Reason)...)
 	c.nodeEvent(ctx, cl, req.Node, corev1.EventTypeWarning, EventFenceConfirmed,
 		f.ID+"/"+strings.ReplaceAll(arrays, " ", "-"), msg)
 	c.Enqueue(cl.Name, req.Node)
@@ -185,9 +184,8 @@ func (c *Controller) Abandon(ctx context.Context, operator string, req AbandonRe
 	ab, _ := f.AbandonedRestore(req.Array)
 	msg := fmt.Sprintf("fence %s of node %s: array %s %s; the unfence finishes without giving access back there",
 		f.ID, req.Node, req.Array, ab.Text())
-	c.log.Warn("operator abandoned the restore of an array confirmed gone: the node gets no access there from this unfence",
-		"cluster", cl.Name, "node", req.Node, "fenceID", f.ID, "array", req.Array, "operator", operator,
-		"reason", req.Reason, carrierAttr(ctx))
+	c.log.Warn("operator abandoned the restore of an array confirmed gone: the node gets no access there from this unfence", carriedArgs(ctx, "cluster", cl.Name, "node", req.Node, "fenceID", f.ID, "array", req.Array, "operator", operator,
+		"reason", req.Reason)...)
 	c.nodeEvent(ctx, cl, req.Node, corev1.EventTypeWarning, EventFenceRestoreAbandoned, f.ID+"/"+req.Array, msg)
 	c.Enqueue(cl.Name, req.Node)
 	return ActionResult{FenceID: f.ID, State: string(f.State), Message: msg}, nil

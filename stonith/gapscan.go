@@ -249,7 +249,8 @@ func (c *Controller) scanGaps(ctx context.Context, cl *clusterRuntime) {
 	}
 }
 
-// waitScanning is waitLeading that reads, meanwhile, the plans of the
+// waitScanning waits until the time (false when ctx ends or leadership is
+// lost first) and reads, meanwhile, the plans of the
 // nodes whose attachments changed (kickScan).
 func (c *Controller) waitScanning(ctx context.Context, cl *clusterRuntime, until time.Time, down map[string]bool) bool {
 	c.scans.mu.Lock()
@@ -281,20 +282,6 @@ func (c *Controller) waitScanning(ctx context.Context, cl *clusterRuntime, until
 		case <-t.C():
 		}
 		if c.leadership() == nil {
-			return false
-		}
-	}
-}
-
-// waitLeading waits until the time, false when ctx ends or leadership is
-// lost first. It looks at leadership every Resync.
-func (c *Controller) waitLeading(ctx context.Context, until time.Time) bool {
-	for {
-		d := until.Sub(c.clk.Now())
-		if d <= 0 {
-			return true
-		}
-		if c.sleep(ctx, min(d, c.cfg.Resync)) != nil || c.leadership() == nil {
 			return false
 		}
 	}

@@ -151,8 +151,7 @@ func (c *Controller) Fence(ctx context.Context, operator string, req FenceReques
 	if err != nil {
 		return ActionResult{}, fmt.Errorf("open fence of %s/%s: %w", cl.Name, req.Node, err)
 	}
-	c.log.Warn("operator fence opened", "cluster", cl.Name, "node", req.Node, "operator", operator, "reason", req.Reason,
-		carrierAttr(ctx))
+	c.log.Warn("operator fence opened", carriedArgs(ctx, "cluster", cl.Name, "node", req.Node, "operator", operator, "reason", req.Reason)...)
 	c.Enqueue(cl.Name, req.Node)
 	res := ActionResult{Message: "fence opened"}
 	if f := c.readNode(cl.Name, req.Node).Fence; f != nil {
@@ -240,8 +239,8 @@ func (c *Controller) Unfence(ctx context.Context, operator string, req UnfenceRe
 	if err := c.commit(ctx, l, step); err != nil {
 		return ActionResult{}, fmt.Errorf("unfence %s/%s: %w", cl.Name, req.Node, err)
 	}
-	c.log.Warn("operator unfence", "cluster", cl.Name, "node", req.Node, "fenceID", f.ID, "operator", operator,
-		"force", req.Force, "unverified", req.Unverified, "reason", req.Reason, carrierAttr(ctx))
+	c.log.Warn("operator unfence", carriedArgs(ctx, "cluster", cl.Name, "node", req.Node, "fenceID", f.ID, "operator", operator,
+		"force", req.Force, "unverified", req.Unverified, "reason", req.Reason)...)
 	c.Enqueue(cl.Name, req.Node)
 	return ActionResult{FenceID: f.ID, State: string(step.To), Message: "recovery started"}, nil
 }

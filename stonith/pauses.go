@@ -161,8 +161,7 @@ func (c *Controller) setPauseHolders(ctx context.Context, l Leadership, operator
 			}
 		}
 		p := PauseHolders([]ledger.PauseHolder{added})[0]
-		c.log.Warn("fencing paused", "pauseID", p.ID, "scope", p.Scope, "operator", operator, "reason", req.Reason,
-			carrierAttr(ctx))
+		c.log.Warn("fencing paused", carriedArgs(ctx, "pauseID", p.ID, "scope", p.Scope, "operator", operator, "reason", req.Reason)...)
 		return "fencing paused for " + scopeText(req.Cluster) + ": " + p.String(), nil
 	}
 	all := c.holders()
@@ -194,8 +193,8 @@ func (c *Controller) setPauseHolders(ctx context.Context, l Leadership, operator
 	parts := make([]string, 0, len(ended))
 	for _, h := range ended {
 		parts = append(parts, h.String())
-		c.log.Warn("fencing resumed", "pauseID", h.ID, "scope", h.Scope, "pausedBy", h.Operator, "operator", operator,
-			"reason", req.Reason, carrierAttr(ctx))
+		c.log.Warn("fencing resumed", carriedArgs(ctx, "pauseID", h.ID, "scope", h.Scope, "pausedBy", h.Operator, "operator", operator,
+			"reason", req.Reason)...)
 	}
 	return "ended " + strings.Join(parts, "; "), nil
 }
@@ -253,8 +252,8 @@ func (c *Controller) setPauseSlot(ctx context.Context, l Leadership, operator st
 	if paused {
 		verb = "paused"
 	}
-	c.log.Warn("fencing "+verb, "scope", strings.Join(names, ", "), "operator", operator, "reason", req.Reason,
-		"groupLedgerVersion", g, carrierAttr(ctx))
+	c.log.Warn("fencing "+verb, carriedArgs(ctx, "scope", strings.Join(names, ", "), "operator", operator, "reason", req.Reason,
+		"groupLedgerVersion", g)...)
 	if len(names) == 0 {
 		return "no pause was in effect", nil
 	}

@@ -3,6 +3,7 @@ package powerstore
 import (
 	"context"
 	"errors"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -23,7 +24,7 @@ func TestHostListingsAreSharedOnlyWhenFreshEnough(t *testing.T) {
 	fetch := func(context.Context) ([]gopowerstore.Host, error) {
 		n := fetches.Add(1)
 		<-release
-		return []gopowerstore.Host{{Name: "listing-" + string(rune('0'+n))}}, nil
+		return []gopowerstore.Host{{Name: "listing-" + strconv.Itoa(int(n))}}, nil
 	}
 	ctx := t.Context()
 	before := time.Now()

@@ -81,10 +81,10 @@ func TestCheckNames(t *testing.T) {
 
 	err = creds(clustertest.Names{CommonName: "x", URIs: []*url.URL{ReplicaURI("mgmt2")}}).CheckNames("mgmt1")
 	require.ErrorIs(t, err, ErrNotAPeer)
-	assert.ErrorContains(t, err, "fenced pki replica --config")
+	require.ErrorContains(t, err, "fenced pki replica --config")
 
 	err = creds(clustertest.Names{CommonName: "mgmt1", DNSNames: []string{"mgmt1"}, IPs: []net.IP{net.ParseIP("10.0.0.11")}}).CheckNames("mgmt1")
 	require.ErrorIs(t, err, ErrNotAPeer)
-	assert.ErrorContains(t, err, `does not name replica "mgmt1" by the URI SAN fenced://replica/mgmt1`)
+	require.ErrorContains(t, err, `does not name replica "mgmt1" by the URI SAN fenced://replica/mgmt1`)
 	assert.ErrorContains(t, err, "fenced pki replica --from-cert")
 }

@@ -207,7 +207,7 @@ func TestFloodFromOneSourceLeavesPeersRoom(t *testing.T) {
 	rej.mu.Lock()
 	for _, err := range rej.errs {
 		if !strings.Contains(err.Error(), "nothing received") {
-			assert.ErrorContains(t, err, "more than 4 raft handshakes under way from 127.0.0.9")
+			require.ErrorContains(t, err, "more than 4 raft handshakes under way from 127.0.0.9")
 		}
 	}
 	rej.mu.Unlock()

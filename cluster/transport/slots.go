@@ -163,7 +163,7 @@ func (c *firstByteConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
 	if n > 0 && !c.spoke.Swap(true) {
 		// Past the first byte the handshake's own deadline applies.
-		if derr := c.Conn.SetReadDeadline(time.Time{}); derr != nil && err == nil {
+		if derr := c.SetReadDeadline(time.Time{}); derr != nil && err == nil {
 			err = derr
 		}
 	}

@@ -71,7 +71,12 @@ func TestCallersProvenNeverDeclared(t *testing.T) {
 		}
 		return st.Raft
 	}
-	send := func(c *http.Client, r *e2eReplica, path string, header map[string]string, body any) (*http.Response, string) {
+	// sent is what the test reads of an answer (its body is read and closed in send).
+	type sent struct {
+		StatusCode int
+		Header     http.Header
+	}
+	send := func(c *http.Client, r *e2eReplica, path string, header map[string]string, body any) (sent, string) {
 		b, err := json.Marshal(body)
 		require.NoError(t, err)
 		req, err := http.NewRequest(http.MethodPost, "https://"+r.httpAddr+path, bytes.NewReader(b))
@@ -85,7 +90,7 @@ func TestCallersProvenNeverDeclared(t *testing.T) {
 		defer resp.Body.Close()
 		out, err := io.ReadAll(resp.Body)
 		require.NoError(t, err)
-		return resp, string(out)
+		return sent{StatusCode: resp.StatusCode, Header: resp.Header}, string(out)
 	}
 
 	// (1) A replica's certificate and a caller header it writes itself is

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -140,7 +139,7 @@ func TestReplicaCertificateMigration(t *testing.T) {
 		t.Fatalf("a replica with a certificate without the URI should not start:\n%s", p.stderr)
 	}
 	var exit *exec.ExitError
-	require.True(t, errors.As(p.err, &exit), "exit: %v", p.err)
+	require.ErrorAs(t, p.err, &exit, "exit: %v", p.err)
 	assert.Equal(t, 78, exit.ExitCode(), "a configuration error, which systemd does not restart")
 	out := p.stderr.String()
 	assert.Contains(t, out, filepath.Join(dir, "old"+skipped.id, skipped.id+".crt"), "the error names the file")

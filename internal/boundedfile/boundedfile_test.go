@@ -18,10 +18,10 @@ func TestRead(t *testing.T) {
 	assert.Equal(t, "12345", string(b))
 
 	_, err = Read(p, 4)
-	assert.EqualError(t, err, p+" is larger than 4 bytes: not a file fenced reads")
+	require.EqualError(t, err, p+" is larger than 4 bytes: not a file fenced reads")
 	_, err = Read("/dev/zero", 1<<20)
-	assert.EqualError(t, err, "/dev/zero is larger than 1048576 bytes: not a file fenced reads")
+	require.EqualError(t, err, "/dev/zero is larger than 1048576 bytes: not a file fenced reads")
 	_, err = Read(filepath.Join(dir, "missing"), 5)
-	assert.ErrorIs(t, err, os.ErrNotExist)
+	require.ErrorIs(t, err, os.ErrNotExist)
 	assert.Contains(t, err.Error(), "missing")
 }

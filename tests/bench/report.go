@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/fenced-project/fenced/cmd/fenced/status"
 	"github.com/fenced-project/fenced/tests/e2e"
@@ -39,7 +40,9 @@ func hostInfo() Host {
 	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
 		h.LoadAvg = strings.Join(strings.Fields(string(b))[:3], " ")
 	}
-	if out, err := exec.Command("git", "describe", "--always", "--dirty").Output(); err == nil {
+	gctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if out, err := exec.CommandContext(gctx, "git", "describe", "--always", "--dirty").Output(); err == nil {
 		h.Tree = strings.TrimSpace(string(out))
 	}
 	return h

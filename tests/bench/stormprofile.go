@@ -158,8 +158,11 @@ func (sp *stormProfiler) goroutines(ctx context.Context, t profileTarget, path s
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	if err != nil || resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("goroutines %s: %s: %v", t.name, resp.Status, err)
+	if err != nil {
+		return fmt.Errorf("goroutines %s: read: %w", t.name, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("goroutines %s: %s", t.name, resp.Status)
 	}
 	return os.WriteFile(path, body, 0o644)
 }
@@ -222,7 +225,9 @@ func (sp *stormProfiler) Stop() []ProcessProfile {
 func pprofTop(paths []string, n int) (float64, []TopFunc, error) {
 	args := append([]string{"tool", "pprof", "-top", "-unit=s", "-nodecount=" + strconv.Itoa(n)}, paths...)
 	var stderr bytes.Buffer
-	cmd := exec.Command("go", args...)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "go", args...)
 	cmd.Stderr = &stderr
 	outb, err := cmd.Output()
 	if err != nil {

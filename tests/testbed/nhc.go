@@ -422,7 +422,7 @@ func (cp *ControlPlane) waitCRDEstablished(ctx context.Context, name string) err
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("wait for CRD %s to be established: %w (last error: %v)", name, ctx.Err(), err)
+			return fmt.Errorf("wait for CRD %s to be established: %w (last error: %w)", name, ctx.Err(), err)
 		case <-tick.C:
 		}
 	}

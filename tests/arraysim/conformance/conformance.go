@@ -63,9 +63,9 @@ func Run(t *testing.T, srv *simcore.Server, rows []Row) {
 				return
 			}
 			// The row's request is the last one of its kind that Do sent.
-			switch {
-			case r.Status == AnyStatus:
-			case r.Status == 0:
+			switch r.Status {
+			case AnyStatus:
+			case 0:
 				assert.True(t, last.Status >= 200 && last.Status < 300, "row %s: %s %s answered %d, want 2xx", r.ID, last.Method, last.Path, last.Status)
 			default:
 				assert.Equal(t, r.Status, last.Status, "row %s: %s %s", r.ID, last.Method, last.Path)

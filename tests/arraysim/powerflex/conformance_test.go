@@ -90,7 +90,7 @@ func TestConformancePowerFlex(t *testing.T) {
 			require.NoError(t, err)
 			nasID = nas.ID
 			fs, err := sys.GetFileSystemByIDName("", fsName)
-			assert.Error(t, err)
+			require.Error(t, err)
 			assert.Nil(t, fs, "no file system of that name: the driver creates it")
 		}},
 		{ID: "PF-N2", Method: http.MethodPost, Path: `^/rest/v1/file-systems$`, Status: http.StatusCreated, Do: func(_ context.Context, t *testing.T) {

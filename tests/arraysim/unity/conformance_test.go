@@ -2,7 +2,6 @@ package unity_test
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"testing"
 
@@ -111,7 +110,7 @@ func TestConformanceUnity(t *testing.T) {
 		}},
 		{ID: "UN-U3", Method: http.MethodGet, Path: `^/api/instances/lun/sv_999999\?`, Status: conformance.AnyStatus, Do: func(ctx context.Context, t *testing.T) {
 			_, err := c.FindVolumeByID(ctx, "sv_999999")
-			assert.True(t, errors.Is(err, gounity.ErrorVolumeNotFound),
+			assert.ErrorIs(t, err, gounity.ErrorVolumeNotFound,
 				"a deleted LUN: the driver compares with gounity.ErrorVolumeNotFound (error code %s) and succeeds; got %v", gounity.VolumeNotFoundErrorCode, err)
 		}},
 		// Create, NFS: service/controller.go CreateVolume (NFS).

@@ -168,10 +168,10 @@ func TestNamedLevel(t *testing.T) {
 func TestJournalOutputWithoutJournald(t *testing.T) {
 	none := func() bool { return false }
 	_, err := New(Options{Output: Journal, JournalEnabled: none})
-	assert.ErrorContains(t, err, "journald's socket")
+	require.ErrorContains(t, err, "journald's socket")
 	var buf bytes.Buffer
 	l, err := New(Options{Output: Auto, JournalEnabled: none, Writer: &buf})
-	assert.NoError(t, err)
+	require.NoError(t, err)
 	l.Info("hello")
 	assert.Contains(t, buf.String(), "hello")
 }
