@@ -103,7 +103,7 @@ func idleExtras(ctx context.Context, h *e2e.Harness, p params, res *SteadyResult
 					return
 				}
 				mu.Lock()
-				profiled = append(profiled, role+" ("+id+") CPU: "+path)
+				profiled = append(profiled, role+" ("+id+") CPU: "+filepath.Base(path))
 				mu.Unlock()
 				path = strings.Replace(path, "-cpu.", "-heap.", 1)
 				if err := saveProfile(ctx, h, id, "heap", path); err != nil {
@@ -111,7 +111,7 @@ func idleExtras(ctx context.Context, h *e2e.Harness, p params, res *SteadyResult
 					return
 				}
 				mu.Lock()
-				profiled = append(profiled, role+" ("+id+") heap: "+path)
+				profiled = append(profiled, role+" ("+id+") heap: "+filepath.Base(path))
 				mu.Unlock()
 			}()
 		}

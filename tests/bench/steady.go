@@ -36,7 +36,8 @@ type SteadyResult struct {
 	ArrayRequests []IdleRequests `json:"arrayRequests,omitempty"`
 	// LightRenewals is the light writer's renewal rate over the window.
 	LightRenewals *LightRenewals `json:"lightRenewals,omitempty"`
-	// Profiles are the profiles taken over the window (-steady-profile);
+	// Profiles name the profile files taken over the window, in the
+	// -steady-profile directory (base names only);
 	// the CPU figures then include the profiler's own cost.
 	Profiles []string `json:"profiles,omitempty"`
 	// Error is why the run did not complete; the figures are then partial
