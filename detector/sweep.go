@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"sort"
+	"time"
 
 	"github.com/fenced-project/fenced/arrayclients"
 )
@@ -15,8 +16,9 @@ import (
 // running, from the first sample that showed the node gone, when its
 // heartbeat turns late; and a node whose witness shows it gone has its
 // kubelet probed from then on (witnessSeesItGone). One request per array
-// and poll interval whatever the number of nodes, plus, on the leader,
-// one statistics request per node shown disconnected. It runs only with
+// and poll interval on a follower, two on the leader (see run), whatever
+// the number of nodes, plus, on the leader, one statistics request per
+// node shown disconnected. It runs only with
 // early verdicts on: nothing else needs samples before ProbeFrom.
 type sweeper struct {
 	r *Runner
@@ -41,18 +43,39 @@ type sweepList struct {
 	byArray map[string][]arrayclients.Identity
 }
 
-// run sweeps every poll interval until ctx ends.
+// run sweeps until ctx ends: on the leader every half poll interval, on
+// a follower every poll interval. The leader's sweep starts a node's early
+// I/O window (the first sample that shows it disconnected and idle), so
+// the window of a node that lost its storage starts at most half a poll
+// interval after the array shows it. A follower's sweep only starts its
+// kubelet probes, whose run (KubeletProbes polls, 4 s by default) is
+// shorter than the window (6 s) by more than the extra half interval.
 func (s *sweeper) run(ctx context.Context) {
-	t := s.r.clk.NewTicker(s.r.cfg.Policy.PollInterval)
+	every := s.r.cfg.Policy.PollInterval
+	t := s.r.clk.NewTicker(every / 2)
 	defer t.Stop()
+	var last time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C():
 		}
+		now := s.r.clk.Now()
+		if !sweepDue(s.r.cfg.Lead == nil || s.r.cfg.Lead.Leading(), last, now, every) {
+			continue
+		}
+		last = now
 		s.once(ctx)
 	}
+}
+
+// sweepDue reports whether a sweep is due at a tick (every half poll
+// interval) at now, after the last one at last: at every tick on the
+// leader, at every other one on a follower. A follower that just became
+// leader sweeps at its next tick.
+func sweepDue(leading bool, last, now time.Time, poll time.Duration) bool {
+	return leading || last.IsZero() || now.Sub(last) >= poll*3/4
 }
 
 // once sweeps each array once, for the identities of the nodes of the last

@@ -300,3 +300,25 @@ func TestSweepKeepsItsIdentityList(t *testing.T) {
 	plain.once(ctx)
 	assert.Equal(t, []string{"n0"}, pflex.asked[len(pflex.asked)-1], "without a version the list is built every poll, as before")
 }
+
+// The leader sweeps at every tick (half a poll interval), so that a node's
+// early I/O window starts soon after its array shows it gone; a follower,
+// whose sweep only starts its kubelet probes, at every other tick.
+func TestSweepCadence(t *testing.T) {
+	poll := DefaultPolicy().PollInterval
+	count := func(leading func(i int) bool) (n int) {
+		var last time.Time
+		start := time.Unix(1_000_000, 0)
+		for i := 1; i <= 8; i++ { // four poll intervals of ticks
+			now := start.Add(time.Duration(i) * poll / 2)
+			if sweepDue(leading(i), last, now, poll) {
+				last = now
+				n++
+			}
+		}
+		return n
+	}
+	assert.Equal(t, 8, count(func(int) bool { return true }), "the leader: every half poll interval")
+	assert.Equal(t, 4, count(func(int) bool { return false }), "a follower: every poll interval")
+	assert.Equal(t, 6, count(func(i int) bool { return i >= 5 }), "a new leader at its next tick")
+}
