@@ -28,6 +28,9 @@ type sweeper struct {
 	// list is the identities asked for, by array, kept from poll to poll
 	// (see identityList). Sweep goroutine only.
 	list sweepList
+	// gone is how many nodes the last sweep showed disconnected, on all
+	// arrays together (see sweepDue). Sweep goroutine only.
+	gone int
 }
 
 // sweepList is the per-array identity list of one set of nodes, and what
@@ -43,12 +46,12 @@ type sweepList struct {
 	byArray map[string][]arrayclients.Identity
 }
 
-// run sweeps until ctx ends: on the leader every half poll interval, on
-// a follower every poll interval. The leader's sweep starts a node's early
-// I/O window (the first sample that shows it disconnected and idle), so
-// the window of a node that lost its storage starts at most half a poll
-// interval after the array shows it. A follower's sweep only starts its
-// kubelet probes, whose run (KubeletProbes polls, 4 s by default) is
+// run sweeps until ctx ends: every poll interval, and on the leader also
+// half-way between (see sweepDue). The leader's sweep starts a node's
+// early I/O window (the first sample that shows it disconnected and idle),
+// so the window of a node that lost its storage starts at most half a
+// poll interval after the array shows it. A follower's sweep only starts
+// its kubelet probes, whose run (KubeletProbes polls, 4 s by default) is
 // shorter than the window (6 s) by more than the extra half interval.
 func (s *sweeper) run(ctx context.Context) {
 	every := s.r.cfg.Policy.PollInterval
@@ -62,7 +65,7 @@ func (s *sweeper) run(ctx context.Context) {
 		case <-t.C():
 		}
 		now := s.r.clk.Now()
-		if !sweepDue(s.r.cfg.Lead == nil || s.r.cfg.Lead.Leading(), last, now, every) {
+		if !sweepDue(s.r.cfg.Lead == nil || s.r.cfg.Lead.Leading(), last, now, every, s.gone) {
 			continue
 		}
 		last = now
@@ -70,12 +73,23 @@ func (s *sweeper) run(ctx context.Context) {
 	}
 }
 
+// extraSweepMaxGone is how many nodes the last sweep may have shown
+// disconnected for the leader to sweep again half a poll interval later.
+// The leader's sweep reads the statistics of every node it shows
+// disconnected, one request each: when many are (nodes dying together,
+// whose fences need the same array), the extra sweep would double that
+// load on the array for nodes whose windows are already running; it is
+// for the first sign of a death.
+const extraSweepMaxGone = 4
+
 // sweepDue reports whether a sweep is due at a tick (every half poll
-// interval) at now, after the last one at last: at every tick on the
-// leader, at every other one on a follower. A follower that just became
-// leader sweeps at its next tick.
-func sweepDue(leading bool, last, now time.Time, poll time.Duration) bool {
-	return leading || last.IsZero() || now.Sub(last) >= poll*3/4
+// interval) at now, after the last one at last, which showed gone nodes
+// disconnected: every other tick (every poll interval) on any replica,
+// and every tick on the leader while at most extraSweepMaxGone nodes
+// were shown disconnected. A follower that just became leader sweeps at
+// its next tick.
+func sweepDue(leading bool, last, now time.Time, poll time.Duration, gone int) bool {
+	return last.IsZero() || now.Sub(last) >= poll*3/4 || (leading && gone <= extraSweepMaxGone)
 }
 
 // once sweeps each array once, for the identities of the nodes of the last
@@ -85,6 +99,7 @@ func sweepDue(leading bool, last, now time.Time, poll time.Duration) bool {
 // to start probing a node's kubelet.
 func (s *sweeper) once(ctx context.Context) {
 	r := s.r
+	s.gone = 0
 	arrays, byArray := s.identityList()
 	withIO := r.cfg.Lead == nil || r.cfg.Lead.Leading()
 	for _, array := range arrays {
@@ -117,6 +132,9 @@ func (s *sweeper) once(ctx context.Context) {
 				continue
 			}
 			obs[i].Health = hs[i]
+			if hs[i].Connectivity == arrayclients.Disconnected {
+				s.gone++
+			}
 			if withIO && hs[i].Connectivity == arrayclients.Disconnected && hs[i].IO == arrayclients.IOUnknown {
 				// The leader asked for its I/O and the sweep could not
 				// read it (time ran out with many nodes gone at once):

@@ -96,6 +96,7 @@ func TestSweepRecordsEveryNodesSample(t *testing.T) {
 	s.once(ctx)
 	r.drain()
 	require.Equal(t, []bool{false}, pflex.sweeps, "a follower reads no I/O")
+	assert.Equal(t, 1, s.gone, "one node shown disconnected (see sweepDue)")
 	assert.Equal(t, [][]string{{"w0", "w1"}}, pflex.asked, "one request for every node")
 	assert.Equal(t, 1, pstore.sweeps)
 	assert.Zero(t, pflex.count("w0")+pstore.count("w0"), "no health call per node")
@@ -302,23 +303,30 @@ func TestSweepKeepsItsIdentityList(t *testing.T) {
 }
 
 // The leader sweeps at every tick (half a poll interval), so that a node's
-// early I/O window starts soon after its array shows it gone; a follower,
-// whose sweep only starts its kubelet probes, at every other tick.
+// early I/O window starts soon after its array shows it gone, unless the
+// last sweep showed more than extraSweepMaxGone nodes gone (their windows
+// run; the extra statistics reads would load the array their fences
+// need); a follower, whose sweep only starts its kubelet probes, at every
+// other tick.
 func TestSweepCadence(t *testing.T) {
 	poll := DefaultPolicy().PollInterval
-	count := func(leading func(i int) bool) (n int) {
+	count := func(leading func(i int) bool, gone int) (n int) {
 		var last time.Time
 		start := time.Unix(1_000_000, 0)
 		for i := 1; i <= 8; i++ { // four poll intervals of ticks
 			now := start.Add(time.Duration(i) * poll / 2)
-			if sweepDue(leading(i), last, now, poll) {
+			if sweepDue(leading(i), last, now, poll, gone) {
 				last = now
 				n++
 			}
 		}
 		return n
 	}
-	assert.Equal(t, 8, count(func(int) bool { return true }), "the leader: every half poll interval")
-	assert.Equal(t, 4, count(func(int) bool { return false }), "a follower: every poll interval")
-	assert.Equal(t, 6, count(func(i int) bool { return i >= 5 }), "a new leader at its next tick")
+	always := func(int) bool { return true }
+	never := func(int) bool { return false }
+	assert.Equal(t, 8, count(always, 0), "the leader: every half poll interval")
+	assert.Equal(t, 8, count(always, extraSweepMaxGone), "with a few nodes gone")
+	assert.Equal(t, 4, count(always, extraSweepMaxGone+1), "with many gone: every poll interval")
+	assert.Equal(t, 4, count(never, 0), "a follower: every poll interval")
+	assert.Equal(t, 6, count(func(i int) bool { return i >= 5 }, 0), "a new leader at its next tick")
 }
