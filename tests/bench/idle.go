@@ -199,13 +199,18 @@ func idleNotes(growth []SteadyResult) string {
 	var b strings.Builder
 	for _, g := range growth {
 		if g.Writer == writerLight {
-			fmt.Fprintf(&b, "%d nodes: written by the light writer, not kwok. Real: kube-apiserver with etcd, "+
-				"kube-controller-manager and kube-scheduler, the three fenced replicas and the array simulators; the Nodes, their status "+
+			components := "kube-apiserver with etcd, kube-controller-manager and kube-scheduler"
+			if g.Bare {
+				components = "kube-apiserver with etcd (the controller manager and the scheduler were stopped once the nodes were written: " +
+					"nothing at rest needs them, and the API server needed their CPU to keep the renewals on time)"
+			}
+			fmt.Fprintf(&b, "%d nodes: written by the light writer, not kwok. Real: %s, "+
+				"the three fenced replicas and the array simulators; the Nodes, their status "+
 				"and conditions, CSINodes and Leases are real API objects. The light writer (one client in the bench process) creates "+
 				"each Node, its CSINode and Lease, renews every Lease every 10 s (a quarter of the 40 s Lease, as the kubelet does; "+
 				"each renewal one Lease update, started at its due time, the renewals spread evenly over the interval) and patches "+
 				"each Node's conditions every 5 min (the kubelet's status report); each node's kubelet port is the test bed's TLS "+
-				"listener, as for a kwok node. No kwok node (kwok runs with none to manage), no pod", g.Nodes)
+				"listener, as for a kwok node. No kwok node (kwok runs with none to manage), no pod", g.Nodes, components)
 			if r := g.LightRenewals; r != nil {
 				over := "the window"
 				if r.WholeRun {

@@ -121,7 +121,10 @@ type params struct {
 	SteadyWriter string `json:"steadyWriter,omitempty"`
 	// SteadyProfile takes CPU and heap profiles of the leader and a
 	// follower over each steady window, into <out>/profiles.
-	SteadyProfile bool          `json:"steadyProfile,omitempty"`
+	SteadyProfile bool `json:"steadyProfile,omitempty"`
+	// SteadyBare stops the controller manager and the scheduler in the
+	// steady runs (see SteadyResult.Bare).
+	SteadyBare    bool          `json:"steadyBare,omitempty"`
 	Keep          string        `json:"-"`
 	Merge         bool          `json:"-"`
 	TrialDeadline time.Duration `json:"-"`
@@ -142,6 +145,7 @@ func main() {
 	flag.DurationVar(&p.SteadyWindow, "steady-window", time.Minute, "how long CPU is sampled in steady state (also in the multi-cluster run)")
 	flag.DurationVar(&p.SteadyDeadline, "steady-deadline", 30*time.Minute, "how long each steady run may take from the replicas' start (leader, every node healthy, every identity learned, the window); a run past it fails with the node counts it reached")
 	flag.StringVar(&p.SteadyWriter, "steady-writer", writerKwok, "who writes the steady runs' nodes: kwok (kwok nodes) or light (the test bed's light writer: Nodes, conditions and Lease renewals every 10 s, each started at its due time, no kwok node; for 2,000 nodes and more on a small machine)")
+	flag.BoolVar(&p.SteadyBare, "steady-bare", false, "stop the controller manager and the scheduler in the steady runs once the nodes are written (nothing at rest needs them; on a small machine the API server needs their CPU to keep thousands of Lease renewals on time)")
 	flag.BoolVar(&p.SteadyProfile, "steady-profile", false, "take CPU profiles of the leader and a follower over each steady window and their heap after it, into <out>/profiles (the CPU figures then include the profiler's cost)")
 	flag.IntVar(&p.Clusters, "clusters", 0, "clusters of the multi-cluster run, one fenced group protecting them all (0: skip; the issue asks for 5)")
 	flag.IntVar(&p.ClusterNodes, "cluster-nodes", 0, "nodes of each cluster of the multi-cluster run (the issue asks for 200)")

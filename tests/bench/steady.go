@@ -10,6 +10,7 @@ import (
 
 	"github.com/fenced-project/fenced/cmd/fenced/status"
 	"github.com/fenced-project/fenced/tests/e2e"
+	"github.com/fenced-project/fenced/tests/testbed"
 )
 
 // SteadyResult is fenced idle over many nodes.
@@ -31,6 +32,11 @@ type SteadyResult struct {
 	// node). The control plane, the three replicas and the array
 	// simulators are the real ones in both.
 	Writer string `json:"writer,omitempty"`
+	// Bare says the controller manager and the scheduler were stopped
+	// once the nodes were written (-steady-bare): nothing at rest needs
+	// them, and on a small machine they take CPU the API server needs to
+	// keep the renewals of thousands of Leases on time.
+	Bare bool `json:"bare,omitempty"`
 	// ArrayRequests are the array requests of the three replicas over the
 	// window, per minute, by family and operation.
 	ArrayRequests []IdleRequests `json:"arrayRequests,omitempty"`
@@ -61,6 +67,14 @@ func runSteady(t *e2e.Standalone, p params, res *SteadyResult) error {
 	h := e2e.Start(t, e2e.Options{Nodes: n, ControlPlaneNice: p.ControlPlaneNice, NoArrayAuditFiles: true,
 		LightNodes: res.Writer == writerLight, Pprof: p.SteadyProfile})
 	started := time.Now()
+	if p.SteadyBare {
+		for _, c := range []*testbed.Process{h.CP.ControllerManager, h.CP.Scheduler} {
+			if err := c.Stop(10 * time.Second); err != nil {
+				return fmt.Errorf("steady, %d nodes: stop %s: %w", n, c.Name, err)
+			}
+		}
+		res.Bare = true
+	}
 	if res.Writer == writerLight {
 		// A run that fails before its window still says whether every
 		// node was renewed on time.
