@@ -154,10 +154,17 @@ type lightNode struct {
 
 // newLightWriter returns a stopped writer renewing as r's lease
 // controllers do (the same user and lease duration) through its own client
-// from cfg, without a rate limit: the writer paces itself.
+// from cfg, without a rate limit: the writer paces itself. It speaks
+// protobuf to the API server, as a kubelet does (its
+// --kube-api-content-type defaults to application/vnd.kubernetes.protobuf,
+// and its clients ask for it: kubernetes/kubernetes#75602):
+// JSON would cost the API server more per renewal than the nodes it
+// stands for do.
 func newLightWriter(cfg *rest.Config, r *leaseRenewer) (*lightWriter, error) {
 	cfg = rest.CopyConfig(cfg)
 	cfg.QPS = -1
+	cfg.ContentType = "application/vnd.kubernetes.protobuf"
+	cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("create the light writer's client: %w", err)
