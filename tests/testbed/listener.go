@@ -48,8 +48,9 @@ func (l *ipLock) release() {
 }
 
 // reserveIP reserves ip (or, when ip is empty, the first free address from
-// 127.0.10.1 upwards that is not in skip) and opens its kubelet listener.
-func (cp *ControlPlane) reserveIP(ip string, skip func(string) bool) (*ipLock, *kubeletListener, string, error) {
+// from, or 127.0.10.1 when from is the zero Addr, upwards that is not in
+// skip) and opens its kubelet listener.
+func (cp *ControlPlane) reserveIP(ip string, from netip.Addr, skip func(string) bool) (*ipLock, *kubeletListener, string, error) {
 	if ip != "" {
 		lock, err := lockIP(ip)
 		if err != nil {
@@ -63,6 +64,9 @@ func (cp *ControlPlane) reserveIP(ip string, skip func(string) bool) (*ipLock, *
 		return lock, kl, ip, nil
 	}
 	addr := netip.AddrFrom4([4]byte{127, 0, 10, 1})
+	if from.Is4() && from.Compare(addr) > 0 {
+		addr = from
+	}
 	for addr.As4()[1] == 0 {
 		cand := addr.String()
 		addr = addr.Next()

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"strconv"
 	"sync"
 	"time"
@@ -107,22 +108,24 @@ func (cp *ControlPlane) AddNodes(ctx context.Context, specs ...NodeSpec) ([]*Nod
 // light writer (AddLightNodes).
 func (cp *ControlPlane) addNodes(ctx context.Context, light bool, specs []NodeSpec) ([]*Node, error) {
 	nodes := make([]*Node, len(specs))
-	// Reserve addresses one at a time so explicit IPs are not handed out twice.
-	taken := func(ip string) bool {
-		for _, s := range specs {
-			if s.IP == ip {
-				return true
-			}
+	// Reserve addresses one at a time so explicit IPs are not handed out
+	// twice. The addresses in use are a set, and each generated address
+	// is looked for after the batch's last one: with thousands of nodes a
+	// scan from the first address, each candidate compared with every
+	// node, took minutes (cubic in the nodes).
+	used := map[string]bool{}
+	for _, s := range specs {
+		if s.IP != "" {
+			used[s.IP] = true
 		}
-		cp.mu.Lock()
-		defer cp.mu.Unlock()
-		for _, n := range cp.nodes {
-			if n.Spec.IP == ip {
-				return true
-			}
-		}
-		return false
 	}
+	cp.mu.Lock()
+	for _, n := range cp.nodes {
+		used[n.Spec.IP] = true
+	}
+	cp.mu.Unlock()
+	taken := func(ip string) bool { return used[ip] }
+	var from netip.Addr
 	// Generated port names have 24 random bits: among thousands of nodes
 	// two would clash now and then, which the arrays (and the fixture)
 	// refuse. Draw again until they are unique.
@@ -156,10 +159,14 @@ func (cp *ControlPlane) addNodes(ctx context.Context, light bool, specs []NodeSp
 			err = fmt.Errorf("add node %s: already exists", s.Name)
 			break
 		}
-		lock, kl, ip, rerr := cp.reserveIP(s.IP, taken)
+		lock, kl, ip, rerr := cp.reserveIP(s.IP, from, taken)
 		if rerr != nil {
 			err = fmt.Errorf("add node %s: %w", s.Name, rerr)
 			break
+		}
+		used[ip] = true
+		if s.IP == "" {
+			from = netip.MustParseAddr(ip).Next()
 		}
 		s.IP = ip
 		nodes[i] = &Node{Spec: s, cp: cp, state: NodeUp, bootID: s.BootID, lock: lock, listener: kl}
