@@ -32,6 +32,8 @@ type PowerFlexAdapter struct {
 
 	mu     sync.Mutex // guards system
 	system *siotypes.System
+	// resolveLists shares SDC listings among Resolve calls (sdclist.go).
+	resolveLists sdcLists
 }
 
 var _ arrayclients.Adapter = (*PowerFlexAdapter)(nil)
@@ -182,21 +184,35 @@ func (a *PowerFlexAdapter) Resolve(ctx context.Context, node arrayclients.Node) 
 		return arrayclients.Identity{}, fmt.Errorf("%w: node has no %s node ID and no override", arrayclients.ErrNoIdentity, arrayclients.DriverPowerFlex)
 	}
 	var id arrayclients.Identity
+	start := time.Now()
 	err := a.pool.with(ctx, func(k powerFlexCall) error {
 		sys, err := a.findSystem(k)
 		if err != nil {
 			return err
 		}
-		sdcs, err := k.sdcs(sys)
-		if err != nil {
-			return fmt.Errorf("list SDCs: %w", err)
-		}
-		var match []siotypes.Sdc
-		for _, s := range sdcs {
-			if strings.EqualFold(s.SdcGUID, key) || (!byOverride && nvmeHostMatches(s, key)) ||
-				(byOverride && (s.ID == key || s.Name == key || slices.Contains(sdcIPs(s), key))) {
-				match = append(match, s)
+		fetch := func(context.Context) ([]siotypes.Sdc, error) { return k.sdcs(sys) }
+		matches := func(since time.Time) ([]siotypes.Sdc, error) {
+			sdcs, err := a.resolveLists.list(ctx, since, fetch)
+			if err != nil {
+				return nil, fmt.Errorf("list SDCs: %w", err)
 			}
+			var match []siotypes.Sdc
+			for _, s := range sdcs {
+				if strings.EqualFold(s.SdcGUID, key) || (!byOverride && nvmeHostMatches(s, key)) ||
+					(byOverride && (s.ID == key || s.Name == key || slices.Contains(sdcIPs(s), key))) {
+					match = append(match, s)
+				}
+			}
+			return match, nil
+		}
+		// A match from a listing up to resolveListingAge old; anything
+		// else is decided on a listing begun after this call's start.
+		match, err := matches(start.Add(-resolveListingAge))
+		if err == nil && len(match) != 1 {
+			match, err = matches(start)
+		}
+		if err != nil {
+			return err
 		}
 		what := "GUID " + key + " nor NVMe host named so"
 		if byOverride {
