@@ -1,10 +1,12 @@
 package detector
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -309,4 +311,40 @@ func histogramCount(t *testing.T, reg *prometheus.Registry, name string) uint64 
 		}
 	}
 	return 0
+}
+
+// TestManyHealthyVerdictsLogOneLine: every node turns Healthy at once at a
+// replica's start and when a doubt clears; with thousands of nodes a line
+// each flooded the log (250,000 lines in 12 minutes of an overloaded test
+// bed). A few still get a line each; many get one line with their count.
+func TestManyHealthyVerdictsLogOneLine(t *testing.T) {
+	var buf bytes.Buffer
+	r := &Runner{log: slog.New(slog.NewJSONHandler(&buf, nil))}
+	changes := func(n int, state State) []Verdict {
+		vs := make([]Verdict, n)
+		for i := range vs {
+			vs[i] = Verdict{Node: fmt.Sprintf("worker-%d", i), State: state}
+		}
+		return vs
+	}
+	lines := func() []string {
+		s := strings.TrimSpace(buf.String())
+		buf.Reset()
+		if s == "" {
+			return nil
+		}
+		return strings.Split(s, "\n")
+	}
+
+	r.report(Result{Changes: changes(healthyLogEach, Healthy)})
+	assert.Len(t, lines(), healthyLogEach, "a few nodes: a line each")
+
+	r.report(Result{Changes: append(changes(5000, Healthy), Verdict{Node: "worker-x", State: Failed, Reason: ReasonHeartbeatStale})})
+	got := lines()
+	require.Len(t, got, 2, "many healthy nodes: one line, and the failed node its own")
+	assert.Contains(t, got[0], `"msg":"node verdict"`)
+	assert.Contains(t, got[0], `"node":"worker-x"`)
+	assert.Contains(t, got[1], `"msg":"node verdicts"`)
+	assert.Contains(t, got[1], `"nodes":5000`)
+	assert.Contains(t, got[1], `"worker-0"`)
 }
