@@ -32,8 +32,9 @@ type PowerFlexAdapter struct {
 
 	mu     sync.Mutex // guards system
 	system *siotypes.System
-	// resolveLists shares SDC listings among Resolve calls (sdclist.go).
-	resolveLists sdcLists
+	// resolveLists shares SDC listings among Resolve calls (see
+	// resolveListingAge).
+	resolveLists arrayclients.Listings[siotypes.Sdc]
 }
 
 var _ arrayclients.Adapter = (*PowerFlexAdapter)(nil)
@@ -165,6 +166,19 @@ func (a *PowerFlexAdapter) selectSystem(all []*siotypes.System) (*siotypes.Syste
 	}
 }
 
+// resolveListingAge is how old a shared SDC listing may be for Resolve to
+// take a match from it (a shared arrayclients.Listings). Learning the identities of
+// thousands of nodes at a cold start resolved each one from a listing of
+// its own, every listing carrying every SDC: quadratic in the nodes (the
+// identities of 2,000 nodes were learned 230 s after a cold start, 93 s
+// with shared listings). A node's SDC ID
+// for its GUID does not change while the SDC stays registered, and an
+// identity is learned minutes to months before any fence uses it, so a
+// match from a listing a few seconds old is as good as one from a fresh
+// listing. No match, or more than one, is decided on a listing begun
+// after the call's start (a newly registered SDC is not missed for it).
+const resolveListingAge = 5 * time.Second
+
 // Resolve finds the SDC whose GUID is the node's csi-vxflexos node ID, or
 // the NVMe host whose name is exactly the node ID (an NVMe/TCP node,
 // nvme.go), or, with an override, the SDC or NVMe host whose ID,
@@ -192,7 +206,7 @@ func (a *PowerFlexAdapter) Resolve(ctx context.Context, node arrayclients.Node) 
 		}
 		fetch := func(context.Context) ([]siotypes.Sdc, error) { return k.sdcs(sys) }
 		matches := func(since time.Time) ([]siotypes.Sdc, error) {
-			sdcs, err := a.resolveLists.list(ctx, since, fetch)
+			sdcs, err := a.resolveLists.List(ctx, since, fetch)
 			if err != nil {
 				return nil, fmt.Errorf("list SDCs: %w", err)
 			}

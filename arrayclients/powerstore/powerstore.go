@@ -42,7 +42,7 @@ type PowerStoreAdapter struct {
 	logger  *slog.Logger
 	pool    chan gopowerstore.Client
 	// hostLists shares listings of every host among concurrent calls.
-	hostLists psHostLists
+	hostLists arrayclients.Listings[gopowerstore.Host]
 }
 
 var _ arrayclients.Adapter = (*PowerStoreAdapter)(nil)
