@@ -55,20 +55,23 @@ func TestResolvesShareSDCListings(t *testing.T) {
 		next <- i
 	}
 	close(next)
+	ids := make([]arrayclients.Identity, n+1)
+	errs := make([]error, n+1)
 	for range 8 { // the learner's workers
 		wg.Go(func() {
 			for i := range next {
 				node := pflexNode(fmt.Sprintf("worker-%d", i), fmt.Sprintf("6A1B%04X-0000-4000-8000-%012X", i, i))
-				id, err := e.adapter.Resolve(ctx, node)
-				if !assert.NoError(t, err, node.Name) {
-					continue
-				}
-				want, _ := e.sim.SDCID(node.Name)
-				assert.Equal(t, want, id.ObjectID, "%s resolves to its own SDC", node.Name)
+				ids[i], errs[i] = e.adapter.Resolve(ctx, node)
 			}
 		})
 	}
 	wg.Wait()
+	for i := 1; i <= n; i++ {
+		name := fmt.Sprintf("worker-%d", i)
+		require.NoError(t, errs[i], name)
+		want, _ := e.sim.SDCID(name)
+		assert.Equal(t, want, ids[i].ObjectID, "%s resolves to its own SDC", name)
+	}
 	listings := sdcListings(e) - before
 	assert.Less(t, listings, n/2, "resolves share SDC listings: %d listings for %d nodes", listings, n)
 	t.Logf("%d SDC listings for %d resolves", listings, n)
