@@ -350,13 +350,22 @@ func (r *Runner) report(res Result) {
 		}
 		r.storm = res.Storm.Active
 	}
-	var healthy []Verdict
+	healthy := 0
+	for _, c := range res.Changes {
+		if c.State == Healthy {
+			healthy++
+		}
+	}
+	summarize := healthy > healthyLogEach
+	var first []string
 	for _, c := range res.Changes {
 		if res.Doubt != ReasonNone && c.State == Blocked {
 			continue
 		}
-		if c.State == Healthy {
-			healthy = append(healthy, c)
+		if c.State == Healthy && summarize {
+			if len(first) < healthyLogEach {
+				first = append(first, c.Node)
+			}
 			continue
 		}
 		level := slog.LevelInfo
@@ -366,7 +375,9 @@ func (r *Runner) report(res Result) {
 		r.log.Log(context.Background(), level, "node verdict", "node", c.Node, "state", string(c.State),
 			"reason", string(c.Reason), "partitioned", c.Partitioned, "heartbeatAge", c.Evidence.HeartbeatAge.String())
 	}
-	r.logHealthy(healthy)
+	if summarize {
+		r.log.Info("node verdicts", "state", string(Healthy), "nodes", healthy, "first", first)
+	}
 }
 
 // healthyLogEach is how many nodes turning Healthy in one evaluation are
@@ -375,21 +386,3 @@ func (r *Runner) report(res Result) {
 // nodes a line each made 5,000 lines every time (250,000 in 12 minutes of
 // an overloaded test bed whose API server checks kept failing).
 const healthyLogEach = 10
-
-// logHealthy logs the nodes of one evaluation that turned Healthy: a line
-// each when they are few, else one line with their count and the first
-// healthyLogEach names. Every verdict stays in /status.
-func (r *Runner) logHealthy(changes []Verdict) {
-	if len(changes) <= healthyLogEach {
-		for _, c := range changes {
-			r.log.Info("node verdict", "node", c.Node, "state", string(c.State), "reason", string(c.Reason),
-				"partitioned", c.Partitioned, "heartbeatAge", c.Evidence.HeartbeatAge.String())
-		}
-		return
-	}
-	first := make([]string, healthyLogEach)
-	for i := range first {
-		first[i] = changes[i].Node
-	}
-	r.log.Info("node verdicts", "state", string(Healthy), "nodes", len(changes), "first", first)
-}
