@@ -166,13 +166,13 @@ func (a *PowerFlexAdapter) selectSystem(all []*siotypes.System) (*siotypes.Syste
 	}
 }
 
-// resolveListingAge is how old a shared SDC listing may be for Resolve to
-// take a match from it (a shared arrayclients.Listings). Learning the identities of
+// resolveListingAge is how old a shared SDC listing (arrayclients.Listings)
+// may be for Resolve to take a match from it. Learning the identities of
 // thousands of nodes at a cold start resolved each one from a listing of
 // its own, every listing carrying every SDC: quadratic in the nodes (the
 // identities of 2,000 nodes were learned 230 s after a cold start, 93 s
-// with shared listings). A node's SDC ID
-// for its GUID does not change while the SDC stays registered, and an
+// with shared listings). A node's SDC ID for its GUID does not change
+// while the SDC stays registered, and an
 // identity is learned minutes to months before any fence uses it, so a
 // match from a listing a few seconds old is as good as one from a fresh
 // listing. No match, or more than one, is decided on a listing begun
