@@ -100,7 +100,9 @@ func (r *Runner) readLease(pctx context.Context, name string) {
 }
 
 // probeArrays records the node's identities and witness arrays and, when
-// ask is set (this replica leads), asks its arrays for their view of it.
+// ask is set (this replica leads), asks its arrays for their view of it:
+// each but those whose sweep has just given the node a complete sample
+// (sweptSamples).
 func (r *Runner) probeArrays(pctx context.Context, name string, onlyWitnesses, ask bool) {
 	if r.cfg.Identities == nil {
 		return
@@ -119,6 +121,9 @@ func (r *Runner) probeArrays(pctx context.Context, name string, onlyWitnesses, a
 		src, ok := r.cfg.Arrays[id.Array]
 		if !ok || (onlyWitnesses && !slices.Contains(witnesses, id.Array)) {
 			continue
+		}
+		if r.swept.fresh(id.Array, name, r.clk.Now(), sweptFresh(r.cfg.Policy)) {
+			continue // the leader's sweep has just read the same (sweptSamples)
 		}
 		wg.Go(func() {
 			h, err := src.Health(pctx, id)

@@ -83,10 +83,13 @@ type Runner struct {
 	probeSet []string        // loop goroutine only
 	probes   sync.WaitGroup
 	sem      chan struct{}
-	learner  *learner
-	paths    *pathRunner // nil unless storage path loss is on
-	doubt    Reason
-	storm    bool
+	// swept is the leader's sweeps' complete samples, which spare the
+	// probes a health call (see sweptSamples).
+	swept   sweptSamples
+	learner *learner
+	paths   *pathRunner // nil unless storage path loss is on
+	doubt   Reason
+	storm   bool
 }
 
 type apiCheck struct {

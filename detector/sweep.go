@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/fenced-project/fenced/arrayclients"
@@ -155,6 +156,7 @@ func (s *sweeper) once(ctx context.Context) {
 		if err != nil {
 			r.log.Debug("array sweep", "array", array, "nodes", len(ids), "error", err)
 		}
+		r.swept.record(array, ids, hs, err, withIO, at)
 		r.enqueue(func(m *Machine) {
 			for _, o := range gone {
 				m.ObserveIdentities(o)
@@ -225,3 +227,60 @@ func (s *sweeper) identityList() ([]string, map[string][]arrayclients.Identity) 
 	*l = sweepList{built: true, nodes: set, version: version, none: len(s.none), arrays: arrays, byArray: byArray}
 	return arrays, byArray
 }
+
+// sweptSamples is, per array, when the leader's last sweep of it gave each
+// node shown disconnected a complete sample: its connection state and its
+// I/O, read as a health call reads them (PowerFlex: mdmConnectionState
+// from the SDC list, then the SDC's statistics). A leader's probe of such
+// a node does not ask that array again while the sample is fresh
+// (sweptFresh): it would read the same two things a second time. When
+// many nodes die at once this halves the witness's requests, and a probe
+// no longer waits for the witness behind the fences' calls, so the
+// kubelet probes and the Lease read-backs of every dying node keep their
+// pace. The sweeper goroutine records; probes read.
+type sweptSamples struct {
+	mu sync.Mutex
+	at map[string]map[string]time.Time // array → node → sampled at
+}
+
+// record replaces the array's samples with those of a sweep: none for a
+// failed sweep or one without I/O (a follower's).
+func (s *sweptSamples) record(array string, ids []arrayclients.Identity, hs []arrayclients.Health, err error, withIO bool, at time.Time) {
+	var nodes map[string]time.Time
+	if err == nil && withIO {
+		for i, h := range hs {
+			if h.Connectivity == arrayclients.Disconnected && h.IO != arrayclients.IOUnknown {
+				if nodes == nil {
+					nodes = map[string]time.Time{}
+				}
+				nodes[ids[i].Node] = at
+			}
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if nodes == nil {
+		delete(s.at, array)
+		return
+	}
+	if s.at == nil {
+		s.at = map[string]map[string]time.Time{}
+	}
+	s.at[array] = nodes
+}
+
+// fresh reports whether the last sweep of the array gave the node a
+// complete sample less than maxAge before now.
+func (s *sweptSamples) fresh(array, node string, now time.Time, maxAge time.Duration) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	at, ok := s.at[array][node]
+	return ok && now.Sub(at) < maxAge
+}
+
+// sweptFresh is how old a sweep's complete sample of a node may be for
+// the leader's probe to skip asking the array: one and a half poll
+// intervals, so a probe every poll finds the sample of the sweep that came
+// before it (the leader sweeps every poll interval, or every half while
+// few nodes are gone), whatever their phases; far inside EvidenceMaxAge.
+func sweptFresh(p Policy) time.Duration { return p.PollInterval * 3 / 2 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/fenced-project/fenced/arrayclients"
 )
@@ -146,8 +147,6 @@ func TestSweepStartsProbingBeforeProbeFrom(t *testing.T) {
 		cancel()
 		require.NoError(t, <-done)
 	}()
-	require.Eventually(t, func() bool { return pflex.count("w0") > 0 }, 5*time.Second, 10*time.Millisecond,
-		"w0's witness asked by a probe")
 	require.Eventually(t, func() bool {
 		rec.mu.Lock()
 		defer rec.mu.Unlock()
@@ -329,4 +328,61 @@ func TestSweepCadence(t *testing.T) {
 	assert.Equal(t, 4, count(always, extraSweepMaxGone+1), "with many gone: every poll interval")
 	assert.Equal(t, 4, count(never, 0), "a follower: every poll interval")
 	assert.Equal(t, 6, count(func(i int) bool { return i >= 5 }, 0), "a new leader at its next tick")
+}
+
+// A leader's probe does not ask an array whose sweep has just given the
+// node a complete sample (connection and I/O): it would read the same
+// again. It still asks the arrays without a listing, asks for a node the
+// sweep showed connected (whose I/O the sweep does not read), and asks
+// again once a sweep without I/O (a follower's) or a failed one replaced
+// the samples, or the sample is older than sweptFresh.
+func TestProbeSkipsAnArrayTheSweepJustRead(t *testing.T) {
+	pflex := &sweepingArray{countingArray: countingArray{calls: map[string]int{}}}
+	pstore := &noSweep{countingArray: countingArray{calls: map[string]int{}}}
+	lead := &leading{}
+	lead.on.Store(true)
+	clk := testingclock.NewFakeClock(time.Now())
+	p := earlyFastPolicy()
+	r, err := NewRunner(RunnerConfig{
+		Cluster: "c1", Replica: "r1", Policy: p, API: newFakeAPI(2), Clock: clk,
+		Arrays:     map[string]HealthSource{"pflex": pflex, "pstore": pstore},
+		Identities: twoArrays{}, Lead: lead, Logger: slog.New(slog.DiscardHandler),
+	})
+	require.NoError(t, err)
+	ctx := context.Background()
+	for _, n := range []string{"w0", "w1"} {
+		r.m.ObserveNode(NodeObservation{Node: n, Ready: "True", ObservedAt: clk.Now()})
+	}
+	r.verdicts = map[string]State{"w0": Healthy, "w1": Healthy}
+	s := &sweeper{r: r, none: map[string]bool{}}
+
+	s.once(ctx)
+	r.drain()
+	r.probeArrays(ctx, "w0", false, true)
+	r.probeArrays(ctx, "w1", false, true)
+	assert.Zero(t, pflex.count("w0"), "w0's SDC was just swept with its I/O: not asked again")
+	assert.Equal(t, 1, pstore.count("w0"), "an array without a listing is asked")
+	assert.Equal(t, 1, pflex.count("w1"), "a node the sweep showed connected is asked")
+
+	clk.Step(sweptFresh(p))
+	r.probeArrays(ctx, "w0", false, true)
+	assert.Equal(t, 1, pflex.count("w0"), "a sample sweptFresh old is asked for again")
+
+	s.once(ctx)
+	r.drain()
+	lead.on.Store(false)
+	s.once(ctx)
+	r.drain()
+	r.probeArrays(ctx, "w0", false, true)
+	assert.Equal(t, 2, pflex.count("w0"), "a sweep without I/O replaced the samples")
+
+	lead.on.Store(true)
+	s.once(ctx)
+	pflex.mu2.Lock()
+	pflex.err = errors.New("gateway busy")
+	pflex.mu2.Unlock()
+	s.once(ctx)
+	r.drain()
+	r.probeArrays(ctx, "w0", false, true)
+	assert.Equal(t, 3, pflex.count("w0"), "a failed sweep replaced the samples")
 }

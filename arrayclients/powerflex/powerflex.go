@@ -30,8 +30,11 @@ type PowerFlexAdapter struct {
 	logger *slog.Logger
 	pool   *powerFlexPool
 
-	mu     sync.Mutex // guards system
+	mu     sync.Mutex // guards system and statsReadAt
 	system *siotypes.System
+	// statsReadAt is when a sweep last read each SDC's statistics, for the
+	// SDCs the last sweep with I/O listed Disconnected (sweepStatistics).
+	statsReadAt map[string]time.Time
 	// resolveLists shares SDC listings among Resolve calls (see
 	// resolveListingAge).
 	resolveLists arrayclients.Listings[siotypes.Sdc]

@@ -3,6 +3,10 @@ package powerflex
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/dell/goscaleio"
@@ -17,10 +21,10 @@ var _ arrayclients.Sweeper = (*PowerFlexAdapter)(nil)
 // GET /api/instances/System::<id>/relationships/Sdc, each SDC with its
 // mdmConnectionState) and gives each SDC identity of ids the connectivity
 // Health reads from the same field. With withIO, an SDC listed
-// Disconnected also has its statistics read (one request each), judged as
-// Health judges them, as many as ctx gives time for (the I/O of the rest
-// stays unknown; the listing is not failed for it); a connected SDC's I/O
-// stays unknown (not read). NFS
+// Disconnected also has its statistics read (one request each, side by
+// side: see sweepStatistics), judged as Health judges them, as many as ctx
+// gives time for (the I/O of the rest stays unknown; the listing is not
+// failed for it); a connected SDC's I/O stays unknown (not read). NFS
 // clients and NVMe hosts get what Health gives them, without a request.
 func (a *PowerFlexAdapter) Sweep(ctx context.Context, ids []arrayclients.Identity, withIO bool) ([]arrayclients.Health, error) {
 	out := make([]arrayclients.Health, len(ids))
@@ -56,15 +60,15 @@ func (a *PowerFlexAdapter) Sweep(ctx context.Context, ids []arrayclients.Identit
 		for j := range all {
 			byID[all[j].ID] = &all[j]
 		}
+		var statsOf []int // the disconnected SDCs' out indices
 		for _, i := range sdcAt {
 			h := &out[i]
 			sdc, ok := byID[ids[i].ObjectID]
+			h.SampledAt = listedAt
 			if !ok {
 				h.Reason = fmt.Sprintf("SDC %s is not in the system's SDC list", ids[i].ObjectID)
-				h.SampledAt = listedAt
 				continue
 			}
-			h.SampledAt = listedAt
 			state := sdc.MdmConnectionState
 			switch state {
 			case "Connected":
@@ -73,25 +77,13 @@ func (a *PowerFlexAdapter) Sweep(ctx context.Context, ids []arrayclients.Identit
 				h.Connectivity = arrayclients.Disconnected
 			}
 			h.Reason = fmt.Sprintf("mdmConnectionState %q (system SDC list)", state)
-			if !withIO || h.Connectivity != arrayclients.Disconnected {
-				continue
-			}
-			if ctx.Err() != nil {
-				// Out of time (many SDCs gone at once): the connection
-				// states stand, the I/O of the rest stays unknown.
+			if withIO && h.Connectivity == arrayclients.Disconnected {
 				h.Reason = fmt.Sprintf("mdmConnectionState %q; statistics not read within the sweep's time", state)
-				continue
+				statsOf = append(statsOf, i)
 			}
-			stats, err := k.sdcStatistics(goscaleio.NewSdc(k.c, sdc))
-			if ctx.Err() != nil {
-				h.Reason = fmt.Sprintf("mdmConnectionState %q; statistics not read within the sweep's time", state)
-				continue
-			}
-			if err != nil {
-				h.Reason = fmt.Sprintf("mdmConnectionState %q; statistics unreadable: %v", state, err)
-				continue
-			}
-			h.IO, h.Reason = powerFlexIO(stats, state)
+		}
+		if len(statsOf) > 0 {
+			a.sweepStatistics(k, ids, byID, statsOf, out)
 		}
 		return nil
 	})
@@ -99,4 +91,74 @@ func (a *PowerFlexAdapter) Sweep(ctx context.Context, ids []arrayclients.Identit
 		return nil, err
 	}
 	return out, nil
+}
+
+// sweepSpareCalls is how many of the pool's clients a sweep's statistics
+// reads use besides its own: half the pool, so the fences and health
+// probes that need the array at the same time keep the other half.
+const sweepSpareCalls = powerFlexClients/2 - 1
+
+// sweepStatistics reads the statistics of the SDCs at statsOf (listed
+// Disconnected), judged as Health judges them, as many as ctx gives time
+// for: side by side on up to half the pool's clients (sweepSpareCalls),
+// those whose statistics a sweep read longest ago (or never) first. When
+// many nodes are gone at once (a rack's power), a sweep that runs out of
+// time so leaves the I/O of others unknown than of the same ones every
+// time, and each gone node's I/O window starts within a sweep or two of
+// the listing that showed it gone. Only the SDCs listed Disconnected are
+// remembered, so the memory is bounded by them.
+func (a *PowerFlexAdapter) sweepStatistics(k powerFlexCall, ids []arrayclients.Identity, byID map[string]*siotypes.Sdc,
+	statsOf []int, out []arrayclients.Health) {
+	a.mu.Lock()
+	last := a.statsReadAt
+	slices.SortStableFunc(statsOf, func(x, y int) int { return last[ids[x].ObjectID].Compare(last[ids[y].ObjectID]) })
+	a.mu.Unlock()
+	var spare atomic.Int32
+	ctx := arrayclients.WithSpareCalls(k.ctx, func() (func(), bool) {
+		if spare.Add(1) > sweepSpareCalls {
+			spare.Add(-1)
+			return nil, false
+		}
+		return func() { spare.Add(-1) }, true
+	})
+	k.ctx = ctx
+	items := make([]string, len(statsOf))
+	for j, i := range statsOf {
+		items[j] = strconv.Itoa(i)
+	}
+	read := make(map[string]time.Time, len(statsOf))
+	var mu sync.Mutex
+	_ = a.pool.each(k, items, func(k powerFlexCall, item string) error {
+		i, _ := strconv.Atoi(item)
+		if k.ctx.Err() != nil {
+			return nil // out of time: this one's I/O stays unknown
+		}
+		sdc := byID[ids[i].ObjectID]
+		state := sdc.MdmConnectionState
+		stats, err := k.sdcStatistics(goscaleio.NewSdc(k.c, sdc))
+		h := &out[i]
+		switch {
+		case k.ctx.Err() != nil:
+		case err != nil:
+			h.Reason = fmt.Sprintf("mdmConnectionState %q; statistics unreadable: %v", state, err)
+		default:
+			h.IO, h.Reason = powerFlexIO(stats, state)
+			mu.Lock()
+			read[sdc.ID] = time.Now()
+			mu.Unlock()
+		}
+		return nil
+	})
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	next := make(map[string]time.Time, len(statsOf))
+	for _, i := range statsOf {
+		id := ids[i].ObjectID
+		if at, ok := read[id]; ok {
+			next[id] = at
+		} else if at, ok := last[id]; ok {
+			next[id] = at
+		}
+	}
+	a.statsReadAt = next
 }

@@ -120,3 +120,51 @@ func BenchmarkPowerFlexSweep(b *testing.B) {
 		})
 	}
 }
+
+// TestPowerFlexSweepStatisticsTakeTurns: when many SDCs are disconnected
+// at once and a sweep's time allows only some statistics reads, the reads
+// run side by side on at most half the pool's clients, and the next sweep
+// reads those not read yet before reading any again, so every gone node's
+// I/O is sampled within a few sweeps instead of the same few every time.
+func TestPowerFlexSweepStatisticsTakeTurns(t *testing.T) {
+	ctx := context.Background()
+	const nodes = 12
+	e := startPowerFlex(t, pflexManyNodes(nodes, 1), arrayclients.Options{}, 10*time.Second)
+	sw, ok := e.adapter.(arrayclients.Sweeper)
+	require.True(t, ok)
+	var ids []arrayclients.Identity
+	for i := range nodes {
+		name := fmt.Sprintf("node-%02d", i)
+		id, err := e.adapter.Resolve(ctx, pflexNode(name, pflexGUID(i)))
+		require.NoError(t, err)
+		ids = append(ids, id)
+		require.NoError(t, e.sim.SetSignals(name, simcore.Signals{Connected: simcore.Bool(false), IOActive: simcore.Bool(false)}))
+	}
+	// Each statistics read takes a second; a sweep has 1.6 s: one round of
+	// reads side by side fits, a second does not.
+	e.srv.AddFault(simcore.Fault{Kind: simcore.FaultLatency, Path: "/relationships/Statistics$", Latency: time.Second})
+	read := map[string]int{}
+	for sweep := 1; len(read) < nodes; sweep++ {
+		require.LessOrEqual(t, sweep, nodes, "every SDC's statistics read within %d sweeps; read: %v", nodes, read)
+		sctx, cancel := context.WithTimeout(ctx, 1600*time.Millisecond)
+		hs, err := sw.Sweep(sctx, ids, true)
+		cancel()
+		require.NoError(t, err, "a sweep out of time keeps its listing")
+		var now []string
+		for _, h := range hs {
+			assert.Equal(t, arrayclients.Disconnected, h.Connectivity, h.Node)
+			if h.IO == arrayclients.IOUnknown {
+				assert.Contains(t, h.Reason, "not read within the sweep's time", h.Node)
+				continue
+			}
+			assert.Equal(t, arrayclients.IOIdle, h.IO, h.Node)
+			now = append(now, h.Node)
+		}
+		require.NotEmpty(t, now, "sweep %d read no statistics in 1.6 s", sweep)
+		assert.LessOrEqual(t, len(now), 4, "sweep %d: at most half the pool's 8 clients read statistics at once: %v", sweep, now)
+		for _, n := range now {
+			assert.Zero(t, read[n], "sweep %d read %s again while others were never read: %v", sweep, n, read)
+			read[n]++
+		}
+	}
+}
