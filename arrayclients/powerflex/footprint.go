@@ -32,12 +32,16 @@ type pflexVolumeAccess struct {
 }
 
 func (k powerFlexCall) volumeAccess(volID, sdcID string) (pflexVolumeAccess, error) {
-	var acc pflexVolumeAccess
 	vol, found, err := k.volumeByID(volID)
 	if err != nil || !found {
-		return acc, err
+		return pflexVolumeAccess{}, err
 	}
-	acc.found = true
+	return accessOf(vol, sdcID), nil
+}
+
+// accessOf is what the volume shows for the SDC.
+func accessOf(vol *siotypes.Volume, sdcID string) pflexVolumeAccess {
+	acc := pflexVolumeAccess{found: true}
 	for _, m := range vol.MappedSdcInfo {
 		switch {
 		case m == nil:
@@ -58,7 +62,40 @@ func (k powerFlexCall) volumeAccess(volID, sdcID string) (pflexVolumeAccess, err
 	}
 	slices.Sort(acc.others)
 	slices.Sort(acc.holders)
-	return acc, nil
+	return acc
+}
+
+// pflexListing is the volumes a read of a host's mappings returned: an
+// SDC's mapped volumes (GET /api/instances/Sdc::<id>/relationships/Volume,
+// each the whole volume object a read by ID returns, with every SDC it is
+// mapped to), or every volume of the system (complete: an NVMe host's
+// read), in which a volume not listed is not on the array.
+type pflexListing struct {
+	vols     []*siotypes.Volume
+	byID     map[string]*siotypes.Volume
+	complete bool
+}
+
+func newListing(vols []*siotypes.Volume, complete bool) pflexListing {
+	l := pflexListing{vols: vols, byID: make(map[string]*siotypes.Volume, len(vols)), complete: complete}
+	for _, v := range vols {
+		if v != nil {
+			l.byID[v.ID] = v
+		}
+	}
+	return l
+}
+
+// mappings lists the volumes mapped to sdcID, sorted by volume ID.
+func (l pflexListing) mappings(sdcID string) []PowerFlexMapping { return mappingsOf(l.vols, sdcID) }
+
+// access answers the volume's access for the SDC from the listing, when
+// the listing can: the volume is listed, or the listing is complete.
+func (l pflexListing) access(volID, sdcID string) (pflexVolumeAccess, bool) {
+	if v, ok := l.byID[volID]; ok {
+		return accessOf(v, sdcID), true
+	}
+	return pflexVolumeAccess{}, l.complete
 }
 
 // pflexAccessRead is one volume's read for an SDC, or why it failed.
@@ -67,17 +104,28 @@ type pflexAccessRead struct {
 	err error
 }
 
-// volumeAccesses reads each volume's access for the SDC, side by side on
+// volumeAccesses reads each volume's access for the SDC: from the listing
+// the host's mappings were just read in when it answers (a volume mapped
+// to the SDC is listed there whole), the others by ID, side by side on
 // the pool's idle clients and the call's spare calls (pool.each), as
 // Apply unmaps them: a plan or read-back of a node with a dozen footprint
-// volumes costs about one round trip instead of a dozen. Every volume is
-// read; each read's error is kept with it, for the caller to report
-// where it reported a read's error before.
-func (a *PowerFlexAdapter) volumeAccesses(k powerFlexCall, vols []string, sdcID string) map[string]pflexAccessRead {
+// volumes costs about one round trip instead of a dozen, and a plan of a
+// node whose footprint volumes are all mapped to it costs none. Every
+// volume is read; each read's error is kept with it, for the caller to
+// report where it reported a read's error before.
+func (a *PowerFlexAdapter) volumeAccesses(k powerFlexCall, vols []string, sdcID string, listed pflexListing) map[string]pflexAccessRead {
 	ids := slices.Compact(slices.Sorted(slices.Values(vols)))
 	out := make(map[string]pflexAccessRead, len(ids))
+	var toRead []string
+	for _, vol := range ids {
+		if acc, ok := listed.access(vol, sdcID); ok {
+			out[vol] = pflexAccessRead{acc: acc}
+			continue
+		}
+		toRead = append(toRead, vol)
+	}
 	var mu sync.Mutex
-	_ = a.pool.each(k, ids, func(k powerFlexCall, vol string) error {
+	_ = a.pool.each(k, toRead, func(k powerFlexCall, vol string) error {
 		acc, err := k.volumeAccess(vol, sdcID)
 		mu.Lock()
 		out[vol] = pflexAccessRead{acc: acc, err: err}
@@ -103,6 +151,7 @@ func (a *PowerFlexAdapter) Plan(ctx context.Context, id arrayclients.Identity, v
 	var p arrayclients.Plan
 	err := a.pool.with(ctx, func(k powerFlexCall) error {
 		var e PowerFlexEntries
+		var listed pflexListing
 		var err error
 		if nfsOnly {
 			sys, err := a.findSystem(k)
@@ -110,7 +159,7 @@ func (a *PowerFlexAdapter) Plan(ctx context.Context, id arrayclients.Identity, v
 				return err
 			}
 			e = PowerFlexEntries{SystemID: sys.ID, Mappings: []PowerFlexMapping{}, HoldersRecorded: true}
-		} else if e, err = a.planEntries(k, id); err != nil {
+		} else if e, listed, err = a.planEntries(k, id); err != nil {
 			return err
 		}
 		file, err := a.file(k)
@@ -123,7 +172,7 @@ func (a *PowerFlexAdapter) Plan(ctx context.Context, id arrayclients.Identity, v
 				block = append(block, v.Object)
 			}
 		}
-		read := a.volumeAccesses(k, block, id.ObjectID)
+		read := a.volumeAccesses(k, block, id.ObjectID, listed)
 		var cuts []arrayclients.VolumeCut
 		for _, v := range vols {
 			vc := arrayclients.VolumeCut{VolumeRef: v}
@@ -204,10 +253,11 @@ func (a *PowerFlexAdapter) Verify(ctx context.Context, p arrayclients.Plan) (arr
 			v = arrayclients.Verification{Fenced: true, Restored: true, CheckedAt: time.Now().UTC()}
 			return a.verifyNFS(k, p, e, &v)
 		}
-		cur, found, err := a.hostMappings(k, e)
+		listed, found, err := a.hostVolumes(k, e)
 		if err != nil {
 			return err
 		}
+		cur := listed.mappings(e.SdcID)
 		v = powerFlexVerify(e.Mappings, cur, found)
 		if err := a.verifyNFS(k, p, e, &v); err != nil {
 			return err
@@ -217,7 +267,7 @@ func (a *PowerFlexAdapter) Verify(ctx context.Context, p arrayclients.Plan) (arr
 		for _, vc := range cuts {
 			objs = append(objs, vc.Object)
 		}
-		read := a.volumeAccesses(k, objs, e.SdcID)
+		read := a.volumeAccesses(k, objs, e.SdcID, listed)
 		for _, vc := range cuts {
 			acc, err := read[vc.Object].acc, read[vc.Object].err
 			if err != nil {
@@ -425,7 +475,7 @@ func (a *PowerFlexAdapter) VerifyRestore(ctx context.Context, p arrayclients.Pla
 		for _, vc := range cuts {
 			objs = append(objs, vc.Object)
 		}
-		read := a.volumeAccesses(k, objs, e.SdcID)
+		read := a.volumeAccesses(k, objs, e.SdcID, pflexListing{})
 		for _, vc := range cuts {
 			acc, err := read[vc.Object].acc, read[vc.Object].err
 			if err != nil {

@@ -167,6 +167,58 @@ func TestPowerFlexFootprintPlanAndVerify(t *testing.T) {
 	assert.True(t, v.Fenced, "remaining: %v", v.Remaining)
 }
 
+// A plan reads the SDC and its mapped volumes (GET Sdc::<id> and its
+// relationships/Volume, whole volume objects with every SDC each is mapped
+// to) and answers the footprint volumes listed there from that listing: it
+// reads by ID only the footprint volumes not mapped to the SDC, with the
+// same cuts and holders a read by ID gives. A read-back after the fence
+// lists no volume of the SDC, so it reads each footprint volume by ID.
+func TestPowerFlexPlanReadsMappedVolumesFromTheSDCListing(t *testing.T) {
+	ctx := context.Background()
+	e := startPowerFlex(t, pflexFootprintFixture, arrayclients.Options{}, 5*time.Second)
+	w1, _ := e.sim.SDCID("worker-1")
+	w2, _ := e.sim.SDCID("worker-2")
+	id, err := e.adapter.Resolve(ctx, pflexW1)
+	require.NoError(t, err)
+	mine := []string{pflexVolumeID(t, e, "worker-1-vol-0"), pflexVolumeID(t, e, "worker-1-vol-1"), pflexVolumeID(t, e, "shared-vol")}
+	free := pflexVolumeID(t, e, "free-vol")
+	vols := []arrayclients.VolumeRef{
+		arraytest.BlockRef("pv-a", mine[0], true),
+		arraytest.BlockRef("pv-b", mine[1], true),
+		arraytest.BlockRef("pv-shared", mine[2], true),
+		arraytest.BlockRef("pv-free", free, false),
+	}
+	_, err = e.adapter.Plan(ctx, id, vols) // the first plan also finds the system
+	require.NoError(t, err)
+
+	seq := e.srv.LastSeq()
+	plan, err := e.adapter.Plan(ctx, id, vols)
+	require.NoError(t, err)
+	var paths []string
+	for _, a := range pflexReads(e, seq) {
+		paths = append(paths, a.Path)
+	}
+	require.Len(t, paths, 3, "the SDC, its volumes and the one footprint volume not mapped to it: %v", paths)
+	assert.Equal(t, "/api/instances/Sdc::"+w1, paths[0])
+	assert.Equal(t, "/api/instances/Sdc::"+w1+"/relationships/Volume", paths[1])
+	assert.Contains(t, paths[2], free)
+	assert.Equal(t, arrayclients.CutSDCUnmap, arraytest.CutOf(t, plan, "pv-a").Cut)
+	assert.Equal(t, arrayclients.CutSDCUnmap, arraytest.CutOf(t, plan, "pv-b").Cut)
+	shared := arraytest.CutOf(t, plan, "pv-shared")
+	assert.Equal(t, arrayclients.CutSDCUnmap, shared.Cut)
+	assert.Equal(t, []string{"sdc worker-2 (" + w2 + ")"}, shared.Holders, "the listing names the other holders")
+	assert.Equal(t, arrayclients.CutNotMapped, arraytest.CutOf(t, plan, "pv-free").Cut)
+	assert.Nil(t, arraytest.CutOf(t, plan, "pv-free").Holders)
+
+	require.NoError(t, e.adapter.Apply(ctx, plan))
+	seq = e.srv.LastSeq()
+	v, err := e.adapter.Verify(ctx, plan)
+	require.NoError(t, err)
+	assert.True(t, v.Fenced, "remaining: %v", v.Remaining)
+	assert.Len(t, pflexReads(e, seq), 2+len(vols), "a read-back reads every footprint volume by ID once fenced")
+	assert.Equal(t, []string{"sdc worker-2 (" + w2 + ")"}, arraytest.CheckOf(t, v, "pv-shared").Holders)
+}
+
 func TestPowerFlexUnfenceReconciles(t *testing.T) {
 	ctx := context.Background()
 	e := startPowerFlex(t, pflexFootprintFixture, arrayclients.Options{}, 5*time.Second)

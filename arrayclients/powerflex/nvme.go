@@ -80,32 +80,34 @@ func (a *PowerFlexAdapter) nvmeIdentity(node arrayclients.Node, s siotypes.Sdc) 
 }
 
 // planEntriesNVMe records every volume mapped to the identity's NVMe host
-// with its access mode, limits and other holders.
-func (a *PowerFlexAdapter) planEntriesNVMe(k powerFlexCall, id arrayclients.Identity) (PowerFlexEntries, error) {
+// with its access mode, limits and other holders, and returns the
+// volumes it read (every volume of the system).
+func (a *PowerFlexAdapter) planEntriesNVMe(k powerFlexCall, id arrayclients.Identity) (PowerFlexEntries, pflexListing, error) {
 	sys, err := a.findSystem(k)
 	if err != nil {
-		return PowerFlexEntries{}, err
+		return PowerFlexEntries{}, pflexListing{}, err
 	}
 	e := PowerFlexEntries{SystemID: sys.ID, SdcID: id.ObjectID, HostType: pflexHostTypeNVMe, HostName: id.ObjectName,
 		HoldersRecorded: true}
-	maps, found, err := a.currentNVMe(k, e)
+	l, found, err := a.hostVolumes(k, e)
 	if err != nil {
-		return PowerFlexEntries{}, err
+		return PowerFlexEntries{}, pflexListing{}, err
 	}
 	if !found {
-		return PowerFlexEntries{}, fmt.Errorf("%w: %s no longer exists", arrayclients.ErrNoIdentity, e.hostLabel())
+		return PowerFlexEntries{}, pflexListing{}, fmt.Errorf("%w: %s no longer exists", arrayclients.ErrNoIdentity, e.hostLabel())
 	}
-	e.Mappings = maps
+	e.Mappings = l.mappings(e.SdcID)
 	if e.Mappings == nil {
 		e.Mappings = []PowerFlexMapping{}
 	}
-	return e, nil
+	return e, l, nil
 }
 
-// currentNVMe reads the NVMe host's volume mappings. found is false when
-// the host no longer exists; a host of that ID that is not an NVMe host
-// or has another name is not the node's.
-func (a *PowerFlexAdapter) currentNVMe(k powerFlexCall, e PowerFlexEntries) (maps []PowerFlexMapping, found bool, err error) {
+// currentNVMe reads the volumes of the system, among which the NVMe
+// host's mappings are. found is false when the host no longer exists; a
+// host of that ID that is not an NVMe host or has another name is not the
+// node's.
+func (a *PowerFlexAdapter) currentNVMe(k powerFlexCall, e PowerFlexEntries) (vols []*siotypes.Volume, found bool, err error) {
 	host, err := k.sdcByID(e.SdcID)
 	if powerFlexIs(err, pflexMsgNoSdc) {
 		return nil, false, nil
@@ -117,19 +119,30 @@ func (a *PowerFlexAdapter) currentNVMe(k powerFlexCall, e PowerFlexEntries) (map
 		return nil, false, fmt.Errorf("%w: host %s is now %s %q, not NVMe host %q", arrayclients.ErrNoIdentity, e.SdcID,
 			host.Sdc.HostType, host.Sdc.Name, e.HostName)
 	}
-	vols, err := k.allVolumes()
+	vols, err = k.allVolumes()
 	if err != nil {
 		return nil, false, fmt.Errorf("list volumes for %s: %w", e.hostLabel(), err)
 	}
-	return mappingsOf(vols, e.SdcID), true, nil
+	return vols, true, nil
+}
+
+// hostVolumes reads the plan's host's volumes: an SDC's mapped volumes
+// (GET /api/instances/Sdc::<id>/relationships/Volume), or every volume of
+// the system for an NVMe host (a complete listing). found is false when
+// the host no longer exists.
+func (a *PowerFlexAdapter) hostVolumes(k powerFlexCall, e PowerFlexEntries) (pflexListing, bool, error) {
+	if e.isNVMe() {
+		vols, found, err := a.currentNVMe(k, e)
+		return newListing(vols, true), found, err
+	}
+	vols, found, err := a.current(k, e.SdcID, e.SdcGUID)
+	return newListing(vols, false), found, err
 }
 
 // hostMappings reads the plan's host's volume mappings (SDC or NVMe host).
 func (a *PowerFlexAdapter) hostMappings(k powerFlexCall, e PowerFlexEntries) ([]PowerFlexMapping, bool, error) {
-	if e.isNVMe() {
-		return a.currentNVMe(k, e)
-	}
-	return a.current(k, e.SdcID, e.SdcGUID)
+	l, found, err := a.hostVolumes(k, e)
+	return l.mappings(e.SdcID), found, err
 }
 
 // unmapHost unmaps a volume from the plan's host: UnmapVolumeSdc for an

@@ -322,9 +322,9 @@ func otherSdcs(v *siotypes.Volume, sdcID string) []string {
 	return out
 }
 
-// current reads the SDC's volume mappings. found is false when the SDC no
-// longer exists.
-func (a *PowerFlexAdapter) current(k powerFlexCall, sdcID, guid string) (maps []PowerFlexMapping, found bool, err error) {
+// current reads the volumes mapped to the SDC. found is false when the
+// SDC no longer exists.
+func (a *PowerFlexAdapter) current(k powerFlexCall, sdcID, guid string) (vols []*siotypes.Volume, found bool, err error) {
 	sdc, err := k.sdcByID(sdcID)
 	if powerFlexIs(err, pflexMsgNoSdc) {
 		return nil, false, nil
@@ -335,16 +335,16 @@ func (a *PowerFlexAdapter) current(k powerFlexCall, sdcID, guid string) (maps []
 	if guid != "" && !strings.EqualFold(sdc.Sdc.SdcGUID, guid) {
 		return nil, false, fmt.Errorf("%w: SDC %s now has GUID %s, not %s", arrayclients.ErrNoIdentity, sdcID, sdc.Sdc.SdcGUID, guid)
 	}
-	vols, err := k.sdcVolumes(sdc)
+	vols, err = k.sdcVolumes(sdc)
 	if err != nil {
 		return nil, false, fmt.Errorf("list volumes of SDC %s: %w", sdcID, err)
 	}
-	return mappingsOf(vols, sdcID), true, nil
+	return vols, true, nil
 }
 
 // planEntries records every volume mapped to the identity's SDC with its
-// access mode, limits and other holders.
-func (a *PowerFlexAdapter) planEntries(k powerFlexCall, id arrayclients.Identity) (PowerFlexEntries, error) {
+// access mode, limits and other holders, and returns the volumes it read.
+func (a *PowerFlexAdapter) planEntries(k powerFlexCall, id arrayclients.Identity) (PowerFlexEntries, pflexListing, error) {
 	if id.Kind == PowerFlexKindNVMeHost {
 		return a.planEntriesNVMe(k, id)
 	}
@@ -354,20 +354,21 @@ func (a *PowerFlexAdapter) planEntries(k powerFlexCall, id arrayclients.Identity
 	}
 	sys, err := a.findSystem(k)
 	if err != nil {
-		return PowerFlexEntries{}, err
+		return PowerFlexEntries{}, pflexListing{}, err
 	}
-	maps, found, err := a.current(k, id.ObjectID, guid)
+	e := PowerFlexEntries{SystemID: sys.ID, SdcID: id.ObjectID, SdcGUID: guid, HoldersRecorded: true}
+	l, found, err := a.hostVolumes(k, e)
 	if err != nil {
-		return PowerFlexEntries{}, err
+		return PowerFlexEntries{}, pflexListing{}, err
 	}
 	if !found {
-		return PowerFlexEntries{}, fmt.Errorf("%w: SDC %s no longer exists", arrayclients.ErrNoIdentity, id.ObjectID)
+		return PowerFlexEntries{}, pflexListing{}, fmt.Errorf("%w: SDC %s no longer exists", arrayclients.ErrNoIdentity, id.ObjectID)
 	}
-	e := PowerFlexEntries{SystemID: sys.ID, SdcID: id.ObjectID, SdcGUID: guid, Mappings: maps, HoldersRecorded: true}
+	e.Mappings = l.mappings(id.ObjectID)
 	if e.Mappings == nil {
 		e.Mappings = []PowerFlexMapping{}
 	}
-	return e, nil
+	return e, l, nil
 }
 
 // entries decodes a plan of this array.
