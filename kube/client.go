@@ -29,9 +29,13 @@ type Config struct {
 	Kubeconfig string
 	// Context selects a kubeconfig context; empty uses the current one.
 	Context string
-	// QPS and Burst bound the client's request rate. Defaults 20 and 40:
-	// informers cost one list and one watch each; the rest are read-backs
-	// and liveness checks of a few nodes at a time.
+	// QPS and Burst bound the client's request rate. Defaults 100 and
+	// 200: informers cost one list and one watch each; the rest are
+	// liveness checks and the detector's Lease read-backs, one per probed
+	// node every poll interval. A hundred nodes dying at once (a rack)
+	// are fifty read-backs a second on each replica: at 20 a second the
+	// probes queued behind the limiter and each dying node's kubelet and
+	// Lease evidence came seconds late (the storm in bench/results.md).
 	QPS   float32
 	Burst int
 	// FenceQPS and FenceBurst bound the fencing pipeline's own client
@@ -51,7 +55,7 @@ type Config struct {
 
 // DefaultConfig returns the documented defaults (Kubeconfig unset).
 func DefaultConfig() Config {
-	return Config{QPS: 20, Burst: 40, FenceQPS: 100, FenceBurst: 200, RequestTimeout: 10 * time.Second,
+	return Config{QPS: 100, Burst: 200, FenceQPS: 100, FenceBurst: 200, RequestTimeout: 10 * time.Second,
 		DialTimeout: 5 * time.Second, UserAgent: "fenced"}
 }
 
