@@ -206,6 +206,7 @@ func markdown(r *Results) string {
 		}
 		b.WriteString(stormPowerOff(s))
 		b.WriteString(renderStormProfiles(s.Profiles))
+		b.WriteString(renderProcessCPU(s.ProcessCPU))
 		if len(s.Unread) > 0 {
 			fmt.Fprintf(&b, "The per-node and per-family figures lack: %s.\n\n", strings.Join(s.Unread, "; "))
 		}

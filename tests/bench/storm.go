@@ -58,6 +58,9 @@ type StormResult struct {
 	// Profiles are where each process's CPU time went during the storm
 	// (-storm-profile).
 	Profiles []ProcessProfile `json:"profiles,omitempty"`
+	// ProcessCPU is the CPU time of this process and every process it
+	// started, by command name, over the profiled window (/proc).
+	ProcessCPU []ProcessCPU `json:"processCPU,omitempty"`
 	// Unread is what the per-node and per-family figures could not read.
 	Unread []string `json:"unread,omitempty"`
 }
@@ -104,7 +107,11 @@ func runStorm(t *e2e.Standalone, p params) (*StormResult, error) {
 	}
 	before := scrapeRequests(ctx, h)
 	var prof *stormProfiler
-	profiled := make(chan []ProcessProfile, 1)
+	type profiledResult struct {
+		profiles []ProcessProfile
+		cpu      []ProcessCPU
+	}
+	profiled := make(chan profiledResult, 1)
 	if p.StormProfile != "" {
 		var err error
 		if prof, err = newStormProfiler(h, p.StormProfile); err != nil {
@@ -156,7 +163,10 @@ func runStorm(t *e2e.Standalone, p params) (*StormResult, error) {
 		if prof != nil && !res.At.AllEvicted.IsZero() {
 			// The profiles end with the segment under way, beside
 			// the wait for the replacements.
-			go func(sp *stormProfiler) { profiled <- sp.Stop() }(prof)
+			go func(sp *stormProfiler) {
+				ps, cpu := sp.Stop()
+				profiled <- profiledResult{ps, cpu}
+			}(prof)
 			prof = nil
 		}
 		if !res.At.AllEvicted.IsZero() && waitRunning(ctx, h, "storm", p.StormDying, "worker-") == nil {
@@ -166,9 +176,10 @@ func runStorm(t *e2e.Standalone, p params) (*StormResult, error) {
 	}
 	if p.StormProfile != "" {
 		if prof != nil {
-			res.Profiles = prof.Stop()
+			res.Profiles, res.ProcessCPU = prof.Stop()
 		} else {
-			res.Profiles = <-profiled
+			r := <-profiled
+			res.Profiles, res.ProcessCPU = r.profiles, r.cpu
 		}
 	}
 	fromRenewal, fromPowerOff := res.At.since(res.LastRenew), res.At.since(res.PowerOff)

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -54,6 +55,9 @@ type TopFunc struct {
 type profileTarget struct {
 	name, url, token string
 	client           *http.Client
+	// self: this process, profiled with runtime/pprof (url, token and
+	// client unused).
+	self bool
 }
 
 // stormProfiler takes CPU profiles of the replicas and the kube-apiserver
@@ -69,6 +73,8 @@ type stormProfiler struct {
 	mu       sync.Mutex
 	files    map[string][]string
 	errs     map[string]string
+	// cpuStart is every process's CPU time at Start (processCPU).
+	cpuStart map[int]procCPU
 }
 
 // newStormProfiler prepares the profiles of h's replicas (their
@@ -94,6 +100,9 @@ func newStormProfiler(h *e2e.Harness, dir string) (*stormProfiler, error) {
 	}
 	kc.Timeout = profileSegment + 30*time.Second
 	sp.targets = append(sp.targets, profileTarget{name: "kube-apiserver", url: h.CP.APIServerURL + "/debug/pprof/profile", client: kc})
+	// The bench process itself: the five array simulators (whose
+	// answers set the fences' pace), the harness and the status polls.
+	sp.targets = append(sp.targets, profileTarget{name: benchProcess, self: true})
 	return sp, nil
 }
 
@@ -101,6 +110,7 @@ func newStormProfiler(h *e2e.Harness, dir string) (*stormProfiler, error) {
 // Stop.
 func (sp *stormProfiler) Start(ctx context.Context) {
 	sp.start = time.Now()
+	sp.cpuStart = processCPU(os.Getpid())
 	for _, t := range sp.targets {
 		sp.wg.Add(1)
 		go func() {
@@ -169,6 +179,9 @@ func (sp *stormProfiler) goroutines(ctx context.Context, t profileTarget, path s
 
 // segment takes one CPU profile of t into path.
 func (sp *stormProfiler) segment(ctx context.Context, t profileTarget, path string) error {
+	if t.self {
+		return sp.selfSegment(ctx, path)
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, t.url+"?seconds="+strconv.Itoa(int(sp.segLen/time.Second)), nil)
 	if err != nil {
 		return fmt.Errorf("profile %s: %w", t.name, err)
@@ -194,12 +207,40 @@ func (sp *stormProfiler) segment(ctx context.Context, t profileTarget, path stri
 	return nil
 }
 
+// selfSegment takes one CPU profile of this process into path, as long
+// as the others' segments.
+func (sp *stormProfiler) selfSegment(ctx context.Context, path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("profile %s: %w", benchProcess, err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("profile %s: %w", benchProcess, err)
+	}
+	t := time.NewTimer(sp.segLen)
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+	t.Stop()
+	pprof.StopCPUProfile()
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("profile %s: %w", benchProcess, err)
+	}
+	return nil
+}
+
+// benchProcess names this process's profile.
+const benchProcess = "bench (array simulators, harness)"
+
 // Stop ends the profiles once the segment under way completes (a
 // cancelled profile request returns nothing) and reads where each
 // process's time went.
-func (sp *stormProfiler) Stop() []ProcessProfile {
+func (sp *stormProfiler) Stop() ([]ProcessProfile, []ProcessCPU) {
 	sp.stopping.Store(true)
 	sp.wg.Wait()
+	cpu := cpuSince(sp.cpuStart, processCPU(os.Getpid()), time.Since(sp.start))
 	var out []ProcessProfile
 	for _, t := range sp.targets {
 		p := ProcessProfile{Process: t.name, Files: sp.files[t.name], Error: sp.errs[t.name]}
@@ -217,7 +258,7 @@ func (sp *stormProfiler) Stop() []ProcessProfile {
 		}
 		out = append(out, p)
 	}
-	return out
+	return out, cpu
 }
 
 // pprofTop reads the merged profiles at paths with `go tool pprof -top`:

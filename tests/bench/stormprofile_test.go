@@ -71,12 +71,18 @@ func TestStormProfilerOnTheTestBed(t *testing.T) {
 		defer sp.mu.Unlock()
 		return len(sp.files)+len(sp.errs) == len(sp.targets)
 	}, time.Minute, 100*time.Millisecond)
-	ps := sp.Stop()
-	require.Len(t, ps, len(h.IDs)+1)
+	ps, cpu := sp.Stop()
+	require.Len(t, ps, len(h.IDs)+2)
 	for _, p := range ps {
 		assert.Empty(t, p.Error, p.Process)
 		assert.NotEmpty(t, p.Files, p.Process)
 		assert.Positive(t, p.WindowSeconds, p.Process)
 	}
-	assert.Equal(t, "kube-apiserver", ps[len(ps)-1].Process)
+	assert.Equal(t, "kube-apiserver", ps[len(ps)-2].Process)
+	assert.Equal(t, benchProcess, ps[len(ps)-1].Process, "this process: the array simulators")
+	var commands []string
+	for _, c := range cpu {
+		commands = append(commands, c.Command)
+	}
+	assert.Contains(t, commands, "fenced", "the replicas' CPU time is read from /proc")
 }
