@@ -57,7 +57,8 @@ func (a *PowerScaleAdapter) checkIdentity(id arrayclients.Identity) (scKeys, err
 	return keys, nil
 }
 
-// Plan lists every export of the zone and records, for each, which of its
+// Plan lists every export of the zone (a listing shared with the plans and
+// read-backs under way: listExportsSince) and records, for each, which of its
 // four lists hold which of the node's strings; then it reads each
 // footprint volume's export by ID for its cut or gap. It refuses (wrapping
 // ErrAmbiguousIdentity) when the node would keep access that removing its
@@ -76,8 +77,9 @@ func (a *PowerScaleAdapter) Plan(ctx context.Context, id arrayclients.Identity, 
 	e := scEntries{Zone: a.zone, Keys: keys.all, Exports: []scPlanExport{}}
 	var hazards []string
 	var cuts []arrayclients.VolumeCut
+	start := time.Now()
 	err = a.with(ctx, func(c *goisilon.Client) error {
-		exports, err := a.listExports(ctx, c)
+		exports, err := a.listExportsSince(ctx, c, start)
 		if err != nil {
 			return err
 		}
@@ -338,7 +340,8 @@ func (a *PowerScaleAdapter) applyExport(ctx context.Context, c *goisilon.Client,
 	return nil
 }
 
-// Verify lists every export of the zone: the node is fenced when no list
+// Verify lists every export of the zone (a listing begun after its start,
+// perhaps shared: listExportsSince): the node is fenced when no list
 // of any export holds one of its strings and nothing else covers it, and
 // no footprint volume's export, read again by ID, lets the node mount it.
 // Its Restored only compares the plan with the listing; VerifyRestore is
@@ -350,8 +353,9 @@ func (a *PowerScaleAdapter) Verify(ctx context.Context, plan arrayclients.Plan) 
 		return arrayclients.Verification{}, fmt.Errorf("powerscale array %s: verify fence of node %s: %w", a.cfg.Name, plan.Identity.Node, err)
 	}
 	v := arrayclients.Verification{}
+	start := time.Now()
 	err = a.with(ctx, func(c *goisilon.Client) error {
-		exports, err := a.listExports(ctx, c)
+		exports, err := a.listExportsSince(ctx, c, start)
 		if err != nil {
 			return err
 		}

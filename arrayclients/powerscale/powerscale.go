@@ -72,6 +72,9 @@ type PowerScaleAdapter struct {
 	// after a failover the check errs on the safe side (left as it is).
 	peerMu      sync.Mutex
 	peerEntries map[int]map[string]int
+	// exportLists shares listings of the zone's exports among plans and
+	// read-backs (listExportsSince).
+	exportLists arrayclients.Listings[scExport]
 }
 
 // notePeerEntries records (add) or forgets (remove) entries removed from
@@ -408,6 +411,19 @@ type scExport struct {
 
 // scListNames are the four client lists in the API's field names.
 var scListNames = []string{"clients", "root_clients", "read_write_clients", "read_only_clients"}
+
+// listExportsSince returns every export of the zone from a listing begun
+// at since or later, sharing it with the other plans and read-backs that
+// need one then (arrayclients.Listings): in a storm a hundred fences each
+// read the zone's exports back, and each listing carries every export of
+// the zone. A plan or read-back passes its own start, so what it reads is
+// as fresh as a listing of its own (a read-back starts after the write it
+// reads back). The exports returned are shared: read only.
+func (a *PowerScaleAdapter) listExportsSince(ctx context.Context, c *goisilon.Client, since time.Time) ([]scExport, error) {
+	return a.exportLists.List(ctx, since, func(ctx context.Context) ([]scExport, error) {
+		return a.listExports(ctx, c)
+	})
+}
 
 // listExports reads every export of the zone through the v4 API, paging
 // with resume tokens itself (bounded, and stopping on an empty token).

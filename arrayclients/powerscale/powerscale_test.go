@@ -452,3 +452,56 @@ func TestPowerScaleInterleavedFencesRestoreBoth(t *testing.T) {
 	unfence(p2)
 	assert.Equal(t, before, arraytest.DumpJSON(t, e.sim.State()))
 }
+
+// TestPowerScaleReadBacksShareExportListings: plans and read-backs running
+// at once share a listing of the zone's exports begun after each started,
+// instead of one listing each; a read-back that starts after a write still
+// lists the exports again and sees it.
+func TestPowerScaleReadBacksShareExportListings(t *testing.T) {
+	slow := func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/nfs/exports/") {
+				time.Sleep(100 * time.Millisecond) // the listings overlap
+			}
+			h.ServeHTTP(w, r)
+		})
+	}
+	e := newSCEnv(t, scFixture, slow)
+	a := e.adapter(t, nil)
+	ctx := context.Background()
+	id, err := a.Resolve(ctx, e.node("worker-1"))
+	require.NoError(t, err)
+	plan, err := a.Plan(ctx, id, nil)
+	require.NoError(t, err)
+
+	listings := func(seq int64) int {
+		n := 0
+		for _, x := range e.srv.AuditSince(seq) {
+			if x.Method == http.MethodGet && strings.Contains(x.Path, "/nfs/exports/?") && !strings.Contains(x.Path, "resume=") {
+				n++
+			}
+		}
+		return n
+	}
+	const calls = 12
+	seq := e.srv.LastSeq()
+	var wg sync.WaitGroup
+	results := make([]arrayclients.Verification, calls)
+	errs := make([]error, calls)
+	for i := range calls {
+		wg.Go(func() { results[i], errs[i] = a.Verify(ctx, plan) })
+	}
+	wg.Wait()
+	for i := range calls {
+		require.NoError(t, errs[i])
+		assert.False(t, results[i].Fenced, "not applied yet")
+	}
+	assert.Less(t, listings(seq), calls/2, "%d read-backs at once share listings", calls)
+
+	require.NoError(t, a.Apply(ctx, plan))
+	seq = e.srv.LastSeq()
+	v, err := a.Verify(ctx, plan)
+	require.NoError(t, err)
+	assert.True(t, v.Fenced, "a read-back after the write lists again: remaining %v", v.Remaining)
+	assert.Equal(t, 1, listings(seq))
+}

@@ -20,6 +20,30 @@ func nullable(s string) any {
 
 // renderHostLocked renders a host as GET host returns it.
 func (s *Sim) renderHostLocked(h *host) map[string]any {
+	var own []*mapping
+	for _, m := range s.mappings {
+		if m.HostID == h.ID {
+			own = append(own, m)
+		}
+	}
+	return s.renderHostMappedLocked(h, own)
+}
+
+// mappingsByHostLocked groups the mappings by host ID, for a listing of
+// many hosts: one pass over the mappings instead of one per host.
+func (s *Sim) mappingsByHostLocked() map[string][]*mapping {
+	out := make(map[string][]*mapping, len(s.hosts))
+	for _, m := range s.mappings {
+		if m.HostID != "" {
+			out[m.HostID] = append(out[m.HostID], m)
+		}
+	}
+	return out
+}
+
+// renderHostMappedLocked renders a host whose mappings are own (any
+// order).
+func (s *Sim) renderHostMappedLocked(h *host, own []*mapping) map[string]any {
 	ports := make([]string, 0, len(h.Initiators))
 	for p := range h.Initiators {
 		ports = append(ports, p)
@@ -48,12 +72,7 @@ func (s *Sim) renderHostLocked(h *host) map[string]any {
 			"chap_mutual_username": nullable(in.ChapMutualUsername),
 		})
 	}
-	var own []*mapping
-	for _, m := range s.mappings {
-		if m.HostID == h.ID {
-			own = append(own, m)
-		}
-	}
+	own = slices.Clone(own)
 	slices.SortFunc(own, func(a, b *mapping) int { return strings.Compare(a.ID, b.ID) })
 	mapped := make([]map[string]any, 0, len(own))
 	for _, m := range own {
@@ -141,10 +160,11 @@ func (s *Sim) serveHost(w http.ResponseWriter, r *http.Request, id, action strin
 		}
 		s.mu.Lock()
 		rows := make([]row, 0, len(s.hosts))
+		byHost := s.mappingsByHostLocked()
 		for _, h := range s.hosts {
 			fields := map[string]string{"id": h.ID, "name": h.Name, "host_group_id": h.GroupID, "os_type": h.OSType}
 			if q.keeps(fields) { // render only what is asked for: thousands of hosts in scale runs
-				rows = append(rows, row{fields: fields, obj: s.renderHostLocked(h)})
+				rows = append(rows, row{fields: fields, obj: s.renderHostMappedLocked(h, byHost[h.ID])})
 			}
 		}
 		s.mu.Unlock()
