@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/dell/goscaleio"
+	"github.com/dell/goscaleio/api"
 	siotypes "github.com/dell/goscaleio/types/v1"
 
 	"github.com/fenced-project/fenced/arrayclients"
@@ -46,6 +47,9 @@ const powerFlexReconnectEvery = time.Second
 type powerFlexConn struct {
 	c      *goscaleio.Client
 	authed bool
+	// raw sends the sweep's GETs with c's session (rawget.go); built on
+	// first use.
+	raw api.Client
 }
 
 // powerFlexPool is an adapter's clients.
@@ -143,7 +147,7 @@ func (p *powerFlexPool) with(ctx context.Context, fn func(k powerFlexCall) error
 		}
 		conn.authed = true
 	}
-	return powerFlexClassify(fn(powerFlexCall{c: conn.c, ctx: ctx}))
+	return powerFlexClassify(fn(powerFlexCall{c: conn.c, ctx: ctx, p: p, conn: conn}))
 }
 
 // each runs fn for every item, on the leased call k and on as many more
@@ -187,7 +191,7 @@ func (p *powerFlexPool) each(k powerFlexCall, items []string, fn func(k powerFle
 			}
 			conn.authed = true
 		}
-		calls = append(calls, powerFlexCall{c: conn.c, ctx: k.ctx})
+		calls = append(calls, powerFlexCall{c: conn.c, ctx: k.ctx, p: p, conn: conn})
 	}
 	errs := make([]error, len(items))
 	next := make(chan int, len(items))
@@ -216,6 +220,10 @@ func (p *powerFlexPool) each(k powerFlexCall, items []string, fn func(k powerFle
 type powerFlexCall struct {
 	c   *goscaleio.Client
 	ctx context.Context
+	// p is the pool the connection conn (whose client c is) was leased
+	// from.
+	p    *powerFlexPool
+	conn *powerFlexConn
 }
 
 // client sets the context for the next library call and returns the client.

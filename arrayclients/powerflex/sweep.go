@@ -9,17 +9,15 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/dell/goscaleio"
-	siotypes "github.com/dell/goscaleio/types/v1"
-
 	"github.com/fenced-project/fenced/arrayclients"
 )
 
 var _ arrayclients.Sweeper = (*PowerFlexAdapter)(nil)
 
-// Sweep lists the system's SDCs in one request (goscaleio System.GetSdc:
-// GET /api/instances/System::<id>/relationships/Sdc, each SDC with its
-// mdmConnectionState) and gives each SDC identity of ids the connectivity
+// Sweep lists the system's SDCs in one request (GET
+// /api/instances/System::<id>/relationships/Sdc, each SDC with its
+// mdmConnectionState, decoding only the fields it reads: rawget.go) and
+// gives each SDC identity of ids the connectivity
 // Health reads from the same field. With withIO, an SDC listed
 // Disconnected also has its statistics read (one request each, side by
 // side: see sweepStatistics), judged as Health judges them, as many as ctx
@@ -51,12 +49,12 @@ func (a *PowerFlexAdapter) Sweep(ctx context.Context, ids []arrayclients.Identit
 		if err != nil {
 			return err
 		}
-		all, err := k.sdcs(sys)
+		all, err := k.sweepSdcs(sys)
 		if err != nil {
 			return fmt.Errorf("list SDCs: %w", err)
 		}
 		listedAt := time.Now().UTC()
-		byID := make(map[string]*siotypes.Sdc, len(all))
+		byID := make(map[string]*sweepSdc, len(all))
 		for j := range all {
 			byID[all[j].ID] = &all[j]
 		}
@@ -107,7 +105,7 @@ const sweepSpareCalls = powerFlexClients/2 - 1
 // time, and each gone node's I/O window starts within a sweep or two of
 // the listing that showed it gone. Only the SDCs listed Disconnected are
 // remembered, so the memory is bounded by them.
-func (a *PowerFlexAdapter) sweepStatistics(k powerFlexCall, ids []arrayclients.Identity, byID map[string]*siotypes.Sdc,
+func (a *PowerFlexAdapter) sweepStatistics(k powerFlexCall, ids []arrayclients.Identity, byID map[string]*sweepSdc,
 	statsOf []int, out []arrayclients.Health) {
 	a.mu.Lock()
 	last := a.statsReadAt
@@ -135,7 +133,7 @@ func (a *PowerFlexAdapter) sweepStatistics(k powerFlexCall, ids []arrayclients.I
 		}
 		sdc := byID[ids[i].ObjectID]
 		state := sdc.MdmConnectionState
-		stats, err := k.sdcStatistics(goscaleio.NewSdc(k.c, sdc))
+		stats, err := k.sdcStatisticsByID(sdc.ID)
 		h := &out[i]
 		switch {
 		case k.ctx.Err() != nil:

@@ -168,3 +168,48 @@ func TestPowerFlexSweepStatisticsTakeTurns(t *testing.T) {
 		}
 	}
 }
+
+// A sweep whose session expired (the gateway answers 401) logs the leased
+// client in again and lists once more, as goscaleio's own calls do.
+func TestPowerFlexSweepLogsInAgain(t *testing.T) {
+	ctx := context.Background()
+	e := startPowerFlex(t, pflexFixture, arrayclients.Options{}, 2*time.Second)
+	id, err := e.adapter.Resolve(ctx, pflexW1)
+	require.NoError(t, err)
+	sw := e.adapter.(arrayclients.Sweeper)
+	e.srv.AddFault(simcore.Fault{Kind: simcore.FaultError, Status: 401, Path: "/relationships/Sdc$", Count: 1})
+	seq := e.srv.LastSeq()
+	hs, err := sw.Sweep(ctx, []arrayclients.Identity{id}, true)
+	require.NoError(t, err)
+	assert.Equal(t, arrayclients.Connected, hs[0].Connectivity)
+	var paths []string
+	for _, a := range e.srv.AuditSince(seq) {
+		paths = append(paths, a.Path)
+	}
+	require.GreaterOrEqual(t, len(paths), 3)
+	paths = paths[len(paths)-3:]
+	assert.Equal(t, "/api/login", paths[1], "the listing, a login, the listing again: %v", paths)
+	assert.Equal(t, paths[0], paths[2])
+}
+
+// BenchmarkPowerFlexSweep2000 is one leader sweep of 2,000 connected SDCs
+// (the listing alone): its time and allocations are the idle leader's
+// per-second cost of the sweep.
+func BenchmarkPowerFlexSweep2000(b *testing.B) {
+	ctx := context.Background()
+	const n = 2000
+	e := startPowerFlex(b, pflexManyNodes(n, 0), arrayclients.Options{}, 10*time.Second)
+	id, err := e.adapter.Resolve(ctx, pflexNode("node-00", pflexGUID(0)))
+	require.NoError(b, err)
+	ids := make([]arrayclients.Identity, n)
+	for i := range ids {
+		ids[i] = id
+		ids[i].Node = fmt.Sprintf("node-%02d", i)
+	}
+	sw := e.adapter.(arrayclients.Sweeper)
+	b.ReportAllocs()
+	for b.Loop() {
+		_, err := sw.Sweep(ctx, ids, true)
+		require.NoError(b, err)
+	}
+}

@@ -1,0 +1,93 @@
+package powerflex
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/dell/goscaleio/api"
+	siotypes "github.com/dell/goscaleio/types/v1"
+)
+
+// The leader's sweep lists every SDC of the system once a second.
+// goscaleio's System.GetSdc decodes each one into a siotypes.Sdc (every
+// field the MDM sends and its links); at 2,000 SDCs that decoding and its
+// garbage were about two fifths of an idle leader's CPU time
+// (bench/results.md, growth section). goscaleio has no call that returns
+// less, nor one that takes a path and a value to decode into, so the sweep
+// sends its GETs through goscaleio's own HTTP layer (goscaleio/api, built
+// with the options goscaleio.NewClientWithArgs uses) with the session
+// token of the pooled client it leased, and decodes only what it reads.
+
+// sweepSdc is what a sweep reads of each SDC: the fields of the MDM's SDC
+// object Sweep judges (the same fields siotypes.Sdc names).
+type sweepSdc struct {
+	ID                 string `json:"id"`
+	MdmConnectionState string `json:"mdmConnectionState"`
+}
+
+// rawClient returns the connection's goscaleio/api client, built on first
+// use. Only the call that leased the connection uses it.
+func (p *powerFlexPool) rawClient(conn *powerFlexConn) (api.Client, error) {
+	if conn.raw != nil {
+		return conn.raw, nil
+	}
+	opts := api.ClientOptions{Insecure: p.cfg.Insecure, CAFilePath: p.cfg.CAFile, Timeout: time.Duration(p.seconds) * time.Second}
+	// api.New makes no request: its context is unused.
+	raw, err := api.New(context.Background(), p.cfg.Endpoint, opts, false)
+	if err != nil {
+		return nil, fmt.Errorf("build PowerFlex HTTP client for %s: %w", p.cfg.Endpoint, err)
+	}
+	conn.raw = raw
+	return raw, nil
+}
+
+// get sends GET path with the leased client's session and decodes the
+// answer into out, as goscaleio does (the version's Accept header, Bearer
+// or Basic by version): on a 401 (the session expired) it logs the leased
+// client in again and retries once, as goscaleio's own calls do.
+func (k powerFlexCall) get(path string, out any) error {
+	raw, err := k.p.rawClient(k.conn)
+	if err != nil {
+		return err
+	}
+	version := k.p.apiVersion()
+	accept := api.HeaderValContentTypeJSON
+	if version != "" {
+		accept += ";version=" + version
+	}
+	headers := map[string]string{api.HeaderKeyAccept: accept, api.HeaderKeyContentType: accept}
+	raw.SetToken(k.c.GetToken())
+	err = raw.DoWithHeaders(k.ctx, http.MethodGet, path, headers, nil, out, version)
+	if e, ok := powerFlexAPIError(err); !ok || e.HTTPStatusCode != http.StatusUnauthorized {
+		return err
+	}
+	if _, err := k.c.WithContext(k.ctx).Authenticate(k.p.connectConfig()); err != nil {
+		return fmt.Errorf("log in to PowerFlex %s again: %w", k.p.cfg.Endpoint, err)
+	}
+	raw.SetToken(k.c.GetToken())
+	return raw.DoWithHeaders(k.ctx, http.MethodGet, path, headers, nil, out, version)
+}
+
+// sweepSdcs lists the system's SDCs (GET
+// /api/instances/System::<id>/relationships/Sdc, the request
+// System.GetSdc sends), decoding only what the sweep reads.
+func (k powerFlexCall) sweepSdcs(sys *siotypes.System) ([]sweepSdc, error) {
+	var out []sweepSdc
+	if err := k.get("/api/instances/System::"+sys.ID+"/relationships/Sdc", &out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// sdcStatisticsByID reads an SDC's statistics (GET
+// /api/instances/Sdc::<id>/relationships/Statistics, the link
+// Sdc.GetStatistics follows).
+func (k powerFlexCall) sdcStatisticsByID(id string) (*siotypes.SdcStatistics, error) {
+	var out siotypes.SdcStatistics
+	if err := k.get("/api/instances/Sdc::"+id+"/relationships/Statistics", &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
