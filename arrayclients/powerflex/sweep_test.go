@@ -191,25 +191,3 @@ func TestPowerFlexSweepLogsInAgain(t *testing.T) {
 	assert.Equal(t, "/api/login", paths[1], "the listing, a login, the listing again: %v", paths)
 	assert.Equal(t, paths[0], paths[2])
 }
-
-// BenchmarkPowerFlexSweep2000 is one leader sweep of 2,000 connected SDCs
-// (the listing alone): its time and allocations are the idle leader's
-// per-second cost of the sweep.
-func BenchmarkPowerFlexSweep2000(b *testing.B) {
-	ctx := context.Background()
-	const n = 2000
-	e := startPowerFlex(b, pflexManyNodes(n, 0), arrayclients.Options{}, 10*time.Second)
-	id, err := e.adapter.Resolve(ctx, pflexNode("node-00", pflexGUID(0)))
-	require.NoError(b, err)
-	ids := make([]arrayclients.Identity, n)
-	for i := range ids {
-		ids[i] = id
-		ids[i].Node = fmt.Sprintf("node-%02d", i)
-	}
-	sw := e.adapter.(arrayclients.Sweeper)
-	b.ReportAllocs()
-	for b.Loop() {
-		_, err := sw.Sweep(ctx, ids, true)
-		require.NoError(b, err)
-	}
-}
