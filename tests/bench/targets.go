@@ -143,21 +143,54 @@ func targets(r *Results) string {
 		}
 		b.WriteString(").")
 		if !done || s.AllEvicted > bound {
-			b.WriteString(" Time goes to array calls. Each fence makes a plan, a write and a read-back on each of five arrays; " +
-				"they read the node's own objects and its footprint volumes by ID (no array-wide scans: Unity reads the host's " +
-				"hostLUN objects), and fenced bounds the calls in flight per array (`maxConcurrentCalls`, 8), so the slowest " +
-				"array sets the pace. On this 2-core machine the five simulators, a thousand kwok nodes, the API server and three " +
-				"replicas share the cores (the simulators audit a write by the objects it changed, not by snapshots of the whole " +
-				"array), so a call that takes 0.1 s at 100 nodes can run into the 5 s call timeout at 1,000; a timed-out read-back is retried with " +
-				"backoff and the node's pods wait for it. A live node whose Lease renewal is late at the moment of the storm (a " +
-				"starved machine) also counts towards the storm limit and can trip the guard, which holds every verdict for its " +
-				"cooldown: the notes from the run say what set the pace. " +
-				"What would help: serving the fences furthest along first, batching what an array API batches and a machine with " +
-				"more cores.")
+			b.WriteString(stormPace(s, r.Host.CPUs))
 		}
 		b.WriteString("\n")
 	}
 	b.WriteString("\n")
+	return b.String()
+}
+
+// stormPace says, from the storm's own figures, what set its pace: how
+// busy the machine was (every process's CPU time over the window) and the
+// array family done last, with the time its fencing calls held their
+// call slots (plans, writes and read-backs: count × mean, over the
+// default maxConcurrentCalls of 8).
+func stormPace(s *StormResult, cpus int) string {
+	var b strings.Builder
+	var cpu, window float64
+	for _, p := range s.ProcessCPU {
+		cpu += p.CPUSeconds
+		window = p.WindowSeconds
+	}
+	if window > 0 {
+		fmt.Fprintf(&b, " Over the profiled window (%.0f s) every process of the run together used %.2f of the machine's %d cores",
+			window, cpu/window, cpus)
+		for i, p := range s.ProcessCPU {
+			if i == 3 {
+				break
+			}
+			fmt.Fprintf(&b, "; %s %.2f", p.Command, p.Share)
+		}
+		b.WriteString(".")
+	}
+	var pace *FamilyTime
+	for i := range s.Families {
+		if f := &s.Families[i]; pace == nil || f.DoneMedian > pace.DoneMedian {
+			pace = f
+		}
+	}
+	if pace != nil && pace.Calls != nil {
+		var held float64
+		for _, op := range []string{"plan", "apply", "verify"} {
+			held += pace.Calls[op].Seconds
+		}
+		fmt.Fprintf(&b, " The family done last was %s (%.1f s after the intent in the median): its plans, writes and read-backs "+
+			"held call slots for %.0f s in all, %.0f s spread over 8 slots (`maxConcurrentCalls`), waiting in fenced and in the "+
+			"machine's scheduler as much as in the array (see the family table and the notes).", pace.Family, pace.DoneMedian, held, held/8)
+	}
+	b.WriteString(" What would help: a machine with more cores, to tell fenced's limits from the shared CPU, and fewer requests " +
+		"per fence on the array that sets the pace.")
 	return b.String()
 }
 
