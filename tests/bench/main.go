@@ -10,11 +10,12 @@
 //		-storm-nodes 1000 -storm-dying 100 -early -storm-profile prof
 //
 // -storm-profile turns http.pprof on in the replicas and takes CPU
-// profiles of each replica and of the kube-apiserver (its own
-// /debug/pprof, admin credentials) in consecutive 30 s segments from the
-// storm's power-off until every dying node's pods are evicted; the storm
-// section then has a "where the time goes" table, and `go tool pprof
-// DIR/fenced-a-*.pb.gz` reads the raw profiles merged.
+// profiles of each replica, of the kube-apiserver (its own /debug/pprof,
+// admin credentials) and of the bench process (the array simulators) in
+// consecutive 30 s segments from the storm's power-off until every dying
+// node's pods are evicted; the storm section then has a "where the time
+// goes" table and every process's CPU time over the window (/proc), and
+// `go tool pprof DIR/fenced-a-*.pb.gz` reads the raw profiles merged.
 //
 // What it runs, each over the end-to-end harness (tests/e2e: three fenced
 // processes built from this tree, a real kube-apiserver, controller
@@ -151,7 +152,7 @@ func main() {
 	flag.IntVar(&p.ClusterNodes, "cluster-nodes", 0, "nodes of each cluster of the multi-cluster run (the issue asks for 200)")
 	flag.IntVar(&p.StormNodes, "storm-nodes", 0, "nodes of the mass-death run (0: skip; the issue asks for 1000)")
 	flag.IntVar(&p.StormDying, "storm-dying", 100, "nodes that die at once in the mass-death run")
-	flag.StringVar(&p.StormProfile, "storm-profile", "", "directory for CPU profiles of the replicas and the kube-apiserver during the mass-death run, summarised in its section (empty: none)")
+	flag.StringVar(&p.StormProfile, "storm-profile", "", "directory for CPU profiles of the replicas, the kube-apiserver and this process (the array simulators) during the mass-death run, summarised in its section (empty: none)")
 	flag.IntVar(&p.ControlPlaneNice, "control-plane-nice", 0, "nice value of the control plane and kwok in the steady, multi-cluster and storm runs, so that kwok's renewals keep time on a small machine (0: leave as is)")
 	flag.BoolVar(&p.Early, "early", false, "early verdicts on (clusters[].earlyVerdict, default settings) in the single-node, failover and storm runs; the single-node trials then go to their own section")
 	flag.StringVar(&p.Keep, "keep", "", "keep the runs' directories here")
