@@ -147,7 +147,7 @@ func (p *powerFlexPool) with(ctx context.Context, fn func(k powerFlexCall) error
 		}
 		conn.authed = true
 	}
-	return powerFlexClassify(fn(powerFlexCall{c: conn.c, ctx: ctx, p: p, conn: conn}))
+	return powerFlexClassify(fn(powerFlexCall{ctx: ctx, p: p, conn: conn}))
 }
 
 // each runs fn for every item, on the leased call k and on as many more
@@ -158,7 +158,7 @@ func (p *powerFlexPool) with(ctx context.Context, fn func(k powerFlexCall) error
 // client or a spare call, so fences holding one each cannot wait on one
 // another. It must run inside with (which holds powerFlexGate shared). The
 // error is the first item's in the items' order.
-func (p *powerFlexPool) each(k powerFlexCall, items []string, fn func(k powerFlexCall, item string) error) error {
+func each[T any](p *powerFlexPool, k powerFlexCall, items []T, fn func(k powerFlexCall, item T) error) error {
 	calls := []powerFlexCall{k}
 	var leased []*powerFlexConn
 	var releases []func()
@@ -191,7 +191,7 @@ func (p *powerFlexPool) each(k powerFlexCall, items []string, fn func(k powerFle
 			}
 			conn.authed = true
 		}
-		calls = append(calls, powerFlexCall{c: conn.c, ctx: k.ctx, p: p, conn: conn})
+		calls = append(calls, powerFlexCall{ctx: k.ctx, p: p, conn: conn})
 	}
 	errs := make([]error, len(items))
 	next := make(chan int, len(items))
@@ -216,25 +216,23 @@ func (p *powerFlexPool) each(k powerFlexCall, items []string, fn func(k powerFle
 	return nil
 }
 
-// powerFlexCall is a leased client plus the call's context.
+// powerFlexCall is a leased connection plus the call's context.
 type powerFlexCall struct {
-	c   *goscaleio.Client
 	ctx context.Context
-	// p is the pool the connection conn (whose client c is) was leased
-	// from.
+	// p is the pool conn was leased from.
 	p    *powerFlexPool
 	conn *powerFlexConn
 }
 
 // client sets the context for the next library call and returns the client.
-func (k powerFlexCall) client() *goscaleio.Client { return k.c.WithContext(k.ctx) }
+func (k powerFlexCall) client() *goscaleio.Client { return k.conn.c.WithContext(k.ctx) }
 
 func (k powerFlexCall) systems() ([]*siotypes.System, error) {
 	return k.client().GetInstance("")
 }
 
 func (k powerFlexCall) system(s *siotypes.System) *goscaleio.System {
-	sys := goscaleio.NewSystem(k.c)
+	sys := goscaleio.NewSystem(k.conn.c)
 	sys.System = s
 	return sys
 }

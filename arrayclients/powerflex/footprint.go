@@ -107,7 +107,7 @@ type pflexAccessRead struct {
 // volumeAccesses reads each volume's access for the SDC: from the listing
 // the host's mappings were just read in when it answers (a volume mapped
 // to the SDC is listed there whole), the others by ID, side by side on
-// the pool's idle clients and the call's spare calls (pool.each), as
+// the pool's idle clients and the call's spare calls (each), as
 // Apply unmaps them: a plan or read-back of a node with a dozen footprint
 // volumes costs about one round trip instead of a dozen, and a plan of a
 // node whose footprint volumes are all mapped to it costs none. Every
@@ -125,7 +125,7 @@ func (a *PowerFlexAdapter) volumeAccesses(k powerFlexCall, vols []string, sdcID 
 		toRead = append(toRead, vol)
 	}
 	var mu sync.Mutex
-	_ = a.pool.each(k, toRead, func(k powerFlexCall, vol string) error {
+	_ = each(a.pool, k, toRead, func(k powerFlexCall, vol string) error {
 		acc, err := k.volumeAccess(vol, sdcID)
 		mu.Lock()
 		out[vol] = pflexAccessRead{acc: acc, err: err}

@@ -441,7 +441,7 @@ func (a *PowerFlexAdapter) applySDC(k powerFlexCall, p arrayclients.Plan, e Powe
 	// ControllerUnpublishVolume unmaps one volume per call and is driven
 	// by the external-attacher's concurrent workers (--worker-threads,
 	// 10 by default) when a node's pods move.
-	return a.pool.each(k, vols, func(k powerFlexCall, vol string) error {
+	return each(a.pool, k, vols, func(k powerFlexCall, vol string) error {
 		err := a.unmapHost(k, e, vol)
 		if powerFlexIs(err, pflexMsgNotMapped) || powerFlexIs(err, pflexMsgNoVolume) {
 			return nil

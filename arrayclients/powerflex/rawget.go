@@ -58,15 +58,15 @@ func (k powerFlexCall) get(path string, out any) error {
 		accept += ";version=" + version
 	}
 	headers := map[string]string{api.HeaderKeyAccept: accept, api.HeaderKeyContentType: accept}
-	raw.SetToken(k.c.GetToken())
+	raw.SetToken(k.conn.c.GetToken())
 	err = raw.DoWithHeaders(k.ctx, http.MethodGet, path, headers, nil, out, version)
 	if e, ok := powerFlexAPIError(err); !ok || e.HTTPStatusCode != http.StatusUnauthorized {
 		return err
 	}
-	if _, err := k.c.WithContext(k.ctx).Authenticate(k.p.connectConfig()); err != nil {
+	if _, err := k.client().Authenticate(k.p.connectConfig()); err != nil {
 		return fmt.Errorf("log in to PowerFlex %s again: %w", k.p.cfg.Endpoint, err)
 	}
-	raw.SetToken(k.c.GetToken())
+	raw.SetToken(k.conn.c.GetToken())
 	return raw.DoWithHeaders(k.ctx, http.MethodGet, path, headers, nil, out, version)
 }
 

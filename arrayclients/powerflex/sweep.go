@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -120,14 +119,9 @@ func (a *PowerFlexAdapter) sweepStatistics(k powerFlexCall, ids []arrayclients.I
 		return func() { spare.Add(-1) }, true
 	})
 	k.ctx = ctx
-	items := make([]string, len(statsOf))
-	for j, i := range statsOf {
-		items[j] = strconv.Itoa(i)
-	}
 	read := make(map[string]time.Time, len(statsOf))
 	var mu sync.Mutex
-	_ = a.pool.each(k, items, func(k powerFlexCall, item string) error {
-		i, _ := strconv.Atoi(item)
+	_ = each(a.pool, k, statsOf, func(k powerFlexCall, i int) error {
 		if k.ctx.Err() != nil {
 			return nil // out of time: this one's I/O stays unknown
 		}
