@@ -13,8 +13,9 @@ var ErrNoSweep = errors.New("the array lists no connection state of many nodes i
 // Sweeper is implemented by adapters whose array lists every node's
 // connection state in one request (PowerFlex: the system's SDCs with their
 // mdmConnectionState). A sweep costs one request per call whatever the
-// number of nodes, plus, with withIO, one statistics request per node the
-// listing shows disconnected, so it can run every poll interval on a
+// number of nodes, plus, with withIO, the statistics of the nodes the
+// listing shows disconnected (one request for all of them where the API
+// has a bulk read, else one each), so it can run every poll interval on a
 // cluster of thousands of nodes and show a node's storage going quiet at
 // the moment it does.
 type Sweeper interface {

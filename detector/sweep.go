@@ -18,8 +18,8 @@ import (
 // heartbeat turns late; and a node whose witness shows it gone has its
 // kubelet probed from then on (witnessSeesItGone). One request per array
 // and poll interval on a follower, two on the leader (see run), whatever
-// the number of nodes, plus, on the leader, one statistics request per
-// node shown disconnected. It runs only with
+// the number of nodes, plus, on the leader, the statistics of the nodes
+// shown disconnected (PowerFlex: one request for all of them). It runs only with
 // early verdicts on: nothing else needs samples before ProbeFrom.
 type sweeper struct {
 	r *Runner

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	siotypes "github.com/dell/goscaleio/types/v1"
@@ -35,6 +36,9 @@ type PowerFlexAdapter struct {
 	// statsReadAt is when a sweep last read each SDC's statistics, for the
 	// SDCs the last sweep with I/O listed Disconnected (sweepStatistics).
 	statsReadAt map[string]time.Time
+	// statsBatchRefused is set once the gateway refused
+	// querySelectedStatistics (sweepBatch).
+	statsBatchRefused atomic.Bool
 	// resolveLists shares SDC listings among Resolve calls (see
 	// resolveListingAge).
 	resolveLists arrayclients.Listings[siotypes.Sdc]

@@ -18,8 +18,8 @@ var _ arrayclients.Sweeper = (*PowerFlexAdapter)(nil)
 // mdmConnectionState, decoding only the fields it reads: rawget.go) and
 // gives each SDC identity of ids the connectivity
 // Health reads from the same field. With withIO, an SDC listed
-// Disconnected also has its statistics read (one request each, side by
-// side: see sweepStatistics), judged as Health judges them, as many as ctx
+// Disconnected also has its statistics read (all of them in one request
+// where the gateway allows: see sweepStatistics), judged as Health judges them, as many as ctx
 // gives time for (the I/O of the rest stays unknown; the listing is not
 // failed for it); a connected SDC's I/O stays unknown (not read). NFS
 // clients and NVMe hosts get what Health gives them, without a request.
@@ -91,21 +91,100 @@ func (a *PowerFlexAdapter) Sweep(ctx context.Context, ids []arrayclients.Identit
 }
 
 // sweepSpareCalls is how many of the pool's clients a sweep's statistics
-// reads use besides its own: half the pool, so the fences and health
-// probes that need the array at the same time keep the other half.
+// reads one by one use besides its own: half the pool, so the fences and
+// health probes that need the array at the same time keep the other half.
 const sweepSpareCalls = powerFlexClients/2 - 1
+
+// statsBatchMax is how many SDCs one querySelectedStatistics request asks
+// for: a rack's worth and more, while the request and its answer stay
+// small (about 150 bytes an SDC).
+const statsBatchMax = 500
 
 // sweepStatistics reads the statistics of the SDCs at statsOf (listed
 // Disconnected), judged as Health judges them, as many as ctx gives time
-// for: side by side on up to half the pool's clients (sweepSpareCalls),
-// those whose statistics a sweep read longest ago (or never) first. When
-// many nodes are gone at once (a rack's power), a sweep that runs out of
-// time so leaves the I/O of others unknown than of the same ones every
-// time, and each gone node's I/O window starts within a sweep or two of
-// the listing that showed it gone. Only the SDCs listed Disconnected are
-// remembered, so the memory is bounded by them.
+// for. It asks for them together, statsBatchMax to a request
+// (sdcsStatistics), so a sweep that finds a rack's nodes gone reads their
+// I/O in one request instead of one each, and leaves the pool's other
+// clients to the fences those nodes need. What that does not read (a
+// gateway that refuses the action, a failed request, an SDC the answer
+// leaves out) it reads one SDC at a time (sweepEach).
 func (a *PowerFlexAdapter) sweepStatistics(k powerFlexCall, ids []arrayclients.Identity, byID map[string]*sweepSdc,
 	statsOf []int, out []arrayclients.Health) {
+	read := make(map[string]time.Time, len(statsOf))
+	rest := statsOf
+	if !a.statsBatchRefused.Load() {
+		rest = a.sweepBatch(k, ids, byID, statsOf, out, read)
+	}
+	if len(rest) > 0 {
+		a.sweepEach(k, ids, byID, rest, out, read)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	last := a.statsReadAt
+	next := make(map[string]time.Time, len(statsOf))
+	for _, i := range statsOf {
+		id := ids[i].ObjectID
+		if at, ok := read[id]; ok {
+			next[id] = at
+		} else if at, ok := last[id]; ok {
+			next[id] = at
+		}
+	}
+	a.statsReadAt = next
+}
+
+// sweepBatch reads the statistics of the SDCs at statsOf with
+// querySelectedStatistics, recording in read when each was read, and
+// returns those it did not read. A gateway that answers the action with
+// a client error (4xx: an API without it) is not asked again; the
+// adapter reads each SDC's statistics from then on.
+func (a *PowerFlexAdapter) sweepBatch(k powerFlexCall, ids []arrayclients.Identity, byID map[string]*sweepSdc,
+	statsOf []int, out []arrayclients.Health, read map[string]time.Time) []int {
+	var rest []int
+	for chunk := range slices.Chunk(statsOf, statsBatchMax) {
+		if k.ctx.Err() != nil {
+			return append(rest, chunk...)
+		}
+		want := make([]string, len(chunk))
+		for j, i := range chunk {
+			want[j] = ids[i].ObjectID
+		}
+		got, err := k.sdcsStatistics(want)
+		if err != nil {
+			if e, ok := powerFlexAPIError(err); ok && e.HTTPStatusCode >= 400 && e.HTTPStatusCode < 500 {
+				if !a.statsBatchRefused.Swap(true) {
+					a.logger.Warn("PowerFlex gateway refused querySelectedStatistics: the sweep reads each disconnected SDC's statistics in a request of its own",
+						"array", a.cfg.Name, "error", err)
+				}
+			}
+			return append(rest, chunk...)
+		}
+		at := time.Now()
+		for _, i := range chunk {
+			sdc := byID[ids[i].ObjectID]
+			stats, ok := got[sdc.ID]
+			if !ok || stats == nil {
+				rest = append(rest, i)
+				continue
+			}
+			out[i].IO, out[i].Reason = powerFlexIO(stats, sdc.MdmConnectionState)
+			read[sdc.ID] = at
+		}
+	}
+	return rest
+}
+
+// sweepEach reads the statistics of the SDCs at statsOf one request each,
+// as many as ctx gives time for: side by side on up to half the pool's
+// clients (sweepSpareCalls), those whose statistics a sweep read longest
+// ago (or never) first. When many nodes are gone at once (a rack's power),
+// a sweep that runs out of time so leaves the I/O of others unknown than
+// of the same ones every time, and each gone node's I/O window starts
+// within a sweep or two of the listing that showed it gone. Only the SDCs
+// listed Disconnected are remembered (sweepStatistics), so the memory is
+// bounded by them.
+func (a *PowerFlexAdapter) sweepEach(k powerFlexCall, ids []arrayclients.Identity, byID map[string]*sweepSdc,
+	statsOf []int, out []arrayclients.Health, read map[string]time.Time) {
 	a.mu.Lock()
 	last := a.statsReadAt
 	slices.SortStableFunc(statsOf, func(x, y int) int { return last[ids[x].ObjectID].Compare(last[ids[y].ObjectID]) })
@@ -119,7 +198,6 @@ func (a *PowerFlexAdapter) sweepStatistics(k powerFlexCall, ids []arrayclients.I
 		return func() { spare.Add(-1) }, true
 	})
 	k.ctx = ctx
-	read := make(map[string]time.Time, len(statsOf))
 	var mu sync.Mutex
 	_ = each(a.pool, k, statsOf, func(k powerFlexCall, i int) error {
 		if k.ctx.Err() != nil {
@@ -141,16 +219,4 @@ func (a *PowerFlexAdapter) sweepStatistics(k powerFlexCall, ids []arrayclients.I
 		}
 		return nil
 	})
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	next := make(map[string]time.Time, len(statsOf))
-	for _, i := range statsOf {
-		id := ids[i].ObjectID
-		if at, ok := read[id]; ok {
-			next[id] = at
-		} else if at, ok := last[id]; ok {
-			next[id] = at
-		}
-	}
-	a.statsReadAt = next
 }

@@ -53,7 +53,7 @@ func TestPowerFlexSweep(t *testing.T) {
 	assert.Equal(t, arrayclients.Connected, hs[1].Connectivity)
 	audit := pflexReads(e, seq)
 	require.Len(t, audit, 2, "the listing and the disconnected SDC's statistics")
-	assert.True(t, strings.HasSuffix(audit[1].Path, "/relationships/Statistics"), audit[1].Path)
+	assert.True(t, strings.HasSuffix(audit[1].Path, "/action/querySelectedStatistics"), audit[1].Path)
 	arraytest.RequireReadOnlyProbes(t, e.srv)
 
 	// Without I/O the disconnected SDC's statistics are not read either.
@@ -140,6 +140,8 @@ func TestPowerFlexSweepStatisticsTakeTurns(t *testing.T) {
 		ids = append(ids, id)
 		require.NoError(t, e.sim.SetSignals(name, simcore.Signals{Connected: simcore.Bool(false), IOActive: simcore.Bool(false)}))
 	}
+	// A gateway without the bulk read (querySelectedStatistics).
+	e.srv.AddFault(simcore.Fault{Kind: simcore.FaultError, Status: 400, Path: "/action/querySelectedStatistics$"})
 	// Each statistics read takes a second; a sweep has 1.6 s: one round of
 	// reads side by side fits, a second does not.
 	e.srv.AddFault(simcore.Fault{Kind: simcore.FaultLatency, Path: "/relationships/Statistics$", Latency: time.Second})
@@ -167,6 +169,81 @@ func TestPowerFlexSweepStatisticsTakeTurns(t *testing.T) {
 			read[n]++
 		}
 	}
+}
+
+// TestPowerFlexSweepReadsStatisticsTogether: a sweep that lists many SDCs
+// disconnected reads all their statistics in one querySelectedStatistics
+// request, judged as Health judges them; a failed bulk read falls back to
+// one read each for that sweep only, and a gateway that refuses the
+// action (a client error) is not asked for it again.
+func TestPowerFlexSweepReadsStatisticsTogether(t *testing.T) {
+	ctx := context.Background()
+	const nodes = 12
+	e := startPowerFlex(t, pflexManyNodes(nodes, 1), arrayclients.Options{}, 10*time.Second)
+	sw := e.adapter.(arrayclients.Sweeper)
+	var ids []arrayclients.Identity
+	for i := range nodes {
+		name := fmt.Sprintf("node-%02d", i)
+		id, err := e.adapter.Resolve(ctx, pflexNode(name, pflexGUID(i)))
+		require.NoError(t, err)
+		ids = append(ids, id)
+		require.NoError(t, e.sim.SetSignals(name, simcore.Signals{Connected: simcore.Bool(false), IOActive: simcore.Bool(i == 3)}))
+	}
+	// A connected node's statistics are not asked for.
+	require.NoError(t, e.sim.SetSignals("node-11", simcore.Signals{Connected: simcore.Bool(true), IOActive: simcore.Bool(true)}))
+	// sweep sweeps and counts its requests by kind: the listing, bulk
+	// statistics reads and single statistics reads. The simulator records
+	// a request when its handler returns, which for a listing can come
+	// after the client has decoded it: the count waits for all of them.
+	type reads struct{ list, bulk, single int }
+	sweep := func(want reads) {
+		t.Helper()
+		seq := e.srv.LastSeq()
+		hs, err := sw.Sweep(ctx, ids, true)
+		require.NoError(t, err)
+		for i, h := range hs {
+			switch i {
+			case 3:
+				assert.Equal(t, arrayclients.IOActive, h.IO, h.Node)
+			case 11:
+				assert.Equal(t, arrayclients.Connected, h.Connectivity, h.Node)
+				assert.Equal(t, arrayclients.IOUnknown, h.IO, h.Node)
+			default:
+				assert.Equal(t, arrayclients.Disconnected, h.Connectivity, h.Node)
+				assert.Equal(t, arrayclients.IOIdle, h.IO, h.Node)
+				assert.Contains(t, h.Reason, "read+write I/Os", h.Node)
+			}
+		}
+		count := func() (r reads) {
+			for _, a := range pflexReads(e, seq) {
+				switch {
+				case strings.HasSuffix(a.Path, "/relationships/Sdc"):
+					r.list++
+				case a.Path == "/api/types/Sdc/instances/action/querySelectedStatistics":
+					r.bulk++
+				case strings.HasSuffix(a.Path, "/relationships/Statistics"):
+					r.single++
+				default:
+					t.Errorf("unexpected request %s %s", a.Method, a.Path)
+				}
+			}
+			return r
+		}
+		require.EventuallyWithT(t, func(c *assert.CollectT) { assert.Equal(c, want, count()) }, 5*time.Second, 10*time.Millisecond)
+	}
+	sweep(reads{list: 1, bulk: 1})
+
+	// A bulk read that fails (the gateway is busy) is read one by one,
+	// this sweep only.
+	e.srv.AddFault(simcore.Fault{Kind: simcore.FaultError, Status: 503, Path: "/action/querySelectedStatistics$", Count: 1})
+	sweep(reads{list: 1, bulk: 1, single: nodes - 1})
+	sweep(reads{list: 1, bulk: 1})
+
+	// A gateway that refuses the action is not asked for it again.
+	e.srv.AddFault(simcore.Fault{Kind: simcore.FaultError, Status: 400, Path: "/action/querySelectedStatistics$", Count: 1})
+	sweep(reads{list: 1, bulk: 1, single: nodes - 1})
+	sweep(reads{list: 1, single: nodes - 1})
+	arraytest.RequireReadOnlyProbes(t, e.srv)
 }
 
 // A sweep whose session expired (the gateway answers 401) logs the leased

@@ -122,6 +122,12 @@ func (s *Sim) serveType(w http.ResponseWriter, r *http.Request, typ string, rest
 		}
 		return
 	}
+	if len(rest) == 2 && rest[0] == "action" && rest[1] == "querySelectedStatistics" {
+		if allow(w, r, http.MethodPost) {
+			s.querySelectedStatistics(w, r, typ)
+		}
+		return
+	}
 	if typ == "Volume" && len(rest) == 0 && r.Method == http.MethodPost {
 		s.createVolume(w, r)
 		return
@@ -298,9 +304,70 @@ func (s *Sim) getRelationship(w http.ResponseWriter, typ, id, rel string) {
 }
 
 // IsQuery reports the POST actions that only read (simcore.Querier):
-// queryIdByKey and queryVolumeSdcBwc, the latter being what health probes
-// call for every node.
+// queryIdByKey, queryVolumeSdcBwc (what health probes call for every
+// node) and querySelectedStatistics.
 func (s *Sim) IsQuery(r *http.Request) bool {
 	return r.Method == http.MethodPost &&
-		(strings.HasSuffix(r.URL.Path, "/action/queryIdByKey") || strings.HasSuffix(r.URL.Path, "/action/queryVolumeSdcBwc"))
+		(strings.HasSuffix(r.URL.Path, "/action/queryIdByKey") || strings.HasSuffix(r.URL.Path, "/action/queryVolumeSdcBwc") ||
+			strings.HasSuffix(r.URL.Path, "/action/querySelectedStatistics"))
+}
+
+// querySelectedStatistics answers POST
+// /api/types/Sdc/instances/action/querySelectedStatistics, the PowerFlex
+// REST API's bulk statistics read: the body names the SDCs (ids, or
+// allIds for every one) and the statistics (properties); the answer is an
+// object keyed by SDC ID, each holding the properties asked for, as an
+// SDC's relationships/Statistics reports them (PyPowerFlex
+// Sdc.query_selected_statistics sends the same body). A property the SDC
+// statistics do not have, or no property, is a bad request; an unknown
+// SDC ID fails the request as reading that SDC would. Only the Sdc type
+// is simulated: the others answer 404.
+func (s *Sim) querySelectedStatistics(w http.ResponseWriter, r *http.Request, typ string) {
+	if typ != "Sdc" {
+		writeError(w, http.StatusNotFound, codeNone, "querySelectedStatistics of "+typ+" is not simulated")
+		return
+	}
+	var q struct {
+		IDs        []string `json:"ids"`
+		AllIDs     *string  `json:"allIds"`
+		Properties []string `json:"properties"`
+	}
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20)).Decode(&q); err != nil {
+		writeError(w, http.StatusBadRequest, codeNone, msgInvalidRequest+": "+err.Error())
+		return
+	}
+	if len(q.Properties) == 0 {
+		writeError(w, http.StatusBadRequest, codeNone, msgInvalidRequest+": properties is empty")
+		return
+	}
+	if q.AllIDs == nil && len(q.IDs) == 0 {
+		writeError(w, http.StatusBadRequest, codeNone, msgInvalidRequest+": neither ids nor allIds")
+		return
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	ids := q.IDs
+	if q.AllIDs != nil {
+		ids = sortedKeys(s.sdcs)
+	}
+	out := make(map[string]map[string]any, len(ids))
+	for _, id := range ids {
+		c, ok := s.sdcs[id]
+		if !ok {
+			writeError(w, http.StatusInternalServerError, codeSdcNotFound, msgSdcNotFound)
+			return
+		}
+		st := s.sdcStatistics(c)
+		props := make(map[string]any, len(q.Properties))
+		for _, name := range q.Properties {
+			v, ok := st.property(name)
+			if !ok {
+				writeError(w, http.StatusBadRequest, codeNone, msgInvalidRequest+": no SDC statistic "+name)
+				return
+			}
+			props[name] = v
+		}
+		out[id] = props
+	}
+	writeJSON(w, out)
 }

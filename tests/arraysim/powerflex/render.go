@@ -79,6 +79,29 @@ type sdcStatisticsJSON struct {
 	NumOfMappedVolumes      int      `json:"numOfMappedVolumes"`
 }
 
+// property returns the statistic of that name (its JSON name).
+func (st sdcStatisticsJSON) property(name string) (any, bool) {
+	switch name {
+	case "userDataReadBwc":
+		return st.UserDataReadBwc, true
+	case "userDataWriteBwc":
+		return st.UserDataWriteBwc, true
+	case "userDataTrimBwc":
+		return st.UserDataTrimBwc, true
+	case "userDataSdcReadLatency":
+		return st.UserDataSdcReadLatency, true
+	case "userDataSdcWriteLatency":
+		return st.UserDataSdcWriteLatency, true
+	case "userDataSdcTrimLatency":
+		return st.UserDataSdcTrimLatency, true
+	case "volumeIds":
+		return st.VolumeIDs, true
+	case "numOfMappedVolumes":
+		return st.NumOfMappedVolumes, true
+	}
+	return nil, false
+}
+
 type volumeMetricsJSON struct {
 	ReadBwc  bwc    `json:"readBwc"`
 	WriteBwc bwc    `json:"writeBwc"`

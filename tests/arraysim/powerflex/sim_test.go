@@ -2,10 +2,13 @@ package powerflex_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -500,4 +503,58 @@ func TestNVMeHostMapping(t *testing.T) {
 	assert.Contains(t, writes[0].Path, "/action/removeMappedHost")
 	assert.Contains(t, writes[0].Change, "mappedSdcInfo")
 	require.Error(t, vol.RemoveMappedHost(&siotypes.UnmapVolumeNVMeParam{HostID: host.Sdc.ID}), "not mapped")
+}
+
+// TestQuerySelectedStatistics: the bulk statistics read answers, per SDC
+// ID asked for (or every SDC with allIds), the properties asked for as the
+// SDC's own statistics show them; bad requests name what is wrong.
+func TestQuerySelectedStatistics(t *testing.T) {
+	b := newBed(t, false)
+	c := b.client(t)
+	w1, _ := b.sim.SDCID("worker-1")
+	w2, _ := b.sim.SDCID("worker-2")
+	require.NoError(t, b.sim.SetSignals("worker-1", simcore.Signals{Connected: simcore.Bool(false), IOActive: simcore.Bool(true)}))
+	require.NoError(t, b.sim.SetSignals("worker-2", simcore.Signals{Connected: simcore.Bool(false), IOActive: simcore.Bool(false)}))
+	post := func(body string) (int, []byte) {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodPost, b.url+"/api/types/Sdc/instances/action/querySelectedStatistics", strings.NewReader(body))
+		require.NoError(t, err)
+		req.SetBasicAuth("", c.GetToken())
+		req.Header.Set("Content-Type", "application/json")
+		res, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer func() { _ = res.Body.Close() }()
+		out, err := io.ReadAll(res.Body)
+		require.NoError(t, err)
+		return res.StatusCode, out
+	}
+	status, body := post(`{"ids":["` + w1 + `","` + w2 + `"],"properties":["userDataReadBwc","userDataWriteBwc"]}`)
+	require.Equal(t, http.StatusOK, status, string(body))
+	var got map[string]map[string]siotypes.BWC
+	require.NoError(t, json.Unmarshal(body, &got))
+	require.Len(t, got, 2)
+	assert.Len(t, got[w1], 2, "only the properties asked for")
+	assert.Positive(t, got[w1]["userDataWriteBwc"].NumOccured)
+	assert.Zero(t, got[w2]["userDataReadBwc"].NumOccured)
+	assert.Equal(t, 1, got[w2]["userDataReadBwc"].NumSeconds)
+
+	status, body = post(`{"allIds":"","properties":["numOfMappedVolumes"]}`)
+	require.Equal(t, http.StatusOK, status, string(body))
+	var all map[string]map[string]int
+	require.NoError(t, json.Unmarshal(body, &all))
+	assert.Len(t, all, 2, "every SDC (worker-3 has none)")
+	assert.Equal(t, 4, all[w1]["numOfMappedVolumes"])
+
+	for body, want := range map[string]string{
+		`{"ids":["` + w1 + `"],"properties":["bogus"]}`:                 "bogus",
+		`{"ids":["` + w1 + `"]}`:                                        "properties",
+		`{"properties":["userDataReadBwc"]}`:                            "allIds",
+		`{"ids":["00000000deadbeef"],"properties":["userDataReadBwc"]}`: "Could not find the SDC",
+		`not json`: "Request message is not valid",
+	} {
+		status, out := post(body)
+		assert.GreaterOrEqual(t, status, 400, body)
+		assert.Contains(t, string(out), want, body)
+	}
+	assert.Empty(t, b.srv.AuditWrites(), "a statistics query is no array write")
 }

@@ -238,6 +238,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}()
 
+	// A declared query is one whether it is served or failed by a fault.
+	query := IsWrite(r.Method) && s.isQuery(r)
+	entry.Query = query
 	s.mu.Lock()
 	latency, kinds, fire := s.pickFaults(r, time.Now())
 	s.mu.Unlock()
@@ -256,8 +259,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.inject(rec, r, fire)
 		return
 	}
-	if !IsWrite(r.Method) || s.isQuery(r) {
-		entry.Query = IsWrite(r.Method)
+	if !IsWrite(r.Method) || query {
 		s.fam.ServeHTTP(rec, r)
 		return
 	}
