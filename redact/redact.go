@@ -75,6 +75,32 @@ func (r *Redactor) AddCredential(user, password string) {
 // "Bearer xxx", and the value after "Authorization:" or "authorization=".
 var authValue = regexp.MustCompile(`(?i)\b(basic|bearer|negotiate|digest)(\s+|%20)[A-Za-z0-9+/=._~\-]{4,}|(authorization|dell-emc-token|x-auth-token|cookie)("?\s*[:=]\s*\[?"?)(?:(?:basic|bearer|negotiate|digest)\s+)?[^\s",;\[\]]{4,}`)
 
+// authWords are the words every match of authValue begins with, in lower
+// case.
+var authWords = []string{"basic", "bearer", "negotiate", "digest", "authorization", "dell-emc-token", "x-auth-token", "cookie"}
+
+// mayHoldAuth reports whether authValue can match s, cheaply: a /status
+// document of a thousand nodes is hundreds of kilobytes, which the
+// case-insensitive pattern scans far slower than a search for its words.
+// ASCII text can match only if it holds one of authWords in some case.
+// Text with a byte outside ASCII is always matched against the pattern:
+// Go's case-insensitive matching also folds some non-ASCII letters onto
+// ASCII ones (the Kelvin sign onto k, the long s onto s).
+func mayHoldAuth(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return true
+		}
+	}
+	lower := strings.ToLower(s)
+	for _, w := range authWords {
+		if strings.Contains(lower, w) {
+			return true
+		}
+	}
+	return false
+}
+
 // Redact replaces every registered secret in s, and the credentials of any
 // Authorization header, known or not.
 func (r *Redactor) Redact(s string) string {
@@ -85,6 +111,9 @@ func (r *Redactor) Redact(s string) string {
 		}
 	}
 	r.mu.RUnlock()
+	if !mayHoldAuth(s) {
+		return s
+	}
 	return authValue.ReplaceAllStringFunc(s, func(m string) string {
 		sub := authValue.FindStringSubmatch(m)
 		if sub[1] != "" {

@@ -139,3 +139,38 @@ func pythonJSON(sec string) string {
 	sb.WriteString(`"}`)
 	return sb.String()
 }
+
+// TestAuthPrefilter: the cheap check before the credential pattern lets
+// through every text the pattern can match, whatever the case of its
+// words, including through the non-ASCII letters Go's case folding maps
+// onto ASCII ones; and text without those words is left as it is.
+func TestAuthPrefilter(t *testing.T) {
+	red := New()
+	for in, want := range map[string]string{
+		`{"error":"401: Authorization: Bearer abcdef123"}`: `{"error":"401: Authorization: ` + Redacted + `"}`,
+		"BEARER abcd1234":             "BEARER " + Redacted,
+		"cooKie=abcd1234":             "cooKie=" + Redacted, // Kelvin sign
+		"baſic abcd1234":              "baſic " + Redacted,  // long s
+		"X-Auth-Token: abcdefgh":      "X-Auth-Token: " + Redacted,
+		`{"nodes":[{"name":"w-1"}]}`:  `{"nodes":[{"name":"w-1"}]}`,
+		"basic health of the cluster": "basic health of the cluster",
+	} {
+		assert.Equal(t, want, red.Redact(in), in)
+	}
+	assert.False(t, mayHoldAuth(`{"nodes":[{"name":"w-1","state":"healthy"}]}`))
+	assert.True(t, mayHoldAuth("naïve"), "non-ASCII text is always matched")
+}
+
+// FuzzAuthPrefilter: whenever the credential pattern matches, the
+// prefilter lets the text through (it may only skip texts the pattern
+// cannot match).
+func FuzzAuthPrefilter(f *testing.F) {
+	for _, s := range []string{"Bearer abcdefgh", "cooKie=abcd", "baſic abcd", `"authorization": "x y"`, "digest%20abcd", "plain text"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if authValue.MatchString(s) {
+			require.True(t, mayHoldAuth(s), "%q matches the pattern but the prefilter skips it", s)
+		}
+	})
+}

@@ -350,14 +350,18 @@ func (s *Sim) querySelectedStatistics(w http.ResponseWriter, r *http.Request, ty
 	if q.AllIDs != nil {
 		ids = sortedKeys(s.sdcs)
 	}
-	out := make(map[string]map[string]any, len(ids))
+	asked := make(map[string]bool, len(ids))
 	for _, id := range ids {
-		c, ok := s.sdcs[id]
-		if !ok {
+		if _, ok := s.sdcs[id]; !ok {
 			writeError(w, http.StatusInternalServerError, codeSdcNotFound, msgSdcNotFound)
 			return
 		}
-		st := s.sdcStatistics(c)
+		asked[id] = true
+	}
+	mapped := s.mappedVolumesLocked(asked)
+	out := make(map[string]map[string]any, len(ids))
+	for _, id := range ids {
+		st := sdcStatisticsOf(s.sdcs[id], mapped[id])
 		props := make(map[string]any, len(q.Properties))
 		for _, name := range q.Properties {
 			v, ok := st.property(name)

@@ -175,12 +175,27 @@ func (s *Sim) volumeJSON(v *volume) volumeJSON {
 }
 
 func (s *Sim) sdcStatistics(c *sdc) sdcStatisticsJSON {
-	out := sdcStatisticsJSON{VolumeIDs: []string{}}
+	return sdcStatisticsOf(c, s.mappedVolumesLocked(map[string]bool{c.ID: true})[c.ID])
+}
+
+// mappedVolumesLocked returns the IDs of the volumes mapped to each SDC of
+// sdcs, sorted, reading every volume once (as the MDM keeps each SDC's
+// mappings, a bulk statistics read costs the array no scan per SDC).
+func (s *Sim) mappedVolumesLocked(sdcs map[string]bool) map[string][]string {
+	out := make(map[string][]string, len(sdcs))
 	for _, k := range sortedKeys(s.volumes) {
-		if s.volumes[k].mapping(c.ID) != nil {
-			out.VolumeIDs = append(out.VolumeIDs, k)
+		for _, m := range s.volumes[k].Mappings {
+			if sdcs[m.SdcID] {
+				out[m.SdcID] = append(out[m.SdcID], k)
+			}
 		}
 	}
+	return out
+}
+
+// sdcStatisticsOf is the statistics of SDC c with the volumes vols mapped.
+func sdcStatisticsOf(c *sdc, vols []string) sdcStatisticsJSON {
+	out := sdcStatisticsJSON{VolumeIDs: append([]string{}, vols...)}
 	out.NumOfMappedVolumes = len(out.VolumeIDs)
 	// An SDC sends user data only to volumes mapped to it: with none
 	// mapped (a fenced SDC) its window counts no I/O, whatever the node
