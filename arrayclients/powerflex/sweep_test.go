@@ -268,3 +268,56 @@ func TestPowerFlexSweepLogsInAgain(t *testing.T) {
 	assert.Equal(t, "/api/login", paths[1], "the listing, a login, the listing again: %v", paths)
 	assert.Equal(t, paths[0], paths[2])
 }
+
+// TestPowerFlexSweepOutOfTime: a sweep whose time runs out during the
+// bulk statistics read keeps its listing (connectivity for every SDC) and
+// leaves the disconnected SDCs' I/O unknown with the reason, rather than
+// failing the sweep or reading them one by one past its deadline.
+func TestPowerFlexSweepOutOfTime(t *testing.T) {
+	ctx := context.Background()
+	const nodes = 4
+	e := startPowerFlex(t, pflexManyNodes(nodes, 1), arrayclients.Options{}, 10*time.Second)
+	sw := e.adapter.(arrayclients.Sweeper)
+	var ids []arrayclients.Identity
+	for i := range nodes {
+		name := fmt.Sprintf("node-%02d", i)
+		id, err := e.adapter.Resolve(ctx, pflexNode(name, pflexGUID(i)))
+		require.NoError(t, err)
+		ids = append(ids, id)
+		require.NoError(t, e.sim.SetSignals(name, simcore.Signals{Connected: simcore.Bool(i == 0), IOActive: simcore.Bool(false)}))
+	}
+	e.srv.AddFault(simcore.Fault{Kind: simcore.FaultLatency, Path: "/action/querySelectedStatistics$", Latency: 3 * time.Second})
+	seq := e.srv.LastSeq()
+	sctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	hs, err := sw.Sweep(sctx, ids, true)
+	require.NoError(t, err, "a sweep out of time keeps its listing")
+	require.Len(t, hs, nodes)
+	assert.Equal(t, arrayclients.Connected, hs[0].Connectivity)
+	for _, h := range hs[1:] {
+		assert.Equal(t, arrayclients.Disconnected, h.Connectivity, h.Node)
+		assert.Equal(t, arrayclients.IOUnknown, h.IO, h.Node)
+		assert.Contains(t, h.Reason, "not read within the sweep's time", h.Node)
+	}
+	for _, a := range pflexReads(e, seq) {
+		assert.False(t, strings.HasSuffix(a.Path, "/relationships/Statistics"), "no single read after the deadline: %s", a.Path)
+	}
+
+	// A timeout is no refusal: the next sweep asks for the bulk read again.
+	e.srv.ClearFaults()
+	seq = e.srv.LastSeq()
+	hs, err = sw.Sweep(ctx, ids, true)
+	require.NoError(t, err)
+	assert.Equal(t, arrayclients.IOIdle, hs[1].IO)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		var bulk int
+		for _, a := range pflexReads(e, seq) {
+			// The first sweep's bulk read, cancelled at its deadline,
+			// may be recorded late: only unfaulted ones count.
+			if strings.HasSuffix(a.Path, "/action/querySelectedStatistics") && a.Fault == "" {
+				bulk++
+			}
+		}
+		assert.Equal(c, 1, bulk)
+	}, 5*time.Second, 10*time.Millisecond)
+}
