@@ -132,14 +132,7 @@ func TestPowerFlexSweepStatisticsTakeTurns(t *testing.T) {
 	e := startPowerFlex(t, pflexManyNodes(nodes, 1), arrayclients.Options{}, 10*time.Second)
 	sw, ok := e.adapter.(arrayclients.Sweeper)
 	require.True(t, ok)
-	var ids []arrayclients.Identity
-	for i := range nodes {
-		name := fmt.Sprintf("node-%02d", i)
-		id, err := e.adapter.Resolve(ctx, pflexNode(name, pflexGUID(i)))
-		require.NoError(t, err)
-		ids = append(ids, id)
-		require.NoError(t, e.sim.SetSignals(name, simcore.Signals{Connected: simcore.Bool(false), IOActive: simcore.Bool(false)}))
-	}
+	ids := pflexSweepNodes(t, e, nodes, func(int) bool { return false }, func(int) bool { return false })
 	// A gateway without the bulk read (querySelectedStatistics).
 	e.srv.AddFault(simcore.Fault{Kind: simcore.FaultError, Status: 400, Path: "/action/querySelectedStatistics$"})
 	// Each statistics read takes a second; a sweep has 1.6 s: one round of
@@ -181,14 +174,7 @@ func TestPowerFlexSweepReadsStatisticsTogether(t *testing.T) {
 	const nodes = 12
 	e := startPowerFlex(t, pflexManyNodes(nodes, 1), arrayclients.Options{}, 10*time.Second)
 	sw := e.adapter.(arrayclients.Sweeper)
-	var ids []arrayclients.Identity
-	for i := range nodes {
-		name := fmt.Sprintf("node-%02d", i)
-		id, err := e.adapter.Resolve(ctx, pflexNode(name, pflexGUID(i)))
-		require.NoError(t, err)
-		ids = append(ids, id)
-		require.NoError(t, e.sim.SetSignals(name, simcore.Signals{Connected: simcore.Bool(false), IOActive: simcore.Bool(i == 3)}))
-	}
+	ids := pflexSweepNodes(t, e, nodes, func(int) bool { return false }, func(i int) bool { return i == 3 })
 	// A connected node's statistics are not asked for.
 	require.NoError(t, e.sim.SetSignals("node-11", simcore.Signals{Connected: simcore.Bool(true), IOActive: simcore.Bool(true)}))
 	// sweep sweeps and counts its requests by kind: the listing, bulk
@@ -278,14 +264,7 @@ func TestPowerFlexSweepOutOfTime(t *testing.T) {
 	const nodes = 4
 	e := startPowerFlex(t, pflexManyNodes(nodes, 1), arrayclients.Options{}, 10*time.Second)
 	sw := e.adapter.(arrayclients.Sweeper)
-	var ids []arrayclients.Identity
-	for i := range nodes {
-		name := fmt.Sprintf("node-%02d", i)
-		id, err := e.adapter.Resolve(ctx, pflexNode(name, pflexGUID(i)))
-		require.NoError(t, err)
-		ids = append(ids, id)
-		require.NoError(t, e.sim.SetSignals(name, simcore.Signals{Connected: simcore.Bool(i == 0), IOActive: simcore.Bool(false)}))
-	}
+	ids := pflexSweepNodes(t, e, nodes, func(i int) bool { return i == 0 }, func(int) bool { return false })
 	e.srv.AddFault(simcore.Fault{Kind: simcore.FaultLatency, Path: "/action/querySelectedStatistics$", Latency: 3 * time.Second})
 	seq := e.srv.LastSeq()
 	sctx, cancel := context.WithTimeout(ctx, time.Second)
@@ -320,4 +299,20 @@ func TestPowerFlexSweepOutOfTime(t *testing.T) {
 		}
 		assert.Equal(c, 1, bulk)
 	}, 5*time.Second, 10*time.Millisecond)
+}
+
+// pflexSweepNodes resolves nodes node-00… of a pflexManyNodes system and
+// sets each one's SDC connection state and I/O by index, for the sweep
+// tests.
+func pflexSweepNodes(t *testing.T, e pflexEnv, nodes int, connected, active func(i int) bool) []arrayclients.Identity {
+	t.Helper()
+	ids := make([]arrayclients.Identity, 0, nodes)
+	for i := range nodes {
+		name := fmt.Sprintf("node-%02d", i)
+		id, err := e.adapter.Resolve(context.Background(), pflexNode(name, pflexGUID(i)))
+		require.NoError(t, err)
+		ids = append(ids, id)
+		require.NoError(t, e.sim.SetSignals(name, simcore.Signals{Connected: simcore.Bool(connected(i)), IOActive: simcore.Bool(active(i))}))
+	}
+	return ids
 }
