@@ -318,10 +318,12 @@ func (s *Sim) IsQuery(r *http.Request) bool {
 // allIds for every one) and the statistics (properties); the answer is an
 // object keyed by SDC ID, each holding the properties asked for, as an
 // SDC's relationships/Statistics reports them (PyPowerFlex
-// Sdc.query_selected_statistics sends the same body). A property the SDC
-// statistics do not have, or no property, is a bad request; an unknown
-// SDC ID fails the request as reading that SDC would. Only the Sdc type
-// is simulated: the others answer 404.
+// Sdc.query_selected_statistics sends the same body, and its tests' recorded
+// answers are keyed by ID). The errors are this simulator's choice, no
+// recorded gateway answer names them: a property the SDC statistics do
+// not have, or no property, is a bad request; an unknown SDC ID fails the
+// request as reading that SDC would. Only the Sdc type is simulated: the
+// others answer 404.
 func (s *Sim) querySelectedStatistics(w http.ResponseWriter, r *http.Request, typ string) {
 	if typ != "Sdc" {
 		writeError(w, http.StatusNotFound, codeNone, "querySelectedStatistics of "+typ+" is not simulated")
@@ -359,12 +361,16 @@ func (s *Sim) querySelectedStatistics(w http.ResponseWriter, r *http.Request, ty
 		asked[id] = true
 	}
 	mapped := s.mappedVolumesLocked(asked)
-	out := make(map[string]map[string]any, len(ids))
+	out := make(map[string]map[string]json.RawMessage, len(ids))
 	for _, id := range ids {
-		st := sdcStatisticsOf(s.sdcs[id], mapped[id])
-		props := make(map[string]any, len(q.Properties))
+		all, err := sdcStatisticsOf(s.sdcs[id], mapped[id]).properties()
+		if err != nil {
+			writeError(w, http.StatusInternalServerError, codeNone, err.Error())
+			return
+		}
+		props := make(map[string]json.RawMessage, len(q.Properties))
 		for _, name := range q.Properties {
-			v, ok := st.property(name)
+			v, ok := all[name]
 			if !ok {
 				writeError(w, http.StatusBadRequest, codeNone, msgInvalidRequest+": no SDC statistic "+name)
 				return

@@ -79,27 +79,16 @@ type sdcStatisticsJSON struct {
 	NumOfMappedVolumes      int      `json:"numOfMappedVolumes"`
 }
 
-// property returns the statistic of that name (its JSON name).
-func (st sdcStatisticsJSON) property(name string) (any, bool) {
-	switch name {
-	case "userDataReadBwc":
-		return st.UserDataReadBwc, true
-	case "userDataWriteBwc":
-		return st.UserDataWriteBwc, true
-	case "userDataTrimBwc":
-		return st.UserDataTrimBwc, true
-	case "userDataSdcReadLatency":
-		return st.UserDataSdcReadLatency, true
-	case "userDataSdcWriteLatency":
-		return st.UserDataSdcWriteLatency, true
-	case "userDataSdcTrimLatency":
-		return st.UserDataSdcTrimLatency, true
-	case "volumeIds":
-		return st.VolumeIDs, true
-	case "numOfMappedVolumes":
-		return st.NumOfMappedVolumes, true
+// properties returns the statistics by their JSON names, as an SDC's
+// relationships/Statistics shows them.
+func (st sdcStatisticsJSON) properties() (map[string]json.RawMessage, error) {
+	b, err := json.Marshal(st)
+	if err != nil {
+		return nil, err
 	}
-	return nil, false
+	var out map[string]json.RawMessage
+	err = json.Unmarshal(b, &out)
+	return out, err
 }
 
 type volumeMetricsJSON struct {
