@@ -108,18 +108,44 @@ type selectedStatistics struct {
 	Properties []string `json:"properties"`
 }
 
+// selectedSdcStatistics is one SDC's entry in a querySelectedStatistics
+// answer: the properties sdcStatisticsProperties asks for, nil when the
+// answer leaves one out.
+type selectedSdcStatistics struct {
+	UserDataReadBwc  *siotypes.BWC `json:"userDataReadBwc"`
+	UserDataWriteBwc *siotypes.BWC `json:"userDataWriteBwc"`
+}
+
+// statistics returns the SDC's statistics when the entry holds every
+// property powerFlexIO judges. An entry without one is no reading: decoded
+// as is, the missing counter would read as zero I/O, a quiet sample the
+// array never gave.
+func (s *selectedSdcStatistics) statistics() (*siotypes.SdcStatistics, bool) {
+	if s == nil || s.UserDataReadBwc == nil || s.UserDataWriteBwc == nil {
+		return nil, false
+	}
+	return &siotypes.SdcStatistics{UserDataReadBwc: *s.UserDataReadBwc, UserDataWriteBwc: *s.UserDataWriteBwc}, true
+}
+
 // sdcsStatistics reads the statistics powerFlexIO judges of many SDCs in
 // one request: POST /api/types/Sdc/instances/action/querySelectedStatistics
 // with their ids and the properties, which the gateway answers with an
 // object keyed by SDC ID, each holding the properties asked for (the
 // action the PowerFlex REST API has on every type with statistics, e.g.
 // PyPowerFlex's Sdc.query_selected_statistics; goscaleio has no call for
-// it). An SDC the answer leaves out is not in the map.
+// it). An SDC the answer leaves out, or whose entry lacks a property, is
+// not in the map.
 func (k powerFlexCall) sdcsStatistics(ids []string) (map[string]*siotypes.SdcStatistics, error) {
-	out := map[string]*siotypes.SdcStatistics{}
+	var answer map[string]*selectedSdcStatistics
 	body := selectedStatistics{IDs: ids, Properties: sdcStatisticsProperties}
-	if err := k.send(http.MethodPost, "/api/types/Sdc/instances/action/querySelectedStatistics", body, &out); err != nil {
+	if err := k.send(http.MethodPost, "/api/types/Sdc/instances/action/querySelectedStatistics", body, &answer); err != nil {
 		return nil, err
+	}
+	out := make(map[string]*siotypes.SdcStatistics, len(answer))
+	for id, entry := range answer {
+		if st, ok := entry.statistics(); ok {
+			out[id] = st
+		}
 	}
 	return out, nil
 }
