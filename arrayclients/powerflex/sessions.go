@@ -10,8 +10,9 @@ import (
 
 var _ arrayclients.SessionReporter = (*PowerFlexAdapter)(nil)
 
-// Sessions reads the SDC's I/O statistics (goscaleio Sdc.GetStatistics:
-// GET /api/instances/Sdc::<id>/relationships/Statistics). Its
+// Sessions reads the SDC's I/O statistics (GET
+// /api/instances/Sdc::<id>/relationships/Statistics, the request
+// goscaleio's Sdc.GetStatistics sends). Its
 // userDataReadBwc, userDataWriteBwc and userDataTrimBwc are each
 // {numOccured, numSeconds, totalWeightInKb}: the operations the SDC sent
 // in a window of numSeconds the array computes when asked. An SDC reaches
@@ -34,16 +35,16 @@ func (a *PowerFlexAdapter) Sessions(ctx context.Context, p arrayclients.Plan) (a
 	}
 	rep := arrayclients.SessionReport{AskedAt: time.Now().UTC()}
 	err = a.pool.with(ctx, func(k powerFlexCall) error {
-		sdc, err := k.sdcByID(e.SdcID)
+		// The statistics' own path (what the SDC's Statistics link names,
+		// the path the sweep reads too), without reading the SDC first:
+		// every read-back and held check asks this, and the read-back
+		// beside it has just read the SDC.
+		stats, err := k.sdcStatisticsByID(e.SdcID)
 		if powerFlexIs(err, pflexMsgNoSdc) {
 			// The SDC was removed: it can send nothing, and the
 			// read-back reports the identity gone.
 			return nil
 		}
-		if err != nil {
-			return fmt.Errorf("read SDC %s: %w", e.SdcID, err)
-		}
-		stats, err := k.sdcStatistics(sdc)
 		if err != nil {
 			return fmt.Errorf("read statistics of SDC %s: %w", e.SdcID, err)
 		}

@@ -2,6 +2,8 @@ package powerflex_test
 
 import (
 	"context"
+	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -55,11 +57,25 @@ func TestPowerFlexSessions(t *testing.T) {
 	assert.True(t, w.StartsAfter(at, at.Add(-2*time.Second)))
 	assert.False(t, w.StartsAfter(at, at.Add(-time.Second)))
 
-	// The node stops writing: the window empties.
+	// The node stops writing: the window empties. One request a read:
+	// the statistics' own path, without reading the SDC first.
 	require.NoError(t, e.sim.SetSignals("worker-1", simcore.Signals{IOActive: simcore.Bool(false)}))
+	seq := e.srv.LastSeq()
 	rep, err = arraytest.Sessions(t, e.adapter, plan)
 	require.NoError(t, err)
 	assert.Zero(t, rep.IO.Ops)
+	reads := pflexReads(e, seq)
+	require.Len(t, reads, 1)
+	assert.Equal(t, "/api/instances/Sdc::"+id.ObjectID+"/relationships/Statistics", reads[0].Path)
+
+	// An SDC that no longer exists sends nothing: no window, no error
+	// (its read-back reports the identity gone).
+	gone := plan
+	gone.Identity.ObjectID = "ffffffffffffffff"
+	gone.Entries = json.RawMessage(strings.Replace(string(plan.Entries), id.ObjectID, gone.Identity.ObjectID, 1))
+	rep, err = e.adapter.(arrayclients.SessionReporter).Sessions(ctx, gone)
+	require.NoError(t, err)
+	assert.Nil(t, rep.IO)
 }
 
 // TestPowerFlexNFSClientHasNoSessions: a node known only as an NFS client
