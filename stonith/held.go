@@ -21,9 +21,10 @@ import (
 
 // A fence is held from the moment every array confirmed it until its
 // unfence begins: the leader reads every cut of the node back again on a
-// period (ClusterConfig.HeldPeriod) and at once when a VolumeAttachment of
-// one of the node's footprint volumes changes on any node (a publish
-// elsewhere is what re-adds a fenced node on some drivers). Access that
+// period (ClusterConfig.HeldPeriod), and reads the arrays holding a
+// footprint volume back at once when a VolumeAttachment of that volume
+// changes on any node (a publish elsewhere is what re-adds a fenced node
+// on some drivers). Access that
 // reappears, from a CSI driver, a sidecar or a person, is a regression: the
 // fence goes back to fencing, the access is cut again and read back, and
 // the regression is logged, counted and raised as an Event.
@@ -72,6 +73,15 @@ const heldKickGap = time.Second
 type heldEntry struct {
 	// next is when the next check is due.
 	next time.Time
+	// full is when the next check of every array is due (the period);
+	// zero when unknown (the next check reads every array).
+	full time.Time
+	// kicked names the arrays whose footprint volumes' attachments
+	// changed since the last check, and kickAll is set when a changed
+	// volume's array is not known: a check due before full reads only
+	// kicked arrays, unless kickAll.
+	kicked  map[string]bool
+	kickAll bool
 	// last is when the last check began.
 	last time.Time
 	// failing names the arrays whose last held read failed (logged once).
@@ -126,10 +136,38 @@ func (c *Controller) heldDue(cl *clusterRuntime, f *ledger.Fence) time.Duration 
 				next = now
 			}
 		}
-		e = &heldEntry{next: next}
+		e = &heldEntry{next: next, full: next}
 		c.held[f.ID] = e
 	}
 	return e.next.Sub(now)
+}
+
+// heldArrays returns the arrays a held check due now reads: every planned
+// array when the period is due (or the schedule does not know when it
+// is), else only those whose footprint volumes' attachments changed since
+// the last check (AttachmentChanged): a publish or unpublish of a volume
+// can give the fenced node access only on the array that holds it. In a
+// storm, every moved pod's attachment asks for a check of its fence: read
+// on every array, those checks took as many array calls as the fences
+// themselves. Called with c.mu held; it clears the kicks.
+func heldArrays(e *heldEntry, f *ledger.Fence, now time.Time) (arrays []string, all bool) {
+	kicked, kickAll := e.kicked, e.kickAll
+	e.kicked, e.kickAll = nil, false
+	all = e.full.IsZero() || !now.Before(e.full) || kickAll || len(kicked) == 0
+	for _, p := range f.Plans {
+		if all || kicked[p.Array] {
+			arrays = append(arrays, p.Array)
+		}
+	}
+	if len(arrays) == 0 {
+		// A changed volume on an array the fence has no plan for: read
+		// every planned array rather than none.
+		all = true
+		for _, p := range f.Plans {
+			arrays = append(arrays, p.Array)
+		}
+	}
+	return arrays, all
 }
 
 // lastReadBack is when the fence's last recorded result was written (its
@@ -161,7 +199,8 @@ func (c *Controller) forgetHeld(fenceID string) {
 // AttachmentChanged is told that a VolumeAttachment of the PersistentVolume
 // changed, on whichever node (the footprint informers' OnAttachmentChange). Every
 // held fence of the cluster whose footprint holds the volume is checked at
-// once: a publish of the volume to another node can give the fenced node
+// once, on the arrays that hold the volume (every planned array when its
+// placement is not known): a publish of the volume to another node can give the fenced node
 // its access back (csi-vxflexos NFS with interfaceNames adds every known
 // node's IP to the export), and so can another node's unpublish (a driver
 // writing back an export's whole client list it read before the cut). The
@@ -179,6 +218,7 @@ func (c *Controller) AttachmentChanged(cluster string, ch kube.AttachmentChange)
 	}
 	var nodes []string
 	var ids []string
+	var kicks [][]string
 	c.cfg.Ledger.Read(func(s *ledger.State) {
 		for _, f := range s.OpenFences() {
 			if f.Cluster != cluster || !heldState(f.State) {
@@ -193,9 +233,25 @@ func (c *Controller) AttachmentChanged(cluster string, ch kube.AttachmentChange)
 				// array again for every fence before its eviction.
 				continue
 			}
-			if slices.ContainsFunc(f.Footprint, func(v arrayclients.FootprintVolume) bool { return sameVolume(v.KubeVolume, ch) }) {
+			var on []string // the changed volume's arrays, nil when not known
+			found := false
+			for _, v := range f.Footprint {
+				if !sameVolume(v.KubeVolume, ch) {
+					continue
+				}
+				found = true
+				if len(v.Placements) == 0 {
+					on = nil
+					break
+				}
+				for _, pl := range v.Placements {
+					on = append(on, pl.Array)
+				}
+			}
+			if found {
 				nodes = append(nodes, f.Node)
 				ids = append(ids, f.ID)
+				kicks = append(kicks, on)
 			}
 		}
 	})
@@ -208,11 +264,21 @@ func (c *Controller) AttachmentChanged(cluster string, ch kube.AttachmentChange)
 		c.mu.Unlock()
 		return
 	}
-	for _, id := range ids {
+	for i, id := range ids {
 		e := c.held[id]
 		if e == nil {
 			e = &heldEntry{}
 			c.held[id] = e
+		}
+		if kicks[i] == nil {
+			e.kickAll = true
+		} else {
+			if e.kicked == nil {
+				e.kicked = map[string]bool{}
+			}
+			for _, a := range kicks[i] {
+				e.kicked[a] = true
+			}
 		}
 		e.next = now
 		if !e.last.IsZero() && e.last.Add(heldKickGap).After(now) {
@@ -275,13 +341,12 @@ func (c *Controller) holdFence(ctx context.Context, l Leadership, cl *clusterRun
 	c.mu.Lock()
 	e := c.held[f.ID]
 	e.last = now
-	e.next = now.Add(heldSpread(f.ID, cl.HeldPeriod))
-	c.mu.Unlock()
-
-	var arrays []string
-	for _, p := range f.Plans {
-		arrays = append(arrays, p.Array)
+	arrays, all := heldArrays(e, f, now)
+	if all {
+		e.full = now.Add(heldSpread(f.ID, cl.HeldPeriod))
 	}
+	e.next = e.full
+	c.mu.Unlock()
 	// The check of a fence whose pods are still to be evicted ranks like
 	// its fence's steps (it comes before the eviction); one of an evicted
 	// fence waits behind every fence in progress.
@@ -321,7 +386,7 @@ func (c *Controller) holdFence(ctx context.Context, l Leadership, cl *clusterRun
 	if ctx.Err() != nil {
 		return false, 0, ctx.Err()
 	}
-	c.heldReadErrors(cl, f, errs)
+	c.heldReadErrors(cl, f, arrays, errs)
 	c.watchSessions(cl, f.ID, f.Node, reads, sess)
 
 	var regressed []string
@@ -346,7 +411,7 @@ func (c *Controller) holdFence(ctx context.Context, l Leadership, cl *clusterRun
 // heldReadErrors logs a held read that failed, once per array and episode,
 // and a recovered one: a held check that cannot read an array proves
 // nothing either way, and the next period reads it again.
-func (c *Controller) heldReadErrors(cl *clusterRuntime, f *ledger.Fence, errs map[string]error) {
+func (c *Controller) heldReadErrors(cl *clusterRuntime, f *ledger.Fence, arrays []string, errs map[string]error) {
 	c.mu.Lock()
 	e := c.held[f.ID]
 	if e == nil {
@@ -357,8 +422,7 @@ func (c *Controller) heldReadErrors(cl *clusterRuntime, f *ledger.Fence, errs ma
 		e.failing = map[string]bool{}
 	}
 	var newFail, recovered []string
-	for _, p := range f.Plans {
-		a := p.Array
+	for _, a := range arrays {
 		switch err := errs[a]; {
 		case err != nil && !e.failing[a]:
 			e.failing[a] = true

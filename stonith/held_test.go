@@ -174,6 +174,63 @@ func TestAttachmentChangeChecksAHeldFenceAtOnce(t *testing.T) {
 	assert.False(t, w.arrays["a3"].hasAccess("n1"))
 }
 
+// TestAttachmentChangeReadsTheVolumesArray: a change of a footprint
+// volume's attachment reads back the array that holds the volume, not the
+// node's other arrays (a publish can re-add the node only where the
+// volume is; the others wait for the period): access regained on a2 and
+// a3 at once, a change of pv-a3's attachment finds a3's only.
+func TestAttachmentChangeReadsTheVolumesArray(t *testing.T) {
+	w := newWorld(t, heldPeriod(time.Hour))
+	_, stop := w.lead()
+	defer stop()
+	w.verdict("n1", detector.Failed)
+	w.waitState(ledger.StateEvicted)
+
+	w.regrant("a2")
+	w.regrant("a3")
+	w.ctrl.AttachmentChanged("c1", kube.AttachmentChange{PV: "pv-a3", Node: "n2"})
+	f := w.waitRegressions(1)
+	var notes []string
+	for _, st := range f.Steps {
+		if strings.HasPrefix(st.Note, RegressionNote) {
+			notes = append(notes, st.Note)
+		}
+	}
+	require.Len(t, notes, 1)
+	assert.Contains(t, notes[0], "a3: ")
+	assert.NotContains(t, notes[0], "a2: ", "a2 holds no volume whose attachment changed")
+	assert.False(t, w.arrays["a3"].hasAccess("n1"))
+}
+
+// TestHeldArrays: a held check due on its period, or with no schedule
+// known, reads every planned array; one asked for by attachment changes
+// before the period reads the changed volumes' arrays, every planned
+// array when one's array is not known or none is planned.
+func TestHeldArrays(t *testing.T) {
+	now := time.Now()
+	f := &ledger.Fence{Plans: []arrayclients.Plan{{Array: "a1"}, {Array: "a2"}, {Array: "a3"}}}
+	for _, c := range []struct {
+		name string
+		e    heldEntry
+		want []string
+		all  bool
+	}{
+		{"period due", heldEntry{full: now, kicked: map[string]bool{"a2": true}}, []string{"a1", "a2", "a3"}, true},
+		{"schedule unknown", heldEntry{kicked: map[string]bool{"a2": true}}, []string{"a1", "a2", "a3"}, true},
+		{"kicked", heldEntry{full: now.Add(time.Minute), kicked: map[string]bool{"a2": true, "a3": true}}, []string{"a2", "a3"}, false},
+		{"kicked, array not known", heldEntry{full: now.Add(time.Minute), kicked: map[string]bool{"a2": true}, kickAll: true}, []string{"a1", "a2", "a3"}, true},
+		{"kicked, array without a plan", heldEntry{full: now.Add(time.Minute), kicked: map[string]bool{"a9": true}}, []string{"a1", "a2", "a3"}, true},
+		{"not kicked", heldEntry{full: now.Add(time.Minute)}, []string{"a1", "a2", "a3"}, true},
+	} {
+		e := c.e
+		got, all := heldArrays(&e, f, now)
+		assert.Equal(t, c.want, got, c.name)
+		assert.Equal(t, c.all, all, c.name)
+		assert.Empty(t, e.kicked, "%s: the kicks are used up", c.name)
+		assert.False(t, e.kickAll, c.name)
+	}
+}
+
 // TestOwnDetachChecksNoHeldFence: the fenced node's own attachment going
 // away (the attach-detach controller's detach after the out-of-service
 // taint) takes access and gives none: it moves no held check. The same
