@@ -226,7 +226,7 @@ func (c *Controller) WitnessArrays(cluster, node string) (arrays []string, compl
 	if err != nil {
 		return nil, false
 	}
-	cv := cover(kvols, cl.Drivers, cl.arrays, c.readNode(cl.Name, node).identities())
+	cv := cover(kvols, cl.Drivers, cl.arrays, c.readNodeIdentities(cl.Name, node).identities())
 	if len(cv.Gaps) > 0 {
 		return nil, false
 	}

@@ -202,6 +202,30 @@ func TestAttachmentChangeReadsTheVolumesArray(t *testing.T) {
 	assert.False(t, w.arrays["a3"].hasAccess("n1"))
 }
 
+// TestReadNodeIdentities: the identities-only view of a fenced node has
+// what the full view has but the copy of the record, and says the node has
+// one.
+func TestReadNodeIdentities(t *testing.T) {
+	w := newWorld(t, heldPeriod(time.Hour))
+	_, stop := w.lead()
+	defer stop()
+	w.verdict("n1", detector.Failed)
+	w.waitState(ledger.StateEvicted)
+
+	full := w.ctrl.readNode("c1", "n1")
+	lite := w.ctrl.readNodeIdentities("c1", "n1")
+	require.NotNil(t, full.Fence)
+	assert.True(t, full.Fenced)
+	assert.True(t, lite.Fenced)
+	assert.Nil(t, lite.Fence)
+	assert.NotEmpty(t, lite.Identities)
+	full.Fence = nil
+	assert.Equal(t, full, lite)
+
+	none := w.ctrl.readNodeIdentities("c1", "n2")
+	assert.False(t, none.Fenced)
+}
+
 // TestHeldArrays: a held check due on its period, or with no schedule
 // known, reads every planned array; one asked for by attachment changes
 // before the period reads the changed volumes' arrays, every planned

@@ -120,9 +120,9 @@ func (c *Controller) sweepProtection(ctx context.Context) {
 
 // evaluateProtection covers one node and records the result.
 func (c *Controller) evaluateProtection(ctx context.Context, cl *clusterRuntime, node string) {
-	v := c.readNode(cl.Name, node)
+	v := c.readNodeIdentities(cl.Name, node)
 	var gaps []VolumeGap
-	if v.Fence == nil {
+	if !v.Fenced {
 		kvols, err := cl.Footprints.Volumes(node)
 		if err != nil {
 			return // not synced yet: keep what is known
