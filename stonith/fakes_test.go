@@ -211,6 +211,10 @@ type fakeArray struct {
 	io          map[string]arrayclients.IOWindow
 	keepIO      bool
 	sessionsErr error
+	// verifyHook, when set, runs at the start of each Verify, outside the
+	// lock; an error fails the Verify (an array that does not answer
+	// blocks in it until ctx ends).
+	verifyHook func(ctx context.Context) error
 }
 
 func newFakeArray(name string, log *opLog, nodes ...string) *fakeArray {
@@ -290,7 +294,15 @@ func (a *fakeArray) Sessions(_ context.Context, p arrayclients.Plan) (arrayclien
 	return rep, nil
 }
 
-func (a *fakeArray) Verify(_ context.Context, p arrayclients.Plan) (arrayclients.Verification, error) {
+func (a *fakeArray) Verify(ctx context.Context, p arrayclients.Plan) (arrayclients.Verification, error) {
+	a.mu.Lock()
+	hook := a.verifyHook
+	a.mu.Unlock()
+	if hook != nil {
+		if err := hook(ctx); err != nil {
+			return arrayclients.Verification{}, err
+		}
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.verifyErr != nil {

@@ -357,7 +357,15 @@ func (c *Controller) holdFence(ctx context.Context, l Leadership, cl *clusterRun
 	reads := map[string]arrayclients.Verification{}
 	sess := map[string]*sessionRead{}
 	var rmu sync.Mutex
-	errs := c.forEachArray(ctx, arrays, func(ctx context.Context, array string) error {
+	// A read-back that shows the node's access again ends the check at
+	// once: the other arrays' reads are cancelled rather than waited for,
+	// so an array that does not answer (an outage, each attempt running
+	// into the call timeout) cannot hold the cut of access regained on
+	// another array past the held period. The fencing step the regression
+	// starts reads every array back again.
+	rctx, stopReads := context.WithCancel(ctx)
+	defer stopReads()
+	errs := c.forEachArray(rctx, arrays, func(ctx context.Context, array string) error {
 		a, err := c.adapter(array)
 		if err != nil {
 			return err
@@ -381,21 +389,31 @@ func (c *Controller) holdFence(ctx context.Context, l Leadership, cl *clusterRun
 			sess[array] = sr
 		}
 		rmu.Unlock()
+		if regained(v) {
+			stopReads()
+		}
 		return nil
 	})
 	if ctx.Err() != nil {
 		return false, 0, ctx.Err()
 	}
-	c.heldReadErrors(cl, f, arrays, errs)
+	read := arrays
+	if rctx.Err() != nil {
+		// Cut short by regained access: an array whose read was
+		// cancelled was not read, and its error says nothing of it.
+		read = slices.DeleteFunc(slices.Clone(arrays), func(a string) bool {
+			_, ok := reads[a]
+			return !ok
+		})
+	}
+	c.heldReadErrors(cl, f, read, errs)
 	c.watchSessions(cl, f.ID, f.Node, reads, sess)
 
 	var regressed []string
 	for _, a := range slices.Sorted(maps.Keys(reads)) {
-		v := reads[a]
-		if v.Fenced && len(accessLeft(v)) == 0 {
-			continue
+		if regained(reads[a]) {
+			regressed = append(regressed, a)
 		}
-		regressed = append(regressed, a)
 	}
 	if len(regressed) == 0 {
 		c.mu.Lock()
@@ -406,6 +424,12 @@ func (c *Controller) holdFence(ctx context.Context, l Leadership, cl *clusterRun
 		return false, c.heldDue(cl, f), nil
 	}
 	return true, 0, c.regress(ctx, l, cl, f, nv, regressed, reads)
+}
+
+// regained reports whether a held read-back shows the node's access on
+// the array again (not fenced, or access left).
+func regained(v arrayclients.Verification) bool {
+	return !v.Fenced || len(accessLeft(v)) > 0
 }
 
 // heldReadErrors logs a held read that failed, once per array and episode,

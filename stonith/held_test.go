@@ -226,6 +226,49 @@ func TestReadNodeIdentities(t *testing.T) {
 	assert.False(t, none.Fenced)
 }
 
+// TestHeldRegressionDoesNotWaitForASilentArray: a held check that finds
+// the node's access again on one array acts on it at once, while another
+// array's read-back is still waiting for an answer (an array API outage:
+// each attempt runs into the call timeout): the access is cut without
+// waiting for the silent array, which the fencing step reads back again.
+func TestHeldRegressionDoesNotWaitForASilentArray(t *testing.T) {
+	// Calls that would wait for the silent array as long as the test runs.
+	w := newWorld(t, heldPeriod(time.Hour), func(cfg *Config) { cfg.ArrayTimeout = time.Hour })
+	_, stop := w.lead()
+	defer stop()
+	w.verdict("n1", detector.Failed)
+	w.waitState(ledger.StateEvicted)
+	f := w.group.fence("c1", "n1")
+
+	answer := make(chan struct{})
+	w.arrays["a1"].set(func(fa *fakeArray) {
+		fa.verifyHook = func(ctx context.Context) error {
+			select {
+			case <-answer:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+	})
+	w.regrant("a3")
+	w.ctrl.mu.Lock()
+	e := w.ctrl.held[f.ID]
+	e.next, e.full = time.Now().Add(-time.Second), time.Now().Add(-time.Second) // the period is due: every array
+	w.ctrl.mu.Unlock()
+	w.ctrl.Enqueue("c1", "n1")
+	require.Eventually(t, func() bool {
+		n, _ := Regressions(w.group.fence("c1", "n1"))
+		return n == 1
+	}, 10*time.Second, 2*time.Millisecond, "the regression on a3 is acted on while a1 does not answer; ops %v", w.log.list())
+
+	// a1 answers again: the fencing step reads every array back and the
+	// fence is evicted again, a3 cut.
+	close(answer)
+	w.waitRegressions(1)
+	assert.False(t, w.arrays["a3"].hasAccess("n1"))
+}
+
 // TestHeldArrays: a held check due on its period, or with no schedule
 // known, reads every planned array; one asked for by attachment changes
 // before the period reads the changed volumes' arrays, every planned
