@@ -30,6 +30,19 @@ func (w *world) regrant(a string) int {
 	return before
 }
 
+// heldWorld is a world whose leader fenced n1 on a Failed verdict and
+// evicted it: the fence is held, with a held period of an hour (longer
+// than any test), so held checks come only when a test asks for one.
+func heldWorld(t *testing.T, opts ...func(*Config)) *world {
+	t.Helper()
+	w := newWorld(t, append([]func(*Config){heldPeriod(time.Hour)}, opts...)...)
+	_, stop := w.lead()
+	t.Cleanup(stop)
+	w.verdict("n1", detector.Failed)
+	w.waitState(ledger.StateEvicted)
+	return w
+}
+
 // waitRegressions waits until the fence went back to fencing on a held
 // read-back n times and is evicted again.
 func (w *world) waitRegressions(n int) *ledger.Fence {
@@ -156,11 +169,7 @@ func TestHeldChecksComeTwiceAPeriod(t *testing.T) {
 // longer than the test, a change of an attachment of one of the fenced
 // node's volumes (its publish to another node) reads the fence back at once.
 func TestAttachmentChangeChecksAHeldFenceAtOnce(t *testing.T) {
-	w := newWorld(t, heldPeriod(time.Hour))
-	_, stop := w.lead()
-	defer stop()
-	w.verdict("n1", detector.Failed)
-	w.waitState(ledger.StateEvicted)
+	w := heldWorld(t)
 
 	w.regrant("a3")
 	f := w.group.fence("c1", "n1")
@@ -180,11 +189,7 @@ func TestAttachmentChangeChecksAHeldFenceAtOnce(t *testing.T) {
 // volume is; the others wait for the period): access regained on a2 and
 // a3 at once, a change of pv-a3's attachment finds a3's only.
 func TestAttachmentChangeReadsTheVolumesArray(t *testing.T) {
-	w := newWorld(t, heldPeriod(time.Hour))
-	_, stop := w.lead()
-	defer stop()
-	w.verdict("n1", detector.Failed)
-	w.waitState(ledger.StateEvicted)
+	w := heldWorld(t)
 
 	w.regrant("a2")
 	w.regrant("a3")
@@ -206,11 +211,7 @@ func TestAttachmentChangeReadsTheVolumesArray(t *testing.T) {
 // what the full view has but the copy of the record, and says the node has
 // one.
 func TestReadNodeIdentities(t *testing.T) {
-	w := newWorld(t, heldPeriod(time.Hour))
-	_, stop := w.lead()
-	defer stop()
-	w.verdict("n1", detector.Failed)
-	w.waitState(ledger.StateEvicted)
+	w := heldWorld(t)
 
 	full := w.ctrl.readNode("c1", "n1")
 	lite := w.ctrl.readNodeIdentities("c1", "n1")
@@ -233,11 +234,7 @@ func TestReadNodeIdentities(t *testing.T) {
 // waiting for the silent array, which the fencing step reads back again.
 func TestHeldRegressionDoesNotWaitForASilentArray(t *testing.T) {
 	// Calls that would wait for the silent array as long as the test runs.
-	w := newWorld(t, heldPeriod(time.Hour), func(cfg *Config) { cfg.ArrayTimeout = time.Hour })
-	_, stop := w.lead()
-	defer stop()
-	w.verdict("n1", detector.Failed)
-	w.waitState(ledger.StateEvicted)
+	w := heldWorld(t, func(cfg *Config) { cfg.ArrayTimeout = time.Hour })
 	f := w.group.fence("c1", "n1")
 
 	answer := make(chan struct{})
@@ -303,11 +300,7 @@ func TestHeldArrays(t *testing.T) {
 // taint) takes access and gives none: it moves no held check. The same
 // volume's detach from another node still does.
 func TestOwnDetachChecksNoHeldFence(t *testing.T) {
-	w := newWorld(t, heldPeriod(time.Hour))
-	_, stop := w.lead()
-	defer stop()
-	w.verdict("n1", detector.Failed)
-	w.waitState(ledger.StateEvicted)
+	w := heldWorld(t)
 
 	w.regrant("a3")
 	f := w.group.fence("c1", "n1")
@@ -327,11 +320,7 @@ func TestOwnDetachChecksNoHeldFence(t *testing.T) {
 // and its check runs once a checker is free, before its next step. The
 // check of a fence not yet evicted is not bounded (TestHeldCheckBeforeTheEvictionIsNotBounded).
 func TestHeldChecksLeaveWorkersFree(t *testing.T) {
-	w := newWorld(t, heldPeriod(time.Hour))
-	_, stop := w.lead()
-	defer stop()
-	w.verdict("n1", detector.Failed)
-	w.waitState(ledger.StateEvicted)
+	w := heldWorld(t)
 	cl := w.ctrl.clusters["c1"]
 	f := w.group.fence("c1", "n1")
 
@@ -362,11 +351,7 @@ func TestHeldChecksLeaveWorkersFree(t *testing.T) {
 // fences' checks; bounding it too would keep its eviction waiting behind
 // all of them.
 func TestHeldCheckBeforeTheEvictionIsNotBounded(t *testing.T) {
-	w := newWorld(t, heldPeriod(time.Hour))
-	_, stop := w.lead()
-	defer stop()
-	w.verdict("n1", detector.Failed)
-	w.waitState(ledger.StateEvicted)
+	w := heldWorld(t)
 	cl := w.ctrl.clusters["c1"]
 	f := *w.group.fence("c1", "n1")
 	f.State = ledger.StateTainted // as it was before its eviction
@@ -394,11 +379,7 @@ func TestHeldCheckBeforeTheEvictionIsNotBounded(t *testing.T) {
 // interfaceNames IP on each publish): its attachment reads the fence back
 // at once, matched by driver and handle.
 func TestAttachmentOfAnotherPVOfAFootprintVolumeChecksAtOnce(t *testing.T) {
-	w := newWorld(t, heldPeriod(time.Hour))
-	_, stop := w.lead()
-	defer stop()
-	w.verdict("n1", detector.Failed)
-	w.waitState(ledger.StateEvicted)
+	w := heldWorld(t)
 	f := w.group.fence("c1", "n1")
 	var handle string
 	for _, v := range f.Footprint {

@@ -252,11 +252,6 @@ func (k powerFlexCall) sdcVolumes(sdc *goscaleio.Sdc) ([]*siotypes.Volume, error
 	return sdc.GetVolume()
 }
 
-func (k powerFlexCall) sdcStatistics(sdc *goscaleio.Sdc) (*siotypes.SdcStatistics, error) {
-	k.client()
-	return sdc.GetStatistics()
-}
-
 func (k powerFlexCall) volume(id string) *goscaleio.Volume {
 	v := goscaleio.NewVolume(k.client())
 	v.Volume.ID = id

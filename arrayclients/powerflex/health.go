@@ -51,7 +51,7 @@ func (a *PowerFlexAdapter) Health(ctx context.Context, id arrayclients.Identity)
 		case "Disconnected":
 			h.Connectivity = arrayclients.Disconnected
 		}
-		stats, err := k.sdcStatistics(sdc)
+		stats, err := k.sdcStatisticsByID(sdc.Sdc.ID)
 		if err != nil {
 			h.Reason = fmt.Sprintf("mdmConnectionState %q; statistics unreadable: %v", state, err)
 			return nil

@@ -118,17 +118,17 @@ func TestDecodeSweepSdcs(t *testing.T) {
 func TestBoundedBody(t *testing.T) {
 	doc := `[{"id":"a1","mdmConnectionState":"Connected"}]`
 	var got []sweepSdc
-	require.NoError(t, decodeSweepSdcs(&boundedBody{r: strings.NewReader(doc), left: int64(len(doc)), max: int64(len(doc)), what: "GET /sdcs"}, &got))
+	require.NoError(t, decodeSweepSdcs(newBoundedBody(strings.NewReader(doc), int64(len(doc)), "GET /sdcs"), &got))
 	assert.Len(t, got, 1)
 
-	err := decodeSweepSdcs(&boundedBody{r: strings.NewReader(doc + " "), left: int64(len(doc)), max: int64(len(doc)), what: "GET /sdcs"}, &got)
+	err := decodeSweepSdcs(newBoundedBody(strings.NewReader(doc+" "), int64(len(doc)), "GET /sdcs"), &got)
 	require.ErrorIs(t, err, errAnswerTooLong)
 	assert.Contains(t, err.Error(), "GET /sdcs")
 	assert.Contains(t, err.Error(), fmt.Sprint(len(doc)))
 
 	// A gateway that never stops: the read ends at the bound.
 	endless := io.MultiReader(strings.NewReader(`[{"id":"a1","name":"`), zeroes{})
-	err = decodeSweepSdcs(&boundedBody{r: endless, left: 1 << 20, max: 1 << 20, what: "GET /sdcs"}, &got)
+	err = decodeSweepSdcs(newBoundedBody(endless, 1<<20, "GET /sdcs"), &got)
 	require.ErrorIs(t, err, errAnswerTooLong)
 }
 
