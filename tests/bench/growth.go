@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strconv"
@@ -41,26 +42,48 @@ func (s *sizes) Set(v string) error {
 	return nil
 }
 
+// kubeletRenewal is how often a kubelet renews its Lease by default
+// (a quarter of its 40 s duration).
+const kubeletRenewal = 10.0
+
+// Renewal is how often the run's nodes renewed their Leases, in seconds.
+func (s SteadyResult) Renewal() float64 {
+	if s.RenewalSeconds == 0 {
+		return kubeletRenewal
+	}
+	return s.RenewalSeconds
+}
+
+// kubeletPaced reports whether the run's nodes renewed at the kubelet's
+// default pace: only those runs make the growth fit and the steady section.
+func (s SteadyResult) kubeletPaced() bool { return s.Renewal() == kubeletRenewal }
+
 // mergeGrowth adds the sizes measured now to those of an earlier run: a
-// size measured again replaces the earlier figures. The result is in
-// ascending order of nodes.
+// size measured again at the same renewal pace replaces the earlier
+// figures. The result is in ascending order of nodes, then of the pace.
 func mergeGrowth(old, now []SteadyResult) []SteadyResult {
 	var out []SteadyResult
 	for _, o := range old {
-		if !slices.ContainsFunc(now, func(s SteadyResult) bool { return s.Nodes == o.Nodes }) {
+		if !slices.ContainsFunc(now, func(s SteadyResult) bool { return s.Nodes == o.Nodes && s.Renewal() == o.Renewal() }) {
 			out = append(out, o)
 		}
 	}
 	out = append(out, now...)
-	slices.SortStableFunc(out, func(a, b SteadyResult) int { return a.Nodes - b.Nodes })
+	slices.SortStableFunc(out, func(a, b SteadyResult) int {
+		if a.Nodes != b.Nodes {
+			return a.Nodes - b.Nodes
+		}
+		return cmp.Compare(a.Renewal(), b.Renewal())
+	})
 	return out
 }
 
-// largest is the steady run with the most nodes that completed, or nil.
+// largest is the steady run at the kubelet's pace with the most nodes that
+// completed, or nil.
 func largest(growth []SteadyResult) *SteadyResult {
 	var best *SteadyResult
 	for i := range growth {
-		if g := &growth[i]; g.Error == "" && (best == nil || g.Nodes > best.Nodes) {
+		if g := &growth[i]; g.Error == "" && g.kubeletPaced() && (best == nil || g.Nodes > best.Nodes) {
 			best = g
 		}
 	}
@@ -118,12 +141,13 @@ func growthFigures() []growthFigure {
 	}
 }
 
-// fitGrowth fits every figure of the completed runs against their node
-// counts; nil with fewer than two distinct sizes.
+// fitGrowth fits every figure of the completed runs at the kubelet's
+// renewal pace against their node counts; nil with fewer than two distinct
+// sizes.
 func fitGrowth(growth []SteadyResult) *GrowthFit {
 	var done []SteadyResult
 	for _, g := range growth {
-		if g.Error == "" && g.Nodes > 0 {
+		if g.Error == "" && g.Nodes > 0 && g.kubeletPaced() {
 			done = append(done, g)
 		}
 	}

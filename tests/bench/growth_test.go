@@ -102,6 +102,36 @@ func TestMergeGrowthAndLargest(t *testing.T) {
 	assert.Nil(t, largest([]SteadyResult{{Nodes: 500, Error: "x"}}))
 }
 
+// A run whose nodes renewed less often than the kubelet's default is kept
+// beside the same size at the default pace, stays out of the fit and the
+// steady section, and says its pace in the table and the notes.
+func TestGrowthKeepsTheRenewalPaceApart(t *testing.T) {
+	slow := steadyAt(2000)
+	slow.RenewalSeconds, slow.Leader.CPUPercent = 25, 99
+	slow.Writer = writerLight
+	fiveK := steadyAt(5000)
+	fiveK.RenewalSeconds = 25
+	old := []SteadyResult{steadyAt(1000), steadyAt(2000)}
+	got := mergeGrowth(old, []SteadyResult{fiveK, slow})
+	require.Len(t, got, 4, "a size at another pace is kept beside the earlier one")
+	assert.Equal(t, []float64{10, 10, 25, 25}, []float64{got[0].Renewal(), got[1].Renewal(), got[2].Renewal(), got[3].Renewal()})
+	assert.Equal(t, []int{1000, 2000, 2000, 5000}, []int{got[0].Nodes, got[1].Nodes, got[2].Nodes, got[3].Nodes})
+
+	l := largest(got)
+	require.NotNil(t, l)
+	assert.Equal(t, 2000, l.Nodes, "the steady section is the largest run at the kubelet's pace")
+	assert.InDelta(t, 10, l.Renewal(), 0)
+	fit := fitGrowth(got)
+	require.NotNil(t, fit)
+	assert.Equal(t, []int{1000, 2000}, fit.Sizes, "the fit is made of the kubelet-paced runs only")
+
+	r := fabricated()
+	r.Growth = got
+	md := markdown(r)
+	assert.Contains(t, md, "| 2000 | 25 | 99.0 |")
+	assert.Contains(t, md, "renews every Lease every 25 s (a quarter of a 100 s Lease")
+}
+
 // fabricated is a run with three sizes (the largest failed) and a
 // multi-cluster run.
 func fabricated() *Results {
@@ -120,10 +150,10 @@ func TestMarkdownGrowth(t *testing.T) {
 	md := markdown(r)
 	assert.Contains(t, md, "## Growth: steady state by cluster size")
 	assert.NotContains(t, md, "## Steady state, 1000 nodes", "the growth section replaces the single-size one")
-	assert.Contains(t, md, "| 250 | 1.8 | 52 | 1.0 | 40 | 18 |")
-	assert.Contains(t, md, "| 1000 | 4.0 | 90 | 2.5 | 70 | 40 |")
-	assert.Contains(t, md, "| 2000 | — | — | — | — | — |")
-	assert.Contains(t, md, "- 2000 nodes did not complete: identities never learned")
+	assert.Contains(t, md, "| 250 | 10 | 1.8 | 52 | 1.0 | 40 | 18 |")
+	assert.Contains(t, md, "| 1000 | 10 | 4.0 | 90 | 2.5 | 70 | 40 |")
+	assert.Contains(t, md, "| 2000 | 10 | — | — | — | — | — |")
+	assert.Contains(t, md, "- 2000 nodes (renewed every 10 s) did not complete: identities never learned")
 	assert.Contains(t, md, "| leader CPU (% of a core) | 1.00 | 3.00 | 1.000 | 7.0 | 31.0 |")
 	assert.Contains(t, md, "| follower RSS (MB) | 30.00 | 40.00 | 1.000 | 110.0 | 430.0 |")
 	assert.Contains(t, md, "linear extrapolation from the sizes measured, 250, 500 and 1,000 nodes:")

@@ -204,10 +204,16 @@ func idleNotes(growth []SteadyResult) string {
 				components = "kube-apiserver with etcd (the controller manager and the scheduler were stopped once the nodes were written: " +
 					"nothing at rest needs them, and the API server needed their CPU to keep the renewals on time)"
 			}
+			pace := "every 10 s (a quarter of the 40 s Lease, as the kubelet does; "
+			if !g.kubeletPaced() {
+				pace = fmt.Sprintf("every %g s (a quarter of a %g s Lease, as a kubelet with nodeLeaseDurationSeconds %g does; "+
+					"fenced's heartbeatGrace and earlyVerdict after and probeFrom scaled from their defaults by the same factor; ",
+					g.Renewal(), 4*g.Renewal(), 4*g.Renewal())
+			}
 			fmt.Fprintf(&b, "%d nodes: written by the light writer, not kwok. Real: %s, "+
 				"the three fenced replicas and the array simulators; the Nodes, their status "+
 				"and conditions, CSINodes and Leases are real API objects. The light writer (one client in the bench process) creates "+
-				"each Node, its CSINode and Lease, renews every Lease every 10 s (a quarter of the 40 s Lease, as the kubelet does; "+
+				"each Node, its CSINode and Lease, renews every Lease "+pace+
 				"each renewal one Lease update, started at its due time, the renewals spread evenly over the interval) and patches "+
 				"each Node's conditions every 5 min (the kubelet's status report); each node's kubelet port is the test bed's TLS "+
 				"listener, as for a kwok node. No kwok node (kwok runs with none to manage), no pod", g.Nodes, components)

@@ -126,6 +126,10 @@ type params struct {
 	// SteadyBare stops the controller manager and the scheduler in the
 	// steady runs (see SteadyResult.Bare).
 	SteadyBare    bool          `json:"steadyBare,omitempty"`
+	// SteadyLeaseSeconds is the node Lease duration of the steady runs
+	// (kubelet nodeLeaseDurationSeconds; renewed every quarter of it).
+	// 0: the kubelet's default, 40 s.
+	SteadyLeaseSeconds int `json:"steadyLeaseSeconds,omitempty"`
 	Keep          string        `json:"-"`
 	Merge         bool          `json:"-"`
 	TrialDeadline time.Duration `json:"-"`
@@ -146,6 +150,7 @@ func main() {
 	flag.DurationVar(&p.SteadyWindow, "steady-window", time.Minute, "how long CPU is sampled in steady state (also in the multi-cluster run)")
 	flag.DurationVar(&p.SteadyDeadline, "steady-deadline", 30*time.Minute, "how long each steady run may take from the replicas' start (leader, every node healthy, every identity learned, the window); a run past it fails with the node counts it reached")
 	flag.StringVar(&p.SteadyWriter, "steady-writer", writerKwok, "who writes the steady runs' nodes: kwok (kwok nodes) or light (the test bed's light writer: Nodes, conditions and Lease renewals every 10 s, each started at its due time, no kwok node; for 2,000 nodes and more on a small machine)")
+	flag.IntVar(&p.SteadyLeaseSeconds, "steady-lease-seconds", 0, "node Lease duration of the steady runs, as a kubelet's nodeLeaseDurationSeconds (renewed every quarter of it; 0: the kubelet's default, 40 s); fenced's heartbeatGrace, earlyVerdict.after and .probeFrom are scaled from their defaults by the same factor, as an operator of such a cluster would set them. Fewer renewals a second for as many nodes: the shape in which this machine's API server holds 5,000 nodes")
 	flag.BoolVar(&p.SteadyBare, "steady-bare", false, "stop the controller manager and the scheduler in the steady runs once the nodes are written (nothing at rest needs them; on a small machine the API server needs their CPU to keep thousands of Lease renewals on time)")
 	flag.BoolVar(&p.SteadyProfile, "steady-profile", false, "take CPU profiles of the leader and a follower over each steady window and their heap after it, into <out>/profiles (the CPU figures then include the profiler's cost)")
 	flag.IntVar(&p.Clusters, "clusters", 0, "clusters of the multi-cluster run, one fenced group protecting them all (0: skip; the issue asks for 5)")

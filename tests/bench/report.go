@@ -403,16 +403,16 @@ func growthSection(growth []SteadyResult) string {
 		"in one cluster of each size, CPU sampled over %s; each size is a run of its own (its own control plane, replicas and "+
 		"simulators, torn down before the next). Identities learned: seconds from the replicas' start until the leader knew every "+
 		"node's identities on every array (cold start); the window begins after it.%s\n\n", strings.Join(windows, " or "), niceNote(nice))
-	b.WriteString("| Nodes | leader CPU (% of a core) | leader RSS (MB) | follower CPU (% of a core) | follower RSS (MB) | identities learned (s) |\n" +
-		"|---|---|---|---|---|---|\n")
+	b.WriteString("| Nodes | Lease renewed every (s) | leader CPU (% of a core) | leader RSS (MB) | follower CPU (% of a core) | follower RSS (MB) | identities learned (s) |\n" +
+		"|---|---|---|---|---|---|---|\n")
 	var failed []string
 	for _, g := range growth {
 		if g.Error != "" {
-			fmt.Fprintf(&b, "| %d | — | — | — | — | %s |\n", g.Nodes, orDash(g.Learned))
-			failed = append(failed, fmt.Sprintf("- %d nodes did not complete: %s\n", g.Nodes, g.Error))
+			fmt.Fprintf(&b, "| %d | %g | — | — | — | — | %s |\n", g.Nodes, g.Renewal(), orDash(g.Learned))
+			failed = append(failed, fmt.Sprintf("- %d nodes (renewed every %g s) did not complete: %s\n", g.Nodes, g.Renewal(), g.Error))
 			continue
 		}
-		fmt.Fprintf(&b, "| %d | %.1f | %.0f | %.1f | %.0f | %.0f |\n", g.Nodes, g.Leader.CPUPercent, float64(g.Leader.RSSBytes)/1e6,
+		fmt.Fprintf(&b, "| %d | %g | %.1f | %.0f | %.1f | %.0f | %.0f |\n", g.Nodes, g.Renewal(), g.Leader.CPUPercent, float64(g.Leader.RSSBytes)/1e6,
 			g.Follower.CPUPercent, float64(g.Follower.RSSBytes)/1e6, g.Learned)
 	}
 	b.WriteString("\n")

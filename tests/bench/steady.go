@@ -37,6 +37,9 @@ type SteadyResult struct {
 	// them, and on a small machine they take CPU the API server needs to
 	// keep the renewals of thousands of Leases on time.
 	Bare bool `json:"bare,omitempty"`
+	// RenewalSeconds is how often each node's Lease was renewed (a
+	// quarter of its duration). Zero in older runs: 10 s.
+	RenewalSeconds float64 `json:"renewalSeconds,omitempty"`
 	// ArrayRequests are the array requests of the three replicas over the
 	// window, per minute, by family and operation.
 	ArrayRequests []IdleRequests `json:"arrayRequests,omitempty"`
@@ -64,8 +67,15 @@ type Process struct {
 func runSteady(t *e2e.Standalone, p params, res *SteadyResult) error {
 	n := res.Nodes
 	fmt.Fprintf(os.Stderr, "steady: starting %d nodes\n", n)
-	h := e2e.Start(t, e2e.Options{Nodes: n, ControlPlaneNice: p.ControlPlaneNice, NoArrayAuditFiles: true,
-		LightNodes: res.Writer == writerLight, Pprof: p.SteadyProfile})
+	opts := e2e.Options{Nodes: n, ControlPlaneNice: p.ControlPlaneNice, NoArrayAuditFiles: true,
+		LightNodes: res.Writer == writerLight, Pprof: p.SteadyProfile}
+	res.RenewalSeconds = 10
+	if d := p.SteadyLeaseSeconds; d > 0 && d != kubeletLeaseSeconds {
+		opts.NodeLeaseDurationSeconds = d
+		opts.Timing = scaledTiming(d)
+		res.RenewalSeconds = float64(d) / 4
+	}
+	h := e2e.Start(t, opts)
 	started := time.Now()
 	if p.SteadyBare {
 		for _, c := range []*testbed.Process{h.CP.ControllerManager, h.CP.Scheduler} {
@@ -106,6 +116,21 @@ func runSteady(t *e2e.Standalone, p params, res *SteadyResult) error {
 		return fmt.Errorf("steady, %d nodes: %w", n, err)
 	}
 	return nil
+}
+
+// kubeletLeaseSeconds is the kubelet's default nodeLeaseDurationSeconds.
+const kubeletLeaseSeconds = 40
+
+// scaledTiming is fenced's timing for kubelets whose Leases last
+// leaseSeconds instead of 40 s: heartbeatGrace (40 s), earlyVerdict.after
+// (12 s) and .probeFrom (11 s) scaled by the same factor, so that a node
+// renewing on time is never late.
+func scaledTiming(leaseSeconds int) e2e.ClusterTiming {
+	scale := func(d time.Duration) time.Duration {
+		return d * time.Duration(leaseSeconds) / kubeletLeaseSeconds
+	}
+	return e2e.ClusterTiming{HeartbeatGrace: scale(40 * time.Second),
+		EarlyAfter: scale(12 * time.Second), EarlyProbeFrom: scale(11 * time.Second)}
 }
 
 // measureIdle waits for the last ledger writes of the cold start to

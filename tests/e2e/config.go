@@ -27,6 +27,10 @@ type ClusterTiming struct {
 	// EarlyOff; EarlyDefault leaves it unset (the product's default: on
 	// where it can apply, with after 12s, probeFrom 11s, kubeletProbes 3, ioWindow 6s).
 	EarlyVerdict EarlyMode
+	// EarlyAfter and EarlyProbeFrom set clusters[].earlyVerdict.after and
+	// .probeFrom when not zero (a run whose kubelets renew less often than
+	// every 10 s needs them later than the defaults).
+	EarlyAfter, EarlyProbeFrom time.Duration
 	// HeldPeriod is clusters[].heldPeriod: how often an open fence's cuts
 	// are read back. The invariant checker's held rule uses it too.
 	HeldPeriod time.Duration
@@ -164,11 +168,21 @@ func (c replicaConfig) cluster(ref clusterRef, arrays []string) map[string]any {
 	if c.Timing.NodeHealthCheck || c.Timing.NodeLeases {
 		cluster["nodeHealthCheck"] = map[string]any{"enabled": c.Timing.NodeHealthCheck, "leases": c.Timing.NodeLeases}
 	}
+	early := map[string]any{}
 	switch c.Timing.EarlyVerdict {
 	case EarlyOn:
-		cluster["earlyVerdict"] = map[string]any{"enabled": true}
+		early["enabled"] = true
 	case EarlyOff:
-		cluster["earlyVerdict"] = map[string]any{"enabled": false}
+		early["enabled"] = false
+	}
+	if c.Timing.EarlyAfter != 0 {
+		early["after"] = dur(c.Timing.EarlyAfter)
+	}
+	if c.Timing.EarlyProbeFrom != 0 {
+		early["probeFrom"] = dur(c.Timing.EarlyProbeFrom)
+	}
+	if len(early) > 0 {
+		cluster["earlyVerdict"] = early
 	}
 	return cluster
 }
