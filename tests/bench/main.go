@@ -125,14 +125,14 @@ type params struct {
 	SteadyProfile bool `json:"steadyProfile,omitempty"`
 	// SteadyBare stops the controller manager and the scheduler in the
 	// steady runs (see SteadyResult.Bare).
-	SteadyBare    bool          `json:"steadyBare,omitempty"`
+	SteadyBare bool `json:"steadyBare,omitempty"`
 	// SteadyLeaseSeconds is the node Lease duration of the steady runs
 	// (kubelet nodeLeaseDurationSeconds; renewed every quarter of it).
 	// 0: the kubelet's default, 40 s.
-	SteadyLeaseSeconds int `json:"steadyLeaseSeconds,omitempty"`
-	Keep          string        `json:"-"`
-	Merge         bool          `json:"-"`
-	TrialDeadline time.Duration `json:"-"`
+	SteadyLeaseSeconds int           `json:"steadyLeaseSeconds,omitempty"`
+	Keep               string        `json:"-"`
+	Merge              bool          `json:"-"`
+	TrialDeadline      time.Duration `json:"-"`
 }
 
 func main() {

@@ -14,8 +14,10 @@ import (
 // earlyVerdict); the
 // detector's own timings that the configuration does not expose keep their
 // defaults, shortened where a short grace or poll interval needs it:
-// probeAfter is at most half the grace (a node is probed before its grace
-// runs out), and the evidence age and probe timeout follow the poll
+// probeAfter is half the grace (a node is probed before its grace runs
+// out, and not while it renews on time: kubelets whose Leases last longer
+// than 40 s renew less often than every 10 s, and their grace is set
+// longer), and the evidence age and probe timeout follow the poll
 // interval.
 func detectorPolicy(c configs.Cluster) (detector.Policy, error) {
 	p := detector.DefaultPolicy()
@@ -45,7 +47,11 @@ func detectorPolicy(c configs.Cluster) (detector.Policy, error) {
 		e := c.EarlyVerdict
 		p.Early = detector.EarlyPolicy{Enabled: true, After: e.After, ProbeFrom: e.ProbeStart(), KubeletProbes: e.KubeletProbes, IOWindow: e.IOWindow}
 	}
-	p.ProbeAfter = min(p.ProbeAfter, p.HeartbeatGrace/2)
+	// Half the grace, not at most 20 s: with kubelets renewing every 25 s
+	// (a 100 s Lease) and a grace of 100 s, a node 20 s old is on time,
+	// and counting it late had a fifth of the nodes probed at every
+	// moment and counted towards the storm limit.
+	p.ProbeAfter = p.HeartbeatGrace / 2
 	// Evidence must outlive a few polls, and a probe must end within one.
 	p.EvidenceMaxAge = max(p.EvidenceMaxAge, 3*p.PollInterval)
 	p.ProbeTimeout = min(p.ProbeTimeout, max(p.PollInterval, 200*time.Millisecond))

@@ -36,6 +36,13 @@ func TestDetectorPolicyFromConfig(t *testing.T) {
 	assert.Equal(t, time.Second, p.APICheckInterval)
 	assert.Equal(t, detector.CorroborateKubelet, p.Corroboration)
 
+	long := configs.DefaultCluster()
+	long.Name, long.HeartbeatGrace = "c1", 100*time.Second
+	p, err = detectorPolicy(long)
+	require.NoError(t, err)
+	assert.Equal(t, 50*time.Second, p.ProbeAfter,
+		"a long grace (kubelets renewing every 25 s) is probed from its middle too, not while nodes renew on time")
+
 	c.Corroboration = "maybe"
 	_, err = detectorPolicy(c)
 	require.ErrorContains(t, err, `cluster c1: policy corroboration: "maybe"`)
