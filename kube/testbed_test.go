@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/fenced-project/fenced/kube"
 	"github.com/fenced-project/fenced/tests/testbed"
@@ -27,11 +28,16 @@ func (l *eventLog) handle(ev kube.Event) {
 
 // count returns how many events of the kind named name arrived after t.
 func (l *eventLog) count(kind kube.Kind, name string, after time.Time) int {
+	return l.countIf(kind, name, after, func(kube.Event) bool { return true })
+}
+
+// countIf counts those of them for which keep holds.
+func (l *eventLog) countIf(kind kube.Kind, name string, after time.Time, keep func(kube.Event) bool) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	c := 0
 	for _, ev := range l.events {
-		if ev.Kind == kind && ev.Name == name && ev.At.After(after) {
+		if ev.Kind == kind && ev.Name == name && ev.At.After(after) && keep(ev) {
 			c++
 		}
 	}
@@ -79,6 +85,14 @@ func TestClusterAgainstTestbed(t *testing.T) {
 	require.NotNil(t, l.Spec.RenewTime)
 	_, err = cl.ReadLease(ctx, "no-such-node")
 	require.True(t, apierrors.IsNotFound(err), "got %v", err)
+
+	// A Lease deleted is delivered as a deletion, with its name.
+	deleted := time.Now()
+	gone := nodes[1].Name()
+	require.NoError(t, cp.Client.CoordinationV1().Leases(kube.LeaseNamespace).Delete(ctx, gone, metav1.DeleteOptions{}))
+	require.Eventually(t, func() bool {
+		return log.countIf(kube.KindLease, gone, deleted, func(ev kube.Event) bool { return ev.Deleted }) > 0
+	}, time.Minute, 100*time.Millisecond, "the Lease's deletion is delivered")
 
 	require.NoError(t, cl.CheckAPIServer(ctx))
 	addr, err := cl.ProbeKubelet(ctx, node)
