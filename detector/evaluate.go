@@ -1,6 +1,7 @@
 package detector
 
 import (
+	"fmt"
 	"slices"
 	"sort"
 	"time"
@@ -38,6 +39,46 @@ type Result struct {
 	NextCheck time.Time
 	// EarlyEnabled is set when the policy allows early verdicts.
 	EarlyEnabled bool
+	// LeaseTiming is set when nodes renew their Leases no sooner than the
+	// heartbeat age at which they count as late.
+	LeaseTiming *LeaseTiming
+}
+
+// LeaseTiming says that nodes renew their Leases too seldom for the
+// cluster's timing: a kubelet renews every quarter of its Lease's
+// duration (nodeLeaseDurationSeconds, 40 s by default: every 10 s), and a
+// node whose heartbeat reaches LateFrom between two renewals on time is
+// probed at every renewal and, from earlyVerdict.after, counted towards
+// the storm limit: enough of them hold the storm guard, and no node is
+// fenced. The defaults suit the kubelet's default.
+type LeaseTiming struct {
+	// Nodes is how many nodes renew every LateFrom or less often.
+	Nodes int `json:"nodes"`
+	// RenewEvery is the longest renewal interval among them (a quarter of
+	// their Lease duration), and Example one node renewing so.
+	RenewEvery time.Duration `json:"renewEvery"`
+	Example    string        `json:"example"`
+	// LateFrom is the heartbeat age from which a node is probed, and
+	// Setting the configuration key that sets it.
+	LateFrom time.Duration `json:"lateFrom"`
+	Setting  string        `json:"setting"`
+}
+
+// String says what is wrong and what to set.
+func (l LeaseTiming) String() string {
+	return fmt.Sprintf("%d nodes renew their Leases every %v (node %s: a kubelet renews every quarter of nodeLeaseDurationSeconds), "+
+		"but a heartbeat %v old counts as late (%s): live nodes are probed at every renewal and, with early verdicts, "+
+		"counted towards stormLimit; scale heartbeatGrace, earlyVerdict.after and earlyVerdict.probeFrom with the Lease duration",
+		l.Nodes, l.RenewEvery, l.Example, l.LateFrom, l.Setting)
+}
+
+// lateFrom is the heartbeat age from which a live node is probed, and the
+// configuration key that sets it.
+func (p Policy) lateFrom() (time.Duration, string) {
+	if p.Early.Enabled && p.Early.ProbeFrom < p.ProbeAfter {
+		return p.Early.ProbeFrom, "earlyVerdict.probeFrom"
+	}
+	return p.ProbeAfter, "half of heartbeatGrace"
 }
 
 // StormState is the storm guard's state.
@@ -133,8 +174,18 @@ func (m *Machine) Evaluate(self Self, now time.Time) Result {
 			clear(gone)
 		}
 	}
+	lateFrom, setting := p.lateFrom()
 	for i, name := range names {
 		n := m.nodes[name]
+		if every := n.leaseDuration / 4; every > 0 && every >= lateFrom {
+			if res.LeaseTiming == nil {
+				res.LeaseTiming = &LeaseTiming{LateFrom: lateFrom, Setting: setting}
+			}
+			res.LeaseTiming.Nodes++
+			if every > res.LeaseTiming.RenewEvery {
+				res.LeaseTiming.RenewEvery, res.LeaseTiming.Example = every, name
+			}
+		}
 		ref := laterOf(laterOf(n.renewObservedAt, n.firstSeen), m.viewRestoredAt)
 		a := now.Sub(ref)
 		hb[i] = ages{age: a, late: a >= p.ProbeAfter, stale: a >= p.HeartbeatGrace,

@@ -45,6 +45,7 @@ type nodeState struct {
 	leaseMissing     bool
 	renewTime        time.Time
 	holder           string
+	leaseDuration    time.Duration
 	renewObservedAt  time.Time
 	leaseConfirmedAt time.Time
 
@@ -151,6 +152,9 @@ func (m *Machine) ObserveLease(o LeaseObservation) {
 	}
 	if !ok {
 		n = m.node(o.Node)
+	}
+	if o.Duration > 0 {
+		n.leaseDuration = o.Duration
 	}
 	if o.Deleted {
 		if o.ReadBack {

@@ -480,3 +480,43 @@ func TestMachineIsDeterministic(t *testing.T) {
 	first, second := run(), run()
 	assert.Equal(t, first, second)
 }
+
+// Nodes whose Leases last long enough that they renew no sooner than the
+// heartbeat age at which fenced counts them late are reported, with the
+// setting to change; nodes renewing on time for the policy are not.
+func TestLeaseTimingReportsNodesRenewingTooSeldom(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	self := Self{APIReachable: true, APICheckedAt: now, WatchSynced: true, Quorum: true}
+	evaluate := func(p Policy, durations map[string]time.Duration) *LeaseTiming {
+		t.Helper()
+		m, err := NewMachine("c", p)
+		require.NoError(t, err)
+		for name, d := range durations {
+			m.ObserveNode(NodeObservation{Node: name, Ready: "True", ObservedAt: now})
+			m.ObserveLease(LeaseObservation{Node: name, RenewTime: now, Duration: d, ObservedAt: now})
+		}
+		return m.Evaluate(self, now).LeaseTiming
+	}
+	early := DefaultPolicy()
+	early.Early = EarlyPolicy{Enabled: true, After: 12 * time.Second, ProbeFrom: 11 * time.Second, KubeletProbes: 3, IOWindow: 6 * time.Second}
+
+	assert.Nil(t, evaluate(early, map[string]time.Duration{"a": 40 * time.Second, "b": 40 * time.Second, "c": 0}),
+		"the kubelet's default Lease (renewed every 10 s) fits the default timing")
+
+	lt := evaluate(early, map[string]time.Duration{"a": 40 * time.Second, "b": 100 * time.Second, "c": 60 * time.Second})
+	require.NotNil(t, lt)
+	assert.Equal(t, LeaseTiming{Nodes: 2, RenewEvery: 25 * time.Second, Example: "b", LateFrom: 11 * time.Second,
+		Setting: "earlyVerdict.probeFrom"}, *lt)
+	assert.Contains(t, lt.String(), "2 nodes renew their Leases every 25s (node b")
+	assert.Contains(t, lt.String(), "scale heartbeatGrace, earlyVerdict.after and earlyVerdict.probeFrom")
+
+	lt = evaluate(DefaultPolicy(), map[string]time.Duration{"a": 100 * time.Second})
+	require.NotNil(t, lt, "without early verdicts, half the 40 s grace is still shorter than a 25 s renewal")
+	assert.Equal(t, "half of heartbeatGrace", lt.Setting)
+	assert.Equal(t, 20*time.Second, lt.LateFrom)
+
+	scaled := DefaultPolicy()
+	scaled.HeartbeatGrace, scaled.ProbeAfter = 100*time.Second, 50*time.Second
+	scaled.Early = EarlyPolicy{Enabled: true, After: 30 * time.Second, ProbeFrom: 27500 * time.Millisecond, KubeletProbes: 3, IOWindow: 6 * time.Second}
+	assert.Nil(t, evaluate(scaled, map[string]time.Duration{"a": 100 * time.Second}), "the timing scaled with the Lease fits it")
+}

@@ -3,6 +3,8 @@ package detector
 import (
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
+
 	"github.com/fenced-project/fenced/arrayclients"
 )
 
@@ -14,6 +16,9 @@ type LeaseObservation struct {
 	RenewTime time.Time
 	// Holder is spec.holderIdentity.
 	Holder string
+	// Duration is spec.leaseDurationSeconds (zero when unset): a kubelet
+	// sets its nodeLeaseDurationSeconds and renews every quarter of it.
+	Duration time.Duration
 	// Deleted is set when the Lease is gone (a watch delete, or NotFound on
 	// a direct read).
 	Deleted bool
@@ -22,6 +27,19 @@ type LeaseObservation struct {
 	ReadBack bool
 	// ObservedAt is this replica's clock when the sighting was made.
 	ObservedAt time.Time
+}
+
+// fromLease takes the renewal time, holder and duration from the Lease.
+func (o *LeaseObservation) fromLease(l *coordinationv1.Lease) {
+	if l.Spec.RenewTime != nil {
+		o.RenewTime = l.Spec.RenewTime.Time
+	}
+	if l.Spec.HolderIdentity != nil {
+		o.Holder = *l.Spec.HolderIdentity
+	}
+	if d := l.Spec.LeaseDurationSeconds; d != nil {
+		o.Duration = time.Duration(*d) * time.Second
+	}
 }
 
 // NodeObservation is one sighting of a Node object.

@@ -84,12 +84,7 @@ func (r *Runner) readLease(pctx context.Context, name string) {
 	obs := LeaseObservation{Node: name, ReadBack: true, ObservedAt: r.clk.Now()}
 	switch {
 	case err == nil:
-		if l.Spec.RenewTime != nil {
-			obs.RenewTime = l.Spec.RenewTime.Time
-		}
-		if l.Spec.HolderIdentity != nil {
-			obs.Holder = *l.Spec.HolderIdentity
-		}
+		obs.fromLease(l)
 	case apierrors.IsNotFound(err):
 		obs.Deleted = true
 	default:

@@ -90,6 +90,9 @@ type Runner struct {
 	paths   *pathRunner // nil unless storage path loss is on
 	doubt   Reason
 	storm   bool
+	// leaseEvery is the renewal interval of the last Lease timing warning
+	// logged (zero: none).
+	leaseEvery time.Duration
 }
 
 type apiCheck struct {
@@ -239,12 +242,7 @@ func (r *Runner) onEvent(ev kube.Event) {
 	case kube.KindLease:
 		obs := LeaseObservation{Node: ev.Name, Deleted: ev.Deleted, ObservedAt: ev.At}
 		if ev.Lease != nil {
-			if ev.Lease.Spec.RenewTime != nil {
-				obs.RenewTime = ev.Lease.Spec.RenewTime.Time
-			}
-			if ev.Lease.Spec.HolderIdentity != nil {
-				obs.Holder = *ev.Lease.Spec.HolderIdentity
-			}
+			obs.fromLease(ev.Lease)
 		}
 		r.enqueue(func(m *Machine) { m.ObserveLease(obs) }, false)
 	case kube.KindCSINode:
@@ -366,6 +364,15 @@ func (r *Runner) report(res Result) {
 			r.log.Warn("storm guard released", "unhealthy", res.Storm.Unhealthy, "limit", res.Storm.Limit)
 		}
 		r.storm = res.Storm.Active
+	}
+	switch lt := res.LeaseTiming; {
+	case lt != nil && lt.RenewEvery != r.leaseEvery:
+		r.log.Warn("node Lease renewals too seldom for the cluster's timing: "+lt.String(),
+			"nodes", lt.Nodes, "renewEvery", lt.RenewEvery.String(), "example", lt.Example, "lateFrom", lt.LateFrom.String())
+		r.leaseEvery = lt.RenewEvery
+	case lt == nil && r.leaseEvery != 0:
+		r.log.Info("node Lease renewals fit the cluster's timing again")
+		r.leaseEvery = 0
 	}
 	healthy := 0
 	for _, c := range res.Changes {

@@ -14,6 +14,9 @@ type Status struct {
 	// path loss path is on.
 	StorageStorm []StorageStormState `json:"storageStorm,omitempty"`
 	Self         SelfStatus          `json:"self"`
+	// LeaseTiming is set while nodes renew their Leases too seldom for
+	// the cluster's timing (see LeaseTiming).
+	LeaseTiming *LeaseTiming `json:"leaseTiming,omitempty"`
 	// Nodes holds every node that is not Healthy, with its evidence.
 	Nodes []Verdict `json:"nodes"`
 }
@@ -33,7 +36,7 @@ type SelfStatus struct {
 func NewStatus(res Result, self Self, at time.Time) Status {
 	st := Status{
 		Cluster: res.Cluster, EvaluatedAt: at, Counts: map[State]int{},
-		Doubt: res.Doubt, Storm: res.Storm, Nodes: []Verdict{},
+		Doubt: res.Doubt, Storm: res.Storm, Nodes: []Verdict{}, LeaseTiming: res.LeaseTiming,
 		Self: SelfStatus{
 			APIReachable: self.APIReachable, APICheckedAt: self.APICheckedAt, APIError: self.APIError,
 			WatchSynced: self.WatchSynced, WatchError: self.WatchError, Quorum: self.Quorum, Paused: self.Paused,

@@ -151,6 +151,11 @@ type Cluster struct {
 	// StorageStorm lists the arrays whose storage storm guard is active:
 	// storage path loss verdicts on them are blocked.
 	StorageStorm []StorageStorm `json:"storageStorm,omitempty"`
+	// LeaseTiming is set while nodes renew their Leases no sooner than
+	// the heartbeat age at which fenced counts them late: it says how many,
+	// how seldom and which settings to scale (live nodes are otherwise
+	// probed at every renewal and may hold the storm guard).
+	LeaseTiming string `json:"leaseTiming,omitempty"`
 	// Unhealthy lists nodes that are not healthy.
 	Unhealthy []Node `json:"unhealthy,omitempty"`
 	// Unprotected lists the nodes whose storage footprint fenced cannot

@@ -133,6 +133,9 @@ func (f *fencing) clusterStatus(cr *clusterRuntime, ps stonith.Status, pauses []
 		}
 		out.Storm = s
 	}
+	if lt := ds.LeaseTiming; lt != nil {
+		out.LeaseTiming = lt.String()
+	}
 	for _, s := range ds.StorageStorm {
 		if s.Active {
 			out.StorageStorm = append(out.StorageStorm, status.StorageStorm{Array: s.Array, Reason: s.Reason,

@@ -109,6 +109,9 @@ func Status(out io.Writer, st status.Status, now time.Time) error {
 			if s := c.Storm; s != nil {
 				nodes = append(nodes, []string{c.Name, "(storm guard)", "active", fmt.Sprintf("%d unhealthy, %d allowed (limit %s)", s.Unhealthy, s.Allowed, s.Limit), ""})
 			}
+			if c.LeaseTiming != "" {
+				nodes = append(nodes, []string{c.Name, "(Lease timing)", "warning", c.LeaseTiming, ""})
+			}
 			for _, s := range c.StorageStorm {
 				nodes = append(nodes, []string{c.Name, "(storage storm guard: " + s.Array + ")", "active",
 					fmt.Sprintf("%s: %d disconnected, %d allowed %s", s.Reason, s.Disconnected, s.Allowed, s.Error), s.Since.Local().Format(time.RFC3339)})
