@@ -9,10 +9,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	coordlisters "k8s.io/client-go/listers/coordination/v1"
@@ -65,26 +62,20 @@ type WatchState struct {
 	LastLeaseProgress time.Time
 }
 
-// Watcher runs shared informers for Nodes and CSINodes of one cluster, and
-// a plain informer for the node Leases in kube-node-lease. Objects handed
-// out by its getters are shared with the cache: never modify them.
-//
-// The Lease informer is not a shared one: every kubelet renews its Lease
-// every 10 s, so at 2,000 nodes 200 events a second arrive, and a shared
-// informer hands each one through two more goroutines (its listener's
-// buffer and its delivery) than a plain controller, whose processing
-// goroutine calls the handler itself. On an idle leader those hand-offs,
-// each waking a thread, were a measurable part of its CPU.
+// Watcher runs shared informers for Nodes, the node Leases in
+// kube-node-lease and CSINodes of one cluster. Objects handed out by its
+// getters are shared with the cache: never modify them.
 type Watcher struct {
 	clk      clock.PassiveClock
 	handler  Handler
 	nodeInf  cache.SharedIndexInformer
+	leaseInf cache.SharedIndexInformer
 	csiInf   cache.SharedIndexInformer
-	leaseCtl cache.Controller
 	nodes    corelisters.NodeLister
 	leases   coordlisters.LeaseNamespaceLister
 	csi      storagelisters.CSINodeLister
 	factory  informers.SharedInformerFactory
+	leaseFac informers.SharedInformerFactory
 
 	mu        sync.Mutex
 	errMsg    string
@@ -109,15 +100,21 @@ func NewWatcher(cs kubernetes.Interface, clk clock.PassiveClock, h Handler) (*Wa
 	}
 	w := &Watcher{clk: clk, handler: h}
 	w.factory = informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithTransform(trimCached))
+	w.leaseFac = informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(LeaseNamespace),
+		informers.WithTransform(trimCached))
 	w.nodeInf = w.factory.Core().V1().Nodes().Informer()
 	w.nodes = w.factory.Core().V1().Nodes().Lister()
 	w.csiInf = w.factory.Storage().V1().CSINodes().Informer()
 	w.csi = w.factory.Storage().V1().CSINodes().Lister()
-	w.leaseCtl, w.leases = w.leaseController(cs)
+	w.leaseInf = w.leaseFac.Coordination().V1().Leases().Informer()
+	w.leases = w.leaseFac.Coordination().V1().Leases().Lister().Leases(LeaseNamespace)
+	if err := w.leaseInf.SetWatchErrorHandlerWithContext(w.leaseWatchError); err != nil {
+		return nil, fmt.Errorf("watcher: lease watch error handler: %w", err)
+	}
 	for _, reg := range []struct {
 		inf  cache.SharedIndexInformer
 		kind Kind
-	}{{w.nodeInf, KindNode}, {w.csiInf, KindCSINode}} {
+	}{{w.nodeInf, KindNode}, {w.leaseInf, KindLease}, {w.csiInf, KindCSINode}} {
 		kind := reg.kind
 		_, err := reg.inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(obj any) { w.deliver(kind, obj, false) },
@@ -131,74 +128,13 @@ func NewWatcher(cs kubernetes.Interface, clk clock.PassiveClock, h Handler) (*Wa
 	return w, nil
 }
 
-// leaseController is the Lease informer: client-go's controller (its
-// reflector lists and watches, relists after an error and keeps the
-// resource version; its in-order queue carries the changes) whose
-// processing goroutine updates the cache and calls the handler, as a
-// shared informer's delivery would, with the same events: an object listed
-// or changed is an update when it was cached (a relist delivers every Lease
-// again), else an add; one gone, or missing from a relist, a delete.
-func (w *Watcher) leaseController(cs kubernetes.Interface) (cache.Controller, coordlisters.LeaseNamespaceLister) {
-	leases := cs.CoordinationV1().Leases(LeaseNamespace)
-	lw := &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			return leases.List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			return leases.Watch(ctx, o)
-		},
-	}
-	store := cache.NewIndexer(cache.DeletionHandlingMetaNamespaceKeyFunc, cache.Indexers{})
-	ctl := cache.New(&cache.Config{
-		Queue:                        cache.NewRealFIFO(cache.MetaNamespaceKeyFunc, store, trimCached),
-		ListerWatcher:                lw,
-		ObjectType:                   &coordinationv1.Lease{},
-		ObjectDescription:            "leases in " + LeaseNamespace,
-		WatchErrorHandlerWithContext: w.leaseWatchError,
-		Process: func(obj any, _ bool) error {
-			deltas, ok := obj.(cache.Deltas)
-			if !ok {
-				return fmt.Errorf("lease watch: got %T to process, not deltas", obj)
-			}
-			return w.processLeases(store, deltas)
-		},
-	})
-	return ctl, coordlisters.NewLeaseLister(store).Leases(LeaseNamespace)
-}
-
-// processLeases applies one Lease's changes, oldest first, to the cache
-// and delivers each.
-func (w *Watcher) processLeases(store cache.Store, deltas cache.Deltas) error {
-	for _, d := range deltas {
-		switch d.Type {
-		case cache.Sync, cache.Replaced, cache.Added, cache.Updated:
-			_, exists, err := store.Get(d.Object)
-			if err == nil && exists {
-				err = store.Update(d.Object)
-			} else {
-				err = store.Add(d.Object)
-			}
-			if err != nil {
-				return fmt.Errorf("lease watch: cache: %w", err)
-			}
-			w.deliver(KindLease, d.Object, false)
-		case cache.Deleted:
-			if err := store.Delete(d.Object); err != nil {
-				return fmt.Errorf("lease watch: cache: %w", err)
-			}
-			w.deliver(KindLease, d.Object, true)
-		}
-	}
-	return nil
-}
-
 func (w *Watcher) leaseWatchError(ctx context.Context, r *cache.Reflector, err error) {
 	cache.DefaultWatchErrorHandler(ctx, r, err)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.errMsg = err.Error()
 	w.errAt = w.clk.Now()
-	w.errRV = r.LastSyncResourceVersion()
+	w.errRV = w.leaseInf.LastSyncResourceVersion()
 }
 
 func (w *Watcher) deliver(kind Kind, obj any, deleted bool) {
@@ -228,14 +164,13 @@ func (w *Watcher) deliver(kind Kind, obj any, deleted bool) {
 // sync. client-go logs what its watches meet through the logger of ctx
 // (ContextWithLogger).
 func (w *Watcher) Start(ctx context.Context) {
-	runInformers(ctx, w.nodeInf, w.csiInf)
-	go w.leaseCtl.RunWithContext(ctx)
+	runInformers(ctx, w.nodeInf, w.csiInf, w.leaseInf)
 }
 
 // WaitForSync blocks until every informer has synced or ctx ends, and
 // reports whether they synced.
 func (w *Watcher) WaitForSync(ctx context.Context) bool {
-	return cache.WaitForCacheSync(ctx.Done(), w.nodeInf.HasSynced, w.leaseCtl.HasSynced, w.csiInf.HasSynced)
+	return cache.WaitForCacheSync(ctx.Done(), w.nodeInf.HasSynced, w.leaseInf.HasSynced, w.csiInf.HasSynced)
 }
 
 // State reports the watches' health. A Lease watch error is cleared by a
@@ -244,7 +179,7 @@ func (w *Watcher) WaitForSync(ctx context.Context) bool {
 func (w *Watcher) State() WatchState {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	rv := w.leaseCtl.LastSyncResourceVersion()
+	rv := w.leaseInf.LastSyncResourceVersion()
 	if w.errMsg != "" && rv != w.errRV {
 		w.errMsg = ""
 	}
@@ -253,7 +188,7 @@ func (w *Watcher) State() WatchState {
 		w.progress = w.clk.Now()
 	}
 	return WatchState{
-		Synced:            w.nodeInf.HasSynced() && w.leaseCtl.HasSynced() && w.csiInf.HasSynced(),
+		Synced:            w.nodeInf.HasSynced() && w.leaseInf.HasSynced() && w.csiInf.HasSynced(),
 		Error:             w.errMsg,
 		ErrorAt:           w.errAt,
 		LastLeaseEvent:    w.lastLease,
