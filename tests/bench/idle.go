@@ -243,10 +243,10 @@ func idleNotes(growth []SteadyResult) string {
 		return b.String()
 	}
 	b.WriteString("Array requests at rest, per minute, the three replicas together (fenced_array_request_duration_seconds over the window):\n\n" +
-		"| Nodes | family | operation | per minute | mean (s) |\n|---|---|---|---|---|\n")
+		"| Nodes | Lease renewed every (s) | family | operation | per minute | mean (s) |\n|---|---|---|---|---|---|\n")
 	for _, g := range with {
 		for _, r := range g.ArrayRequests {
-			fmt.Fprintf(&b, "| %d | %s | %s | %.1f | %.3f |\n", g.Nodes, r.Family, r.Op, r.PerMinute, r.MeanSeconds)
+			fmt.Fprintf(&b, "| %d | %g | %s | %s | %.1f | %.3f |\n", g.Nodes, g.Renewal(), r.Family, r.Op, r.PerMinute, r.MeanSeconds)
 		}
 	}
 	b.WriteString("\n")

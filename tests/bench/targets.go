@@ -121,7 +121,15 @@ func targets(r *Results) string {
 				"figures at 2,000 will be higher; whether they stay within the bound this run does not show. A machine with more cores " +
 				"would measure it (`-steady-nodes 2000`).\n")
 		} else {
-			fmt.Fprintf(&b, "%s (%.1f %%, %.0f MB).\n", met(s.Leader.CPUPercent <= 3 && s.Leader.RSSBytes <= 150e6), s.Leader.CPUPercent, float64(s.Leader.RSSBytes)/1e6)
+			fmt.Fprintf(&b, "CPU %s (%.1f %%), memory %s (%.0f MB); follower %.1f %% and %.0f MB.", met(s.Leader.CPUPercent <= 3), s.Leader.CPUPercent,
+				met(s.Leader.RSSBytes <= 150e6), float64(s.Leader.RSSBytes)/1e6, s.Follower.CPUPercent, float64(s.Follower.RSSBytes)/1e6)
+			for _, g := range r.Growth {
+				if g.Error == "" && g.Nodes > s.Nodes {
+					fmt.Fprintf(&b, " At %d nodes renewed every %g s: leader %.1f %% and %.0f MB, follower %.1f %% and %.0f MB.", g.Nodes, g.Renewal(),
+						g.Leader.CPUPercent, float64(g.Leader.RSSBytes)/1e6, g.Follower.CPUPercent, float64(g.Follower.RSSBytes)/1e6)
+				}
+			}
+			b.WriteString("\n")
 		}
 	} else {
 		b.WriteString("- **Leader at 2,000 nodes ≤ 3 % of a core and ≤ 150 MB RSS**: not measured in this run (`-steady-nodes 2000`).\n")
