@@ -27,7 +27,10 @@ func TestDottedNodeNames(t *testing.T) {
 		t.Skip("end-to-end: starts a control plane and three fenced processes")
 	}
 	const domain = "dc1.example.com"
-	h := Start(t, Options{Timing: fastTiming(), NodeLeaseDurationSeconds: 4, NodeDomain: domain})
+	// One node more than there are families: each family's StatefulSet
+	// leaves exactly one node free (for its replacement), so at least one
+	// node runs a pod of every family, wherever the scheduler spreads them.
+	h := Start(t, Options{Timing: fastTiming(), NodeLeaseDurationSeconds: 4, NodeDomain: domain, Nodes: len(testbed.Drivers()) + 1})
 	for name := range h.Nodes {
 		require.True(t, strings.HasSuffix(name, "."+domain), "node %s", name)
 	}
