@@ -42,9 +42,13 @@ func (s *sizes) Set(v string) error {
 	return nil
 }
 
-// kubeletRenewal is how often a kubelet renews its Lease by default
-// (a quarter of its 40 s duration).
-const kubeletRenewal = 10.0
+// kubeletLeaseSeconds is the kubelet's default nodeLeaseDurationSeconds;
+// kubeletRenewal, in seconds, is how often it renews its Lease then (a
+// quarter of the duration).
+const (
+	kubeletLeaseSeconds = 40
+	kubeletRenewal      = kubeletLeaseSeconds / 4.0
+)
 
 // Renewal is how often the run's nodes renewed their Leases, in seconds.
 func (s SteadyResult) Renewal() float64 {

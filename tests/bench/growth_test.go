@@ -219,3 +219,12 @@ func TestRerenderOlderResults(t *testing.T) {
 	assert.Equal(t, 5, got.MultiCluster.Clusters)
 	assert.Equal(t, sizes{250, 500, 1000, 2000}, got.Params.SteadySizes)
 }
+
+// The slower-renewal runs scale fenced's own defaults: at a 100 s Lease
+// the grace, after and probeFrom are 2.5 times 40 s, 12 s and 11 s.
+func TestScaledTiming(t *testing.T) {
+	tm := scaledTiming(100)
+	assert.Equal(t, 100*time.Second, tm.HeartbeatGrace)
+	assert.Equal(t, 30*time.Second, tm.EarlyAfter)
+	assert.Equal(t, 27500*time.Millisecond, tm.EarlyProbeFrom)
+}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fenced-project/fenced/cmd/fenced/status"
+	"github.com/fenced-project/fenced/configs"
 	"github.com/fenced-project/fenced/tests/e2e"
 	"github.com/fenced-project/fenced/tests/testbed"
 )
@@ -118,19 +119,17 @@ func runSteady(t *e2e.Standalone, p params, res *SteadyResult) error {
 	return nil
 }
 
-// kubeletLeaseSeconds is the kubelet's default nodeLeaseDurationSeconds.
-const kubeletLeaseSeconds = 40
-
 // scaledTiming is fenced's timing for kubelets whose Leases last
-// leaseSeconds instead of 40 s: heartbeatGrace (40 s), earlyVerdict.after
-// (12 s) and .probeFrom (11 s) scaled by the same factor, so that a node
-// renewing on time is never late.
+// leaseSeconds instead of 40 s: the defaults of heartbeatGrace,
+// earlyVerdict.after and .probeFrom scaled by the same factor, so that a
+// node renewing on time is never late.
 func scaledTiming(leaseSeconds int) e2e.ClusterTiming {
 	scale := func(d time.Duration) time.Duration {
 		return d * time.Duration(leaseSeconds) / kubeletLeaseSeconds
 	}
-	return e2e.ClusterTiming{HeartbeatGrace: scale(40 * time.Second),
-		EarlyAfter: scale(12 * time.Second), EarlyProbeFrom: scale(11 * time.Second)}
+	def := configs.DefaultCluster()
+	return e2e.ClusterTiming{HeartbeatGrace: scale(def.HeartbeatGrace),
+		EarlyAfter: scale(def.EarlyVerdict.After), EarlyProbeFrom: scale(def.EarlyVerdict.ProbeStart())}
 }
 
 // measureIdle waits for the last ledger writes of the cold start to
